@@ -1,0 +1,29 @@
+# Two commands on a fresh machine with Python 3.11: `make demo` and `make test`.
+# Both create .venv and install the pinned dependencies when they are missing.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.neuroedge-installed
+
+.PHONY: demo test lint bench clean
+
+$(STAMP): setup.cfg setup.py pyproject.toml Makefile
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade "pip>=24" "setuptools>=64" wheel
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	# norse and nirtorch declare torchvision, which would replace the CPU torch with a
+	# multi-GB CUDA build; their cores run without it.
+	$(BIN)/python -m pip install -q --no-deps norse==1.1.0 nirtorch==2.6
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/neuroedge bench snn.lif_convnet --backend host,onnxrt --out reports/lif_convnet
+
+test: $(STAMP)
+	$(BIN)/pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check sdk backends models export bench tests
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info reports .neuroedge

@@ -1,0 +1,1 @@
+"""Backends: one module each (null, host, onnxrt, ...); see neuroedge.registry.BACKENDS."""

@@ -1,0 +1,168 @@
+"""ONNX Runtime backend: the CPU execution provider, or CUDA / TensorRT ones when installed.
+
+Provider choice is explicit: the default asks for every accelerated provider this onnxruntime
+build offers (TensorRT, then CUDA) before the CPU. If the session comes up without a provider
+that was asked for, that is a fallback: it is recorded in the artifact and every Report, never
+silent (a test fails on it).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from neuroedge.atomic import write_bytes
+from neuroedge.backends.base import MeasuredBackend, unroll
+from neuroedge.errors import ArtifactError
+from neuroedge.paths import artifact_dir
+from neuroedge.shapes import bind_inputs
+from neuroedge.types import Artifact, Availability, ModelSpec, Program, Support, TorchProgram
+
+ACCELERATED = ("TensorrtExecutionProvider", "CUDAExecutionProvider")
+
+
+
+class OnnxRuntimeBackend(MeasuredBackend):
+    name: ClassVar[str] = "onnxrt"
+
+    def probe(self) -> Availability:
+        if importlib.util.find_spec("onnxruntime") is None:
+            return Availability(False, "onnxruntime is not installed (pip install onnxruntime)")
+        if importlib.util.find_spec("onnx") is None:
+            return Availability(False, "onnx is not installed (pip install onnx)")
+        import onnxruntime as ort
+
+        return Availability(True, f"onnxruntime {ort.__version__}, providers: "
+                                  f"{', '.join(ort.get_available_providers())}")
+
+    def supports(self, spec: ModelSpec) -> Support:
+        if "onnx" not in spec.exportable:
+            return Support(False, f"{spec.name} has no ONNX export (exportable: "
+                                  f"{', '.join(spec.exportable) or 'none'})")
+        return Support(True)
+
+    def compile(self, program: Program, spec: ModelSpec,
+                options: Mapping[str, str] | None = None) -> Artifact:
+        from neuroedge.export.onnx import export_onnx
+
+        options = dict(options or {})
+        if not isinstance(program, TorchProgram):
+            raise TypeError(f"onnxrt compiles torch programs, got a {program.kind} program")
+        form = options.pop("form", "sequence")
+        path = Path(options.pop("path", artifact_dir(spec.name, self.name) / f"{form}.onnx"))
+        export_onnx(program, spec, path, form=form)
+        if program.stateful:
+            init = program.init_state(1)
+            buf = io.BytesIO()
+            np.savez(buf, **{n: s.detach().numpy() for n, s in zip(program.state_names, init)})
+            write_bytes(state_file(path), buf.getvalue())
+        return self.load(path, spec, options)
+
+    def load(self, path: str | os.PathLike[str], spec: ModelSpec,
+             options: Mapping[str, str] | None = None) -> Artifact:
+        """An artifact from an existing .onnx file; corrupt files raise ArtifactError."""
+        import onnxruntime as ort
+
+        from neuroedge.export.onnx import FORM_KEY, load_onnx
+
+        options = dict(options or {})
+        model = load_onnx(path)
+        requested = _requested_providers(options.get("providers"))
+        sess_opts = ort.SessionOptions()
+        sess_opts.intra_op_num_threads = int(options.get("threads", 1))
+        sess_opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        try:
+            session = ort.InferenceSession(str(path), sess_options=sess_opts,
+                                           providers=requested)
+        except Exception as err:  # onnxruntime raises its own untyped errors here
+            raise ArtifactError(f"{path}: ONNX Runtime cannot load this model: {err}") from err
+        active = session.get_providers()
+        fallbacks = tuple(f"asked for {p}, session runs without it (active: {', '.join(active)})"
+                          for p in requested if p not in active)
+        graph_inputs = [i.name for i in session.get_inputs()]
+        output_names = [o.name for o in session.get_outputs()]
+        state_names = tuple(n for n in graph_inputs if f"{n}_out" in output_names)
+        form = session.get_modelmeta().custom_metadata_map.get(FORM_KEY, "step")
+        meta = {"device": "cuda" if active[0] in ACCELERATED else "cpu", "providers": active,
+                "fallbacks": fallbacks, "opset": model.opset_import[0].version,
+                "form": form, "inputs": graph_inputs,
+                "steps": session.get_inputs()[0].shape[0] if form == "sequence" else None, "outputs": output_names, "state_names": state_names,
+                "state_init": _load_state_init(Path(path), session, state_names)}
+        return Artifact(self.name, "onnx", spec, path=str(path), meta=meta, handle=session)
+
+    def run(self, artifact: Artifact, inputs: Mapping[str, Any]) -> dict[str, Any]:
+        bind_inputs(artifact.spec, inputs)
+        session, meta = artifact.handle, artifact.meta
+        state_names = meta["state_names"]
+        data_inputs = [n for n in meta["inputs"] if n not in state_names]
+        outs = [n for n in meta["outputs"] if not n.endswith("_out") or
+                n[:-4] not in state_names]
+        xs = [np.ascontiguousarray(inputs[n]) for n in data_inputs]
+        if not state_names:
+            ys = session.run(outs, dict(zip(data_inputs, xs)))
+            return dict(zip(outs, ys))
+        batch = int(xs[0].shape[1])
+        state = [np.ascontiguousarray(np.broadcast_to(s, (batch, *s.shape[1:])))
+                 for s in meta["state_init"]]
+        fetch = outs + [f"{s}_out" for s in state_names]
+        feed_names = data_inputs + list(state_names)
+        if meta["form"] == "sequence":
+            steps = meta["steps"]
+            if int(xs[0].shape[0]) != steps:
+                raise ValueError(f"{artifact.path}: this sequence export runs T={steps} steps, got "
+                                 f"input {data_inputs[0]!r} of shape {list(xs[0].shape)}; "
+                                 "export with form=step for any T")
+            ys = session.run(fetch, dict(zip(feed_names, xs + state)))
+            result = dict(zip(outs, ys[:len(outs)]))
+            result.update({f"{n}_final": s for n, s in zip(state_names, ys[len(outs):])})
+            return result
+
+        def step(args: list[Any]) -> list[Any]:
+            return session.run(fetch, dict(zip(feed_names, args)))
+
+        ys, final = unroll(step, xs, state, len(outs), np.stack)
+        result = dict(zip(outs, ys))
+        result.update({f"{n}_final": s for n, s in zip(state_names, final)})
+        return result
+
+
+def state_file(onnx_path: Path) -> Path:
+    """Where the initial state that goes with an exported step is stored."""
+    return onnx_path.with_suffix(".state.npz")
+
+
+def _requested_providers(option: str | None) -> list[str]:
+    import onnxruntime as ort
+
+    if option:
+        return [p.strip() for p in option.split(",") if p.strip()]
+    available = ort.get_available_providers()
+    return [p for p in ACCELERATED if p in available] + ["CPUExecutionProvider"]
+
+
+def _load_state_init(path: Path, session: Any, state_names: tuple[str, ...]) -> list[Any]:
+    """Initial state saved beside the model, else zeros of the graph's state shapes."""
+    if not state_names:
+        return []
+    side = state_file(path)
+    if side.is_file():
+        with np.load(side) as saved:
+            missing = [n for n in state_names if n not in saved]
+            if missing:
+                raise ArtifactError(f"{side}: no initial state for {missing}")
+            return [saved[n] for n in state_names]
+    shapes = {i.name: i.shape for i in session.get_inputs()}
+    init = []
+    for n in state_names:
+        dims = shapes[n][1:]
+        if not all(isinstance(d, int) for d in dims):
+            raise ArtifactError(f"{path}: state {n!r} has symbolic shape {shapes[n]} and no "
+                                f"{side.name} beside it")
+        init.append(np.zeros((1, *dims), dtype=np.float32))
+    return init

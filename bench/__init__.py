@@ -1,0 +1,1 @@
+"""Measurement: latency, SOP/MAC counts, energy estimates, parity, reports and history."""

@@ -1,0 +1,135 @@
+"""Bench reports: report.json (the schema other tools read), report.md and PNG plots.
+
+report.json::
+
+    {"model": str, "created": ISO time, "machine": str,
+     "rows": [{"variant": str, "backend": str,
+               "metrics": {NAME: {"value": float, "unit": str, "how": "measured"|"counted"|
+                                  "estimated"}}, "fallbacks": [...], "rejections": [...]}]}
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from neuroedge.atomic import atomic_path, write_text
+from neuroedge.types import Report
+
+DEFAULT_COLUMNS = ("accuracy", "latency_p50_ms", "sops_per_sample", "energy_uj",
+                   "spike_agreement", "max_abs_err")
+STANDARD_METRICS = ("accuracy", "map50", "success_rate", "latency_p50_ms", "latency_p90_ms",
+                    "latency_p99_ms", "throughput_per_s", "sops_per_sample", "macs_per_sample",
+                    "energy_uj", "firing_rate", "spike_agreement", "max_abs_err", "peak_rss_mb")
+
+
+def machine_description() -> str:
+    cpus = os.cpu_count() or 0
+    return f"{platform.node()} {platform.machine()} {cpus} cpu {platform.system()} " \
+           f"python {platform.python_version()}"
+
+
+def build_document(model: str, rows: Sequence[Report], **extra: Any) -> dict[str, Any]:
+    """The report.json document for ``rows``; ``extra`` keys (config, notes) are added."""
+    doc = {"model": model,
+           "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+           "machine": machine_description(), "rows": [r.to_json() for r in rows]}
+    doc.update(extra)
+    return doc
+
+
+def format_value(metric: dict[str, Any] | None) -> str:
+    if metric is None:
+        return "-"
+    v = float(metric["value"])
+    text = f"{v:.4g}" if abs(v) < 1e5 else f"{v:.3e}"
+    return text + ("*" if metric["how"] == "estimated" else "")
+
+
+def markdown_table(doc: dict[str, Any], columns: Sequence[str] = DEFAULT_COLUMNS) -> str:
+    """A Markdown table, one row per (variant, backend); '*' marks estimates."""
+    header = ["variant", "backend", *columns]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in doc["rows"]:
+        cells = [row["variant"], row["backend"]]
+        cells += [format_value(row["metrics"].get(c)) for c in columns]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def text_table(doc: dict[str, Any], columns: Sequence[str] = DEFAULT_COLUMNS) -> str:
+    """The same table aligned for a terminal."""
+    header = ["variant", "backend", *columns]
+    body = [[r["variant"], r["backend"], *(format_value(r["metrics"].get(c)) for c in columns)]
+            for r in doc["rows"]]
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *body)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return "\n".join(fmt.format(*line) for line in [header, *body])
+
+
+def write_markdown(doc: dict[str, Any], path: Path, columns: Sequence[str],
+                   sections: Sequence[str] = ()) -> None:
+    lines = [f"# {doc['model']} benchmark", "", f"- created: {doc['created']}",
+             f"- machine: {doc['machine']}", "", markdown_table(doc, columns), "",
+             "`*` = estimated (energy model or fake timing), never measured.", ""]
+    for row in doc["rows"]:
+        for label in ("fallbacks", "rejections", "notes"):
+            for item in row.get(label, []):
+                lines.append(f"- {row['variant']}/{row['backend']} {label[:-1]}: {item}")
+    lines += ["", *sections]
+    write_text(path, "\n".join(lines) + "\n")
+
+
+def save_figure(fig: Any, path: Path) -> Path:
+    """Save a matplotlib figure atomically as PNG."""
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=120, bbox_inches="tight")
+    return path
+
+
+def latency_plot(doc: dict[str, Any], path: Path) -> Path | None:
+    """Bar chart of p50 latency (with p90/p99 whiskers) for every row that has it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in doc["rows"] if "latency_p50_ms" in r["metrics"]]
+    if not rows:
+        return None
+    labels = [f"{r['variant']}\n{r['backend']}" for r in rows]
+    p50 = [r["metrics"]["latency_p50_ms"]["value"] for r in rows]
+    p99 = [r["metrics"].get("latency_p99_ms", {"value": v})["value"] for r, v in zip(rows, p50)]
+    fig, ax = plt.subplots(figsize=(max(4, 1.3 * len(rows)), 3.5))
+    ax.bar(labels, p50, yerr=[[0] * len(p50), [b - a for a, b in zip(p50, p99)]], capsize=4)
+    ax.set_ylabel("latency per call (ms): p50, whisker to p99")
+    ax.set_title(f"{doc['model']}: latency by backend")
+    path = save_figure(fig, path)
+    plt.close(fig)
+    return path
+
+
+def write_report(doc: dict[str, Any], out_dir: str | os.PathLike[str], *,
+                 columns: Sequence[str] = DEFAULT_COLUMNS, sections: Sequence[str] = (),
+                 plots: Sequence[Callable[[dict[str, Any], Path], Path | None]] = (),
+                 history: str | os.PathLike[str] | None = None) -> dict[str, Path]:
+    """Write report.json, report.md and plots into ``out_dir``; add a row to the history."""
+    from neuroedge.bench.history import record
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = {"json": write_text(out / "report.json", json.dumps(doc, indent=2) + "\n")}
+    write_markdown(doc, out / "report.md", columns, sections)
+    written["md"] = out / "report.md"
+    for plot in (latency_plot, *plots):
+        name = getattr(plot, "__name__", "plot").removesuffix("_plot")
+        made = plot(doc, out / f"{name}.png")
+        if made is not None:
+            written[name] = made
+    record(doc, history, out_dir=str(out))
+    return written

@@ -1,0 +1,134 @@
+"""The generic benchmark of one model across backends, measured side by side in one run.
+
+For each backend: probe and supports (a refusal becomes a row with its reason), compile,
+parity with the host reference over the example's T steps, task metrics through the model's
+``evaluate`` hook, and latency interleaved call by call with every other backend. SOPs, MACs
+and firing rate are counted on the host reference with forward hooks while it evaluates; they
+describe the network, so other backends' rows carry the same counts (noted as such).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from neuroedge.bench.energy import HOROWITZ_45NM, EnergyModel
+from neuroedge.bench.latency import measure_side_by_side
+from neuroedge.bench.parity import compare, require_nonzero_state
+from neuroedge.bench.sops import OpCounter
+from neuroedge.errors import NeuroedgeError
+from neuroedge.registry import get_backend
+from neuroedge.shapes import bind_inputs
+from neuroedge.types import Measurement, ModelSpec, Report, TorchProgram
+
+COUNTED = ("sops_per_sample", "macs_per_sample", "sops_per_sample_no_first", "firing_rate",
+           "energy_uj")
+
+
+def count_metrics(program: Any, spec: ModelSpec, config: Mapping[str, Any],
+                  run: Any, energy: EnergyModel) -> dict[str, Measurement]:
+    """Task metrics from the host run, plus SOPs/MACs/energy/firing rate counted on the way."""
+    if not isinstance(program, TorchProgram) or spec.evaluate is None:
+        return dict(spec.evaluate(run, config)) if spec.evaluate else {}
+    seen = {"samples": 0}
+
+    def counting_run(inputs: dict[str, Any]) -> Mapping[str, Any]:
+        seen["samples"] += bind_inputs(spec, inputs).get("batch", 1)
+        return run(inputs)
+
+    with OpCounter(program.module) as counter:
+        metrics = dict(spec.evaluate(counting_run, config))
+    ops = counter.totals(max(seen["samples"], 1))
+    metrics.update({
+        "sops_per_sample": Measurement(ops.sops_per_sample, "SOP", "counted"),
+        "macs_per_sample": Measurement(ops.macs_per_sample, "MAC", "counted"),
+        "sops_per_sample_no_first": Measurement(ops.sops_per_sample_no_first, "SOP", "counted"),
+        "firing_rate": Measurement(ops.firing_rate, "spikes/neuron/step", "measured"),
+        "energy_uj": energy.measurement(ops.macs_per_sample, ops.sops_per_sample),
+    })
+    return metrics
+
+
+def bench_model(spec: ModelSpec, backends: Sequence[str], *, config: Mapping[str, Any] | None
+                = None, repeats: int = 50, energy: EnergyModel = HOROWITZ_45NM,
+                progress: bool = True) -> list[Report]:
+    """One Report per (backend, variant), in the order given; a backend lists its variants in
+    a ``variants`` class attribute (compiled with ``{"variant": name}``); unavailable or
+    refusing backends give rows with the reason."""
+    from tqdm import tqdm
+
+    cfg = {**spec.default_config, **(config or {})}
+    program = spec.build(cfg)
+    host = get_backend("host")
+    host_art = host.compile(program, spec)
+    example = spec.example(0)
+    reference = host.run(host_art, example)
+    require_nonzero_state(reference)
+    rows: dict[tuple[str, str], Report] = {}
+    artifacts: dict[tuple[str, str], Any] = {}
+    for name in tqdm(backends, desc=f"bench {spec.name}", disable=not progress):
+        backend = get_backend(name)
+        availability, support = backend.probe(), backend.supports(spec)
+        if not availability.ok or not support.ok:
+            reason = availability.reason if not availability.ok else support.reason
+            rows[(name, "default")] = Report(spec.name, name, rejections=(reason,))
+            continue
+        for variant in getattr(backend, "variants", ("default",)):
+            key = (name, variant)
+            try:
+                art = host_art if name == "host" else backend.compile(
+                    program, spec, {} if variant == "default" else {"variant": variant})
+            except NeuroedgeError as err:
+                rows[key] = Report(spec.name, name, variant,
+                                   rejections=(f"compile refused: {err}",))
+                continue
+            artifacts[key] = art
+            rows[key] = _measure_row(spec, cfg, backend, art, variant, program, reference,
+                                     example, energy)
+    host_counts = {k: v for k, v in rows.get(("host", "default"), Report(spec.name, "host"))
+                   .metrics.items() if k in COUNTED}
+    batch = bind_inputs(spec, example).get("batch", 1)
+    timings = measure_side_by_side(
+        {key: (lambda b=get_backend(key[0]), a=a: b.run(a, example))
+         for key, a in artifacts.items() if key[0] != "null"}, repeats=repeats, batch=batch)
+    out = []
+    for key, row in rows.items():
+        if key in timings:
+            row = row.with_metrics(**timings[key].metrics(), **{
+                k: v for k, v in host_counts.items() if k not in row.metrics})
+        elif key[0] == "null" and key in artifacts:
+            fake = get_backend("null").profile(artifacts[key], example, repeats=3)
+            row = Report(spec.name, "null", metrics=fake.metrics, notes=row.notes + fake.notes)
+        out.append(row)
+    return out
+
+
+def _measure_row(spec: ModelSpec, cfg: Mapping[str, Any], backend: Any, art: Any, variant: str,
+                 program: Any, reference: Mapping[str, Any], example: Mapping[str, Any],
+                 energy: EnergyModel) -> Report:
+    """Task metrics and parity of one compiled artifact (latency is added afterwards)."""
+    name = backend.name
+    if name == "null":
+        return Report(spec.name, name, variant, notes=(
+            "null backend: fake timing and zero outputs; no task metrics or parity",))
+    run = (lambda inputs: backend.run(art, inputs))
+    if name == "host":
+        metrics = count_metrics(program, spec, cfg, run, energy)
+        notes: tuple[str, ...] = ()
+    else:
+        metrics = dict(spec.evaluate(run, cfg)) if spec.evaluate else {}
+        metrics.update(compare(reference, run(example)))
+        notes = ("SOPs, MACs, firing rate and energy counted on the host reference",)
+    return Report(spec.name, name, variant, device=str(art.meta.get("device", "cpu")),
+                  metrics=metrics, fallbacks=tuple(art.meta.get("fallbacks", ())), notes=notes)
+
+
+def speedups(rows: Sequence[Report], reference: str = "host") -> dict[str, float]:
+    """p50 latency of ``reference`` divided by each row's p50 (measured rows only)."""
+    ref = next((r for r in rows if r.backend == reference and "latency_p50_ms" in r.metrics),
+               None)
+    if ref is None:
+        return {}
+    base = ref.metrics["latency_p50_ms"].value
+    return {f"{r.variant}/{r.backend}": base / r.metrics["latency_p50_ms"].value for r in rows
+            if "latency_p50_ms" in r.metrics and r.metrics["latency_p50_ms"].how == "measured"}

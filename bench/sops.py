@@ -1,0 +1,157 @@
+"""Count synaptic operations (SOPs) and MACs with forward hooks on any torch model.
+
+For each ``Linear`` and ``Conv1d/2d/3d`` call the input is inspected:
+
+* binary input (every value 0 or 1: spikes) -> effective accumulates, SOPs = the number of
+  (nonzero input, nonzero weight) pairs actually connected, i.e. spikes x surviving fan-out
+  (NeuroBench's Effective_ACs). Pruned (zero) weights cost nothing.
+* any other input -> MACs = every (input, nonzero weight) pair the layer computes
+  (NeuroBench's Effective_MACs for a dense input).
+
+Counts accumulate over every call, so stepping a spiking net T times counts all T steps.
+The first synaptic layer (in call order) usually sees analog input; totals are reported with
+and without it. Firing rates come from modules marked ``is_spiking_neuron = True`` (their
+first output is the spike tensor); without such modules, from binary synaptic inputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+SYNAPTIC = ("Linear", "Conv1d", "Conv2d", "Conv3d")
+
+
+@dataclass
+class LayerCount:
+    """Operation counts of one synaptic layer, summed over calls and batch."""
+
+    kind: str
+    sops: float = 0.0  # accumulates triggered by spikes
+    macs: float = 0.0  # multiply-accumulates on non-binary inputs
+    spikes_in: float = 0.0  # number of input spikes seen (binary inputs only)
+    inputs_in: float = 0.0  # number of input elements seen (binary inputs only)
+    calls: int = 0
+
+
+@dataclass
+class OpCounts:
+    """Per-sample totals (``samples`` = batch x sequences counted)."""
+
+    samples: int
+    per_layer: dict[str, LayerCount]
+    first_layer: str | None
+    neuron_spikes: float = 0.0
+    neuron_slots: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def _sum(self, attr: str, skip_first: bool) -> float:
+        total = sum(getattr(c, attr) for n, c in self.per_layer.items()
+                    if not (skip_first and n == self.first_layer))
+        return total / max(self.samples, 1)
+
+    @property
+    def sops_per_sample(self) -> float:
+        return self._sum("sops", False)
+
+    @property
+    def macs_per_sample(self) -> float:
+        return self._sum("macs", False)
+
+    @property
+    def sops_per_sample_no_first(self) -> float:
+        return self._sum("sops", True)
+
+    @property
+    def macs_per_sample_no_first(self) -> float:
+        return self._sum("macs", True)
+
+    @property
+    def firing_rate(self) -> float:
+        """Spikes per neuron per step, over all spiking neurons seen."""
+        if self.neuron_slots:
+            return self.neuron_spikes / self.neuron_slots
+        spikes = sum(c.spikes_in for c in self.per_layer.values())
+        slots = sum(c.inputs_in for c in self.per_layer.values())
+        return spikes / slots if slots else 0.0
+
+
+def _is_binary(x: Any) -> bool:
+    import torch
+
+    return bool(torch.all((x == 0) | (x == 1)).item())
+
+
+def _connected_pairs(module: Any, x: Any) -> float:
+    """Number of (nonzero input element, nonzero weight) pairs the layer wires together."""
+    import torch
+    import torch.nn.functional as F
+
+    nz = (x != 0).to(torch.float64)
+    w = (module.weight != 0).to(torch.float64)
+    kind = type(module).__name__
+    if kind == "Linear":
+        return float((nz.reshape(-1, nz.shape[-1]) @ w.t()).sum())
+    conv = {"Conv1d": F.conv1d, "Conv2d": F.conv2d, "Conv3d": F.conv3d}[kind]
+    if module.padding_mode != "zeros":
+        raise ValueError(f"SOP counting supports zero padding only, got {module.padding_mode}")
+    padding = module.padding if isinstance(module.padding, str) else tuple(module.padding)
+    out = conv(nz, w, None, module.stride, padding, module.dilation, module.groups)
+    return float(out.sum())
+
+
+class OpCounter:
+    """Context manager that hooks every synaptic layer and spiking neuron of ``module``."""
+
+    def __init__(self, module: Any) -> None:
+        self.module = module
+        self.per_layer: dict[str, LayerCount] = {}
+        self.order: list[str] = []
+        self.neuron_spikes = 0.0
+        self.neuron_slots = 0.0
+        self._handles: list[Any] = []
+
+    def __enter__(self) -> OpCounter:
+        for name, sub in self.module.named_modules():
+            kind = type(sub).__name__
+            if kind in SYNAPTIC:
+                self._handles.append(sub.register_forward_pre_hook(self._synapse_hook(name)))
+            if getattr(sub, "is_spiking_neuron", False):
+                self._handles.append(sub.register_forward_hook(self._neuron_hook))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+
+    def _synapse_hook(self, name: str) -> Any:
+        def hook(module: Any, args: tuple[Any, ...]) -> None:
+            x = args[0].detach()
+            count = self.per_layer.setdefault(name, LayerCount(type(module).__name__))
+            if name not in self.order:
+                self.order.append(name)
+            pairs = _connected_pairs(module, x)
+            if _is_binary(x):
+                count.sops += pairs
+                count.spikes_in += float(x.sum())
+                count.inputs_in += float(x.numel())
+            else:
+                import torch
+
+                count.macs += _connected_pairs(module, torch.ones_like(x))
+            count.calls += 1
+
+        return hook
+
+    def _neuron_hook(self, module: Any, args: tuple[Any, ...], output: Any) -> None:
+        spikes = output[0] if isinstance(output, (tuple, list)) else output
+        self.neuron_spikes += float(spikes.detach().sum())
+        self.neuron_slots += float(spikes.numel())
+
+    def totals(self, samples: int) -> OpCounts:
+        """Counts divided by ``samples`` (the batch size times sequences counted)."""
+        if samples < 1:
+            raise ValueError(f"samples must be >= 1, got {samples}")
+        return OpCounts(samples, dict(self.per_layer), self.order[0] if self.order else None,
+                        self.neuron_spikes, self.neuron_slots)

@@ -1,0 +1,1 @@
+"""Exports: ONNX (onnx.py), and further targets, each Program -> file on disk."""

@@ -1,0 +1,1 @@
+"""Models and methods, one folder each (spec.py, functional.py, module.py, train.py, data.py)."""

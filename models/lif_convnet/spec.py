@@ -1,0 +1,84 @@
+"""The registered ModelSpec of snn.lif_convnet."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from neuroedge.types import Efficiency, IOSpec, Measurement, ModelSpec, TorchProgram
+
+STEPS = 8
+
+
+def build(config: Mapping[str, Any]) -> TorchProgram:
+    """The convnet, with trained weights when a checkpoint exists (or ``train_if_missing``)."""
+    from neuroedge.checkpoints import load_checkpoint
+    from neuroedge.models.lif_convnet import module, train
+    from neuroedge.paths import checkpoint_path
+
+    path = Path(config.get("checkpoint") or checkpoint_path(SPEC.name))
+    if not path.is_file() and config.get("train_if_missing"):
+        train.train(config.get("train_config"), out=path)
+    cfg, trained = dict(train.DEFAULTS), False
+    if path.is_file() and not config.get("untrained"):
+        ckpt = load_checkpoint(path, required=("state_dict", "config"))
+        cfg.update(ckpt["config"])
+        net = train.make_net(cfg)
+        net.load_state_dict(ckpt["state_dict"])
+        trained = True
+    else:
+        net = train.make_net(cfg)
+    net.eval()
+    return TorchProgram(net, ("x",), module.OUTPUT_NAMES, module.STATE_NAMES, net.init_state,
+                        meta={"trained": trained, "checkpoint": str(path) if trained else None})
+
+
+def example(seed: int = 0) -> dict[str, np.ndarray]:
+    """One real digit (batch 1) presented for STEPS steps, picked by ``seed``."""
+    from neuroedge.models.lif_convnet.data import direct_encoding, load_digits_split
+
+    split = load_digits_split()
+    i = int(np.random.default_rng(seed).integers(len(split.x_test)))
+    return {"x": direct_encoding(split.x_test[i:i + 1], STEPS)}
+
+
+def evaluate(run: Callable[[dict[str, Any]], Mapping[str, Any]],
+             config: Mapping[str, Any]) -> dict[str, Measurement]:
+    """Top-1 accuracy on the held-out digits, logits averaged over the T steps."""
+    from neuroedge.models.lif_convnet.data import direct_encoding, load_digits_split
+
+    split = load_digits_split()
+    batch = int(config.get("eval_batch", 120))
+    correct = 0
+    for first in range(0, len(split.y_test), batch):
+        xs = direct_encoding(split.x_test[first:first + batch], STEPS)
+        logits = np.asarray(run({"x": xs})["logits"]).mean(axis=0)
+        correct += int((logits.argmax(-1) == split.y_test[first:first + batch]).sum())
+    return {"accuracy": Measurement(correct / len(split.y_test), "fraction", "measured")}
+
+
+def _train(config: Mapping[str, Any] | None = None, out: str | None = None) -> dict[str, Any]:
+    from neuroedge.models.lif_convnet.train import train
+
+    return train(config, out)
+
+
+SPEC = ModelSpec(
+    name="snn.lif_convnet",
+    family="snn",
+    summary="spiking LIF convnet on scikit-learn digits (8x8), explicit membrane state",
+    inputs=(IOSpec("x", ("T", "batch", 1, 8, 8)),),
+    outputs=(IOSpec("logits", ("T", "batch", 10)), IOSpec("spikes1", ("T", "batch", 16, 8, 8)),
+             IOSpec("spikes2", ("T", "batch", 32, 4, 4))),
+    build=build,
+    example=example,
+    efficiency=Efficiency("SOP"),
+    tolerance={"onnxrt": 1e-4, "default": 1e-4},
+    default_config={"train_if_missing": True},
+    train=_train,
+    evaluate=evaluate,
+    exportable=("onnx",),
+)

@@ -1,0 +1,1 @@
+"""Spiking neuron primitives shared by the SNN models: pure step functions and thin modules."""

@@ -1,0 +1,171 @@
+"""The ``neuroedge`` command: list, info, doctor, train, export, bench, run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from neuroedge.errors import NeuroedgeError
+from neuroedge.registry import available_backends, get_model, model_names
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    for name in model_names():
+        spec = get_model(name)
+        print(f"{name:<28} {spec.family:<9} {spec.summary}")
+    return 0
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    spec = get_model(args.name)
+    print(f"name:       {spec.name}\nfamily:     {spec.family}\nsummary:    {spec.summary}")
+    if spec.paper:
+        print(f"paper:      {spec.paper.title} ({spec.paper.venue} {spec.paper.year}) "
+              f"{spec.paper.url}")
+    print("inputs:     " + ", ".join(io.describe() for io in spec.inputs))
+    print("outputs:    " + ", ".join(io.describe() for io in spec.outputs))
+    print(f"efficiency: {spec.efficiency.op_unit}"
+          + (f", {spec.efficiency.ops_per_sample:g} per sample"
+             if spec.efficiency.ops_per_sample else ""))
+    print(f"exports:    {', '.join(spec.exportable) or 'none'}")
+    print(f"tolerance:  {dict(spec.tolerance) or 'default 1e-4'}")
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    for name, availability in available_backends().items():
+        state = "available" if availability.ok else "missing"
+        print(f"{name:<10} {state:<10} {availability.reason}")
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    spec = get_model(args.name)
+    if spec.train is None:
+        raise NeuroedgeError(f"{spec.name} has nothing to train (family {spec.family})")
+    result = spec.train(_config(args.config), args.out)
+    print(json.dumps(result, indent=2, default=str))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from neuroedge.api import export
+
+    path = export(args.name, args.target, args.out, _config(args.config))
+    print(f"wrote {path}")
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from neuroedge.bench.report import build_document, text_table, write_report
+    from neuroedge.bench.runner import bench_model, speedups
+
+    spec = get_model(args.name)
+    backends = [b.strip() for arg in (args.backend or ["host,onnxrt"]) for b in arg.split(",")
+                if b.strip()]
+    config = _config(args.config)
+    if spec.bench is not None:
+        doc = spec.bench(out_dir=args.out, backends=backends, config=config,
+                         history=args.history)
+        print(text_table(doc, doc.get("columns", ())))
+        print(f"\nreport: {args.out}/report.json, report.md")
+        return 0
+    rows = bench_model(spec, backends, config=config, repeats=args.repeats)
+    ratios = speedups(rows)
+    doc = build_document(spec.name, rows, config=config, repeats=args.repeats,
+                         speedup_vs_host=ratios)
+    write_report(doc, args.out, history=args.history)
+    print(text_table(doc))
+    for label, ratio in ratios.items():
+        if not label.endswith("/host"):
+            print(f"speedup {label} vs host (p50, same run): {ratio:.2f}x")
+    for row in rows:
+        for reason in (*row.rejections, *row.fallbacks):
+            print(f"{row.backend}: {reason}")
+    print(f"\nreport: {args.out}/report.json, report.md, latency.png")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from neuroedge.api import deploy
+
+    artifact, report = deploy(args.name, args.backend, _config(args.config))
+    from neuroedge.registry import get_backend
+
+    outputs = get_backend(args.backend).run(artifact, artifact.spec.example(args.seed))
+    for name, value in outputs.items():
+        arr = np.asarray(value)
+        print(f"{name:<14} shape {list(arr.shape)}  mean {arr.mean():.4g}  "
+              f"max {arr.max():.4g}")
+    print(f"latency p50 {report.metrics['latency_p50_ms'].value:.3f} ms "
+          f"({report.metrics['latency_p50_ms'].how}) on {args.backend}")
+    return 0
+
+
+def _config(items: Sequence[str] | None) -> dict[str, Any]:
+    """``key=value`` pairs; values parsed as JSON when they parse, else kept as strings."""
+    config: dict[str, Any] = {}
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"--config takes key=value, got {item!r}")
+        try:
+            config[key] = json.loads(value)
+        except json.JSONDecodeError:
+            config[key] = value
+    return config
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="neuroedge", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="registered models").set_defaults(fn=cmd_list)
+    s = sub.add_parser("info", help="one model's spec")
+    s.add_argument("name")
+    s.set_defaults(fn=cmd_info)
+    sub.add_parser("doctor", help="every known backend, available or not and why"
+                   ).set_defaults(fn=cmd_doctor)
+    s = sub.add_parser("train", help="train a model and save its checkpoint")
+    s.add_argument("name")
+    s.add_argument("--out", default=None, help="checkpoint path (default under .neuroedge/)")
+    s.set_defaults(fn=cmd_train)
+    s = sub.add_parser("export", help="export a model")
+    s.add_argument("name")
+    s.add_argument("--target", default="onnx")
+    s.add_argument("--out", default=None)
+    s.set_defaults(fn=cmd_export)
+    s = sub.add_parser("bench", help="measure a model on backends; writes a report folder")
+    s.add_argument("name")
+    s.add_argument("--backend", action="append", default=None,
+                   help="backend name; repeat or comma-separate (default host,onnxrt)")
+    s.add_argument("--out", required=True, help="report folder")
+    s.add_argument("--repeats", type=int, default=100)
+    s.add_argument("--history", default=None, help="SQLite history file")
+    s.set_defaults(fn=cmd_bench)
+    s = sub.add_parser("run", help="run a model once on its example input")
+    s.add_argument("name")
+    s.add_argument("--backend", default="host")
+    s.add_argument("--seed", type=int, default=0)
+    s.set_defaults(fn=cmd_run)
+    for action in sub.choices.values():
+        if action.prog.split()[-1] in ("train", "export", "bench", "run"):
+            action.add_argument("--config", nargs="*", metavar="KEY=VALUE", default=None)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return int(args.fn(args))
+    except (NeuroedgeError, ValueError) as err:
+        print(f"neuroedge: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

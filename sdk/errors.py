@@ -1,0 +1,34 @@
+"""Typed errors: each names the bad value and what was expected."""
+
+from __future__ import annotations
+
+
+class NeuroedgeError(Exception):
+    """Base class of every error neuroedge raises on purpose."""
+
+
+class UnknownNameError(NeuroedgeError, KeyError):
+    """A model or backend name that is not registered; the message lists the valid ones."""
+
+    def __init__(self, kind: str, name: str, valid: list[str]) -> None:
+        self.kind, self.name, self.valid = kind, name, sorted(valid)
+        super().__init__(f"unknown {kind} {name!r}; valid {kind}s: {', '.join(self.valid)}")
+
+    def __str__(self) -> str:  # KeyError would quote the whole message
+        return str(self.args[0])
+
+
+class ExportRefused(NeuroedgeError):
+    """An export that would produce a wrong artifact (e.g. hidden state) is refused with a reason."""
+
+
+class ArtifactError(NeuroedgeError):
+    """A file on disk that cannot be read as the artifact it claims to be (corrupt, truncated)."""
+
+
+class BackendUnavailable(NeuroedgeError):
+    """The backend's probe failed; the message carries the probe's reason."""
+
+
+class ParityError(NeuroedgeError):
+    """A backend's outputs differ from the host reference by more than the model's tolerance."""

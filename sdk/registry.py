@@ -1,0 +1,84 @@
+"""Explicit registries of models and backends, imported lazily.
+
+Each table maps a name to ``"module:attribute"``. Nothing registers itself by import side
+effect; third parties add backends through the entry-point group ``neuroedge.backends`` (and
+models through ``neuroedge.models``), whose values use the same ``module:attribute`` form.
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, Any
+
+from neuroedge.errors import UnknownNameError
+from neuroedge.types import Availability
+
+if TYPE_CHECKING:
+    from neuroedge.backends.base import Backend
+    from neuroedge.types import ModelSpec
+
+# name -> "module:attribute" of a ModelSpec. One line per model; keep sorted.
+MODELS: dict[str, str] = {
+    "snn.lif_convnet": "neuroedge.models.lif_convnet.spec:SPEC",
+}
+
+# name -> "module:Class" of a Backend. `null` and `host` never need optional packages.
+BACKENDS: dict[str, str] = {
+    "null": "neuroedge.backends.null:NullBackend",
+    "host": "neuroedge.backends.host:HostBackend",
+    "onnxrt": "neuroedge.backends.onnxrt:OnnxRuntimeBackend",
+}
+
+BACKEND_GROUP = "neuroedge.backends"
+MODEL_GROUP = "neuroedge.models"
+
+
+def _load(target: str) -> Any:
+    module_name, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module_name), attr)
+
+
+def _plugin_table(group: str) -> dict[str, str]:
+    return {ep.name: ep.value for ep in entry_points(group=group)}
+
+
+def model_table() -> dict[str, str]:
+    return {**_plugin_table(MODEL_GROUP), **MODELS}
+
+
+def backend_table() -> dict[str, str]:
+    return {**_plugin_table(BACKEND_GROUP), **BACKENDS}
+
+
+def model_names() -> list[str]:
+    return sorted(model_table())
+
+
+def get_model(name: str) -> ModelSpec:
+    """The ModelSpec registered under ``name``; unknown names list the valid ones."""
+    table = model_table()
+    if name not in table:
+        raise UnknownNameError("model", name, list(table))
+    spec = _load(table[name])
+    if spec.name != name:
+        raise ValueError(f"registry entry {name!r} points to a spec named {spec.name!r}")
+    return spec
+
+
+def known_backends() -> list[str]:
+    """Every backend neuroedge knows of, available here or not (ONNX Runtime's split)."""
+    return sorted(backend_table())
+
+
+def get_backend(name: str) -> Backend:
+    """A fresh instance of the backend registered under ``name``."""
+    table = backend_table()
+    if name not in table:
+        raise UnknownNameError("backend", name, list(table))
+    return _load(table[name])()
+
+
+def available_backends() -> dict[str, Availability]:
+    """``{name: Availability}`` for every known backend; probes never raise."""
+    return {name: get_backend(name).probe() for name in known_backends()}

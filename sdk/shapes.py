@@ -1,0 +1,52 @@
+"""Check inputs against a ModelSpec and bind its symbolic axes ("batch", "T", ...)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from neuroedge.types import IOSpec, ModelSpec
+
+
+def bind_inputs(spec: ModelSpec, inputs: Mapping[str, Any]) -> dict[str, int]:
+    """Validate ``inputs`` (numpy arrays or tensors) and return ``{symbol: size}``.
+
+    Raises ``ValueError`` naming the input, the expected shape and dtype, and what was given.
+    """
+    expected = {io.name for io in spec.inputs}
+    missing, extra = expected - set(inputs), set(inputs) - expected
+    if missing or extra:
+        raise ValueError(
+            f"model {spec.name!r} takes inputs {sorted(expected)}; missing {sorted(missing)}, "
+            f"unexpected {sorted(extra)}")
+    symbols: dict[str, int] = {}
+    for io in spec.inputs:
+        _bind_one(spec.name, io, inputs[io.name], symbols)
+    return symbols
+
+
+def _bind_one(model: str, io: IOSpec, value: Any, symbols: dict[str, int]) -> None:
+    shape = tuple(int(d) for d in getattr(value, "shape", ()))
+    dtype = str(getattr(value, "dtype", type(value).__name__)).replace("torch.", "")
+    where = f"model {model!r} input {io.name!r}: expected shape {io.describe()}"
+    if dtype != io.dtype:
+        raise ValueError(f"{where}, got dtype {dtype}")
+    if len(shape) != len(io.shape):
+        raise ValueError(f"{where}, got shape {list(shape)} ({len(shape)} dims, not "
+                         f"{len(io.shape)})")
+    for axis, (want, got) in enumerate(zip(io.shape, shape)):
+        if isinstance(want, int):
+            if want != got:
+                raise ValueError(f"{where}, got shape {list(shape)} (axis {axis} is {got})")
+        elif symbols.setdefault(want, got) != got:
+            raise ValueError(f"{where}, got shape {list(shape)}: axis {axis} ({want}) is {got} "
+                             f"but another input fixed {want}={symbols[want]}")
+
+
+def resolve_shape(io: IOSpec, symbols: Mapping[str, int]) -> tuple[int, ...]:
+    """The concrete shape of ``io`` once its symbols are bound; unknown symbols raise."""
+    try:
+        return tuple(d if isinstance(d, int) else symbols[d] for d in io.shape)
+    except KeyError as err:
+        raise ValueError(f"output {io.describe()} uses axis {err.args[0]!r}, which no input "
+                         f"binds (bound: {dict(symbols)})") from None

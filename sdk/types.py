@@ -1,0 +1,255 @@
+"""Core vocabulary of neuroedge: frozen, typed records that cross module boundaries.
+
+Nothing here imports torch, onnx or any backend library: `import neuroedge` stays cheap.
+Every record validates itself in ``__post_init__`` and raises ``ValueError``/``TypeError``
+naming the bad value and the allowed ones.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Union
+
+FAMILIES = ("ann", "snn", "event", "vla", "ttt", "algorithm")
+OP_UNITS = ("MAC", "SOP", "FLOP", "step")
+ARTIFACT_FORMATS = ("torch", "onnx", "trt-engine", "nir", "lava", "python", "none")
+HOW = ("measured", "counted", "estimated")
+DTYPES = ("float32", "float16", "float64", "int64", "int32", "int8", "uint8", "bool")
+
+
+def _require(value: str, allowed: tuple[str, ...], what: str) -> None:
+    if value not in allowed:
+        raise ValueError(f"{what} {value!r} is not one of {', '.join(allowed)}")
+
+
+@dataclass(frozen=True)
+class Paper:
+    """The publication a model or method comes from."""
+
+    title: str
+    venue: str  # e.g. "ICML 2026", "arXiv"
+    year: int
+    url: str = ""
+
+
+@dataclass(frozen=True)
+class IOSpec:
+    """One named input or output: shape with symbolic axes ("batch", "T", "tokens") and dtype."""
+
+    name: str
+    shape: tuple[int | str, ...]  # ints are fixed sizes, strings are symbolic axes
+    dtype: str = "float32"  # numpy dtype name
+
+    def __post_init__(self) -> None:
+        if not self.name.isidentifier():
+            raise ValueError(f"IOSpec name {self.name!r} must be an identifier")
+        _require(self.dtype, DTYPES, f"IOSpec {self.name!r} dtype")
+        for dim in self.shape:
+            if not isinstance(dim, (int, str)) or (isinstance(dim, int) and dim < 0):
+                raise ValueError(f"IOSpec {self.name!r}: bad dimension {dim!r} in {self.shape}")
+
+    def describe(self) -> str:
+        return f"{self.name}[{', '.join(str(d) for d in self.shape)}]:{self.dtype}"
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """What a model claims to save: the op unit it counts and its nominal cost per sample."""
+
+    op_unit: str  # MAC, SOP, FLOP or step
+    ops_per_sample: float | None = None  # nominal, from the paper or a count; None if data-driven
+    sparsity: float | None = None  # fraction of zero weights or activations, 0..1
+
+    def __post_init__(self) -> None:
+        _require(self.op_unit, OP_UNITS, "Efficiency op_unit")
+        if self.sparsity is not None and not 0.0 <= self.sparsity <= 1.0:
+            raise ValueError(f"Efficiency sparsity {self.sparsity} is outside [0, 1]")
+
+
+@dataclass(frozen=True)
+class TorchProgram:
+    """A torch module stepped over time with explicit state.
+
+    ``module.forward(*inputs_t, *state) -> (*outputs_t, *state')``. For stateful programs the
+    inputs carry a leading time axis T and the runner calls the step T times, starting from
+    ``init_state(batch)``; stateless programs (no state names) are called once.
+    """
+
+    module: Any  # torch.nn.Module
+    input_names: tuple[str, ...]
+    output_names: tuple[str, ...]
+    state_names: tuple[str, ...] = ()
+    init_state: Callable[[int], tuple[Any, ...]] | None = None  # batch -> initial state tensors
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    kind = "torch"
+
+    def __post_init__(self) -> None:
+        if self.state_names and self.init_state is None:
+            raise ValueError("TorchProgram with state_names needs init_state(batch)")
+
+    @property
+    def stateful(self) -> bool:
+        return bool(self.state_names)
+
+
+@dataclass(frozen=True)
+class NIRProgram:
+    """A NIR graph (``nir.NIRGraph``) with the time step its continuous parameters assume."""
+
+    graph: Any
+    dt: float  # seconds per discrete step
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    kind = "nir"
+
+    def __post_init__(self) -> None:
+        if not (self.dt > 0 and math.isfinite(self.dt)):
+            raise ValueError(f"NIRProgram dt must be a positive number of seconds, got {self.dt}")
+
+
+@dataclass(frozen=True)
+class HostProgram:
+    """A plain function run on the host: ``fn(**inputs) -> {name: array}``.
+
+    Algorithms (influence maximisation, fair allocation, ...) need not pretend to be modules.
+    """
+
+    fn: Callable[..., Mapping[str, Any]]
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    kind = "host"
+
+
+Program = Union[TorchProgram, NIRProgram, HostProgram]
+
+
+@dataclass(frozen=True)
+class Availability:
+    """Whether a backend can run on this machine, and why not."""
+
+    ok: bool
+    reason: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.ok and not self.reason:
+            raise ValueError("an unavailable backend must say why (reason is empty)")
+
+
+@dataclass(frozen=True)
+class Support:
+    """Whether a backend takes a given model, and why not."""
+
+    ok: bool
+    reason: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.ok and not self.reason:
+            raise ValueError("a refusal must carry its reason (reason is empty)")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A registered model or method: its IO contract, how to build it, and its tolerances.
+
+    ``build(config) -> Program``; ``example(seed) -> {input name: numpy array}`` (tiny,
+    generated, no downloads); ``tolerance[backend]`` is the max abs error allowed against the
+    host reference. ``train`` and ``bench`` are optional hooks used by the CLI.
+    """
+
+    name: str
+    family: str
+    summary: str  # one line, shown by `neuroedge list`
+    inputs: tuple[IOSpec, ...]
+    outputs: tuple[IOSpec, ...]
+    build: Callable[[Mapping[str, Any]], Program]
+    example: Callable[[int], dict[str, Any]]
+    paper: Paper | None = None
+    efficiency: Efficiency = field(default_factory=lambda: Efficiency("FLOP"))
+    tolerance: Mapping[str, float] = field(default_factory=dict)
+    default_config: Mapping[str, Any] = field(default_factory=dict)
+    train: Callable[..., Any] | None = None
+    bench: Callable[..., Any] | None = None
+    # evaluate(run, config) -> {metric: Measurement}: task metrics (accuracy, mAP, ...) computed
+    # with ``run(inputs) -> outputs`` of whichever backend is being measured.
+    evaluate: Callable[..., Mapping[str, Measurement]] | None = None
+    exportable: tuple[str, ...] = ()  # export targets this model supports, e.g. ("onnx", "nir")
+
+    def __post_init__(self) -> None:
+        if "." not in self.name:
+            raise ValueError(f"model name {self.name!r} must be 'family.method'")
+        _require(self.family, FAMILIES, f"model {self.name!r} family")
+        names = [io.name for io in (*self.inputs, *self.outputs)]
+        if len(set(names)) != len(names):
+            raise ValueError(f"model {self.name!r}: duplicate IO names in {names}")
+
+    def tolerance_for(self, backend: str) -> float:
+        return float(self.tolerance.get(backend, self.tolerance.get("default", 1e-4)))
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """What a backend compiled: a file on disk and/or an in-memory handle."""
+
+    backend: str
+    format: str
+    spec: ModelSpec
+    path: str | None = None
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    handle: Any = field(default=None, compare=False, repr=False)  # session, module, process
+
+    def __post_init__(self) -> None:
+        _require(self.format, ARTIFACT_FORMATS, "Artifact format")
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One number with its unit and how it was obtained."""
+
+    value: float
+    unit: str
+    how: Literal["measured", "counted", "estimated"] = "measured"
+
+    def __post_init__(self) -> None:
+        _require(self.how, HOW, "Measurement how")
+        if not isinstance(self.value, (int, float)):
+            raise TypeError(f"Measurement value must be a number, got {type(self.value).__name__}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"value": float(self.value), "unit": self.unit, "how": self.how}
+
+
+@dataclass(frozen=True)
+class Report:
+    """One row of a benchmark: a model variant on one backend, with its metrics.
+
+    ``fallbacks`` lists anything that ran somewhere other than asked (a test fails on any);
+    ``rejections`` lists what was refused and why, so a table never has an unexplained gap.
+    """
+
+    model: str
+    backend: str
+    variant: str = "default"
+    device: str = "cpu"
+    metrics: Mapping[str, Measurement] = field(default_factory=dict)
+    fallbacks: tuple[str, ...] = ()
+    rejections: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def with_metrics(self, **more: Measurement) -> Report:
+        merged = {**self.metrics, **more}
+        return Report(self.model, self.backend, self.variant, self.device, merged,
+                      self.fallbacks, self.rejections, self.notes)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "variant": self.variant,
+            "backend": self.backend,
+            "device": self.device,
+            "metrics": {k: m.to_json() for k, m in self.metrics.items()},
+            "fallbacks": list(self.fallbacks),
+            "rejections": list(self.rejections),
+            "notes": list(self.notes),
+        }
