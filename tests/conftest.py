@@ -1,0 +1,69 @@
+"""Skip hardware-bound tests with the backend's own probe reason.
+
+Markers map to probes: ``tensorrt`` -> the tensorrt backend, ``loihi`` -> the lava backend,
+``gpu`` -> a CUDA device visible to torch. ``NEUROEDGE_REQUIRE=tensorrt,gpu`` (comma list of
+marker or backend names) turns those skips into failures, for runs on machines that must have
+them.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+MARKER_BACKENDS = {"tensorrt": "tensorrt", "loihi": "lava"}
+
+
+def required() -> set[str]:
+    return {n.strip() for n in os.environ.get("NEUROEDGE_REQUIRE", "").split(",") if n.strip()}
+
+
+def gpu_reason() -> str | None:
+    """None when torch sees a CUDA device, else why not."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return f"no CUDA device visible to torch {torch.__version__} (CPU build or no GPU)"
+    return None
+
+
+def backend_reason(name: str) -> str | None:
+    """None when backend ``name`` is registered and its probe passes, else the reason."""
+    from neuroedge.registry import backend_table, get_backend
+
+    if name not in backend_table():
+        return f"backend {name!r} is not registered"
+    availability = get_backend(name).probe()
+    return None if availability.ok else availability.reason
+
+
+def skip_or_fail(label: str, reason: str) -> None:
+    if label in required():
+        pytest.fail(f"{label} is required (NEUROEDGE_REQUIRE) but unavailable: {reason}")
+    pytest.skip(f"{label}: {reason}")
+
+
+def require_backend(name: str) -> None:
+    """Call at the top of a test that needs backend ``name``."""
+    reason = backend_reason(name)
+    if reason is not None:
+        skip_or_fail(name, reason)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for marker in item.iter_markers():
+        if marker.name == "gpu":
+            reason = gpu_reason()
+            if reason:
+                skip_or_fail("gpu", reason)
+        elif marker.name in MARKER_BACKENDS:
+            reason = backend_reason(MARKER_BACKENDS[marker.name])
+            if reason:
+                skip_or_fail(marker.name, reason)
+
+
+@pytest.fixture
+def require() -> object:
+    """``require("lava")`` skips (or fails, under NEUROEDGE_REQUIRE) unless the backend runs."""
+    return require_backend
