@@ -78,8 +78,9 @@ class OnnxRuntimeBackend(MeasuredBackend):
         sess_opts.intra_op_num_threads = int(options.get("threads", 1))
         sess_opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         try:
-            session = ort.InferenceSession(str(path), sess_options=sess_opts,
-                                           providers=requested)
+            session = ort.InferenceSession(
+                str(path), sess_options=sess_opts, providers=requested,
+                provider_options=[_provider_options(p, Path(path)) for p in requested])
         except Exception as err:  # onnxruntime raises its own untyped errors here
             raise ArtifactError(f"{path}: ONNX Runtime cannot load this model: {err}") from err
         active = session.get_providers()
@@ -144,6 +145,18 @@ def _requested_providers(option: str | None) -> list[str]:
         return [p.strip() for p in option.split(",") if p.strip()]
     available = ort.get_available_providers()
     return [p for p in ACCELERATED if p in available] + ["CPUExecutionProvider"]
+
+
+def _provider_options(provider: str, model_path: Path) -> dict[str, str]:
+    """TensorRT EP: cache engines beside the model (else every session rebuilds them).
+    CUDA EP: no TF32, so float32 parity with the host reference means float32."""
+    if provider == "TensorrtExecutionProvider":
+        cache = str(model_path.parent / "trt_ep_cache")
+        return {"trt_engine_cache_enable": "True", "trt_engine_cache_path": cache,
+                "trt_timing_cache_enable": "True", "trt_timing_cache_path": cache}
+    if provider == "CUDAExecutionProvider":
+        return {"use_tf32": "0"}
+    return {}
 
 
 def _load_state_init(path: Path, session: Any, state_names: tuple[str, ...]) -> list[Any]:

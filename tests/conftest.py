@@ -15,6 +15,13 @@ import pytest
 MARKER_BACKENDS = {"tensorrt": "tensorrt", "loihi": "lava"}
 
 
+@pytest.fixture(autouse=True, scope="session")
+def isolated_home(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Checkpoints, artifacts and history of the test run go to a temp folder, not ./.neuroedge."""
+    os.environ["NEUROEDGE_HOME"] = str(tmp_path_factory.mktemp("neuroedge_home"))
+    os.environ.pop("NEUROEDGE_HISTORY", None)
+
+
 def required() -> set[str]:
     return {n.strip() for n in os.environ.get("NEUROEDGE_REQUIRE", "").split(",") if n.strip()}
 

@@ -14,16 +14,20 @@ STEPS = 8
 
 
 def build(config: Mapping[str, Any]) -> TorchProgram:
-    """The convnet, with trained weights when a checkpoint exists (or ``train_if_missing``)."""
+    """The convnet, with trained weights when a checkpoint exists (or ``train_if_missing``).
+
+    ``smoke`` (or ``untrained``) builds random weights at once: no training, no checkpoint.
+    """
     from neuroedge.checkpoints import load_checkpoint
     from neuroedge.models.lif_convnet import module, train
     from neuroedge.paths import checkpoint_path
 
     path = Path(config.get("checkpoint") or checkpoint_path(SPEC.name))
-    if not path.is_file() and config.get("train_if_missing"):
+    fresh = bool(config.get("smoke") or config.get("untrained"))
+    if not fresh and not path.is_file() and config.get("train_if_missing"):
         train.train(config.get("train_config"), out=path)
     cfg, trained = dict(train.DEFAULTS), False
-    if path.is_file() and not config.get("untrained"):
+    if path.is_file() and not fresh:
         ckpt = load_checkpoint(path, required=("state_dict", "config"))
         cfg.update(ckpt["config"])
         net = train.make_net(cfg)

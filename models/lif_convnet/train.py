@@ -14,7 +14,7 @@ from neuroedge.models.lif_convnet.data import direct_encoding, load_digits_split
 from neuroedge.models.lif_convnet.module import LIFConvNet
 from neuroedge.paths import checkpoint_path
 
-DEFAULTS: dict[str, Any] = {"steps": 8, "epochs": 12, "batch": 64, "lr": 3e-3, "seed": 0,
+DEFAULTS: dict[str, Any] = {"steps": 8, "epochs": 20, "batch": 64, "lr": 1e-2, "seed": 0,
                             "channels1": 16, "channels2": 32}
 
 

@@ -1,0 +1,62 @@
+"""Latency statistics, reports (JSON/Markdown/PNG), the SQLite history, atomic writes."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from neuroedge.atomic import atomic_path, write_text
+from neuroedge.bench.history import record, runs
+from neuroedge.bench.latency import measure_latency, measure_side_by_side
+from neuroedge.bench.report import build_document, write_report
+from neuroedge.types import Measurement, Report
+
+
+def test_latency_percentiles_reflect_the_call_time() -> None:
+    timing = measure_latency(lambda: time.sleep(0.002), repeats=10, warmup=1, batch=4)
+    metrics = timing.metrics()
+    assert 1.5 <= metrics["latency_p50_ms"].value <= 50
+    assert metrics["latency_p50_ms"].value <= metrics["latency_p99_ms"].value
+    assert metrics["throughput_per_s"].value == pytest.approx(
+        4 / (sum(timing.times_ms) / len(timing.times_ms) / 1000))
+    assert metrics["peak_rss_mb"].value > 0
+
+
+def test_side_by_side_orders_a_slow_and_a_fast_call() -> None:
+    timings = measure_side_by_side({"slow": lambda: time.sleep(0.004), "fast": lambda: None},
+                                   repeats=6, warmup=1, block=3)
+    assert len(timings["slow"].times_ms) == 6 == len(timings["fast"].times_ms)
+    assert timings["slow"].percentile(50) > 10 * timings["fast"].percentile(50)
+
+
+def test_report_files_follow_the_schema_and_reach_the_history(tmp_path: Path) -> None:
+    rows = [Report("snn.toy", "host", metrics={"latency_p50_ms": Measurement(2.0, "ms"),
+                                               "energy_uj": Measurement(1.0, "uJ", "estimated")}),
+            Report("snn.toy", "tensorrt", rejections=("no GPU",))]
+    doc = build_document("snn.toy", rows)
+    db = tmp_path / "h.sqlite"
+    written = write_report(doc, tmp_path / "out", history=db)
+    saved = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert set(saved) >= {"model", "created", "machine", "rows"}
+    assert saved["rows"][0]["metrics"]["energy_uj"] == {"value": 1.0, "unit": "uJ",
+                                                        "how": "estimated"}
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "| default | host | - | 2 |" in md and "rejection: no GPU" in md
+    assert written["latency"].read_bytes()[:4] == b"\x89PNG"
+    assert [r["model"] for r in runs(db)] == ["snn.toy"]
+    record(doc, db)
+    assert len(runs(db, model="snn.toy")) == 2
+
+
+def test_interrupted_atomic_write_leaves_the_old_file(tmp_path: Path) -> None:
+    target = tmp_path / "report.json"
+    write_text(target, "old")
+    with pytest.raises(RuntimeError):
+        with atomic_path(target) as tmp:
+            tmp.write_text("half")
+            raise RuntimeError("interrupted")
+    assert target.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["report.json"]

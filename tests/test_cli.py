@@ -1,0 +1,70 @@
+"""The neuroedge command: list, info, doctor, export, bench, run, and its errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from neuroedge.cli import main
+
+
+def test_list_and_info(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["list"]) == 0
+    assert "snn.lif_convnet" in capsys.readouterr().out
+    assert main(["info", "snn.lif_convnet"]) == 0
+    out = capsys.readouterr().out
+    assert "x[T, batch, 1, 8, 8]:float32" in out and "onnx" in out
+
+
+def test_doctor_lists_every_known_backend_with_a_reason(capsys: pytest.CaptureFixture[str]
+                                                        ) -> None:
+    from neuroedge.registry import known_backends
+
+    assert main(["doctor"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert sorted(line.split()[0] for line in lines) == known_backends()
+    assert all(len(line.split()) >= 3 for line in lines)
+
+
+def test_unknown_model_exits_2_listing_valid_names(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["info", "snn.nope"]) == 2
+    assert "valid models:" in capsys.readouterr().err
+
+
+def test_unknown_backend_exits_2_listing_valid_names(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "snn.lif_convnet", "--backend", "tpu", "--out", str(tmp_path),
+                 "--config", "untrained=true"]) == 2
+    assert "valid backends:" in capsys.readouterr().err
+
+
+def test_export_writes_an_onnx_file(tmp_path: Path) -> None:
+    out = tmp_path / "net.onnx"
+    assert main(["export", "snn.lif_convnet", "--target", "onnx", "--out", str(out),
+                 "--config", "untrained=true"]) == 0
+    assert out.stat().st_size > 1000
+
+
+def test_bench_writes_report_rows_for_each_backend(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["bench", "snn.lif_convnet", "--backend", "host", "--backend", "onnxrt,null",
+                 "--out", str(tmp_path), "--repeats", "5", "--config", "untrained=true"])
+    assert code == 0
+    doc = json.loads((tmp_path / "report.json").read_text())
+    assert [r["backend"] for r in doc["rows"]] == ["host", "onnxrt", "null"]
+    host, ort, null = doc["rows"]
+    assert host["metrics"]["sops_per_sample"]["how"] == "counted"
+    assert host["metrics"]["energy_uj"]["how"] == "estimated"
+    assert ort["metrics"]["spike_agreement"]["value"] == 1.0
+    assert null["metrics"]["latency_p50_ms"]["how"] == "estimated"
+    assert "speedup default/onnxrt vs host" in capsys.readouterr().out
+    assert (tmp_path / "report.md").is_file() and (tmp_path / "latency.png").is_file()
+
+
+def test_run_prints_outputs(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "snn.lif_convnet", "--backend", "onnxrt", "--config",
+                 "untrained=true"]) == 0
+    out = capsys.readouterr().out
+    assert "logits" in out and "latency p50" in out

@@ -1,0 +1,48 @@
+"""Explicit registries: unknown names list the valid ones; plugins come from entry points."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+import neuroedge
+from neuroedge import registry
+from neuroedge.errors import UnknownNameError
+
+
+def test_unknown_model_lists_valid_names() -> None:
+    with pytest.raises(UnknownNameError) as err:
+        neuroedge.model("snn.nope")
+    assert "snn.lif_convnet" in str(err.value)
+    assert "unknown model 'snn.nope'" in str(err.value)
+
+
+def test_unknown_backend_lists_valid_names() -> None:
+    with pytest.raises(UnknownNameError, match="valid backends: .*host.*null.*onnxrt"):
+        registry.get_backend("tpu")
+
+
+def test_known_backends_include_the_builtins_and_probes_never_raise() -> None:
+    known = neuroedge.known_backends()
+    assert {"null", "host", "onnxrt"} <= set(known)
+    available = neuroedge.available_backends()
+    assert set(available) == set(known)
+    assert available["null"].ok and available["host"].ok
+    for name, availability in available.items():
+        assert availability.ok or availability.reason, name
+
+
+def test_entry_point_backends_are_added_to_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = SimpleNamespace(name="thirdparty", value="neuroedge.backends.null:NullBackend")
+    monkeypatch.setattr(registry, "entry_points",
+                        lambda group: [fake] if group == registry.BACKEND_GROUP else [])
+    assert "thirdparty" in registry.known_backends()
+    assert type(registry.get_backend("thirdparty")).__name__ == "NullBackend"
+
+
+def test_every_registered_model_has_a_matching_name() -> None:
+    for name in registry.model_names():
+        spec = registry.get_model(name)
+        assert spec.name == name
+        assert spec.summary and spec.inputs and spec.outputs

@@ -1,0 +1,82 @@
+"""Core records validate themselves and name the bad value."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from neuroedge.shapes import bind_inputs, resolve_shape
+from neuroedge.types import (
+    Availability, Efficiency, IOSpec, Measurement, ModelSpec, NIRProgram, Report, Support,
+)
+
+
+def make_spec(**overrides: object) -> ModelSpec:
+    fields = dict(name="snn.toy", family="snn", summary="toy",
+                  inputs=(IOSpec("x", ("T", "batch", 4)),),
+                  outputs=(IOSpec("y", ("T", "batch", 2)),),
+                  build=lambda cfg: None, example=lambda seed: {})
+    fields.update(overrides)
+    return ModelSpec(**fields)
+
+
+def test_unknown_family_is_rejected_with_the_allowed_ones() -> None:
+    with pytest.raises(ValueError, match="family 'quantum' is not one of ann, snn"):
+        make_spec(family="quantum")
+
+
+def test_model_name_needs_a_family_prefix() -> None:
+    with pytest.raises(ValueError, match="family.method"):
+        make_spec(name="toy")
+
+
+def test_duplicate_io_names_are_rejected() -> None:
+    with pytest.raises(ValueError, match="duplicate IO names"):
+        make_spec(outputs=(IOSpec("x", ("batch",)),))
+
+
+def test_refusals_must_carry_a_reason() -> None:
+    with pytest.raises(ValueError, match="reason"):
+        Availability(False)
+    with pytest.raises(ValueError, match="reason"):
+        Support(False, "")
+    assert Support(True).ok
+
+
+def test_measurement_how_is_checked() -> None:
+    with pytest.raises(ValueError, match="measured, counted, estimated"):
+        Measurement(1.0, "ms", "guessed")  # type: ignore[arg-type]
+
+
+def test_efficiency_sparsity_bounds() -> None:
+    with pytest.raises(ValueError, match="outside"):
+        Efficiency("SOP", sparsity=1.5)
+
+
+def test_nir_program_needs_positive_dt() -> None:
+    with pytest.raises(ValueError, match="dt"):
+        NIRProgram(graph=None, dt=0.0)
+
+
+def test_report_json_has_the_schema_fields() -> None:
+    report = Report("snn.toy", "host", metrics={"latency_p50_ms": Measurement(1.5, "ms")})
+    doc = report.to_json()
+    assert doc["metrics"]["latency_p50_ms"] == {"value": 1.5, "unit": "ms", "how": "measured"}
+    assert doc["variant"] == "default" and doc["backend"] == "host"
+
+
+def test_bind_inputs_binds_symbols_and_names_the_expected_shape() -> None:
+    spec = make_spec()
+    assert bind_inputs(spec, {"x": np.zeros((5, 3, 4), np.float32)}) == {"T": 5, "batch": 3}
+    with pytest.raises(ValueError, match=r"expected shape x\[T, batch, 4\]:float32, got shape"):
+        bind_inputs(spec, {"x": np.zeros((5, 3, 7), np.float32)})
+    with pytest.raises(ValueError, match="got dtype float64"):
+        bind_inputs(spec, {"x": np.zeros((5, 3, 4))})
+    with pytest.raises(ValueError, match="missing"):
+        bind_inputs(spec, {})
+
+
+def test_resolve_shape_uses_bound_symbols() -> None:
+    assert resolve_shape(IOSpec("y", ("T", "batch", 2)), {"T": 5, "batch": 3}) == (5, 3, 2)
+    with pytest.raises(ValueError, match="no input binds"):
+        resolve_shape(IOSpec("y", ("tokens",)), {"T": 5})
