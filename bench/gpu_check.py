@@ -1,0 +1,315 @@
+"""One prepared GPU check: every exportable model on host-CUDA, onnxrt (CUDA EP), TensorRT.
+
+Run it as ``bash bench/gpu_check.sh`` on a machine with an NVIDIA GPU, a CUDA build of torch,
+onnxruntime-gpu and tensorrt; it needs no internet. For each registered model that exports to
+ONNX it builds the smoke configuration (``{"smoke": True}``; ``--full`` uses the model's
+default configuration, which may train), runs the host CPU reference, then every route:
+
+* ``host-cuda``: the same torch module on the GPU (TF32 off), explicit state stepped on device;
+* ``onnxrt-cuda``: the onnxrt backend asked for CUDAExecutionProvider only (a CPU fallback is
+  recorded and fails the check);
+* ``tensorrt-fp32|fp16|int8``: the tensorrt backend's three variants.
+
+It prints a package table (what is missing, how to install it), a parity table (max abs error
+and spike agreement against the host CPU reference; fp32 routes must meet the model's
+tolerance and agree on every spike, fp16/int8 are reported, judged only where the model sets a
+``tensorrt-fp16``/``tensorrt-int8`` tolerance) and a latency table: end-to-end p50/p90/p99 per
+call (host arrays in and out, interleaved side by side per model), TensorRT's GPU compute p50
+(CUDA events, trtexec's "GPU Compute Time") and the speedup over host-CUDA. A time budget
+(default 540 s) keeps the whole run under 10 minutes: models it cannot reach are listed as
+such. Reports (report.json/md, latency.png) go to ``--out/<model>/``. Exit status 0 only when
+every package was present and every route ran and passed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import importlib.util
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from neuroedge.types import Measurement, ModelSpec, Report, TorchProgram
+
+ROUTES = ("host-cuda", "onnxrt-cuda", "tensorrt-fp32", "tensorrt-fp16", "tensorrt-int8")
+FP32_ROUTES = ("host-cuda", "onnxrt-cuda", "tensorrt-fp32")
+Runner = Callable[[Mapping[str, Any]], Mapping[str, Any]]
+
+
+def package_table() -> list[tuple[str, bool, str]]:
+    """``(package, ok, detail)`` for each Python package a route needs."""
+    rows = []
+    for name in ("numpy", "onnx", "tqdm", "matplotlib"):
+        ok = importlib.util.find_spec(name) is not None
+        rows.append((name, ok, "installed" if ok else f"missing: pip install {name}"))
+    rows.append(("torch (CUDA)", *_torch_cuda()))
+    rows.append(("onnxruntime-gpu", *_ort_cuda()))
+    from neuroedge.backends.tensorrt import tensorrt_availability
+
+    availability = tensorrt_availability()
+    rows.append(("tensorrt", availability.ok, availability.reason))
+    return rows
+
+
+def _torch_cuda() -> tuple[bool, str]:
+    if importlib.util.find_spec("torch") is None:
+        return False, "missing: install a CUDA build of torch==2.13.0"
+    import torch
+
+    if not torch.cuda.is_available():
+        return False, (f"torch {torch.__version__} sees no CUDA device: install a CUDA build "
+                       "of torch==2.13.0 (and check nvidia-smi)")
+    return True, (f"torch {torch.__version__}, CUDA {torch.version.cuda}, "
+                  f"{torch.cuda.get_device_name()}")
+
+
+def _ort_cuda() -> tuple[bool, str]:
+    if importlib.util.find_spec("onnxruntime") is None:
+        return False, "missing: pip install onnxruntime-gpu==1.31.1"
+    import onnxruntime as ort
+
+    providers = ort.get_available_providers()
+    if "CUDAExecutionProvider" not in providers:
+        return False, (f"onnxruntime {ort.__version__} offers only {', '.join(providers)}: "
+                       "replace it with onnxruntime-gpu==1.31.1 (pip uninstall onnxruntime)")
+    return True, f"onnxruntime {ort.__version__}: {', '.join(providers)}"
+
+
+def route_blockers(packages: Sequence[tuple[str, bool, str]]) -> dict[str, str]:
+    """``{route: reason}`` for routes a missing package blocks."""
+    missing = {name: detail for name, ok, detail in packages if not ok}
+    needs = {"host-cuda": ("torch (CUDA)",), "onnxrt-cuda": ("onnxruntime-gpu", "onnx")}
+    needs.update({r: ("tensorrt", "onnx") for r in ROUTES if r.startswith("tensorrt")})
+    return {route: "; ".join(f"{p}: {missing[p]}" for p in pkgs if p in missing)
+            for route, pkgs in needs.items() if any(p in missing for p in pkgs)}
+
+
+def host_cuda_runner(program: TorchProgram) -> Runner:
+    """The torch module on the GPU, TF32 off, explicit state kept on the device between steps."""
+    import torch
+    from neuroedge.backends.base import unroll
+
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    module = copy.deepcopy(program.module).to("cuda").eval()
+    names = program.output_names
+
+    def run(inputs: Mapping[str, Any]) -> dict[str, Any]:
+        xs = [torch.as_tensor(inputs[n]).to("cuda") for n in program.input_names]
+        with torch.inference_mode():
+            if not program.stateful:
+                ys = module(*xs)
+                ys, final = (ys if isinstance(ys, (tuple, list)) else (ys,)), []
+            else:
+                state = [s.to("cuda") for s in program.init_state(int(xs[0].shape[1]))]
+                ys, final = unroll(lambda args: module(*args), xs, state, len(names),
+                                   torch.stack)
+        result = {n: y.cpu().numpy() for n, y in zip(names, ys)}
+        result.update({f"{n}_final": s.cpu().numpy()
+                       for n, s in zip(program.state_names, final)})
+        return result
+
+    return run
+
+
+def compile_route(route: str, spec: ModelSpec, program: Any) -> tuple[Runner, Any]:
+    """A runner for ``route`` and its artifact (None for host-cuda)."""
+    from neuroedge.registry import get_backend
+
+    if route == "host-cuda":
+        if not isinstance(program, TorchProgram):
+            raise TypeError(f"{spec.name} builds a {program.kind} program; host-cuda runs torch")
+        return host_cuda_runner(program), None
+    if route == "onnxrt-cuda":
+        backend = get_backend("onnxrt")
+        art = backend.compile(program, spec, {
+            "providers": "CUDAExecutionProvider", "form": "sequence"})
+    else:
+        backend = get_backend("tensorrt")
+        art = backend.compile(program, spec, {"variant": route.split("-")[1]})
+    return (lambda inputs: backend.run(art, inputs)), art
+
+
+def gpu_compute_p50(art: Any, example: Mapping[str, Any]) -> Measurement | None:
+    """TensorRT's GPU compute time per call (sequence form: one engine call per example)."""
+    import numpy as np
+    from neuroedge.export.tensorrt import calibration_feeds
+
+    if art is None or art.backend != "tensorrt" or art.meta.get("form") == "step":
+        return None
+    feed = calibration_feeds(None, art.meta, [example])[0]
+    times = art.handle.compute_times_ms(feed, repeats=100)
+    return Measurement(float(np.percentile(times, 50)), "ms", "measured")
+
+
+def check_model(spec: ModelSpec, routes: Sequence[str], blocked: Mapping[str, str],
+                config: Mapping[str, Any], repeats: int, deadline: float) -> list[Report]:
+    """Parity and side-by-side latency of every route for one model."""
+    from neuroedge.bench.latency import measure_side_by_side
+    from neuroedge.bench.parity import compare, require_nonzero_state
+    from neuroedge.registry import get_backend
+    from neuroedge.shapes import bind_inputs
+
+    program = spec.build(dict(config))
+    host = get_backend("host")
+    example = spec.example(0)
+    reference = host.run(host.compile(program, spec), example)
+    require_nonzero_state(reference)  # else stateful parity would pass vacuously
+    rows: dict[str, Report] = {}
+    runners: dict[str, Runner] = {}
+    for route in routes:
+        if route in blocked:
+            rows[route] = Report(spec.name, route, rejections=(f"not run: {blocked[route]}",))
+            continue
+        if time.monotonic() > deadline:
+            rows[route] = Report(spec.name, route, rejections=("not run: time budget spent",))
+            continue
+        try:
+            run, art = compile_route(route, spec, program)
+            metrics = dict(compare(reference, run(example)))
+            extra = gpu_compute_p50(art, example)
+        # A check script reports every failure as a row and carries on; the exit status fails.
+        except Exception as err:  # noqa: BLE001
+            rows[route] = Report(spec.name, route, rejections=(
+                f"error: {type(err).__name__}: {err}",))
+            continue
+        if extra is not None:
+            metrics["gpu_compute_p50_ms"] = extra
+        notes = (f"engine cache {art.meta['engine_cache']}",) if art is not None and \
+            "engine_cache" in art.meta else ()
+        rows[route] = Report(spec.name, route, device="cuda", metrics=metrics, notes=notes,
+                             fallbacks=tuple(art.meta.get("fallbacks", ())) if art else ())
+        runners[route] = run
+    batch = bind_inputs(spec, example).get("batch", 1)
+    timings = measure_side_by_side({r: (lambda f=f: f(example)) for r, f in runners.items()},
+                                   repeats=repeats, batch=batch) if runners else {}
+    return [rows[r].with_metrics(**timings[r].metrics()) if r in timings else rows[r]
+            for r in routes]
+
+
+def verdict(spec: ModelSpec, row: Report) -> str:
+    """PASS/FAIL against the model's tolerance; 'report' for unjudged reduced precision."""
+    if row.rejections or row.fallbacks:
+        return "FAIL" if row.fallbacks or row.rejections[0].startswith("error") else "-"
+    if row.backend not in FP32_ROUTES and row.backend not in spec.tolerance:
+        return "report"
+    ok = row.metrics["max_abs_err"].value <= spec.tolerance_for(row.backend)
+    if row.backend in FP32_ROUTES and "spike_agreement" in row.metrics:
+        ok = ok and row.metrics["spike_agreement"].value == 1.0
+    return "PASS" if ok else "FAIL"
+
+
+def _cell(row: Report, metric: str, fmt: str = "{:.4g}") -> str:
+    m = row.metrics.get(metric)
+    return "-" if m is None else fmt.format(m.value)
+
+
+def tables(results: Mapping[str, tuple[ModelSpec, list[Report]]]) -> tuple[str, str]:
+    """The parity table and the latency table, aligned for a terminal."""
+    parity = [("model", "route", "max_abs_err", "spike_agreement", "tolerance", "verdict")]
+    latency = [("model", "route", "p50_ms", "p90_ms", "p99_ms", "throughput/s",
+                "gpu_compute_p50_ms", "speedup_vs_host_cuda")]
+    for name, (spec, rows) in results.items():
+        base = next((r.metrics["latency_p50_ms"].value for r in rows
+                     if r.backend == "host-cuda" and "latency_p50_ms" in r.metrics), None)
+        for row in rows:
+            tol = f"{spec.tolerance_for(row.backend):.0e}" if row.backend in FP32_ROUTES or \
+                row.backend in spec.tolerance else "-"
+            parity.append((name, row.backend, _cell(row, "max_abs_err", "{:.3g}"),
+                           _cell(row, "spike_agreement", "{:.4f}"), tol, verdict(spec, row)))
+            p50 = row.metrics.get("latency_p50_ms")
+            speed = f"{base / p50.value:.2f}x" if base and p50 else "-"
+            latency.append((name, row.backend, _cell(row, "latency_p50_ms"),
+                            _cell(row, "latency_p90_ms"), _cell(row, "latency_p99_ms"),
+                            _cell(row, "throughput_per_s", "{:.0f}"),
+                            _cell(row, "gpu_compute_p50_ms"), speed))
+    return _align(parity), _align(latency)
+
+
+def _align(lines: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(str(c)) for c in col) for col in zip(*lines)]
+    return "\n".join("  ".join(f"{c:<{w}}" for c, w in zip(line, widths)).rstrip()
+                     for line in lines)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="gpu_check", description=__doc__.split("\n")[0])
+    p.add_argument("--out", default="reports/gpu_check", help="report folder")
+    p.add_argument("--repeats", type=int, default=200, help="timed calls per route")
+    p.add_argument("--budget-s", type=float, default=540.0, help="stop starting work after")
+    p.add_argument("--models", default="", help="comma list (default: every exportable)")
+    p.add_argument("--routes", default=",".join(ROUTES), help="comma list of routes")
+    p.add_argument("--full", action="store_true", help="default config instead of smoke")
+    return p.parse_args(argv)
+
+
+def run_models(specs: Sequence[ModelSpec], routes: Sequence[str], blocked: Mapping[str, str],
+               args: argparse.Namespace, deadline: float
+               ) -> tuple[dict[str, tuple[ModelSpec, list[Report]]], list[str]]:
+    """Check each model in turn; write its report; return results and what was skipped."""
+    from neuroedge.bench.report import build_document, write_report
+    from tqdm import tqdm
+
+    results: dict[str, tuple[ModelSpec, list[Report]]] = {}
+    skipped = [f"{s.name}: no ONNX export (exportable: {', '.join(s.exportable) or 'none'})"
+               for s in specs if "onnx" not in s.exportable]
+    try:
+        for spec in tqdm([s for s in specs if "onnx" in s.exportable], desc="gpu check"):
+            config = {**spec.default_config, "smoke": False} if args.full else {"smoke": True}
+            if time.monotonic() > deadline:
+                skipped.append(f"{spec.name}: not run, time budget of {args.budget_s:.0f} s "
+                               "spent")
+                continue
+            try:
+                rows = check_model(spec, routes, blocked, config, args.repeats, deadline)
+            except Exception as err:  # noqa: BLE001 - one model's failure must not hide others
+                skipped.append(f"{spec.name}: error before any route ran: "
+                               f"{type(err).__name__}: {err}")
+                continue
+            results[spec.name] = (spec, rows)
+            doc = build_document(spec.name, rows, config=config, routes=list(routes),
+                                 columns=["max_abs_err", "spike_agreement", "latency_p50_ms",
+                                          "latency_p90_ms", "latency_p99_ms",
+                                          "gpu_compute_p50_ms"])
+            write_report(doc, f"{args.out}/{spec.name}", columns=doc["columns"])
+    except KeyboardInterrupt:  # gpu_check.sh's hard time limit: print what was measured
+        skipped.append("interrupted by the time limit: later models not run")
+    return results, skipped
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from neuroedge.registry import get_model, model_names
+
+    args = parse_args(argv)
+    deadline = time.monotonic() + args.budget_s
+    packages = package_table()
+    print(_align([("package", "status", "detail"),
+                  *((n, "ok" if ok else "MISSING", d) for n, ok, d in packages)]) + "\n")
+    routes = [r.strip() for r in args.routes.split(",") if r.strip()]
+    unknown = sorted(set(routes) - set(ROUTES))
+    if unknown:
+        raise SystemExit(f"unknown routes {unknown}; valid: {', '.join(ROUTES)}")
+    names = [n.strip() for n in args.models.split(",") if n.strip()] or model_names()
+    blocked = route_blockers(packages)
+    results, skipped = run_models([get_model(n) for n in names], routes, blocked, args,
+                                  deadline)
+    parity, latency = tables(results)
+    print(f"parity vs the host CPU reference\n{parity}\n\nlatency per call (end-to-end, "
+          f"{args.repeats} calls per route, interleaved)\n{latency}")
+    for line in skipped:
+        print(f"skipped {line}")
+    for spec, rows in results.values():
+        for row in rows:
+            for reason in (*row.rejections, *row.fallbacks):
+                print(f"{spec.name} {row.backend}: {reason}")
+    failed = [r for spec, rows in results.values() for r in rows if verdict(spec, r) == "FAIL"]
+    incomplete = any(("budget" in s or "error" in s or "interrupted" in s) for s in skipped)
+    ok = not blocked and not failed and not incomplete
+    print(f"\ngpu check {'passed' if ok else 'did not pass'}; reports in {args.out}/")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
