@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.neuroedge-installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint gpu-check clean
 
 $(STAMP): setup.cfg setup.py pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -21,6 +21,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/pytest -q
+
+# On a machine with an NVIDIA GPU, CUDA torch, onnxruntime-gpu and tensorrt (no internet needed).
+gpu-check: $(STAMP)
+	bash bench/gpu_check.sh --out reports/gpu_check
 
 lint: $(STAMP)
 	$(BIN)/ruff check sdk backends models export bench tests
