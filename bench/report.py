@@ -21,8 +21,8 @@ from typing import Any
 from neuroedge.atomic import atomic_path, write_text
 from neuroedge.types import Report
 
-DEFAULT_COLUMNS = ("accuracy", "latency_p50_ms", "sops_per_sample", "energy_uj",
-                   "spike_agreement", "max_abs_err")
+DEFAULT_COLUMNS = ("accuracy", "latency_p50_ms", "throughput_per_s", "sops_per_sample",
+                   "energy_uj", "spike_agreement", "max_abs_err")
 STANDARD_METRICS = ("accuracy", "map50", "success_rate", "latency_p50_ms", "latency_p90_ms",
                     "latency_p99_ms", "throughput_per_s", "sops_per_sample", "macs_per_sample",
                     "energy_uj", "firing_rate", "spike_agreement", "max_abs_err", "peak_rss_mb")

@@ -91,16 +91,32 @@ def bench_model(spec: ModelSpec, backends: Sequence[str], *, config: Mapping[str
     timings = measure_side_by_side(
         {key: (lambda b=get_backend(key[0]), a=a: b.run(a, example))
          for key, a in artifacts.items() if key[0] != "null"}, repeats=repeats, batch=batch)
+    steps = _steps_per_call(backends, spec, example)
     out = []
     for key, row in rows.items():
         if key in timings:
-            row = row.with_metrics(**timings[key].metrics(), **{
+            timed = timings[key].metrics()
+            if steps:  # a backend asked for simulated time steps per second (e.g. lava)
+                per_s = timed["throughput_per_s"].value * steps
+                timed["throughput_per_s"] = Measurement(per_s, "time steps/s", "measured")
+            row = row.with_metrics(**timed, **{
                 k: v for k, v in host_counts.items() if k not in row.metrics})
         elif key[0] == "null" and key in artifacts:
             fake = get_backend("null").profile(artifacts[key], example, repeats=3)
             row = Report(spec.name, "null", metrics=fake.metrics, notes=row.notes + fake.notes)
         out.append(row)
     return out
+
+
+def _steps_per_call(backends: Sequence[str], spec: ModelSpec,
+                    example: Mapping[str, Any]) -> int:
+    """T (time steps per call) when a benched backend declares ``throughput_unit = "steps"``,
+    so every row of the run reports simulated steps/s side by side; else 0 (samples/s)."""
+    from neuroedge.registry import backend_table
+
+    wants = any(getattr(get_backend(n), "throughput_unit", "samples") == "steps"
+                for n in backends if n in backend_table())
+    return int(bind_inputs(spec, example).get("T", 0)) if wants else 0
 
 
 def _measure_row(spec: ModelSpec, cfg: Mapping[str, Any], backend: Any, art: Any, variant: str,

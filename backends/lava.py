@@ -1,0 +1,323 @@
+"""The Lava backend: a neuroedge SNN or NIR graph run as Lava processes under Loihi 2's
+simulator configuration (``Loihi2SimCfg``), floating_pt or fixed_pt (bit-accurate) variants.
+
+Install Lava with ``python -m neuroedge.backends.lava_install`` (lava-nc 0.10.0 on Python 3.11;
+see that module). The mapping (neuron equations, threshold folding, quantisation, chip fit) is
+in neuroedge.backends.lava_map; this module builds and runs the processes:
+
+    RingBuffer(x) -> Sparse/Dense -> LIF -> Sparse/Dense -> LIF -> ... -> Dense -> RingBuffer
+                                      '-> RingBuffer (spikes)   '-> RingBuffer (spikes)
+
+Design decisions, and why:
+
+* Batch: one Lava network per batch size, the batch laid side by side in the neuron axis with
+  block-diagonal synapses (``kron(I_B, W)``): a whole batch runs in one Lava run.
+* Each synaptic process delays by one step, so population k's step t appears at Lava step
+  t + k; a run lasts T + depth steps (zero input at the end) and outputs are realigned.
+* The network is compiled once per (batch, T) and reused: each call writes the new input
+  into the source ring buffer and runs T + depth steps; ``LIFReset`` zeroes each population's
+  u and v at the step its input starts (so a bias never integrates alone during the pipeline
+  fill), and no state goes through Lava's Var.set, which ships arrays element by element.
+  Throughput therefore measures simulated steps, not compilation.
+* Spikes are recorded packed 8 per value by a fixed Sparse process (see packing_matrix),
+  because reading results (Var.get) is the slowest part of a Lava CPU run.
+* Hardware: ``Loihi2HwCfg`` is selected by default when Intel's Loihi extension (lava-loihi,
+  INRC only) is installed, else ``Loihi2SimCfg``; ``options["config"]`` ("hw"|"sim") forces
+  one, and "hw" without the extension is refused with the reason. The probe says which.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import weakref
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+from neuroedge.backends.base import MeasuredBackend
+from neuroedge.backends.lava_map import Layer, Loihi2Limits, chip_fit, plan, quantize
+from neuroedge.errors import BackendUnavailable, ExportRefused
+from neuroedge.shapes import bind_inputs
+from neuroedge.types import (
+    Artifact,
+    Availability,
+    ModelSpec,
+    NIRProgram,
+    Program,
+    Support,
+    TorchProgram,
+)
+
+VARIANTS = ("floating_pt", "fixed_pt")
+HW_EXTENSION = "lava.magma.compiler.subcompilers.nc"
+DEFAULT_INPUT_SCALE = 255.0
+PACK = 8  # spikes per recorded value
+
+
+def hardware_reason() -> str | None:
+    """None when Intel's Loihi 2 extension is importable, else why the simulator is used."""
+    if importlib.util.find_spec("lava") is None:
+        return "lava is not installed"
+    try:
+        found = importlib.util.find_spec(HW_EXTENSION) is not None
+    except ModuleNotFoundError:
+        found = False
+    if not found:
+        return ("Loihi 2 hardware extension (lava-loihi, Intel INRC members only) is not "
+                "installed: runs use the Loihi2SimCfg CPU simulation")
+    return None
+
+
+class LavaBackend(MeasuredBackend):
+    name: ClassVar[str] = "lava"
+    variants: ClassVar[tuple[str, ...]] = VARIANTS
+    throughput_unit: ClassVar[str] = "steps"  # bench reports simulated time steps per second
+
+    def probe(self) -> Availability:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found = version("lava-nc")
+        except PackageNotFoundError:
+            return Availability(False, "lava-nc is not installed (python -m "
+                                       "neuroedge.backends.lava_install)")
+        if importlib.util.find_spec("lava.magma") is None:
+            return Availability(False, f"lava-nc {found} is installed but lava.magma is missing")
+        hw = hardware_reason()
+        where = "Loihi2HwCfg (hardware extension found)" if hw is None else f"Loihi2SimCfg; {hw}"
+        return Availability(True, f"lava-nc {found}: {where}")
+
+    def supports(self, spec: ModelSpec) -> Support:
+        """Spiking models whose smoke build maps to Lava populations (traced, not guessed)."""
+        if spec.family not in ("snn", "event"):
+            return Support(False, f"{spec.name} is a {spec.family} model; Lava runs spiking nets")
+        try:
+            graph, dt = _graph_of(spec.build({"smoke": True}), spec)
+            plan(graph, dt)
+        except (ExportRefused, TypeError) as err:
+            return Support(False, f"{spec.name} does not map to Lava: {err}")
+        return Support(True)
+
+    def compile(self, program: Program, spec: ModelSpec,
+                options: Mapping[str, str] | None = None) -> Artifact:
+        """Map ``program`` (TorchProgram SNN or NIRProgram) to Lava; refuses what cannot fit."""
+        options = dict(options or {})
+        variant = options.get("variant", "floating_pt")
+        if variant not in VARIANTS:
+            raise ValueError(f"lava variant {variant!r} is not one of {VARIANTS}")
+        availability = self.probe()
+        if not availability.ok:
+            raise BackendUnavailable(availability.reason)
+        config = options.get("config", "hw" if hardware_reason() is None else "sim")
+        if config == "hw" and hardware_reason() is not None:
+            raise ExportRefused(f"config=hw: {hardware_reason()}")
+        graph, dt = _graph_of(program, spec)
+        layers = plan(graph, dt)
+        fit = chip_fit(layers, Loihi2Limits(chips=int(options.get("chips", 1))))
+        if not fit.fits:
+            raise ExportRefused(f"{spec.name} does not fit Loihi 2: {fit.reason}")
+        input_scale = float(options.get("input_scale", DEFAULT_INPUT_SCALE))
+        fixed = [quantize(lay, input_scale if i == 0 else 1.0) for i, lay in enumerate(layers)] \
+            if variant == "fixed_pt" else None
+        outputs = _output_sources(graph)
+        meta = {"device": "cpu", "variant": variant, "config": config, "chip_fit": fit,
+                "dt": dt, "input_scale": input_scale, "outputs": outputs,
+                "weight_quant_err": [f.weight_err for f in fixed] if fixed else []}
+        handle = LavaNetwork(layers, fixed, variant, config, input_scale, outputs)
+        return Artifact(self.name, "lava", spec, meta=meta, handle=handle)
+
+    def run(self, artifact: Artifact, inputs: Mapping[str, Any]) -> dict[str, Any]:
+        bind_inputs(artifact.spec, inputs)
+        if len(inputs) != 1:
+            raise ValueError(f"lava runs single-input networks, got inputs {sorted(inputs)}")
+        return artifact.handle.run(np.asarray(next(iter(inputs.values())), dtype=np.float32))
+
+
+def _graph_of(program: Program, spec: ModelSpec) -> tuple[Any, float]:
+    if isinstance(program, NIRProgram):
+        return program.graph, program.dt
+    if isinstance(program, TorchProgram):
+        from neuroedge.export.nir import to_nir
+
+        graph = to_nir(program, spec)
+        return graph, float(graph.metadata["dt"])
+    raise TypeError(f"lava compiles SNN torch programs or NIR graphs, got {program.kind}")
+
+
+def _output_sources(graph: Any) -> dict[str, str]:
+    """``{output name: population name}`` for every Output node of the graph."""
+    found = {}
+    for name, node in graph.nodes.items():
+        if type(node).__name__ == "Output":
+            found[name] = next(s for s, d in graph.edges if d == name)
+    return found
+
+
+class LavaNetwork:
+    """Lava processes for one mapping, built per (batch, T) on first use and reused."""
+
+    def __init__(self, layers: list[Layer], fixed: list[Any] | None, variant: str,
+                 config: str, input_scale: float, outputs: dict[str, str]) -> None:
+        self.layers, self.fixed, self.variant = layers, fixed, variant
+        self.config, self.input_scale, self.outputs = config, input_scale, outputs
+        self._built: dict[tuple[int, int], dict[str, Any]] = {}
+        # Lava's runtime keeps worker processes alive until stopped; without this an
+        # interpreter that never calls close() would hang at exit.
+        self._finalizer = weakref.finalize(self, _stop_all, self._built)
+
+    def close(self) -> None:
+        """Stop Lava's runtime processes of every built network."""
+        _stop_all(self._built)
+
+    def _run_cfg(self) -> Any:
+        if self.config == "hw":
+            from lava.magma.core.run_configs import Loihi2HwCfg
+
+            return Loihi2HwCfg()
+        from lava.magma.core.run_configs import Loihi2SimCfg
+
+        return Loihi2SimCfg(select_tag=self.variant)
+
+    def _encode(self, x: np.ndarray, depth: int) -> np.ndarray:
+        steps = x.shape[0]
+        flat = x.reshape(steps, -1).T  # (batch * features, T), sample-major
+        data = np.zeros((flat.shape[0], steps + depth), dtype=np.float64)
+        data[:, :steps] = flat
+        if self.fixed is not None:
+            graded = np.round(data * self.input_scale).astype(np.int32)
+            if np.abs(graded).max(initial=0) > 255:
+                raise ValueError(f"fixed_pt input {float(np.abs(x).max()):.4g} x input_scale "
+                                 f"{self.input_scale:g} exceeds Loihi's 8-bit graded spikes "
+                                 "(255); compile with a smaller input_scale option")
+            return graded
+        return data
+
+    def run(self, x: np.ndarray) -> dict[str, np.ndarray]:
+        """Step the network over ``x`` (T, batch, ...); outputs realigned to host steps."""
+        from lava.magma.core.run_conditions import RunSteps
+
+        steps, batch = int(x.shape[0]), int(x.shape[1])
+        depth = len(self.layers)
+        data = self._encode(x, depth)
+        key = (batch, steps)
+        net = self._built.get(key)
+        if net is None:
+            net = self._built[key] = _build(self, batch, data)
+        else:
+            net["source"].data.set(data)
+        net["source"].run(condition=RunSteps(num_steps=steps + depth), run_cfg=self._run_cfg())
+        return self._collect(net, steps, batch)
+
+    def _collect(self, net: dict[str, Any], steps: int, batch: int) -> dict[str, np.ndarray]:
+        pops: dict[str, np.ndarray] = {}
+        for k, layer in enumerate(self.layers, start=1):
+            rec = np.asarray(net["sinks"][layer.name].data.get(), dtype=np.float64)
+            if layer.spiking:  # packed 8 spikes per value, one step later (packing Dense)
+                bits = unpack_spikes(rec[:, k + 1:k + 1 + steps], batch * int(np.prod(
+                    layer.shape)))
+                pops[layer.name] = bits.T.reshape(steps, batch, *layer.shape)
+            else:
+                rec = rec[:, k:k + steps].T.reshape(steps, batch, -1)
+                pops[layer.name] = _integrate(layer, rec, self.fixed[k - 1].scale
+                                              if self.fixed else 1.0)
+        return {out: pops[src] for out, src in self.outputs.items()}
+
+
+def packing_matrix(n: int) -> Any:
+    """``(ceil(n / 8), n)`` sparse weights 1, 2, ..., 128 packing 8 spikes into one value.
+
+    Lava 0.10's ``Var.get`` ships arrays element by element (about 40k values/s), so spikes
+    are recorded packed; weights <= 128 are exact 8-bit excitatory weights in fixed_pt too.
+    """
+    import scipy.sparse as sp
+
+    idx = np.arange(n)
+    return sp.csr_matrix((2.0 ** (idx % PACK), (idx // PACK, idx)),
+                         shape=((n + PACK - 1) // PACK, n))
+
+
+def unpack_spikes(packed: np.ndarray, n: int) -> np.ndarray:
+    """Inverse of :func:`packing_matrix`: ``(groups, T)`` values -> ``(n, T)`` 0/1 float32."""
+    ints = np.rint(packed).astype(np.int64)
+    bits = (ints[:, None, :] >> np.arange(PACK)[None, :, None]) & 1
+    return bits.reshape(-1, packed.shape[1])[:n].astype(np.float32)
+
+
+def _stop_all(built: dict[tuple[int, int], dict[str, Any]]) -> None:
+    for net in built.values():
+        net["source"].stop()
+    built.clear()
+
+
+def _integrate(layer: Layer, synaptic: np.ndarray, scale: float) -> np.ndarray:
+    """The LI readout on the host: ``v_t = (1 - dv) v_{t-1} + a_t / scale + bias``."""
+    v = np.zeros(synaptic.shape[1:], dtype=np.float64)
+    trace = []
+    for a in synaptic:
+        v = (1.0 - layer.dv) * v + a / scale + layer.bias
+        trace.append(v.copy())
+    return np.stack(trace).astype(np.float32).reshape(len(trace), -1, *layer.shape)
+
+
+def _synapse(weight: np.ndarray, batch: int, graded: bool, fixed: bool) -> Any:
+    import scipy.sparse as sp
+    from lava.proc.dense.process import Dense
+    from lava.proc.sparse.process import Sparse
+
+    # Spikes travel as 1-bit graded messages: the same 0/1 values, but Lava's Dense/Sparse
+    # models then take the matrix-vector path instead of slicing columns of a CSR matrix per
+    # step, which is ~100x slower for the block-diagonal batch matrices.
+    bits = 8 if graded else 1
+    dense_ratio = np.count_nonzero(weight) / max(weight.size, 1)
+    if batch == 1 and dense_ratio > 0.5:
+        return Dense(weights=weight, num_message_bits=bits)
+    block = sp.kron(sp.identity(batch, format="csr"), sp.csr_matrix(weight), format="csr")
+    block = block.astype(np.int32 if fixed else np.float64)
+    return Sparse(weights=block, num_message_bits=bits)
+
+
+def _build(net: LavaNetwork, batch: int, data: np.ndarray) -> dict[str, Any]:
+    """Processes for one batch size; population k (1-based) first gets input at Lava step k,
+    so ``LIFReset`` zeroes its u and v right then, every run of ``length`` steps: no state
+    has to be reset (or bias set) through Lava's slow Var.set between calls."""
+    from lava.proc.io.sink import RingBuffer as Sink
+    from lava.proc.io.source import RingBuffer as Source
+    from lava.proc.lif.process import LIFReset
+    from lava.proc.sparse.process import Sparse
+
+    fixed = net.fixed is not None
+    length = data.shape[1]
+    source = Source(data=data)
+    pops: dict[str, Any] = {}
+    sinks = {}
+    for k, layer in enumerate(net.layers):
+        q = net.fixed[k] if fixed else None
+        syn = _synapse(q.weight if q else layer.weight, batch, graded=(k == 0), fixed=fixed)
+        (source.s_out if k == 0 else pops[layer.source].s_out).connect(syn.s_in)
+        n = int(np.prod(layer.shape)) * batch
+        if layer.spiking:
+            lif = LIFReset(shape=(n,), du=4095 if fixed else 1.0, dv=q.dv if q else layer.dv,
+                           vth=q.vth if q else 1.0,
+                           bias_mant=np.tile(q.bias_mant if q else layer.bias, batch),
+                           bias_exp=q.bias_exp if q else 0, reset_interval=length,
+                           reset_offset=(k + 2) % length)
+            syn.a_out.connect(lif.a_in)
+            weights = packing_matrix(n)
+            packer = Sparse(weights=weights.astype(np.int32 if fixed else np.float64),
+                            num_message_bits=1)
+            lif.s_out.connect(packer.s_in)
+            sink = Sink(shape=(weights.shape[0],), buffer=length)
+            packer.a_out.connect(sink.a_in)
+            pops[layer.name] = lif
+        else:
+            sink = Sink(shape=(n,), buffer=length)
+            syn.a_out.connect(sink.a_in)
+        sinks[layer.name] = sink
+    return {"source": source, "sinks": sinks}
+
+
+def require_lava() -> None:
+    """Raise BackendUnavailable with the probe's reason unless Lava runs here."""
+    availability = LavaBackend().probe()
+    if not availability.ok:
+        raise BackendUnavailable(availability.reason)

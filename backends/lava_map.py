@@ -1,0 +1,244 @@
+"""Map a NIR graph onto Lava's LIF + Dense/Sparse layers, quantise for Loihi, check chip fit.
+
+Pure numpy (no lava import): the Lava backend builds processes from the :class:`Layer` list.
+
+Each neuron population becomes one Lava ``LIF``; the chain of linear nodes feeding it (Conv2d,
+AvgPool2d/SumPool2d, Flatten, Affine/Linear/Scale) is composed into one synaptic matrix
+``W = f(I) - f(0)`` and bias ``b = f(0)`` by applying the chain to the identity, so a conv and
+the pooling after it become a single ``Sparse`` process with exactly torch's arithmetic (Lava's
+own ``Conv`` computes a flipped-kernel convolution in (x, y, c) layout; the composed sparse
+matrix needs neither the flip nor the layout change). Dense matrices (< 50% zeros) use ``Dense``.
+
+Neuron equations. NIR LIF with Euler step dt, ``v' = v + dt/tau (v_leak - v + r i)``, equals
+Lava's LIF ``u = a_in`` (du = 1), ``v' = (1 - dv) v + u + bias`` with::
+
+    dv = dt / tau,   W_lava = (dt r / tau) W / theta,   bias = dt / tau (r b + v_leak) / theta
+
+and threshold 1: the per-neuron threshold theta is folded into the incoming weights and bias
+(Lava's LIF takes one ``vth`` per population), which scales the membrane by 1/theta and leaves
+spikes unchanged. The LI readout keeps scale 1 (no threshold): Lava runs its synapses (Dense)
+and the 10-neuron leaky integrator runs on the host from the Dense output, as lava-dl does.
+
+fixed_pt (Loihi 2 bit-accurate models): weights become even 8-bit integers in [-256, 254]
+(Lava's mixed-sign mode drops the lowest bit), ``a = W_int s``, ``u = a << 6``,
+``v' = v (4096 - dv_int) >> 12 + u + bias_mant << bias_exp``, spike ``v > vth << 6``. Per layer
+one integer scale ``s`` maps float membrane to integer: ``W_int = round(s W / s_in)`` with
+``s = floor(min(254 / max|W|, 32767 / max_row_sum))`` (no 16-bit dendritic overflow for any
+binary input), ``vth = s``, ``dv_int = round(4096 dv)``, bias ``round(64 s bias)`` as a 13-bit
+mantissa with the smallest exponent that fits. The first layer takes graded 8-bit input
+``round(x * input_scale)`` (default 255: inputs in [0, 1]).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from neuroedge.errors import ExportRefused
+
+LINEAR_KINDS = ("Conv2d", "AvgPool2d", "SumPool2d", "Flatten", "Affine", "Linear", "Scale")
+NEURON_KINDS = ("LIF", "IF", "LI")
+WEIGHT_MAX = 254  # even 8-bit weights, mixed sign
+DENDRITE_MAX = 2 ** 15 - 1
+BIAS_MANT_MAX = 4095
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One neuron population and the synapses feeding it, in Lava's float units."""
+
+    name: str  # NIR node name of the neurons
+    source: str  # NIR node name of the input population (or the Input node)
+    weight: np.ndarray  # (out, in) float64, threshold folded in
+    bias: np.ndarray  # (out,) per-step bias current, threshold folded in
+    dv: float  # voltage decay per step, dt / tau
+    spiking: bool  # False: LI readout (integrated on the host)
+    shape: tuple[int, ...]  # population shape without batch
+
+
+@dataclass(frozen=True)
+class FixedLayer:
+    """A Layer quantised to Loihi's formats."""
+
+    weight: np.ndarray  # (out, in) int32, even, in [-256, 254]
+    bias_mant: np.ndarray  # (out,) int, 13-bit signed
+    bias_exp: int  # 0..7
+    vth: int  # 17-bit
+    dv: int  # 12-bit
+    scale: float  # integer membrane / 64 = scale * float membrane
+    weight_err: float  # max |W_int / scale * s_in - W| (float units)
+
+
+@dataclass(frozen=True)
+class Loihi2Limits:
+    """Per-core resources of Loihi 2 (Intel: 128 neuro cores, 1 M neurons, 120 M synapses per
+    chip). Synapses per core assume uncompressed 8-bit weights in 128 KiB of synaptic memory,
+    the conservative bound; Intel's 120 M counts compressed/shared weights."""
+
+    neurons_per_core: int = 8192
+    synapses_per_core: int = 131072
+    cores_per_chip: int = 128
+    chips: int = 1
+
+
+@dataclass(frozen=True)
+class ChipFit:
+    """What a mapping needs; ``reason`` is empty when it fits."""
+
+    neurons: int
+    synapses: int
+    cores: int
+    per_layer: tuple[tuple[str, int, int, int], ...]  # (name, neurons, synapses, cores)
+    limits: Loihi2Limits = field(default_factory=Loihi2Limits)
+    reason: str = ""
+
+    @property
+    def fits(self) -> bool:
+        return not self.reason
+
+
+def _chain_fn(graph: Any, chain: list[str]) -> Any:
+    from neuroedge.export.nir_run import _Ops
+
+    def apply(x: Any) -> Any:
+        for name in chain:
+            node = graph.nodes[name]
+            x = _Ops.apply(type(node).__name__, node, x)
+        return x
+
+    return apply
+
+
+def compose_chain(graph: Any, chain: list[str], in_shape: tuple[int, ...]) -> tuple[np.ndarray,
+                                                                                   np.ndarray]:
+    """``(W, b)`` with ``chain(x).flatten() == W @ x.flatten() + b`` (float64)."""
+    import torch
+
+    fn = _chain_fn(graph, chain)
+    n = int(np.prod(in_shape))
+    with torch.inference_mode():
+        zero = fn(torch.zeros(1, *in_shape)).reshape(1, -1).double()
+        eye = fn(torch.eye(n).reshape(n, *in_shape)).reshape(n, -1).double()
+    return (eye - zero).T.numpy(), zero[0].numpy()
+
+
+def _walk_back(graph: Any, name: str, preds: dict[str, list[str]]) -> tuple[str, list[str]]:
+    chain: list[str] = []
+    node = name
+    while True:
+        sources = preds[node]
+        if len(sources) != 1:
+            raise ExportRefused(f"Lava mapping: node {node!r} has {len(sources)} inputs "
+                                f"({sources}); only chains with one input per node are mapped")
+        src = sources[0]
+        kind = type(graph.nodes[src]).__name__
+        if kind in LINEAR_KINDS:
+            chain.insert(0, src)
+            node = src
+        elif kind in (*NEURON_KINDS, "Input"):
+            return src, chain
+        else:
+            raise ExportRefused(f"Lava mapping: edge {src!r} -> {node!r}: node {src!r} of type "
+                                f"{kind!r} has no Lava mapping")
+
+
+def _out_shape(node: Any) -> tuple[int, ...]:
+    from neuroedge.export.nir_run import _node_shape
+
+    return _node_shape(node, "output_type")
+
+
+def plan(graph: Any, dt: float) -> list[Layer]:
+    """The populations of ``graph`` in order, with composed, threshold-folded synapses."""
+    from neuroedge.export.nir_run import graph_order
+
+    order, back = graph_order(graph)
+    if back:
+        raise ExportRefused(f"Lava mapping: recurrent edges {sorted(back)} are not mapped")
+    preds = {n: [s for s, d in graph.edges if d == n] for n in graph.nodes}
+    layers = []
+    for name in order:
+        node = graph.nodes[name]
+        kind = type(node).__name__
+        if kind in ("Input", "Output") or kind in LINEAR_KINDS:
+            continue
+        if kind not in NEURON_KINDS:
+            raise ExportRefused(f"Lava mapping: node {name!r} of type {kind!r} is not mapped "
+                                f"(neurons: {', '.join(NEURON_KINDS)}, synapses: "
+                                f"{', '.join(LINEAR_KINDS)})")
+        source, chain = _walk_back(graph, name, preds)
+        w, b = compose_chain(graph, chain, _out_shape(graph.nodes[source]))
+        layers.append(_fold(name, node, kind, source, w, b, dt))
+    return layers
+
+
+def _fold(name: str, node: Any, kind: str, source: str, w: np.ndarray, b: np.ndarray,
+          dt: float) -> Layer:
+    shape = _out_shape(node)
+    flat = (lambda a: np.broadcast_to(np.asarray(a, np.float64), shape).reshape(-1))
+    r = flat(node.r)
+    if kind == "IF":
+        gain, dv, leak = dt * r, 0.0, np.zeros_like(r)
+    else:
+        tau = flat(node.tau)
+        if not np.allclose(tau, tau[0]):
+            raise ExportRefused(f"Lava mapping: node {name!r} has per-neuron tau; Lava's LIF "
+                                "takes one dv per population")
+        dv = float(dt / tau[0])
+        gain, leak = dv * r, dv * flat(node.v_leak)
+    if kind == "LI":
+        return Layer(name, source, gain[:, None] * w, gain * b + leak, dv, False, shape)
+    if (node.metadata or {}).get("reset", "zero") != "zero" or np.any(flat(node.v_reset)):
+        raise ExportRefused(f"Lava mapping: node {name!r} resets by subtraction or to a nonzero "
+                            "v_reset; Lava's LIF resets to 0")
+    theta = flat(node.v_threshold)
+    if np.any(theta <= 0):
+        raise ExportRefused(f"Lava mapping: node {name!r} has a threshold <= 0")
+    g = gain / theta
+    return Layer(name, source, g[:, None] * w, g * b + leak / theta, dv, True, shape)
+
+
+def quantize(layer: Layer, input_scale: float = 1.0) -> FixedLayer:
+    """Loihi 2 fixed-point form of ``layer``; ``input_scale``: integer input per unit input."""
+    w = layer.weight
+    row_bound = max(np.clip(w, 0, None).sum(1).max(), -np.clip(w, None, 0).sum(1).min(), 1e-12)
+    max_in = max(input_scale, 1.0)
+    s = math.floor(min(WEIGHT_MAX / max(np.abs(w).max(), 1e-12),
+                       DENDRITE_MAX / (row_bound * max_in)) * input_scale)
+    if s < 1:
+        raise ExportRefused(f"Lava fixed_pt: layer {layer.name!r} cannot be quantised (scale "
+                            f"{s} < 1: weights span too wide a range for 8 bits)")
+    w_int = (2 * np.round(w * s / input_scale / 2)).astype(np.int32)
+    w_int = np.clip(w_int, -WEIGHT_MAX - 2, WEIGHT_MAX)
+    bias = np.round(layer.bias * s * 64)
+    exp = 0
+    while np.abs(bias).max(initial=0) / 2 ** exp > BIAS_MANT_MAX and exp < 7:
+        exp += 1
+    mant = np.clip(np.round(bias / 2 ** exp), -BIAS_MANT_MAX - 1, BIAS_MANT_MAX).astype(int)
+    err = float(np.abs(w_int * input_scale / s - w).max()) if w.size else 0.0
+    return FixedLayer(w_int, mant, exp, int(s), round(layer.dv * 4096), float(s), err)
+
+
+def chip_fit(layers: list[Layer], limits: Loihi2Limits = Loihi2Limits()) -> ChipFit:
+    """Neurons, synapses (nonzero weights) and cores each population needs on Loihi 2."""
+    rows, total_cores = [], 0
+    for layer in layers:
+        neurons = int(np.prod(layer.shape))
+        synapses = int(np.count_nonzero(layer.weight))
+        cores = max(math.ceil(neurons / limits.neurons_per_core),
+                    math.ceil(synapses / limits.synapses_per_core), 1)
+        rows.append((layer.name, neurons, synapses, cores))
+        total_cores += cores
+    available = limits.cores_per_chip * limits.chips
+    reason = ""
+    if total_cores > available:
+        worst = max(rows, key=lambda r: r[3])
+        reason = (f"needs {total_cores} Loihi 2 cores, {available} available "
+                  f"({limits.chips} chip(s) x {limits.cores_per_chip}); largest: layer "
+                  f"{worst[0]!r} with {worst[1]} neurons and {worst[2]} synapses takes "
+                  f"{worst[3]} cores (per core: {limits.neurons_per_core} neurons, "
+                  f"{limits.synapses_per_core} synapses)")
+    return ChipFit(sum(r[1] for r in rows), sum(r[2] for r in rows), total_cores, tuple(rows),
+                   limits, reason)

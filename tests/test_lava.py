@@ -1,0 +1,208 @@
+"""The Lava backend: parity with the host, fixed-point quantisation, chip fit, install step."""
+
+from __future__ import annotations
+
+from itertools import pairwise
+
+import numpy as np
+import pytest
+from neuroedge.errors import ExportRefused
+
+
+def conv_graph(seed: int = 0):
+    """A random spiking convnet as a NIR graph: conv -> LIF -> conv -> avgpool -> LIF ->
+    flatten -> affine -> LI, weights strong enough that both layers spike."""
+    import nir
+
+    rng = np.random.default_rng(seed)
+
+    def lif(shape):
+        return nir.LIF(tau=np.full(shape, 2e-3), r=np.ones(shape), v_leak=np.zeros(shape),
+                       v_threshold=np.full(shape, 1.0), metadata={"reset": "zero"})
+
+    nodes = {
+        "x": nir.Input({"input": np.array([1, 8, 8])}),
+        "c1": nir.Conv2d((8, 8), rng.normal(0.8, 1.0, (4, 1, 3, 3)), 1, 1, 1, 1,
+                         rng.normal(0, 0.1, 4)),
+        "l1": lif((4, 8, 8)),
+        "c2": nir.Conv2d((8, 8), rng.normal(0.3, 1.0, (6, 4, 3, 3)), 1, 1, 1, 1, np.zeros(6)),
+        "pool": nir.AvgPool2d(np.array([2, 2]), np.array([2, 2]), np.array([0, 0])),
+        "l2": lif((6, 4, 4)),
+        "flat": nir.Flatten({"input": np.array([6, 4, 4])}, 0),
+        "fc": nir.Affine(rng.normal(0, 0.5, (3, 96)), np.zeros(3)),
+        "ro": nir.LI(tau=np.full(3, 2e-3), r=np.ones(3), v_leak=np.zeros(3)),
+        "logits": nir.Output({"output": np.array([3])}),
+        "spikes1": nir.Output({"output": np.array([4, 8, 8])}),
+        "spikes2": nir.Output({"output": np.array([6, 4, 4])}),
+    }
+    chain = ["x", "c1", "l1", "c2", "pool", "l2", "flat", "fc", "ro", "logits"]
+    edges = [*pairwise(chain), ("l1", "spikes1"), ("l2", "spikes2")]
+    return nir.NIRGraph(nodes, edges, metadata={"dt": 1e-3})
+
+
+@pytest.fixture(scope="module")
+def nir_case():
+    from neuroedge.export.nir_run import run_nir
+    from neuroedge.types import IOSpec, ModelSpec, NIRProgram
+
+    graph = conv_graph()
+    xs = np.random.default_rng(1).random((6, 2, 1, 8, 8)).astype(np.float32)
+    spec = ModelSpec("snn.nir_test", "snn", "random NIR convnet",
+                     (IOSpec("x", ("T", "batch", 1, 8, 8)),),
+                     (IOSpec("logits", ("T", "batch", 3)),),
+                     build=lambda cfg: NIRProgram(graph, 1e-3), example=lambda s: {"x": xs})
+    ref = run_nir(graph, {"x": xs})
+    assert ref["spikes1"].sum() > 0 and ref["spikes2"].sum() > 0
+    return spec, NIRProgram(graph, 1e-3), {"x": xs}, ref
+
+
+@pytest.mark.loihi
+@pytest.mark.parametrize("variant,min_agreement", [("floating_pt", 1.0), ("fixed_pt", 0.9)])
+def test_lava_spikes_agree_with_host_per_layer(nir_case, variant, min_agreement):
+    from neuroedge.bench.parity import compare
+    from neuroedge.registry import get_backend
+
+    spec, program, inputs, host_ref = nir_case
+    lava = get_backend("lava")
+    art = lava.compile(program, spec, {"variant": variant, "input_scale": "255"})
+    try:
+        out = lava.run(art, inputs)
+        again = lava.run(art, inputs)  # the reused network resets its state between calls
+    finally:
+        art.handle.close()
+    for layer in ("spikes1", "spikes2"):
+        agreement = float((out[layer] == host_ref[layer]).mean())
+        assert agreement >= min_agreement, (layer, agreement)
+        np.testing.assert_array_equal(again[layer], out[layer])
+    if variant == "floating_pt":
+        assert compare(host_ref, out)["max_abs_err"].value < 1e-4
+    else:
+        assert art.meta["weight_quant_err"] and max(art.meta["weight_quant_err"]) > 0
+
+
+@pytest.mark.loihi
+def test_lif_convnet_torch_program_maps_to_three_populations():
+    from neuroedge.registry import get_backend, get_model
+
+    spec = get_model("snn.lif_convnet")
+    art = get_backend("lava").compile(spec.build({"untrained": True}), spec,
+                                      {"variant": "fixed_pt"})
+    fit = art.meta["chip_fit"]
+    assert [row[0] for row in fit.per_layer] == ["lif1", "lif2", "readout"]
+    assert [row[1] for row in fit.per_layer] == [1024, 512, 10]
+    assert fit.fits and fit.cores >= 3
+    assert set(art.meta["outputs"]) == {"logits", "spikes1", "spikes2"}
+
+
+def test_fixed_point_formats_fit_loihi():
+    from neuroedge.backends.lava_map import Layer, quantize
+
+    rng = np.random.default_rng(0)
+    layer = Layer("l", "x", rng.normal(size=(20, 30)), rng.normal(size=20) * 0.1, 0.5, True,
+                  (20,))
+    q = quantize(layer)
+    assert q.weight.min() >= -256 and q.weight.max() <= 254 and not np.any(q.weight % 2)
+    assert np.abs(q.weight).sum(1).max() <= 2 ** 15 - 1
+    assert 0 <= q.bias_exp <= 7 and np.abs(q.bias_mant).max() <= 4096
+    assert q.dv == 2048 and q.vth == int(q.scale)
+    np.testing.assert_allclose(q.weight / q.scale, layer.weight, atol=2 / q.scale)
+
+
+def test_per_channel_thresholds_fold_into_weights():
+    import nir
+    from neuroedge.backends.lava_map import plan
+
+    theta = np.array([1.0, 2.0, 4.0])
+    graph = nir.NIRGraph(
+        nodes={"input": nir.Input({"input": np.array([2])}),
+               "fc": nir.Affine(np.ones((3, 2)), np.ones(3)),
+               "lif": nir.LIF(tau=np.full(3, 2e-3), r=np.ones(3), v_leak=np.zeros(3),
+                              v_threshold=theta),
+               "output": nir.Output({"output": np.array([3])})},
+        edges=[("input", "fc"), ("fc", "lif"), ("lif", "output")])
+    (layer,) = plan(graph, dt=1e-3)
+    np.testing.assert_allclose(layer.weight[:, 0], 0.5 / theta)
+    np.testing.assert_allclose(layer.bias, 0.5 / theta)
+    assert layer.dv == pytest.approx(0.5)
+
+
+def test_chip_fit_refuses_an_oversized_net_with_a_reason():
+    from neuroedge.backends.lava_map import Layer, Loihi2Limits, chip_fit
+
+    big = Layer("huge", "x", np.ones((9000, 100)), np.zeros(9000), 0.5, True, (9000,))
+    fit = chip_fit([big], Loihi2Limits(cores_per_chip=4))
+    assert not fit.fits and "'huge'" in fit.reason and "cores" in fit.reason
+    small = chip_fit([Layer("s", "x", np.ones((10, 10)), np.zeros(10), 0.5, True, (10,))])
+    assert small.fits and small.cores == 1 and small.synapses == 100
+
+
+def test_recurrent_graph_is_refused_naming_the_edge():
+    from pathlib import Path
+
+    from neuroedge.backends.lava_map import plan
+    from neuroedge.export.nir import read_nir
+
+    path = (Path(__file__).resolve().parents[1].parent / "shared" / "data" / "nir" / "rnn"
+            / "braille_noDelay_bias_zero.nir")
+    if not path.is_file():
+        pytest.skip(f"{path} is not present")
+    with pytest.raises(ExportRefused, match="lif1.w_rec"):
+        plan(read_nir(path), dt=1e-4)
+
+
+def test_probe_gives_a_reason_either_way():
+    from neuroedge.backends.lava import LavaBackend, hardware_reason
+
+    availability = LavaBackend().probe()
+    assert availability.reason
+    if availability.ok:
+        assert ("Loihi2SimCfg" in availability.reason) == (hardware_reason() is not None)
+
+
+def test_doctor_lists_lava_with_its_reason(capsys):
+    from neuroedge.backends.lava import LavaBackend
+    from neuroedge.cli import main
+
+    assert main(["doctor"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("lava "))
+    assert LavaBackend().probe().reason in line
+
+
+@pytest.mark.loihi
+def test_hw_config_without_extension_is_refused(nir_case):
+    from neuroedge.backends.lava import LavaBackend, hardware_reason
+
+    if hardware_reason() is None:
+        pytest.skip("the Loihi 2 extension is installed here")
+    spec, program, _, _ = nir_case
+    with pytest.raises(ExportRefused, match="hardware extension"):
+        LavaBackend().compile(program, spec, {"config": "hw"})
+
+
+def test_install_patch_rewrites_only_what_it_names(tmp_path):
+    import zipfile
+
+    from neuroedge.backends import lava_install as li
+
+    stock = tmp_path / li.STOCK_WHEEL
+    with zipfile.ZipFile(stock, "w") as z:
+        z.writestr("lava/magma/compiler/var_model.py", "@dataclass\nclass ByteEncoder:\n")
+        z.writestr("tests/test_x.py", "")
+    with pytest.raises(ValueError, match="sha256"):
+        li.patch_wheel(stock, tmp_path)
+    assert li._patch_member("lava/magma/compiler/var_model.py",
+                            b"@dataclass\nclass ByteEncoder:\n").startswith(
+        b"@dataclass(frozen=True)")
+    with pytest.raises(ValueError, match="does not apply"):
+        li._patch_member("lava/magma/compiler/var_model.py", b"class Other: pass\n")
+
+
+@pytest.mark.loihi
+def test_fixed_point_input_beyond_8_bits_is_refused(nir_case):
+    from neuroedge.registry import get_backend
+
+    spec, program, inputs, _ = nir_case
+    lava = get_backend("lava")
+    art = lava.compile(program, spec, {"variant": "fixed_pt"})
+    with pytest.raises(ValueError, match="8-bit graded"):
+        lava.run(art, {"x": inputs["x"] * 2.0})
