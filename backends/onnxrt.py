@@ -9,15 +9,12 @@ silent (a test fails on it).
 from __future__ import annotations
 
 import importlib.util
-import io
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
-
-from neuroedge.atomic import write_bytes
 from neuroedge.backends.base import MeasuredBackend, unroll
 from neuroedge.errors import ArtifactError
 from neuroedge.paths import artifact_dir
@@ -57,18 +54,12 @@ class OnnxRuntimeBackend(MeasuredBackend):
         form = options.pop("form", "sequence")
         path = Path(options.pop("path", artifact_dir(spec.name, self.name) / f"{form}.onnx"))
         export_onnx(program, spec, path, form=form)
-        if program.stateful:
-            init = program.init_state(1)
-            buf = io.BytesIO()
-            np.savez(buf, **{n: s.detach().numpy() for n, s in zip(program.state_names, init)})
-            write_bytes(state_file(path), buf.getvalue())
         return self.load(path, spec, options)
 
     def load(self, path: str | os.PathLike[str], spec: ModelSpec,
              options: Mapping[str, str] | None = None) -> Artifact:
         """An artifact from an existing .onnx file; corrupt files raise ArtifactError."""
         import onnxruntime as ort
-
         from neuroedge.export.onnx import FORM_KEY, load_onnx
 
         options = dict(options or {})
@@ -133,11 +124,6 @@ class OnnxRuntimeBackend(MeasuredBackend):
         return result
 
 
-def state_file(onnx_path: Path) -> Path:
-    """Where the initial state that goes with an exported step is stored."""
-    return onnx_path.with_suffix(".state.npz")
-
-
 def _requested_providers(option: str | None) -> list[str]:
     import onnxruntime as ort
 
@@ -163,6 +149,8 @@ def _load_state_init(path: Path, session: Any, state_names: tuple[str, ...]) -> 
     """Initial state saved beside the model, else zeros of the graph's state shapes."""
     if not state_names:
         return []
+    from neuroedge.export.onnx import state_file
+
     side = state_file(path)
     if side.is_file():
         with np.load(side) as saved:

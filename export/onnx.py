@@ -9,7 +9,9 @@ are graph inputs named as in ``TorchProgram.state_names`` and outputs named ``<s
   ``(x[0:T], state) -> (y[0:T], state_T)``; one runtime call per sequence, T fixed at export.
   Batch is axis 1 of the time-major inputs and outputs, axis 0 of the state.
 
-The form is stored in the model's metadata (``neuroedge.form``) so a loaded file runs right.
+The form is stored in the model's metadata (``neuroedge.form``) so a loaded file runs right,
+and the initial state (zeros for a neuron, learned tensors for TTT fast weights) is saved beside
+the model as ``<name>.state.npz``.
 
 A neuron that keeps its membrane potential as a module attribute exports *without error* and
 the exported graph silently treats the state as a constant: ONNX Runtime then disagrees with
@@ -25,7 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from neuroedge.atomic import atomic_path
+from neuroedge.atomic import atomic_path, write_bytes
 from neuroedge.errors import ArtifactError, ExportRefused
 from neuroedge.types import ModelSpec, TorchProgram
 
@@ -46,8 +48,8 @@ class _Unrolled:
 
     @staticmethod
     def wrap(program: TorchProgram) -> Any:
-        from torch import nn
         import torch
+        from torch import nn
 
         n_in, n_out = len(program.input_names), len(program.output_names)
 
@@ -181,7 +183,25 @@ def export_onnx(program: TorchProgram, spec: ModelSpec, path: str | os.PathLike[
         entry = model.metadata_props.add()
         entry.key, entry.value = FORM_KEY, form if program.stateful else "step"
         onnx.save(model, str(tmp))
+    if program.stateful:
+        _save_initial_state(program, Path(path))
     return Path(path)
+
+
+def state_file(onnx_path: str | os.PathLike[str]) -> Path:
+    """Where the initial state that goes with an exported stateful model is stored."""
+    return Path(onnx_path).with_suffix(".state.npz")
+
+
+def _save_initial_state(program: TorchProgram, path: Path) -> None:
+    import io
+
+    import numpy as np
+
+    buf = io.BytesIO()
+    init = program.init_state(1)
+    np.savez(buf, **{n: s.detach().numpy() for n, s in zip(program.state_names, init)})
+    write_bytes(state_file(path), buf.getvalue())
 
 
 def load_onnx(path: str | os.PathLike[str]) -> Any:

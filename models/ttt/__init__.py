@@ -1,0 +1,1 @@
+"""TTT layers as learned linear attention (Liu et al., ICML 2026)."""

@@ -1,0 +1,82 @@
+"""The registered ModelSpec of ttt.linear_attention.
+
+The program is one multi-head TTT layer in its streaming form: a token-level (chunk 1),
+update-then-apply recurrence with the fast weight as explicit state,
+``(x_t, S_t[, M_t]) -> (y_t, S_t+1[, M_t+1])``, S_0 = the learned W1_0. The default variant is
+V6, the end of the paper's ladder (exactly linear attention); ``variant=la_momentum`` (or any
+static-kernel variant without weight norm) adds a momentum state M. Weights are seeded, not
+trained: this program's contract is numerics (forms agree, exports match) and speed; task
+quality is measured by ``neuroedge train ttt.linear_attention`` (the ladder on MQAR).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from neuroedge.types import Efficiency, IOSpec, ModelSpec, Paper, TorchProgram
+
+DEFAULTS: dict[str, Any] = {"variant": "v6", "d_model": 32, "heads": 2, "head_dim": 16,
+                            "seed": 0}
+EXAMPLE_STEPS, EXAMPLE_BATCH = 16, 2
+
+
+def make_layer(config: Mapping[str, Any]) -> Any:
+    """The seeded token-level layer described by ``config`` (merged over DEFAULTS)."""
+    import torch
+    from neuroedge.models.ttt.module import TTTLayer
+
+    cfg = {**DEFAULTS, **config}
+    torch.manual_seed(int(cfg["seed"]))
+    return TTTLayer(int(cfg["d_model"]), int(cfg["heads"]), int(cfg["head_dim"]),
+                    str(cfg["variant"]), chunk=1, order="update_then_apply").eval()
+
+
+def build(config: Mapping[str, Any]) -> TorchProgram:
+    """The streaming step of the layer; ``config={"smoke": True}`` is already tiny."""
+    from neuroedge.models.ttt.module import TTTStreamingStep
+
+    layer = make_layer(config)
+    step = TTTStreamingStep(layer).eval()
+    return TorchProgram(step, ("x",), ("y",), step.state_names, step.init_state,
+                        meta={"variant": layer.variant.name, "trained": False})
+
+
+def example(seed: int = 0) -> dict[str, np.ndarray]:
+    """A (T=16, batch=2, d_model=32) float32 sequence of Gaussian tokens."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((EXAMPLE_STEPS, EXAMPLE_BATCH, DEFAULTS["d_model"]))
+    return {"x": x.astype(np.float32)}
+
+
+def _train(config: Mapping[str, Any] | None = None, out: str | None = None) -> dict[str, Any]:
+    from neuroedge.models.ttt.train import ladder, summary
+
+    result = ladder(config, out or "ttt_ladder")
+    return {"out": out or "ttt_ladder", **summary(result)}
+
+
+def _bench(**kwargs: Any) -> dict[str, Any]:
+    from neuroedge.models.ttt.throughput import bench
+
+    return bench(**kwargs)
+
+
+SPEC = ModelSpec(
+    name="ttt.linear_attention",
+    family="ttt",
+    summary="TTT layer (LaCT ladder baseline..V6) as learned linear attention; streaming state",
+    inputs=(IOSpec("x", ("T", "batch", DEFAULTS["d_model"])),),
+    outputs=(IOSpec("y", ("T", "batch", DEFAULTS["d_model"])),),
+    build=build,
+    example=example,
+    paper=Paper("Test-Time Training with KV Binding Is Secretly Linear Attention", "ICML", 2026,
+                "https://arxiv.org/abs/2602.21204"),
+    efficiency=Efficiency("FLOP"),
+    tolerance={"onnxrt": 1e-4, "default": 1e-4},
+    default_config=DEFAULTS,
+    train=_train,
+    bench=_bench,
+    exportable=("onnx",),
+)
