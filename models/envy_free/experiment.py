@@ -1,0 +1,134 @@
+"""The alloc.envy_free benchmark: query-complexity sweep, theorem budget, brute-force check.
+
+Every number is measured in the run that prints it: tau_90 (queries per item and agent for 90%
+envy-free success over ``trials`` fresh hard instances) against m and Delta, with the log-log
+slopes; success at the Thm 5 budget tau* and at tau*/1000; and the threshold rule on exact
+values against the brute-force optimum for small m.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from neuroedge.models.envy_free import functional as F
+from neuroedge.types import Measurement, Report
+
+DEFAULTS: dict[str, Any] = {
+    "sigma": 1.0, "trials": 200, "seed": 0,
+    "delta_sweep_m": 400, "deltas": [8, 16, 32],
+    "m_sweep_delta": 12, "ms": [100, 200, 400, 800],
+    "budget_cases": [[400, 10], [800, 20]], "budget_trials": 400,
+    "brute_force_ms": [6, 8, 10, 12], "brute_force_instances": 40,
+}
+
+
+def tau90_curve(pairs: Sequence[tuple[int, float]], cfg: Mapping[str, Any]) -> list[float]:
+    """tau_90 for each (m, Delta), with a progress bar."""
+    from tqdm import tqdm
+
+    return [F.tau_for_success(lambda rng, n, m=m, d=d: F.hard_instances(m, d, rng, n),
+                              sigma=cfg["sigma"], trials=cfg["trials"], seed=cfg["seed"])
+            for m, d in tqdm(pairs, desc="alloc.envy_free tau_90", leave=False)]
+
+
+def brute_force_gap(cfg: Mapping[str, Any]) -> dict[str, float]:
+    """Worst envy(threshold on exact values) - OptEnvy over random generic instances."""
+    rng = np.random.default_rng(cfg["seed"])
+    worst = -np.inf
+    for m in cfg["brute_force_ms"]:
+        for _ in range(cfg["brute_force_instances"]):
+            vals = np.clip(rng.uniform(0, 1, (m, 2)) + rng.uniform(0, 1e-9, (m, 2)), 0, 1)
+            opt = F.brute_force_allocation(vals)
+            ours = float(F.envy(vals, F.threshold_allocation(vals)))
+            worst = max(worst, ours - opt.envy)
+    return {"worst_gap": float(worst)}
+
+
+def run_sweeps(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """All sweeps of the benchmark as plain numbers (what report.json stores)."""
+    deltas, ms = list(cfg["deltas"]), list(cfg["ms"])
+    tau_delta = tau90_curve([(cfg["delta_sweep_m"], d) for d in deltas], cfg)
+    tau_m = tau90_curve([(m, cfg["m_sweep_delta"]) for m in ms], cfg)
+    rng = np.random.default_rng(cfg["seed"] + 1)
+    budget = []
+    for m, d in cfg["budget_cases"]:
+        tau_star = F.theorem_budget(int(m), float(d), cfg["sigma"])
+        vals = F.hard_instances(int(m), float(d), rng, cfg["budget_trials"])
+        budget.append({"m": m, "delta": d, "tau_star": tau_star,
+                       "success": F.success_rate(vals, tau_star, cfg["sigma"], rng),
+                       "success_at_tau_star_over_1000":
+                           F.success_rate(vals, tau_star / 1000, cfg["sigma"], rng)})
+    return {"deltas": deltas, "tau90_vs_delta": tau_delta, "ms": ms, "tau90_vs_m": tau_m,
+            "slope_tau_vs_delta": F.loglog_slope(deltas, tau_delta),
+            "slope_tau_vs_m": F.loglog_slope(ms, tau_m),
+            "slope_queries_vs_m": F.loglog_slope(ms, np.asarray(ms) * np.asarray(tau_m)),
+            "budget": budget, "brute_force": brute_force_gap(cfg)}
+
+
+def rows_from(sweeps: Mapping[str, Any]) -> list[Report]:
+    name = "alloc.envy_free"
+    rows = [Report(name, "host", "tau90_vs_m", metrics={
+        "slope": Measurement(sweeps["slope_tau_vs_m"], "d log tau / d log m"),
+        "slope_queries": Measurement(sweeps["slope_queries_vs_m"], "d log(m tau) / d log m")},
+        notes=(f"Delta={sweeps.get('m_sweep_delta', '')}; target slope in [1.1, 1.9]",)),
+        Report(name, "host", "tau90_vs_delta", metrics={
+            "slope": Measurement(sweeps["slope_tau_vs_delta"], "d log tau / d log Delta")},
+            notes=("target slope in [-2.8, -1.6]",))]
+    for case in sweeps["budget"]:
+        rows.append(Report(name, "host", f"budget_m{case['m']}_d{case['delta']}", metrics={
+            "success_rate": Measurement(case["success"], "fraction"),
+            "success_rate_tau_over_1000": Measurement(case["success_at_tau_star_over_1000"],
+                                                      "fraction"),
+            "tau_star": Measurement(case["tau_star"], "queries/item/agent", "counted")}))
+    rows.append(Report(name, "host", "brute_force", metrics={
+        "envy_gap_to_opt": Measurement(sweeps["brute_force"]["worst_gap"], "utility")},
+        notes=("max over random instances m<=12 of envy(threshold, exact values) - OptEnvy",)))
+    return rows
+
+
+def sweep_plot(doc: dict[str, Any], path: Path) -> Path:
+    """Log-log plot of tau_90 against m and against Delta, with fitted slopes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from neuroedge.bench.report import save_figure
+
+    s = doc["sweeps"]
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
+    for ax, x, y, label, slope in (
+            (axes[0], s["ms"], s["tau90_vs_m"], "m (items)", s["slope_tau_vs_m"]),
+            (axes[1], s["deltas"], s["tau90_vs_delta"], "Delta", s["slope_tau_vs_delta"])):
+        ax.loglog(x, y, "o-", label=f"measured, slope {slope:.2f}")
+        ref = np.asarray(y[0]) * (np.asarray(x) / x[0]) ** (1.5 if "m" in label else -2.0)
+        ax.loglog(x, ref, "--", label="paper m^1.5 / Delta^-2 (per item)")
+        ax.set_xlabel(label)
+        ax.legend(fontsize=8)
+    axes[0].set_ylabel("tau_90 (queries per item and agent)")
+    fig.suptitle("alloc.envy_free: queries for 90% envy-free success")
+    save_figure(fig, path)
+    plt.close(fig)
+    return path
+
+
+def bench(out_dir: str, backends: Sequence[str] = ("host",), config: Mapping[str, Any] |
+          None = None, history: str | None = None) -> dict[str, Any]:
+    """Run the sweeps, write report.json/report.md/sweep.png, return the document."""
+    from neuroedge.bench.report import build_document, write_report
+
+    cfg = {**DEFAULTS, **(config or {})}
+    sweeps = run_sweeps(cfg)
+    sweeps["m_sweep_delta"] = cfg["m_sweep_delta"]
+    columns = ["slope", "success_rate", "success_rate_tau_over_1000", "tau_star",
+               "envy_gap_to_opt"]
+    doc = build_document("alloc.envy_free", rows_from(sweeps), config=cfg, sweeps=sweeps,
+                         columns=columns)
+    write_report(doc, out_dir, columns=columns, plots=[sweep_plot], history=history,
+                 sections=[(f"tau_90 vs Delta at m={cfg['delta_sweep_m']}: "
+                           f"{dict(zip(sweeps['deltas'], sweeps['tau90_vs_delta']))}"),
+                           (f"tau_90 vs m at Delta={cfg['m_sweep_delta']}: "
+                           f"{dict(zip(sweeps['ms'], sweeps['tau90_vs_m']))}")])
+    return doc

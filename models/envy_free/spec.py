@@ -1,0 +1,68 @@
+"""The registered ModelSpec of alloc.envy_free (a HostProgram)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from neuroedge.types import Efficiency, HostProgram, IOSpec, ModelSpec, Paper
+
+
+def allocate(query_means: np.ndarray) -> dict[str, np.ndarray]:
+    """Threshold allocation of averaged query answers ``[items, 2]`` (columns: agents a, b)."""
+    from neuroedge.models.envy_free import functional as F
+
+    means = np.asarray(query_means, dtype=np.float64)
+    if means.ndim != 2 or means.shape[1] != 2:
+        raise ValueError(f"query_means: expected shape [items, 2], got {list(means.shape)}")
+    bad = ~np.isfinite(means).all(axis=1)
+    if bad.any():
+        raise ValueError(f"query_means: row {int(np.argmax(bad))} has a NaN or inf value")
+    to_b = F.threshold_allocation(means)
+    return {"to_b": to_b, "estimated_envy": np.asarray([F.envy(np.clip(means, 0, 1), to_b)])}
+
+
+def load_valuations(path: str | os.PathLike[str]) -> np.ndarray:
+    """A user's valuation matrix CSV ``[m, 2]`` (values in [0, 1]); errors name the row."""
+    from neuroedge.models.envy_free.functional import check_valuations
+    from neuroedge.models.self_distill.data import read_numeric_csv
+
+    return check_valuations(read_numeric_csv(path, columns=2, what="valuation matrix"),
+                            what=f"valuation matrix {path}")
+
+
+def build(config: Mapping[str, Any]) -> HostProgram:
+    return HostProgram(allocate, meta={"algorithm": "threshold on v_b / v_a, O(m log m)"})
+
+
+def example(seed: int = 0) -> dict[str, np.ndarray]:
+    """Noisy means (tau = 50 queries, sigma = 1) of a 40-item hard instance with Delta = 6."""
+    from neuroedge.models.envy_free import functional as F
+
+    rng = np.random.default_rng(seed)
+    values = F.hard_instance(40, 6.0, rng)
+    return {"query_means": F.query_means(values, 50, 1.0, rng)[0]}
+
+
+def _bench(**kwargs: Any) -> dict[str, Any]:
+    from neuroedge.models.envy_free.experiment import bench
+
+    return bench(**kwargs)
+
+
+SPEC = ModelSpec(
+    name="alloc.envy_free",
+    family="algorithm",
+    summary="two-agent envy-free allocation from noisy queries: non-adaptive threshold rule",
+    inputs=(IOSpec("query_means", ("items", 2), "float64"),),
+    outputs=(IOSpec("to_b", ("items",), "bool"), IOSpec("estimated_envy", (1,), "float64")),
+    build=build,
+    example=example,
+    paper=Paper("Envy-Free Allocation of Indivisible Goods via Noisy Queries", "ICML 2026",
+                2026, "https://arxiv.org/abs/2602.06361"),
+    efficiency=Efficiency("step"),
+    tolerance={"default": 0.0},
+    bench=_bench,
+)

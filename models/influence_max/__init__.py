@@ -1,0 +1,1 @@
+"""graph.influence_max: online influence maximisation, IC model, node-level feedback."""

@@ -1,0 +1,1 @@
+"""stats.self_distill: optimal unconstrained self-distillation in ridge regression."""

@@ -1,0 +1,129 @@
+"""uq.last_layer: Jacobians, GGN, evidence, GLM predictive, LL vs full, RMT, bad input."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from neuroedge.models.uq_last_layer import functional as F
+from neuroedge.models.uq_last_layer import rmt
+from neuroedge.models.uq_last_layer.data import load_csv_split, make_split, synthetic_regression
+from neuroedge.models.uq_last_layer.experiment import fit_posterior, map_nll
+from scipy.stats import spearmanr
+
+
+@pytest.fixture(scope="module")
+def regression():
+    x, y = synthetic_regression(700, 0)
+    split = make_split(x, y, "regression", "synthetic", 0)
+    net = F.make_mlp(8, 16, 1, 0)
+    F.train_map(net, split.x_train, split.y_train, "regression", steps=400, lr=1e-2)
+    return split, net
+
+
+@pytest.fixture(scope="module")
+def classifier():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((120, 4))
+    y = (x[:, 0] + x[:, 1] ** 2 > 1).astype(int) + (x[:, 2] > 0.8)
+    split = make_split(x, y, "classification", "toy", 0)
+    net = F.make_mlp(4, 6, split.classes, 0)
+    F.train_map(net, split.x_train, split.y_train, "classification", steps=150, lr=1e-2)
+    return split, net
+
+
+def test_last_layer_jacobian_is_the_last_block_of_the_full_jacobian(classifier):
+    split, net = classifier
+    _, full = F.jacobians(net, split.x_test, "full")
+    f, last = F.jacobians(net, split.x_test, "last_layer")
+    assert np.array_equal(full[:, :, -last.shape[2]:], last)
+    # and the network is linear in its last layer: f = J_LL theta_LL
+    assert np.allclose(np.einsum("ncp,p->nc", last, F.theta_of(net, "last_layer")), f,
+                       atol=1e-12)
+
+
+def test_classification_ggn_equals_explicit_sum_of_j_lambda_j(classifier):
+    split, net = classifier
+    f, jac = F.jacobians(net, split.x_train, "full")
+    post = F.fit_glm(f, jac, split.y_train, F.theta_of(net, "full"), "classification")
+    pi = F.softmax(f)
+    explicit = sum(j.T @ (np.diag(p) - np.outer(p, p)) @ j for j, p in zip(jac, pi))
+    rebuilt = (post.eigvecs * post.eigvals) @ post.eigvecs.T
+    assert np.allclose(rebuilt, explicit, atol=1e-9)
+
+
+def test_regression_evidence_and_predictive_match_dense_formulas(regression):
+    split, net = regression
+    f, jac = F.jacobians(net, split.x_train, "last_layer")
+    theta = F.theta_of(net, "last_layer")
+    post = F.fit_glm(f, jac, split.y_train, theta, "regression")
+    s2, lam, n = post.noise_var, post.prior_prec, len(split.y_train)
+    j = jac[:, 0, :]
+    h = j.T @ j / s2 + lam * np.eye(len(theta))
+    rss = float(((f[:, 0] - split.y_train) ** 2).sum())
+    logz = (-0.5 * n * math.log(2 * math.pi * s2) - rss / (2 * s2) - 0.5 * lam * theta @ theta
+            + 0.5 * len(theta) * math.log(lam) - 0.5 * np.linalg.slogdet(h)[1])
+    assert post.log_evidence == pytest.approx(logz, rel=1e-9)
+    ft, jt = F.jacobians(net, split.x_test, "last_layer")
+    pred = F.predict(post, ft, jt)
+    dense = np.einsum("np,pq,nq->n", jt[:, 0], np.linalg.inv(h), jt[:, 0])
+    assert np.allclose(pred.variance, dense, rtol=1e-8)
+    assert np.allclose(pred.total_var, dense + s2, rtol=1e-8)
+    # the grid optimum is a local optimum: neighbours on the grid are not better
+    assert post.noise_var in F.NOISE_GRID and post.prior_prec in F.PRIOR_GRID
+
+
+def test_last_layer_and_full_agree_on_ranking_and_ood_at_a_fraction_of_the_cost(regression):
+    import time
+
+    split, net = regression
+    posts, preds, oods, times = {}, {}, {}, {}
+    for subset in F.SUBSETS:
+        start = time.perf_counter()
+        posts[subset] = fit_posterior(net, split, subset)
+        times[subset] = time.perf_counter() - start
+        preds[subset] = F.predict(posts[subset], *F.jacobians(net, split.x_test, subset))
+        oods[subset] = F.predict(posts[subset], *F.jacobians(net, split.x_ood, subset))
+    auroc = {s: F.auroc(preds[s].variance, oods[s].variance) for s in F.SUBSETS}
+    assert auroc["full"] - auroc["last_layer"] <= 0.08
+    assert spearmanr(preds["last_layer"].variance, preds["full"].variance)[0] >= 0.8
+    assert times["full"] / times["last_layer"] >= 20
+    baseline = map_nll(net, split)
+    for subset in F.SUBSETS:
+        assert F.nll(preds[subset], split.y_test, "regression") < baseline
+
+
+def test_rmt_free_energy_gap_is_small_and_shrinks():
+    small, mid = rmt.compare(200, 100, 200), rmt.compare(400, 200, 400)
+    assert rmt.relative_gap(mid) < 0.03
+    assert abs(mid["ck"].test_nll - mid["ntk"].test_nll) < 0.05
+    assert rmt.relative_gap(mid) <= rmt.relative_gap(small)
+
+
+def test_ntk_dominates_ck_as_kernels():
+    x = np.random.default_rng(2).standard_normal((30, 10))
+    ck, ntk = rmt.kernels(x, x, 40, 0)
+    assert np.linalg.eigvalsh(ntk - ck).min() > -1e-10
+
+
+def test_auroc_and_ece_match_direct_definitions():
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal(40), rng.standard_normal(30) + 0.5
+    pairs = np.mean([(bj > ai) + 0.5 * (bj == ai) for ai in a for bj in b])
+    assert F.auroc(a, b) == pytest.approx(pairs)
+    probs = np.array([[0.9, 0.1], [0.8, 0.2], [0.3, 0.7]])
+    # bins: 0.9 (right), 0.8 (wrong), 0.7 (right) -> (|0.9-1| + |0.8-0| + |0.7-1|) / 3
+    assert F.ece(probs, np.array([0, 1, 1])) == pytest.approx((0.1 + 0.8 + 0.3) / 3)
+
+
+def test_bad_feature_files_and_options_are_refused(tmp_path):
+    path = tmp_path / "data.csv"
+    path.write_text("a,b,label\n0.1,0.2,1\n0.3,0.4,1.5\n")
+    with pytest.raises(ValueError, match="data row 1 label 1.5 is not a non-negative integer"):
+        load_csv_split(path, "classification")
+    path.write_text("0.1,0.2,1\n0.3,nan,0\n")
+    with pytest.raises(ValueError, match="line 2 column 1.*not finite"):
+        load_csv_split(path, "regression")
+    with pytest.raises(ValueError, match="subset 'middle' is not one of"):
+        F.jacobians(F.make_mlp(2, 3, 1, 0), np.zeros((1, 2)), "middle")
