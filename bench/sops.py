@@ -9,6 +9,10 @@ For each ``Linear`` and ``Conv1d/2d/3d`` call the input is inspected:
   (NeuroBench's Effective_MACs for a dense input).
 
 Counts accumulate over every call, so stepping a spiking net T times counts all T steps.
+Counting is linear in the input's nonzero pattern, so a hook only adds the call's nonzero mask
+(summed over the batch) to a per-layer accumulator; the one convolution that turns it into
+connected pairs runs once, in ``totals()``. This keeps the hooks' cost a small fraction of
+the forward pass.
 The first synaptic layer (in call order) usually sees analog input; totals are reported with
 and without it. Firing rates come from modules marked ``is_spiking_neuron = True`` (their
 first output is the spike tensor); without such modules, from binary synaptic inputs.
@@ -82,12 +86,13 @@ def _is_binary(x: Any) -> bool:
     return bool(torch.all((x == 0) | (x == 1)).item())
 
 
-def _connected_pairs(module: Any, x: Any) -> float:
-    """Number of (nonzero input element, nonzero weight) pairs the layer wires together."""
+def _connected_pairs(module: Any, nz: Any) -> float:
+    """Number of (nonzero input, nonzero weight) pairs the layer wires together, for a batch
+    of nonzero counts ``nz`` (a 0/1 mask, or such masks summed over samples)."""
     import torch
     import torch.nn.functional as F
 
-    nz = (x != 0).to(torch.float64)
+    nz = nz.to(torch.float64)
     w = (module.weight != 0).to(torch.float64)
     kind = type(module).__name__
     if kind == "Linear":
@@ -100,6 +105,13 @@ def _connected_pairs(module: Any, x: Any) -> float:
     return float(out.sum())
 
 
+def _sample_size(key: tuple[str, tuple[int, ...]]) -> int:
+    size = 1
+    for d in key[1]:
+        size *= d
+    return size
+
+
 class OpCounter:
     """Context manager that hooks every synaptic layer and spiking neuron of ``module``."""
 
@@ -110,6 +122,9 @@ class OpCounter:
         self.neuron_spikes = 0.0
         self.neuron_slots = 0.0
         self._handles: list[Any] = []
+        self._modules: dict[str, Any] = {}
+        self._spike_sums: dict[tuple[str, tuple[int, ...]], Any] = {}  # summed binary inputs
+        self._dense_pairs: dict[tuple[str, tuple[int, ...]], float] = {}  # per-sample MACs
 
     def __enter__(self) -> OpCounter:
         for name, sub in self.module.named_modules():
@@ -126,20 +141,28 @@ class OpCounter:
         self._handles.clear()
 
     def _synapse_hook(self, name: str) -> Any:
+        import torch
+
         def hook(module: Any, args: tuple[Any, ...]) -> None:
             x = args[0].detach()
             count = self.per_layer.setdefault(name, LayerCount(type(module).__name__))
             if name not in self.order:
                 self.order.append(name)
-            pairs = _connected_pairs(module, x)
+                self._modules[name] = module
+            # a Linear input may carry extra leading axes: fold them into the batch
+            batch_axes = x.dim() - 1 if count.kind == "Linear" else 1
+            key = (name, tuple(x.shape[batch_axes:]))
             if _is_binary(x):
-                count.sops += pairs
-                count.spikes_in += float(x.sum())
+                mask = x.reshape(-1, *key[1]).sum(0)
+                total = self._spike_sums.get(key)
+                self._spike_sums[key] = mask if total is None else total + mask
+                count.spikes_in += float(mask.sum())
                 count.inputs_in += float(x.numel())
             else:
-                import torch
-
-                count.macs += _connected_pairs(module, torch.ones_like(x))
+                if key not in self._dense_pairs:
+                    ones = torch.ones((1, *key[1]), dtype=x.dtype)
+                    self._dense_pairs[key] = _connected_pairs(module, ones)
+                count.macs += self._dense_pairs[key] * (x.numel() // max(_sample_size(key), 1))
             count.calls += 1
 
         return hook
@@ -153,5 +176,8 @@ class OpCounter:
         """Counts divided by ``samples`` (the batch size times sequences counted)."""
         if samples < 1:
             raise ValueError(f"samples must be >= 1, got {samples}")
+        for (name, shape), mask in self._spike_sums.items():
+            self.per_layer[name].sops += _connected_pairs(self._modules[name], mask[None])
+        self._spike_sums.clear()
         return OpCounts(samples, dict(self.per_layer), self.order[0] if self.order else None,
                         self.neuron_spikes, self.neuron_slots)

@@ -1,0 +1,1 @@
+"""causal.cadre: causal discovery among observed variables with latent dynamic drivers (CaDRe)."""

@@ -1,0 +1,170 @@
+"""Data for causal.cadre: the synthetic nonparametric time-series generator and readers for
+climate series users bring (CSV, NetCDF via xarray).
+
+Generator (after the paper's setting; every constant is a decision recorded here):
+
+* latents z_t in R^dz, first-order Markov (the 3-step context {x_t-1, x_t, x_t+1} assumes it):
+  z_t = A leaky(W z_t-1) + sigma_c * eps_t, eps ~ Laplace(0, 1), then the instantaneous chain
+  z_t,j += 0.4 z_t,j-1; A, W random orthogonal scaled so the map contracts (0.8), and the
+  innovation scales sigma_c ~ U(0.3, 1.5)^dz change with the domain c (the nonstationarity
+  the identifiability theory needs);
+* observed x_t in R^dx on a random ER DAG B (edge probability ``edge_prob``, weights
+  +-U(0.5, 1.0), strictly lower triangular under a random permutation):
+  x_t = B x_t + g(z_t) + s_t with g a 2-layer LeakyReLU(0.2) mixing with orthogonal weights and
+  the endogenous noise s_t,i = 0.3 (1 + 0.5 tanh(a_i . z_t)) n_t,i, n ~ N(0, 1);
+* sequences start after a 20-step burn-in; each sequence has one domain.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class CausalSeries:
+    """Windows of a synthetic process with its ground truth."""
+
+    x: np.ndarray = field(repr=False)  # [n, T, dx] observations
+    z: np.ndarray = field(repr=False)  # [n, T, dz] true latents
+    domain: np.ndarray = field(repr=False)  # [n] domain index
+    graph: np.ndarray = field(repr=False)  # [dx, dx] B, B[i, j] != 0 means x_j -> x_i
+
+
+def leaky(x: np.ndarray, slope: float = 0.2) -> np.ndarray:
+    return np.where(x > 0, x, slope * x)
+
+
+def random_dag(d: int, edge_prob: float, rng: np.random.Generator) -> np.ndarray:
+    """Weighted ER DAG: strictly lower triangular under a random node permutation."""
+    lower = np.tril(rng.uniform(size=(d, d)) < edge_prob, k=-1)
+    weights = rng.uniform(0.5, 1.0, (d, d)) * rng.choice([-1.0, 1.0], (d, d))
+    perm = rng.permutation(d)
+    return (lower * weights)[np.ix_(perm, perm)]
+
+
+def _orthogonal(d: int, rng: np.random.Generator) -> np.ndarray:
+    from scipy.stats import ortho_group
+
+    return ortho_group.rvs(d, random_state=rng) if d > 1 else np.ones((1, 1))
+
+
+def generate(n: int = 4000, length: int = 5, dx: int = 8, dz: int = 2, domains: int = 4,
+             edge_prob: float = 0.3, seed: int = 0) -> CausalSeries:
+    """``n`` windows of ``length`` steps of the observed-DAG + hidden-dynamics process."""
+    rng = np.random.default_rng(seed)
+    a_mat, w_mat = 0.8 * _orthogonal(dz, rng), _orthogonal(dz, rng)
+    sigma = rng.uniform(0.3, 1.5, (domains, dz))
+    graph = random_dag(dx, edge_prob, rng)
+    mix1 = _orthogonal(max(dx, dz), rng)[:dx, :dz]
+    mix2 = _orthogonal(dx, rng)
+    noise_dir = rng.standard_normal((dx, dz))
+    domain = rng.integers(domains, size=n)
+    burn = 20
+    z = np.zeros((n, dz))
+    zs = []
+    for t in range(burn + length):
+        z = leaky(z @ w_mat.T) @ a_mat.T + sigma[domain] * rng.laplace(size=(n, dz))
+        for j in range(1, dz):
+            z[:, j] += 0.4 * z[:, j - 1]
+        if t >= burn:
+            zs.append(z.copy())
+    z_seq = np.stack(zs, axis=1)
+    g = leaky(leaky(z_seq @ mix1.T) @ mix2.T)
+    s = 0.3 * (1 + 0.5 * np.tanh(z_seq @ noise_dir.T)) * rng.standard_normal(g.shape)
+    x = (g + s) @ np.linalg.inv(np.eye(dx) - graph).T
+    return CausalSeries(x.astype(np.float32), z_seq.astype(np.float32), domain, graph)
+
+
+def windows(series: np.ndarray, length: int, period: int | None = None
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """Standardised overlapping windows [n, length, d] and their domain (start index mod
+    ``period``, e.g. the month for monthly data; 0 when no period)."""
+    series = np.asarray(series, dtype=np.float64)
+    if series.ndim != 2 or len(series) < length:
+        raise ValueError(f"series: expected [T >= {length}, d], got {list(series.shape)}")
+    z = (series - series.mean(0)) / (series.std(0) + 1e-12)
+    n = len(z) - length + 1
+    idx = np.arange(n)[:, None] + np.arange(length)[None, :]
+    domain = (np.arange(n) % period) if period else np.zeros(n, dtype=int)
+    return z[idx].astype(np.float32), domain
+
+
+def read_csv_series(path: str | os.PathLike[str], time_column: str | None = None
+                    ) -> tuple[np.ndarray, list[str]]:
+    """A numeric [T, d] series from a CSV with a header row; gaps and ragged rows raise
+    ``ValueError`` naming the file row (1-based, header = row 1) and column."""
+    path = Path(path)
+    with open(path, newline="") as fh:
+        rows = list(csv.reader(fh))
+    if len(rows) < 2:
+        raise ValueError(f"{path}: needs a header row and at least one data row")
+    header = [h.strip() for h in rows[0]]
+    keep = [i for i, h in enumerate(header) if h != time_column]
+    values = np.empty((len(rows) - 1, len(keep)))
+    for r, row in enumerate(rows[1:], start=2):
+        if len(row) != len(header):
+            raise ValueError(f"{path}: row {r} has {len(row)} fields, the header has "
+                             f"{len(header)} (mismatched length)")
+        for c, i in enumerate(keep):
+            cell = row[i].strip()
+            try:
+                values[r - 2, c] = float(cell)
+            except ValueError:
+                raise ValueError(f"{path}: row {r}, column {header[i]!r}: {cell!r} is not a "
+                                 "number") from None
+            if not np.isfinite(values[r - 2, c]):
+                raise ValueError(f"{path}: row {r}, column {header[i]!r} is a gap ({cell!r})")
+    if time_column is not None:
+        if time_column not in header:
+            raise ValueError(f"{path}: no time column {time_column!r} (columns {header})")
+        times = [row[header.index(time_column)] for row in rows[1:]]
+        _check_regular(path, np.asarray(times, dtype=float), first_row=2)
+    return values, [header[i] for i in keep]
+
+
+def _check_regular(path: Path, times: np.ndarray, first_row: int) -> None:
+    steps = np.diff(times)
+    if len(steps) == 0:
+        return
+    values, counts = np.unique(steps, return_counts=True)
+    usual = values[np.argmax(counts)]  # the most common step (the smallest on ties)
+    odd = np.flatnonzero(~np.isclose(steps, usual, rtol=1e-6, atol=0))
+    if odd.size:
+        r = int(odd[0]) + first_row + 1
+        raise ValueError(f"{path}: row {r}: time step {steps[odd[0]]:g} differs from the usual "
+                         f"{usual:g} (a gap in the series)")
+
+
+def read_netcdf_series(path: str | os.PathLike[str], variables: list[str] | None = None,
+                       time_dim: str = "time") -> tuple[np.ndarray, list[str]]:
+    """A [T, d] series from NetCDF: each variable flattened over its non-time dimensions
+    (e.g. lat x lon grid points); NaN gaps and mismatched time lengths name the element."""
+    import xarray as xr
+
+    path = Path(path)
+    with xr.open_dataset(path) as ds:
+        names = variables or [v for v in ds.data_vars if time_dim in ds[v].dims]
+        if not names:
+            raise ValueError(f"{path}: no variable has a {time_dim!r} dimension")
+        columns, labels, length = [], [], None
+        for name in names:
+            if name not in ds:
+                raise ValueError(f"{path}: no variable {name!r} (has {list(ds.data_vars)})")
+            arr = ds[name].transpose(time_dim, ...).values.astype(np.float64)
+            arr = arr.reshape(len(arr), -1)
+            if length is not None and len(arr) != length:
+                raise ValueError(f"{path}: variable {name!r} has {len(arr)} time steps, "
+                                 f"{names[0]!r} has {length} (mismatched lengths)")
+            length = len(arr)
+            bad = np.argwhere(~np.isfinite(arr))
+            if len(bad):
+                raise ValueError(f"{path}: variable {name!r} has a gap (NaN) at {time_dim} "
+                                 f"index {int(bad[0][0])}, element {int(bad[0][1])}")
+            columns.append(arr)
+            labels += [f"{name}[{k}]" for k in range(arr.shape[1])]
+    return np.concatenate(columns, axis=1), labels

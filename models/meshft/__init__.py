@@ -1,0 +1,1 @@
+"""physics.meshft: structure-preserving port-Hamiltonian wave physics on meshes (MeshFT-Net)."""

@@ -1,0 +1,140 @@
+"""The registered ModelSpec of physics.meshft.
+
+``run``: roll a batch of node states (q, p) forward ``steps`` KDK steps of size ``dt`` on the
+configured mesh with the trained metric (``neuroedge train physics.meshft``) or, untrained, the
+theory metric; returns the final state and the modified-energy and momentum errors.
+``bench``: see ``neuroedge.models.meshft.bench``.
+
+Config: ``mesh`` = "grid" (16 x 16 periodic), "delaunay" (256-point periodic Delaunay) or a
+path to a meshio file; ``hodge``, ``steps``, ``dt``, ``checkpoint``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from neuroedge.types import Efficiency, HostProgram, IOSpec, ModelSpec, Paper
+
+DEFAULTS: dict[str, Any] = {"mesh": "grid", "hodge": "learn_geom", "steps": 100, "dt": 0.002,
+                            "train_iters": 150, "train_pairs": 256, "lr": 3e-3}
+
+
+def make_mesh(name: str) -> Any:
+    """The mesh a config names: "grid", "delaunay" or a meshio file path."""
+    from neuroedge.models.meshft import mesh as M
+
+    if name == "grid":
+        return M.periodic_grid(16, 16)
+    if name == "delaunay":
+        return M.periodic_delaunay(256, seed=0)
+    return M.read_mesh(name)
+
+
+def _checkpoint(config: Mapping[str, Any]) -> Path:
+    from neuroedge.paths import checkpoint_path
+
+    return Path(config.get("checkpoint") or checkpoint_path(SPEC.name))
+
+
+def load_model(config: Mapping[str, Any]) -> tuple[Any, bool]:
+    """MeshFT with trained metrics when a checkpoint for this mesh exists, else theory."""
+    from neuroedge.checkpoints import load_checkpoint
+    from neuroedge.models.meshft.module import MeshFT
+
+    cfg = {**DEFAULTS, **config}
+    mesh = make_mesh(str(cfg["mesh"]))
+    path = _checkpoint(cfg)
+    if path.is_file() and not cfg.get("smoke"):
+        ckpt = load_checkpoint(path, required=("state_dict", "config"))
+        if ckpt["config"].get("mesh") == cfg["mesh"]:
+            model = MeshFT(mesh, ckpt["config"]["hodge"]).double()
+            model.load_state_dict(ckpt["state_dict"])
+            return model, True
+    return MeshFT(mesh, "theory").double(), False
+
+
+def build(config: Mapping[str, Any]) -> HostProgram:
+    """``fn(q, p)`` -> final state and the conservation errors of the rollout."""
+    import torch
+    from neuroedge.models.meshft import functional as F
+
+    cfg = {**DEFAULTS, **config}
+    model, trained = load_model(cfg)
+    steps, dt = int(cfg["steps"]), float(cfg["dt"])
+    n = model.tensors.n_nodes
+
+    def fn(q: np.ndarray, p: np.ndarray) -> dict[str, np.ndarray]:
+        for name, arr in (("q", q), ("p", p)):
+            if np.ndim(arr) != 2 or np.shape(arr)[1] != n:
+                raise ValueError(f"{name}: expected shape [batch, {n}] for this mesh, got "
+                                 f"{list(np.shape(arr))}")
+            if not np.isfinite(arr).all():
+                raise ValueError(f"{name}: row {int(np.argwhere(~np.isfinite(arr))[0][0])} "
+                                 "has NaN or infinite values")
+        qs, ps = model.rollout(torch.as_tensor(q), torch.as_tensor(p), dt, steps)
+        with torch.no_grad():
+            m, w = model.hodge()
+            h = dt / F.substeps(F.omega_max(m, w, model.tensors.edges), dt)
+            mod = F.modified_energy(qs, ps, m, w, model.tensors.edges, h).numpy()
+        mom = ps.sum(-1).numpy()
+        return {"q_final": qs[-1].numpy(), "p_final": ps[-1].numpy(),
+                "modified_energy_error": np.abs(mod / mod[0] - 1).max(0),
+                "momentum_error": np.abs(mom - mom[0]).max(0)}
+
+    return HostProgram(fn, meta={"trained": trained, "mesh": cfg["mesh"], "nodes": n})
+
+
+def example(seed: int = 0) -> dict[str, np.ndarray]:
+    """Two superposed-plane-wave states on the 16 x 16 periodic grid."""
+    from neuroedge.models.meshft.mesh import periodic_grid
+    from neuroedge.models.meshft.train import superposed_waves
+
+    mesh = periodic_grid(16, 16)
+    states = [superposed_waves(mesh, 3, seed * 2 + k) for k in range(2)]
+    return {"q": np.stack([s[0] for s in states]), "p": np.stack([s[1] for s in states])}
+
+
+def train(config: Mapping[str, Any] | None = None, out: str | None = None) -> dict[str, Any]:
+    """Fit the metric on one-step plane-wave pairs and save a weights-only checkpoint."""
+    from neuroedge.checkpoints import save_checkpoint
+    from neuroedge.models.meshft import train as T
+    from neuroedge.models.meshft.module import MeshFT
+
+    cfg = {**DEFAULTS, **(config or {})}
+    mesh = make_mesh(str(cfg["mesh"]))
+    data = T.plane_wave_pairs(mesh, int(cfg["train_pairs"]), float(cfg["dt"]), seed=0)
+    model = MeshFT(mesh, str(cfg["hodge"])).float()
+    losses = T.fit(model, data, int(cfg["train_iters"]), float(cfg["lr"]))
+    path = _checkpoint({**cfg, "checkpoint": out or cfg.get("checkpoint")})
+    save_checkpoint(path, {"state_dict": model.double().state_dict(),
+                           "config": {"mesh": cfg["mesh"], "hodge": cfg["hodge"]}})
+    return {"checkpoint": str(path), "loss_first": losses[0], "loss_last": losses[-1]}
+
+
+def _bench(**kwargs: Any) -> dict[str, Any]:
+    from neuroedge.models.meshft.bench import bench
+
+    return bench(**kwargs)
+
+
+SPEC = ModelSpec(
+    name="physics.meshft",
+    family="algorithm",
+    summary="MeshFT-Net: port-Hamiltonian wave physics on meshes, metric learned, topology fixed",
+    inputs=(IOSpec("q", ("batch", "nodes"), "float64"), IOSpec("p", ("batch", "nodes"), "float64")),
+    outputs=(IOSpec("q_final", ("batch", "nodes"), "float64"),
+             IOSpec("p_final", ("batch", "nodes"), "float64"),
+             IOSpec("modified_energy_error", ("batch",), "float64"),
+             IOSpec("momentum_error", ("batch",), "float64")),
+    build=build,
+    example=example,
+    paper=Paper("MeshFT / MeshFT-Net (Noguchi & Kawahara)",
+                "ICML 2026", 2026, "https://arxiv.org/abs/2605.00394"),
+    efficiency=Efficiency("step"),
+    default_config={k: DEFAULTS[k] for k in ("mesh", "steps", "dt")},
+    train=train,
+    bench=_bench,
+)

@@ -1,0 +1,164 @@
+"""Measure a deployed (folded) spiking ResNet: accuracy, SOPs per layer, energy, densities.
+
+Counting conventions (NeuroBench effective ACs, as neuroedge.bench.sops counts them):
+
+* ``sops_per_sample_no_first``: spike-driven accumulates, every (input spike, surviving
+  weight) pair over the T steps: the budgeted quantity and the predecessor's convention.
+* ``macs_per_sample``: the analog first layer (direct encoding), executed every step.
+* ``sops_per_sample``: both together, the first layer's MACs counted as synaptic operations.
+* ``energy_uj = 4.6 pJ * MACs + 0.9 pJ * SOPs_no_first`` (estimated, Horowitz 45 nm).
+
+``BatchSummedSopCounter`` counts the same pairs from each layer's input summed over batch and
+time, with one convolution per layer at the end (convolution is linear, so
+``sum_b conv(s_b, g) = conv(sum_b s_b, g)``): a sum per call, where the generic counter
+re-runs every convolution in float64 and checks every input for binarity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Self
+
+import numpy as np
+import torch
+from neuroedge.bench.energy import HOROWITZ_45NM, EnergyModel
+from neuroedge.bench.sops import OpCounter
+from neuroedge.models.unisparse.data import direct_encoding
+from neuroedge.models.unisparse.functional import layer_sops
+from neuroedge.types import Measurement
+
+
+@dataclass(frozen=True)
+class LayerStats:
+    """One synaptic layer of a deployed net, per sample."""
+
+    name: str
+    ops: float  # SOPs (spiking input) or MACs (analog input) per sample
+    analog: bool  # True for the first (analog-input) layer: ops are MACs
+    input_rate: float  # spikes per input element per step (0 for the analog layer)
+    density: float  # fraction of nonzero weights
+
+
+def weight_density(module: torch.nn.Module, skip: tuple[str, ...] = ("stem",)) -> float:
+    """Nonzero weights over all weights of the synaptic layers (the analog stem excluded)."""
+    kept = total = 0
+    for name, sub in module.named_modules():
+        if isinstance(sub, (torch.nn.Conv2d, torch.nn.Linear)) and name not in skip:
+            kept += int((sub.weight != 0).sum())
+            total += sub.weight.numel()
+    return kept / max(total, 1)
+
+
+@torch.no_grad()
+def evaluate_folded(folded: torch.nn.Module, x: np.ndarray, y: np.ndarray, steps: int,
+                    batch: int = 256, energy: EnergyModel = HOROWITZ_45NM, device: str = "cpu"
+                    ) -> tuple[dict[str, Measurement], list[LayerStats]]:
+    """Accuracy and counted operations of ``folded`` on ``(x, y)`` with neuroedge's OpCounter."""
+    folded.eval().to(device)
+    correct = 0
+    with OpCounter(folded) as counter:
+        for i in range(0, len(y), batch):
+            xs = torch.from_numpy(direct_encoding(x[i:i + batch], steps)).to(device)
+            logits, _ = folded.forward_sequence(xs)
+            correct += int((logits.argmax(-1).cpu().numpy() == y[i:i + batch]).sum())
+    ops = counter.totals(len(y))
+    folded.cpu()
+    modules = dict(folded.named_modules())
+    layers = [LayerStats(name, (c.sops + c.macs) / len(y), c.macs > 0,
+                         c.spikes_in / c.inputs_in if c.inputs_in else 0.0,
+                         float((modules[name].weight != 0).float().mean()))
+              for name, c in ops.per_layer.items()]
+    sops, macs = ops.sops_per_sample, ops.macs_per_sample
+    metrics = {
+        "accuracy": Measurement(correct / len(y), "fraction", "measured"),
+        "sops_per_sample": Measurement(sops + macs, "SOP", "counted"),
+        "sops_per_sample_no_first": Measurement(sops, "SOP", "counted"),
+        "macs_per_sample": Measurement(macs, "MAC", "counted"),
+        "energy_uj": energy.measurement(macs, sops),
+        "energy_budgeted_uj": Measurement(energy.e_ac_pj * sops * 1e-6, "uJ", "estimated"),
+        "firing_rate": Measurement(ops.firing_rate, "spikes/neuron/step", "measured"),
+        "weight_density": Measurement(weight_density(folded), "fraction", "counted"),
+    }
+    return metrics, layers
+
+
+class BatchSummedSopCounter:
+    """SOP/MAC counter that only sums each synaptic layer's input over the batch per call and
+    counts once at the end: ``pairs = sum(conv(sum_{t,b} s, 1[w != 0]))`` (conv is linear).
+
+    Whether a layer's input is spikes is decided on its first call (a layer does not switch
+    between spikes and analog input within a run)."""
+
+    def __init__(self, module: torch.nn.Module) -> None:
+        self.module = module
+        self._handles: list[Any] = []
+        self._sums: dict[str, torch.Tensor] = {}
+        self._binary: dict[str, bool] = {}
+        self._layers: dict[str, torch.nn.Module] = {}
+
+    def __enter__(self) -> Self:
+        for name, sub in self.module.named_modules():
+            if isinstance(sub, (torch.nn.Conv2d, torch.nn.Linear)):
+                self._layers[name] = sub
+                self._handles.append(sub.register_forward_pre_hook(self._hook(name)))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+
+    def _hook(self, name: str) -> Any:
+        def hook(module: torch.nn.Module, args: tuple[torch.Tensor, ...]) -> None:
+            x = args[0]
+            if name not in self._binary:
+                self._binary[name] = bool(((x == 0) | (x == 1)).all())
+                self._sums[name] = torch.zeros(x.shape[1:], dtype=torch.float64)
+            if self._binary[name]:
+                self._sums[name] += x.sum(0, dtype=torch.float64)
+            else:
+                self._sums[name] += x.shape[0]  # every input element is one MAC source
+        return hook
+
+    def per_sample(self, samples: int) -> Mapping[str, float]:
+        """``{"sops": ..., "macs": ...}`` per sample, counted from the summed maps."""
+        totals = {"sops": 0.0, "macs": 0.0}
+        for name, summed in self._sums.items():
+            layer = self._layers[name]
+            conv = isinstance(layer, torch.nn.Conv2d)
+            gate = (layer.weight != 0).to(torch.float64)
+            pairs = float(layer_sops(summed, gate, layer.stride if conv else 1,
+                                     layer.padding if conv else 0))
+            totals["sops" if self._binary[name] else "macs"] += pairs / samples
+        return totals
+
+
+def counter_overhead(folded: torch.nn.Module, x: np.ndarray, steps: int,
+                     repeats: int = 20) -> dict[str, Measurement]:
+    """Forward time with each SOP counter over plain forward time, measured side by side."""
+    from neuroedge.bench.latency import measure_side_by_side
+
+    xs = torch.from_numpy(direct_encoding(x, steps))
+
+    def plain() -> None:
+        with torch.no_grad():
+            folded.forward_sequence(xs)
+
+    def with_counter(kind: Any) -> Any:
+        def run() -> None:
+            with torch.no_grad(), kind(folded):
+                folded.forward_sequence(xs)
+        return run
+
+    timings = measure_side_by_side({"plain": plain, "opcounter": with_counter(OpCounter),
+                                    "batch_summed": with_counter(BatchSummedSopCounter)},
+                                   repeats=repeats, warmup=2, block=5)
+    base = timings["plain"].percentile(50)
+    return {
+        "forward_ms": Measurement(base, "ms", "measured"),
+        "opcounter_overhead": Measurement(timings["opcounter"].percentile(50) / base - 1.0,
+                                          "fraction", "measured"),
+        "batch_summed_overhead": Measurement(timings["batch_summed"].percentile(50) / base
+                                             - 1.0, "fraction", "measured"),
+    }

@@ -1,0 +1,256 @@
+"""Training: a dense phase, then energy-constrained sparsification and a masked fine-tune.
+
+Variants (what the energy gradient reaches; the task loss always trains every parameter):
+
+* ``dense``: no energy term.
+* ``spike_only``: BN affine parameters (``gamma``, ``beta``) through the firing model.
+* ``weight_only``: weight-mask logits (straight-through binary gate), frozen after.
+* ``unisparse``: both, under one budget ``E(gamma, beta, masks) <= E_target``.
+* ``random_mask``: fixed random masks with the per-layer density of a reference (unisparse)
+  run, plus the spike constraint under the same budget: the control for *learned* masks.
+
+The budget is enforced by dual ascent on one multiplier,
+``L = CE + lambda (E / E' - 1)``, ``lambda <- lambda + eta clip(log(E / E'), -3, 3)`` once per
+batch (either sign), ``E' = aim E_target`` (aim 0.9 keeps it inside), ``E`` the measured batch energy (see
+``functional.energy_estimate``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import zlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from neuroedge.models.unisparse.data import ImageSplit, direct_encoding
+from neuroedge.models.unisparse.functional import (
+    budget_penalty,
+    dual_ascent,
+    energy_estimate,
+    rate_scaled,
+)
+from neuroedge.models.unisparse.module import ARCHS, SpikingResNet
+
+VARIANTS: dict[str, tuple[bool, bool, str]] = {  # name: (route spikes, route masks, masks)
+    "dense": (False, False, "dense"),
+    "spike_only": (True, False, "dense"),
+    "weight_only": (False, True, "learned"),
+    "unisparse": (True, True, "learned"),
+    "random_mask": (True, False, "random"),
+}
+DEFAULTS: dict[str, Any] = {
+    "arch": "mini", "steps": 4, "batch": 64, "seed": 0, "lr": 2e-3, "weight_decay": 1e-4,
+    "dense_epochs": 16, "sparse_epochs": 10, "finetune_epochs": 8, "mask_lr": 1e-2,
+    "bn_lr": 2e-3,
+    "mask_gate": "ste", "aim": 0.9, "temp_start": 4.0, "temp_end": 200.0, "dual_lr": 0.02,
+    "budget_ratio": 1 / 6,
+    "e_ac_pj": 0.9, "device": "cpu", "augment": False,
+}
+
+
+def make_net(cfg: Mapping[str, Any]) -> SpikingResNet:
+    arch = cfg.get("arch", "mini")
+    if arch not in ARCHS:
+        raise ValueError(f"arch {arch!r} is not one of {sorted(ARCHS)}")
+    return SpikingResNet(ARCHS[arch])
+
+
+def _batches(data: ImageSplit, batch: int, rng: np.random.Generator) -> list[np.ndarray]:
+    order = rng.permutation(len(data.y_train))
+    return [order[i:i + batch] for i in range(0, len(order), batch)]
+
+
+def _augment(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """Random 4-pixel-padded crop and horizontal flip (the CIFAR recipe's augmentation)."""
+    n, _, h, w = x.shape
+    padded = F.pad(x, (4, 4, 4, 4))
+    dy, dx = (int(v) for v in torch.randint(0, 9, (2,), generator=gen))
+    out = padded[:, :, dy:dy + h, dx:dx + w]
+    flip = torch.rand(n, generator=gen) < 0.5
+    return torch.where(flip.view(-1, 1, 1, 1).to(x.device), out.flip(3), out)
+
+
+def budget_terms(net: SpikingResNet, maps: list[torch.Tensor], route_spikes: bool,
+                 route_masks: bool) -> list[tuple[torch.Tensor, torch.Tensor, Any, Any]]:
+    """One ``(spike map, gate, stride, padding)`` per budgeted layer, routed per variant."""
+    rates = [bn.firing_probability() for bn in net.spike_bns()]
+    terms = []
+    for src, layer in net.consumers():
+        s = maps[src]
+        if layer is net.fc:
+            s = s.reshape(-1)
+        s = rate_scaled(s, rates[src]) if route_spikes else s.detach()
+        gate = layer.gate() if route_masks else layer.gate().detach()
+        conv = getattr(layer, "conv", None)
+        terms.append((s, gate, conv.stride if conv else 1, conv.padding if conv else 0))
+    return terms
+
+
+def run_epoch(net: SpikingResNet, data: ImageSplit, opt: torch.optim.Optimizer,
+              cfg: Mapping[str, Any], rng: np.random.Generator,
+              budget: dict[str, Any] | None = None,
+              on_batch: Callable[[], None] | None = None) -> dict[str, float]:
+    """One pass over the training set; with ``budget`` the energy term and dual step run."""
+    device, steps = torch.device(cfg["device"]), int(cfg["steps"])
+    gen = torch.Generator().manual_seed(int(rng.integers(2**31)))
+    net.train()
+    losses, energies = [], []
+    for idx in _batches(data, int(cfg["batch"]), rng):
+        if on_batch is not None:
+            on_batch()
+        x = torch.from_numpy(data.x_train[idx]).to(device)
+        if cfg.get("augment"):
+            x = _augment(x, gen)
+        xs = x.unsqueeze(0).expand(steps, *x.shape)
+        logits, maps = net.forward_sequence(xs)
+        loss = F.cross_entropy(logits, torch.from_numpy(data.y_train[idx]).to(device))
+        if budget is not None:
+            terms = budget_terms(net, maps, budget["route_spikes"], budget["route_masks"])
+            energy = energy_estimate(terms, len(idx), float(cfg["e_ac_pj"]))
+            loss = loss + budget_penalty(energy, budget["target_uj"], budget["lambda"])
+            budget["lambda"] = dual_ascent(budget["lambda"], float(energy.detach()),
+                                           budget["target_uj"],
+                                           float(cfg["dual_lr"]))
+            energies.append(float(energy))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(float(loss.detach()))
+    return {"loss": float(np.mean(losses)),
+            "energy_uj": float(np.mean(energies)) if energies else math.nan}
+
+
+@torch.no_grad()
+def accuracy(net: torch.nn.Module, x: np.ndarray, y: np.ndarray, steps: int,
+             device: str = "cpu", batch: int = 256) -> float:
+    """Top-1 accuracy of time-averaged logits (``net`` in eval mode)."""
+    net.eval()
+    correct = 0
+    for i in range(0, len(y), batch):
+        xs = torch.from_numpy(direct_encoding(x[i:i + batch], steps)).to(device)
+        logits, _ = net.forward_sequence(xs)
+        correct += int((logits.argmax(-1).cpu().numpy() == y[i:i + batch]).sum())
+    return correct / len(y)
+
+
+def _optimizer(net: SpikingResNet, cfg: Mapping[str, Any], lr: float,
+               bn_lr: float) -> torch.optim.Optimizer:
+    masks = [p for n, p in net.named_parameters() if n.endswith("mask_logits")]
+    bn = [p for n, p in net.named_parameters() if ".bn." in f".{n}"]
+    taken = {id(p) for p in (*masks, *bn)}
+    weights = [p for p in net.parameters() if id(p) not in taken]
+    return torch.optim.AdamW([
+        {"params": weights, "weight_decay": float(cfg["weight_decay"])},
+        {"params": bn, "weight_decay": 0.0, "lr": bn_lr},
+        {"params": masks, "weight_decay": 0.0, "lr": float(cfg["mask_lr"])},
+    ], lr=lr)
+
+
+def _fit(net: SpikingResNet, data: ImageSplit, cfg: Mapping[str, Any], epochs: int,
+         lr: float, budget: dict[str, Any] | None, label: str, progress: bool,
+         on_batch: Callable[[int, int], None] | None = None) -> list[dict[str, float]]:
+    """``epochs`` epochs with a cosine learning rate; returns per-epoch logs (with seconds)."""
+    from tqdm import tqdm
+
+    # the constrained phases move the thresholds (BN affine) faster than the weights
+    opt = _optimizer(net, cfg, lr, lr if budget is None else float(cfg["bn_lr"]))
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(epochs, 1))
+    rng = np.random.default_rng(int(cfg["seed"]) + zlib.crc32(label.encode()) % 1000)
+    per_epoch = math.ceil(len(data.y_train) / int(cfg["batch"]))
+    counter = {"batch": 0}
+
+    def tick() -> None:
+        if on_batch is not None:
+            on_batch(counter["batch"], epochs * per_epoch)
+        counter["batch"] += 1
+
+    logs = []
+    bar = tqdm(range(epochs), desc=f"unisparse {label}", disable=not progress, leave=False)
+    for _ in bar:
+        start = time.perf_counter()
+        log = run_epoch(net, data, opt, cfg, rng, budget, tick)
+        sched.step()
+        log["seconds"] = time.perf_counter() - start
+        if budget is not None:
+            log["lambda"] = budget["lambda"]
+        logs.append(log)
+        bar.set_postfix(loss=f"{log['loss']:.3f}", energy=f"{log['energy_uj']:.3g}")
+    return logs
+
+
+def train_dense(data: ImageSplit, cfg: Mapping[str, Any], progress: bool = True
+                ) -> tuple[SpikingResNet, list[dict[str, float]]]:
+    """Phase 1: the dense SNN (no masks, no energy term)."""
+    torch.manual_seed(int(cfg["seed"]))
+    net = make_net(cfg).to(cfg["device"])
+    logs = _fit(net, data, cfg, int(cfg["dense_epochs"]), float(cfg["lr"]), None, "dense",
+                progress)
+    net.eval()
+    return net, logs
+
+
+def random_masks(net: SpikingResNet, densities: Mapping[str, float], seed: int) -> None:
+    """Fixed random masks with the given per-layer densities (the matched-budget control)."""
+    gen = torch.Generator().manual_seed(seed)
+    for name, layer in net.masked_layers().items():
+        keep = torch.rand(layer.mask_fixed.shape, generator=gen) < float(densities[name])
+        layer.mask_fixed.copy_(keep.to(layer.mask_fixed.dtype))
+        layer.set_mode("fixed")
+
+
+def sparsify(dense_state: Mapping[str, torch.Tensor], variant: str, target_uj: float,
+             data: ImageSplit, cfg: Mapping[str, Any],
+             densities: Mapping[str, float] | None = None, progress: bool = True
+             ) -> tuple[SpikingResNet, list[dict[str, float]]]:
+    """Phases 2-3 for ``variant`` from the dense weights: constrained search, masked fine-tune."""
+    if variant not in VARIANTS or variant == "dense":
+        raise ValueError(f"variant {variant!r} is not one of {sorted(set(VARIANTS) - {'dense'})}")
+    if not (target_uj > 0 and math.isfinite(target_uj)):
+        raise ValueError(f"energy target must be a positive number of uJ, got {target_uj}")
+    route_spikes, route_masks, masks = VARIANTS[variant]
+    torch.manual_seed(int(cfg["seed"]))
+    net = make_net(cfg).to(cfg["device"])
+    net.load_state_dict(dense_state)
+    layers = net.masked_layers()
+    if masks == "random":
+        if densities is None:
+            raise ValueError("random_mask needs the per-layer densities it must match")
+        random_masks(net, densities, int(cfg["seed"]) + 1)
+    # aim inside the budget: the measured test-set energy scatters around the training one
+    budget = {"route_spikes": route_spikes, "route_masks": route_masks, "lambda": 0.0,
+              "target_uj": float(target_uj) * float(cfg["aim"])}
+    epochs = int(cfg["sparse_epochs"])
+    t0, t1 = float(cfg["temp_start"]), float(cfg["temp_end"])
+
+    def anneal(i: int, total: int) -> None:
+        if masks != "learned":
+            return
+        if cfg["mask_gate"] == "anneal":  # the predecessor's soft gate, T annealed t0 -> t1
+            temp = t0 * (t1 / t0) ** (i / max(total - 1, 1))
+            for layer in layers.values():
+                layer.set_mode("soft", temp)
+        elif i == 0:  # binary forward, sigmoid(t0 m) gradient: the energy seen is the real one
+            for layer in layers.values():
+                layer.set_mode("ste", t0)
+
+    logs = _fit(net, data, cfg, epochs, float(cfg["lr"]) / 2, budget, f"{variant} search",
+                progress, anneal)
+    if masks == "learned":
+        for layer in layers.values():
+            layer.freeze_learned()
+    budget["route_masks"] = False
+    logs += _fit(net, data, cfg, int(cfg["finetune_epochs"]), float(cfg["lr"]) / 4, budget,
+                 f"{variant} finetune", progress)
+    net.eval()
+    return net, logs
+
+
+def fixed_masks_mode(net: SpikingResNet) -> SpikingResNet:
+    """After loading a checkpoint: every masked layer uses its stored binary mask."""
+    for layer in net.masked_layers().values():
+        layer.set_mode("fixed")
+    return net

@@ -1,0 +1,210 @@
+"""snn.unisparse: the BN-threshold identity, energy routing, masks, folding and the budget."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from neuroedge.models.neurons.functional import LIFParams, LIFState, lif_step
+from neuroedge.models.unisparse import functional as fn
+from neuroedge.models.unisparse import train
+from neuroedge.models.unisparse.measure import BatchSummedSopCounter
+from neuroedge.models.unisparse.module import MINI, SpikingResNet, fold
+from neuroedge.models.unisparse.pipeline import (
+    EnergyBudgetError,
+    measure_variant,
+    resolve_target,
+    run_variants,
+)
+
+TINY = {**train.DEFAULTS, "train_subset": 192, "dense_epochs": 2, "sparse_epochs": 2,
+        "finetune_epochs": 1, "batch": 64}
+
+
+def _spiking_net(seed: int = 0, masked: bool = True) -> SpikingResNet:
+    """A random mini-ResNet with nontrivial BN statistics, affine and (optionally) masks."""
+    gen = torch.Generator().manual_seed(seed)
+    net = SpikingResNet(MINI)
+    with torch.no_grad():
+        for bn in net.spike_bns():
+            bn.running_mean.uniform_(-0.2, 0.2, generator=gen)
+            bn.running_var.uniform_(0.5, 2.0, generator=gen)
+            bn.gamma_raw.normal_(0.5, 0.3, generator=gen)
+            bn.beta.uniform_(0.3, 1.2, generator=gen)
+        if masked:
+            for layer in net.masked_layers().values():
+                layer.mask_fixed.copy_((torch.rand(layer.mask_fixed.shape, generator=gen) < 0.5)
+                                       .float())
+                layer.set_mode("fixed")
+    return net.eval()
+
+
+def test_bn_threshold_identity_gives_identical_spikes() -> None:
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(8, 32, 6, generator=gen) * 2  # (T, batch, channels) conv outputs
+    gamma, beta = torch.rand(6, generator=gen) + 0.2, torch.randn(6, generator=gen)
+    mean, var, eps = torch.randn(6, generator=gen), torch.rand(6, generator=gen) + 0.1, 1e-5
+    a, b = fn.bn_affine(gamma, beta, mean, var, eps)
+    theta_eff = fn.effective_threshold(1.0, gamma, var, eps)
+    current = fn.bias_current(gamma, beta, mean, var, eps)
+    p = LIFParams(tau_mem=2e-3, dt=1e-3)
+    v_bn, v_eff, agree, fired = LIFState(torch.zeros(32, 6)), LIFState(torch.zeros(32, 6)), 0, 0
+    for xt in x:
+        z_bn, v_bn = lif_step(a * xt + b, v_bn, p)
+        z_eff, v_eff = lif_step(xt + current, v_eff, p._replace(v_th=theta_eff))
+        agree += int((z_bn == z_eff).sum())
+        fired += int(z_bn.sum())
+    assert fired > 0
+    assert agree == x.numel()
+
+
+def test_gamma_stays_positive_for_any_raw_value() -> None:
+    raw = torch.tensor([-50.0, -3.0, 0.0, 4.0])
+    assert bool((fn.positive_gamma(raw) > 0).all())
+
+
+def test_firing_probability_falls_as_threshold_rises() -> None:
+    beta = torch.tensor([0.5, 0.0, -0.5])
+    rates = fn.firing_probability(torch.ones(3), beta, 1.0)
+    assert bool((rates[:-1] > rates[1:]).all())
+    narrow = fn.firing_probability(torch.tensor([0.3]), torch.tensor([0.0]), 1.0)
+    assert float(narrow) < float(rates[1])
+
+
+def test_layer_sops_equals_opcounter_count_for_masked_layers() -> None:
+    from neuroedge.bench.sops import OpCounter
+
+    folded = fold(_spiking_net())
+    xs = torch.rand(4, 8, 1, 8, 8)
+    with torch.no_grad(), OpCounter(folded) as generic, BatchSummedSopCounter(folded) as summed:
+        folded.forward_sequence(xs)
+    ops = generic.totals(8)
+    fast = summed.per_sample(8)
+    assert ops.sops_per_sample > 0
+    assert fast["sops"] == pytest.approx(ops.sops_per_sample, rel=1e-9)
+    assert fast["macs"] == pytest.approx(ops.macs_per_sample, rel=1e-9)
+
+
+def test_fold_reproduces_training_network_spikes() -> None:
+    net = _spiking_net()
+    folded = fold(net)
+    xs = torch.rand(6, 4, 1, 8, 8)
+    with torch.no_grad():
+        s_net, s_fold = net.init_state(4), folded.init_state(4)
+        agree = total = fired = 0
+        for x in xs:
+            _, z_a, *s_net = net(x, *s_net)
+            _, z_b, *s_fold = folded(x, *s_fold)
+            agree += int((z_a == z_b).sum())
+            total, fired = total + z_a.numel(), fired + int(z_a.sum())
+    assert fired > 0
+    assert agree / total >= 0.9999  # exact math; float rounding may flip a tie at threshold
+    masked = [m for m in folded.modules() if isinstance(m, torch.nn.Conv2d)][1:]
+    assert all(float((m.weight == 0).float().mean()) > 0.3 for m in masked)
+
+
+def _energy_grads(route_spikes: bool, route_masks: bool) -> tuple[float, float]:
+    net = _spiking_net(masked=False).train()
+    for layer in net.masked_layers().values():
+        layer.set_mode("soft", 4.0)
+    _, maps = net.forward_sequence(torch.rand(3, 8, 1, 8, 8))
+    energy = fn.energy_estimate(train.budget_terms(net, maps, route_spikes, route_masks), 8, 0.9)
+    energy.backward()
+    bn = sum(float(b.beta.grad.abs().sum()) for b in net.spike_bns() if b.beta.grad is not None)
+    masks = sum(float(m.mask_logits.grad.abs().sum()) for m in net.masked_layers().values()
+                if m.mask_logits.grad is not None)
+    return bn, masks
+
+
+def test_energy_gradient_reaches_only_the_routed_mechanism() -> None:
+    bn_spike, mask_spike = _energy_grads(True, False)
+    bn_weight, mask_weight = _energy_grads(False, True)
+    assert bn_spike > 0 and mask_spike == 0
+    assert mask_weight > 0 and bn_weight == 0
+
+
+def test_energy_estimate_value_is_the_counted_sops() -> None:
+    net = _spiking_net()
+    folded = fold(net)
+    xs = torch.rand(4, 8, 1, 8, 8)
+    with torch.no_grad(), BatchSummedSopCounter(folded) as counter:
+        folded.forward_sequence(xs)
+        _, maps = net.forward_sequence(xs)
+    energy = fn.energy_estimate(train.budget_terms(net, maps, True, True), 8, 0.9)
+    assert float(energy.detach()) == pytest.approx(0.9e-6 * counter.per_sample(8)["sops"], rel=1e-4)
+
+
+def test_dual_ascent_tightens_over_budget_and_relaxes_under() -> None:
+    assert fn.dual_ascent(1.0, 2.0, 1.0, 0.1) > 1.0
+    assert fn.dual_ascent(1.0, 0.5, 1.0, 0.1) < 1.0
+    assert fn.dual_ascent(0.0, 0.5, 1.0, 0.1) < 0.0  # under budget: the push reverses
+    assert fn.dual_ascent(0.0, 0.0, 1.0, 0.1) == pytest.approx(-0.3)  # clipped, even at E = 0
+
+
+def test_budget_penalty_gradient_follows_the_multiplier_sign() -> None:
+    for lmbda in (2.0, -2.0):
+        energy = torch.tensor(0.5, requires_grad=True)
+        fn.budget_penalty(energy, 1.0, lmbda).backward()
+        assert float(energy.grad) == pytest.approx(lmbda)
+
+
+@pytest.mark.parametrize("bad", [{"budget_ratio": 0.0}, {"budget_ratio": 1.5},
+                                 {"energy_target_uj": -1.0}])
+def test_malformed_budget_is_refused(bad: dict) -> None:
+    with pytest.raises(EnergyBudgetError, match="must be"):
+        resolve_target({**train.DEFAULTS, **bad}, 1.0)
+
+
+def test_random_mask_without_unisparse_is_refused() -> None:
+    with pytest.raises(ValueError, match="random_mask"):
+        run_variants(TINY, ("dense", "random_mask"))
+
+
+@pytest.fixture(scope="module")
+def tiny_dense() -> tuple[SpikingResNet, object]:
+    from neuroedge.models.unisparse.pipeline import load_data
+
+    torch.set_num_threads(1)
+    data = load_data(TINY)
+    net, _ = train.train_dense(data, TINY, progress=False)
+    return net, data
+
+
+def test_constrained_training_cuts_measured_energy(tiny_dense: tuple) -> None:
+    net, data = tiny_dense
+    free = train.make_net(TINY)
+    free.load_state_dict(net.state_dict())
+    free_logs = train._fit(free, data, TINY, 3, 1e-3, None, "free", progress=False)
+    e_free = measure_variant("free", free.eval(), free_logs, data, TINY, None)
+    target = e_free.metrics["energy_budgeted_uj"].value / 4
+    fast = {**TINY, "dual_lr": 0.5, "bn_lr": 0.02}  # few steps: let the multiplier act quickly
+    tight, logs = train.sparsify(net.state_dict(), "spike_only", target, data, fast,
+                                 progress=False)
+    e_tight = measure_variant("spike_only", tight, logs, data, fast, target)
+    assert logs[0]["lambda"] > 0
+    assert e_tight.metrics["energy_budgeted_uj"].value < 0.6 * target * 4
+
+
+def test_unreachable_budget_is_reported_not_ignored(tiny_dense: tuple) -> None:
+    net, data = tiny_dense
+    cfg = {**TINY, "sparse_epochs": 1, "finetune_epochs": 1}
+    sparse, logs = train.sparsify(net.state_dict(), "spike_only", 1e-9, data, cfg,
+                                  progress=False)
+    result = measure_variant("spike_only", sparse, logs, data, cfg, 1e-9)
+    assert result.metrics["budget_met"].value == 0.0
+    assert any("NOT met" in note for note in result.notes)
+
+
+def test_sparsify_rejects_unknown_variant_and_bad_target(tiny_dense: tuple) -> None:
+    net, data = tiny_dense
+    with pytest.raises(ValueError, match="variant"):
+        train.sparsify(net.state_dict(), "magic", 1.0, data, TINY, progress=False)
+    with pytest.raises(ValueError, match="positive"):
+        train.sparsify(net.state_dict(), "unisparse", float("nan"), data, TINY, progress=False)
+
+
+def test_random_masks_match_requested_density() -> None:
+    net = SpikingResNet(MINI)
+    train.random_masks(net, {n: 0.25 for n in net.masked_layers()}, seed=3)
+    kept = np.mean([float(m.mask_fixed.mean()) for m in net.masked_layers().values()])
+    assert kept == pytest.approx(0.25, abs=0.03)
