@@ -20,7 +20,18 @@ if TYPE_CHECKING:
 
 # name -> "module:attribute" of a ModelSpec. One line per model; keep sorted.
 MODELS: dict[str, str] = {
+    "alloc.envy_free": "neuroedge.models.envy_free.spec:SPEC",
+    "causal.cadre": "neuroedge.models.cadre.spec:SPEC",
+    "event.bivision": "neuroedge.models.bivision.spec:SPEC",
+    "graph.influence_max": "neuroedge.models.influence_max.spec:SPEC",
+    "physics.meshft": "neuroedge.models.meshft.spec:SPEC",
     "snn.lif_convnet": "neuroedge.models.lif_convnet.spec:SPEC",
+    "snn.unisparse": "neuroedge.models.unisparse.spec:SPEC",
+    "stats.self_distill": "neuroedge.models.self_distill.spec:SPEC",
+    "theory.lora_meanfield": "neuroedge.models.lora_meanfield.spec:SPEC",
+    "ttt.linear_attention": "neuroedge.models.ttt.spec:SPEC",
+    "uq.last_layer": "neuroedge.models.uq_last_layer.spec:SPEC",
+    "vla.specprune": "neuroedge.models.specprune.spec:SPEC",
 }
 
 # name -> "module:Class" of a Backend. `null` and `host` never need optional packages.
@@ -28,6 +39,8 @@ BACKENDS: dict[str, str] = {
     "null": "neuroedge.backends.null:NullBackend",
     "host": "neuroedge.backends.host:HostBackend",
     "onnxrt": "neuroedge.backends.onnxrt:OnnxRuntimeBackend",
+    "lava": "neuroedge.backends.lava:LavaBackend",
+    "tensorrt": "neuroedge.backends.tensorrt:TensorRTBackend",
 }
 
 BACKEND_GROUP = "neuroedge.backends"

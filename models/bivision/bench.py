@@ -1,0 +1,194 @@
+"""``neuroedge bench event.bivision``: the noise sweep and the E2S throughput, in one report.
+
+Noise sweep: one clean N-CARS-like and one Gen1-like dataset are generated, then copied with
+background activity added at each rate R (same scenes, only the noise differs). For each R,
+``statnf_e2s`` (STATNF neurons on E2S spikes) and ``lif_histogram`` (LIF on event histograms)
+are trained on R's train split and tested on its test split: rows ``<variant>@noise=R`` with
+accuracy, map50, map (COCO), and SOPs / MACs / energy / firing rate counted on the
+classification test set by forward hooks (both heads run at every step, so the counts cover
+the whole network).
+
+Throughput: E2S against tonic's ``ToFrame`` on the same events (the real EVT 2.0 recording
+of the shared test data, tiled in time; simulated events if it is absent), timed side by side,
+interleaved (``measure_side_by_side``), single thread each: rows ``e2s`` and ``tonic_toframe``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from neuroedge.types import Measurement, Report
+
+MODEL = "event.bivision"
+COLUMNS = ("accuracy", "map50", "map", "sops_per_sample", "macs_per_sample",
+           "synaptic_ops_per_sample", "energy_uj",
+           "firing_rate", "throughput_per_s", "throughput_per_cpu_s")
+SWEEP_DEFAULTS: dict[str, Any] = {"rates": [0, 10, 40], "size": 32, "train_samples": 192,
+                                  "test_samples": 96, "epochs": 20, "batch": 16, "lr": 5e-3,
+                                  "seed": 0, "throughput_tiles": 10, "throughput_repeats": 5}
+
+
+def shared_recording() -> Path:
+    """The real EVT 2.0 recording of the shared test data (``<repo>/../shared``)."""
+    import neuroedge
+
+    return (Path(neuroedge.__file__).resolve().parents[2] / "shared" / "data" / "events"
+            / "evt2_sample.raw")
+
+
+def throughput_rows(cfg: Mapping[str, Any]) -> tuple[list[Report], str]:
+    """Rows ``e2s`` and ``tonic_toframe``: events per second on the same events."""
+    import tonic.transforms
+    from neuroedge.bench.latency import measure_side_by_side
+    from neuroedge.events.io import read_events
+    from neuroedge.models.bivision.e2s import E2SParams, e2s
+
+    path = Path(cfg.get("events_file") or shared_recording())
+    base = read_events(path)
+    base["t"] -= base["t"][0]
+    span = int(base["t"][-1]) + 1
+    tiles = int(cfg["throughput_tiles"])
+    events = np.concatenate([base] * tiles)
+    events["t"] += np.repeat(np.arange(tiles) * span, len(base))
+    width, height = int(base["x"].max()) + 1, int(base["y"].max()) + 1
+    step_us = 20_000  # SFOD's T = 5 steps per 100 ms
+    params = E2SParams(steps=-(-span * tiles // step_us), step_us=step_us)
+    to_frame = tonic.transforms.ToFrame(sensor_size=(width, height, 2), time_window=step_us)
+    e2s(events[:10], width, height, params)  # compile outside the timing
+    timings = measure_side_by_side({"e2s": lambda: e2s(events, width, height, params),
+                                    "tonic_toframe": lambda: to_frame(events)},
+                                   repeats=int(cfg["throughput_repeats"]), warmup=1, block=1)
+    cpu = {"e2s": lambda: e2s(events, width, height, params),
+           "tonic_toframe": lambda: to_frame(events)}
+    rows = []
+    for name, lat in timings.items():
+        rate = len(events) / (float(np.mean(lat.times_ms)) / 1000.0)
+        rows.append(Report(MODEL, "host", name, metrics={
+            "throughput_per_s": Measurement(rate, "events/s"),
+            "throughput_per_cpu_s": Measurement(len(events) / _thread_seconds(cpu[name]),
+                                                "events/CPU-s"),
+            "latency_p50_ms": Measurement(lat.percentile(50), "ms")},
+            notes=((f"{len(events)} events ({path.name} x{tiles}), {width}x{height}, "
+                    f"{params.steps} steps of {step_us} us, one thread"),)))
+    ratio = rows[0].metrics["throughput_per_s"].value / rows[1].metrics["throughput_per_s"].value
+    return rows, f"E2S vs tonic ToFrame, same events, same run: {ratio:.2f}x"
+
+
+def _thread_seconds(fn: Any, repeats: int = 3) -> float:
+    """Best CPU time of this thread over ``repeats`` calls: the one-core cost of ``fn`` when
+    other processes share the cores (wall time then includes their turns)."""
+    import time
+
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.thread_time()
+        fn()
+        best = min(best, time.thread_time() - start)
+    return max(best, 1e-9)
+
+
+def sweep_datasets(out: Path, cfg: Mapping[str, Any], progress: bool) -> dict[tuple, Path]:
+    """``{(task, rate): folder}``: clean datasets generated once, noisy copies per rate."""
+    from neuroedge.events.generate import add_noise_to_dataset
+    from neuroedge.models.bivision.data import ensure_dataset
+
+    folders = {}
+    for task in ("classification", "detection"):
+        clean = ensure_dataset(out / "data", task, {**cfg, "noise_rate_hz": 0.0}, progress)
+        for rate in cfg["rates"]:
+            folders[(task, float(rate))] = clean if float(rate) == 0 else (
+                add_noise_to_dataset(clean, out / "data" / f"{clean.name}_noise{rate:g}hz",
+                                     float(rate), seed=int(cfg["seed"]) + 1))
+    return folders
+
+
+def variant_row(variant: str, rate: float, folders: Mapping[tuple, Path],
+                cfg: Mapping[str, Any], progress: bool) -> Report:
+    """Train and test one variant at one noise rate on both tasks."""
+    from neuroedge.bench.energy import HOROWITZ_45NM
+    from neuroedge.bench.sops import OpCounter
+    from neuroedge.models.bivision import train
+    from neuroedge.models.bivision.data import load_task
+
+    rep = train.VARIANTS[variant][1]
+    metrics: dict[str, Measurement] = {}
+    for task in ("classification", "detection"):
+        root = folders[(task, rate)]
+        train_set, test_set = (load_task(root, task, s, rep) for s in ("train", "test"))
+        net = train.make_net({**cfg, "variant": variant})
+        train.fit(net, train_set, task, {**cfg, "variant": variant}, progress)
+        if task == "classification":
+            with OpCounter(net) as counter:
+                outputs = train.predict(net, test_set.x)
+            ops = counter.totals(len(test_set.x))
+        else:
+            outputs = train.predict(net, test_set.x)
+        for name, value in train.task_metrics(*outputs, test_set, task).items():
+            metrics[name] = Measurement(value, "fraction")
+    metrics.update({
+        "sops_per_sample": Measurement(ops.sops_per_sample, "SOP", "counted"),
+        "macs_per_sample": Measurement(ops.macs_per_sample, "MAC", "counted"),
+        "sops_per_sample_no_first": Measurement(ops.sops_per_sample_no_first, "SOP", "counted"),
+        "synaptic_ops_per_sample": Measurement(ops.sops_per_sample + ops.macs_per_sample, "op",
+                                               "counted"),
+        "firing_rate": Measurement(ops.firing_rate, "spikes/neuron/step"),
+        "energy_uj": HOROWITZ_45NM.measurement(ops.macs_per_sample, ops.sops_per_sample),
+    })
+    return Report(MODEL, "host", f"{variant}@noise={rate:g}", metrics=metrics,
+                  notes=(f"trained on {rate:g} Hz/pixel noise, tested at the same rate",))
+
+
+def noise_sweep_plot(doc: dict[str, Any], path: Path) -> Path | None:
+    """Accuracy, mAP50 and SOPs against the noise rate, one line per variant."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from neuroedge.bench.report import save_figure
+
+    series: dict[str, list[tuple[float, dict]]] = {}
+    for row in doc["rows"]:
+        if "@noise=" in row["variant"]:
+            name, rate = row["variant"].split("@noise=")
+            series.setdefault(name, []).append((float(rate), row["metrics"]))
+    if not series:
+        return None
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    for ax, metric in zip(axes, ("accuracy", "map50", "sops_per_sample")):
+        for name, points in sorted(series.items()):
+            points.sort(key=lambda p: p[0])
+            ax.plot([p[0] for p in points], [p[1][metric]["value"] for p in points], "o-",
+                    label=name)
+        ax.set_xlabel("background activity (Hz per pixel)")
+        ax.set_title(metric)
+    axes[0].legend()
+    fig.suptitle("event.bivision on simulated events: noise sweep")
+    path = save_figure(fig, path)
+    plt.close(fig)
+    return path
+
+
+def bench(out_dir: str, backends: Sequence[str] = ("host",), config: Mapping[str, Any]
+          | None = None, history: str | None = None, progress: bool = True) -> dict[str, Any]:
+    """Run the sweep and the throughput comparison; write report.json/md and the PNG."""
+    from neuroedge.bench.report import build_document, write_report
+
+    cfg = {**SWEEP_DEFAULTS, **(config or {})}
+    if len(cfg["rates"]) < 1 or any(float(r) < 0 for r in cfg["rates"]):
+        raise ValueError(f"rates must be non-negative noise rates in Hz/pixel, got {cfg['rates']}")
+    out = Path(out_dir)
+    rows, ratio_line = throughput_rows(cfg)
+    folders = sweep_datasets(out, cfg, progress)
+    for rate in cfg["rates"]:
+        for variant in ("statnf_e2s", "lif_histogram"):
+            rows.append(variant_row(variant, float(rate), folders, cfg, progress))
+    doc = build_document(MODEL, rows, config=json.loads(json.dumps(cfg)), columns=list(COLUMNS),
+                         backends=list(backends), summary=[ratio_line])
+    write_report(doc, out, columns=COLUMNS, sections=["## Summary", "", f"- {ratio_line}"],
+                 plots=[noise_sweep_plot], history=history)
+    print(ratio_line)
+    return doc

@@ -1,0 +1,101 @@
+"""Load N-CARS-like and Gen1-like folders into network inputs (E2S spikes or histograms).
+
+Representations (T steps of ``step_us`` over the 100 ms recording, two polarity channels):
+
+* ``e2s``: binary E2S spikes (``neuroedge.models.bivision.e2s``), the STATNF model's input.
+* ``histogram``: event counts per step and polarity (SFOD / tonic ``ToFrame``), the baseline's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+from neuroedge.events.core import SensorSize
+from neuroedge.events.datasets import gen1_files, ncars_files, read_boxes
+from neuroedge.events.io import read_events
+from neuroedge.models.bivision.e2s import E2SParams, e2s, event_histogram
+
+REPRESENTATIONS = ("e2s", "histogram")
+DEFAULT_E2S = E2SParams()  # T = 5 steps of 20 ms (SFOD)
+
+
+class EventSet(NamedTuple):
+    x: np.ndarray  # (N, T, 2, H, W) float32
+    labels: np.ndarray  # (N,) int64 class (classification) or zeros
+    boxes: list[np.ndarray]  # per sample (n, 4) x, y, w, h (detection) or empty
+
+
+def represent(events: np.ndarray, sensor: SensorSize, rep: str,
+              params: E2SParams = DEFAULT_E2S) -> np.ndarray:
+    """(T, 2, H, W) float32 input of one recording."""
+    if rep == "e2s":
+        return e2s(events, sensor.width, sensor.height, params).astype(np.float32)
+    if rep == "histogram":
+        return event_histogram(events, sensor.width, sensor.height, params.steps,
+                               params.step_us)
+    raise ValueError(f"representation {rep!r} is not one of {REPRESENTATIONS}")
+
+
+def dataset_sensor(root: str | os.PathLike[str]) -> SensorSize:
+    """The sensor size recorded in a generated dataset's config.json."""
+    path = Path(root) / "config.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no dataset config (generate the dataset first)")
+    cfg = json.loads(path.read_text())
+    return SensorSize(int(cfg["width"]), int(cfg["height"]))
+
+
+def load_classification(root: str | os.PathLike[str], split: str, rep: str,
+                        params: E2SParams = DEFAULT_E2S) -> EventSet:
+    """An N-CARS layout split as network inputs and labels (1 = car)."""
+    sensor = dataset_sensor(root)
+    files = ncars_files(root, split)
+    x = np.stack([represent(read_events(f, sensor=sensor), sensor, rep, params)
+                  for f, _ in files])
+    return EventSet(x, np.array([label for _, label in files], np.int64), [])
+
+
+def load_detection(root: str | os.PathLike[str], split: str, rep: str,
+                   params: E2SParams = DEFAULT_E2S) -> EventSet:
+    """A Gen1 layout split as network inputs and per-sample boxes (the last box time stamp of
+    each recording, where the window ends)."""
+    sensor = dataset_sensor(root)
+    xs, boxes = [], []
+    for dat, npy in gen1_files(root, split):
+        xs.append(represent(read_events(dat, sensor=sensor), sensor, rep, params))
+        table = read_boxes(npy)
+        last = table[table["ts"] == table["ts"].max()] if len(table) else table
+        boxes.append(np.stack([last["x"], last["y"], last["w"], last["h"]], 1)
+                     .astype(np.float64))
+    return EventSet(np.stack(xs), np.zeros(len(xs), np.int64), boxes)
+
+
+def load_task(root: str | os.PathLike[str], task: str, split: str, rep: str,
+              params: E2SParams = DEFAULT_E2S) -> EventSet:
+    """``load_classification`` or ``load_detection`` by task name."""
+    if task == "classification":
+        return load_classification(root, split, rep, params)
+    if task == "detection":
+        return load_detection(root, split, rep, params)
+    raise ValueError(f"task {task!r} is not one of ('classification', 'detection')")
+
+
+def ensure_dataset(base: str | os.PathLike[str], task: str, cfg: dict, progress: bool = True,
+                   ) -> Path:
+    """The generated dataset folder for ``task`` and ``cfg`` under ``base``, generated on first
+    use (train_samples / test_samples recordings at noise_rate_hz; seed and size from cfg)."""
+    from neuroedge.events.generate import GeneratorConfig, make_gen1_like, make_ncars_like
+
+    counts = {"train": int(cfg["train_samples"]), "test": int(cfg["test_samples"])}
+    gen = GeneratorConfig(width=int(cfg["size"]), height=int(cfg["size"]),
+                          noise_rate_hz=float(cfg["noise_rate_hz"]), seed=int(cfg["seed"]))
+    root = Path(base) / (f"{task}_{counts['train']}_{counts['test']}_{gen.width}px_"
+                         f"{gen.noise_rate_hz:g}hz_seed{gen.seed}")
+    if not (root / "config.json").is_file():
+        make = make_ncars_like if task == "classification" else make_gen1_like
+        make(root, counts, gen, progress)
+    return root

@@ -1,0 +1,108 @@
+"""The registered ModelSpec of event.bivision (STATNF + E2S + BiSNet, 32x32 sensor, T = 5)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from neuroedge.types import Efficiency, IOSpec, Measurement, ModelSpec, Paper, TorchProgram
+
+SIZE = 32  # sensor pixels per side of the registered model
+STEPS = 5  # E2S time steps (20 ms each over a 100 ms window)
+
+
+def build(config: Mapping[str, Any]) -> TorchProgram:
+    """BiSNet (``variant`` statnf_e2s or lif_histogram), with a checkpoint's weights when one
+    is given (``checkpoint``) or exists at the default path; ``smoke`` forces untrained."""
+    import torch
+    from neuroedge.checkpoints import load_checkpoint
+    from neuroedge.models.bivision import train
+    from neuroedge.paths import checkpoint_path
+
+    cfg = {**train.DEFAULTS, "size": SIZE, **config}
+    path = Path(cfg.get("checkpoint") or checkpoint_path("event.bivision.classification"))
+    trained = False
+    if path.is_file() and not cfg.get("smoke"):
+        ckpt = load_checkpoint(path, required=("state_dict", "config"))
+        cfg.update({k: ckpt["config"][k] for k in ("variant", "size")})
+        net = train.make_net(cfg)
+        net.load_state_dict(ckpt["state_dict"])
+        trained = True
+    else:
+        torch.manual_seed(int(cfg["seed"]))
+        net = train.make_net(cfg)
+    if net.size != SIZE:
+        raise ValueError(f"checkpoint {path} is for {net.size}x{net.size} inputs; the registered"
+                         f" model takes {SIZE}x{SIZE}")
+    net.eval()
+    return TorchProgram(net, ("x",), ("logits", "detection"), net.state_names(), net.init_state,
+                        meta={"trained": trained, "variant": cfg["variant"],
+                              "checkpoint": str(path) if trained else None})
+
+
+def example(seed: int = 0) -> dict[str, np.ndarray]:
+    """E2S spikes (T, 1, 2, 32, 32) of one simulated 100 ms recording of a moving car."""
+    from neuroedge.events.core import SensorSize
+    from neuroedge.events.generate import random_object
+    from neuroedge.events.simulator import DVSParams, simulate
+    from neuroedge.models.bivision.e2s import e2s
+
+    sensor, rng = SensorSize(SIZE, SIZE), np.random.default_rng(seed)
+    car = random_object("car", sensor, 100_000, rng)
+    events = simulate([car], sensor, 100_000, DVSParams(noise_rate_hz=5.0), seed)
+    return {"x": np.ascontiguousarray(e2s(events, SIZE, SIZE)[:, None], dtype=np.float32)}
+
+
+def evaluate(run: Callable[[dict[str, Any]], Mapping[str, Any]],
+             config: Mapping[str, Any]) -> dict[str, Measurement]:
+    """Accuracy on a generated N-CARS-like test split (``eval_samples``, default 64),
+    through whichever backend ``run`` belongs to."""
+    import tempfile
+
+    from neuroedge.models.bivision.data import ensure_dataset, load_task
+
+    cfg = {"train_samples": 0, "test_samples": int(config.get("eval_samples", 64)),
+           "size": SIZE, "seed": int(config.get("seed", 0)) + 100,
+           "noise_rate_hz": float(config.get("noise_rate_hz", 0.0))}
+    with tempfile.TemporaryDirectory() as tmp:
+        data = load_task(ensure_dataset(tmp, "classification", cfg, progress=False),
+                         "classification", "test", "e2s")
+    logits = np.asarray(run({"x": np.ascontiguousarray(data.x.transpose(1, 0, 2, 3, 4))})
+                        ["logits"]).mean(axis=0)
+    accuracy = float((logits.argmax(-1) == data.labels).mean())
+    return {"accuracy": Measurement(accuracy, "fraction", "measured")}
+
+
+def _train(config: Mapping[str, Any] | None = None, out: str | None = None) -> dict[str, Any]:
+    from neuroedge.models.bivision.train import train
+
+    return train({"size": SIZE, **(config or {})}, out)
+
+
+def _bench(**kwargs: Any) -> dict[str, Any]:
+    from neuroedge.models.bivision.bench import bench
+
+    return bench(**kwargs)
+
+
+SPEC = ModelSpec(
+    name="event.bivision",
+    family="event",
+    summary="STATNF + E2S + BiSNet spiking detector/classifier for event cameras (32x32, T=5)",
+    inputs=(IOSpec("x", ("T", "batch", 2, SIZE, SIZE)),),
+    outputs=(IOSpec("logits", ("T", "batch", 2)),
+             IOSpec("detection", ("T", "batch", 5, SIZE // 4, SIZE // 4))),
+    build=build,
+    example=example,
+    paper=Paper("Bio-Vision-Inspired Spiking Neural Networks for Object Detection with Event "
+                "Cameras", "ICML 2026", 2026, "https://icml.cc/virtual/2026/poster/64518"),
+    efficiency=Efficiency("SOP"),
+    tolerance={"onnxrt": 1e-4, "default": 1e-4},
+    default_config={},
+    train=_train,
+    bench=_bench,
+    evaluate=evaluate,
+    exportable=("onnx",),
+)

@@ -1,0 +1,1 @@
+"""SpecPrune-VLA (arXiv 2509.05614) on a small OpenVLA-OFT-shaped policy in Meta-World."""

@@ -1,0 +1,147 @@
+"""``export_policy(policy, dir, backend)`` and ``load_policy(dir, backend)`` for robot stacks.
+
+A policy directory holds ``policy.json`` (format, version, method, pruning config, network
+config, files per controller mode) and either:
+
+* ``onnxrt``: one ONNX graph per controller mode (``coarse.onnx``, ``fine.onnx``), batch 1,
+  every shape static: the pruning is TopK + Gather with that mode's fixed budget, so TensorRT
+  can build one engine per mode. The pruning prior (global and dynamic sets) and the controller
+  are cheap numpy pre-processing outside the graph (research 3.6).
+* ``host``: ``policy.pt`` (state dict + network config), loaded with ``weights_only=True``.
+
+A directory written by another format version is refused with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from neuroedge.atomic import atomic_path, write_text
+from neuroedge.errors import ArtifactError
+from neuroedge.models.specprune.functional import COARSE, FINE, PruneConfig
+from neuroedge.models.specprune.policy import Engine, PrunedPolicy, torch_engine
+
+FORMAT, VERSION = "neuroedge.vla.specprune.policy", 1
+BACKENDS = ("host", "onnxrt")
+INPUTS = ("primary", "wrist", "proprio", "text", "prior")
+OUTPUTS = ("actions", "scores")
+
+
+def example_inputs(model: Any, seed: int = 0) -> dict[str, np.ndarray]:
+    """Batch-1 network inputs of the right shapes and dtypes."""
+    rng = np.random.default_rng(seed)
+    size, cfg = model.config["image"], model.config
+    return {"primary": rng.integers(0, 256, (1, size, size, 3), dtype=np.uint8),
+            "wrist": rng.integers(0, 256, (1, size, size, 3), dtype=np.uint8),
+            "proprio": rng.normal(size=(1, cfg["proprio"])).astype(np.float32),
+            "text": rng.integers(1, cfg["vocab"], (1, cfg["text_len"]), dtype=np.int64),
+            "prior": (rng.random((1, model.n_visual)) < 0.1).astype(np.float32)}
+
+
+def export_mode_onnx(model: Any, method: str, prune: PruneConfig, mode: str,
+                     path: str | os.PathLike[str]) -> Path:
+    """One static-shape ONNX graph of ``model`` for controller ``mode``, checked by onnx."""
+    import warnings
+
+    import onnx
+    import torch
+
+    model.configure(method, prune.budget(mode), prune.k_local(mode), prune).eval()
+    args = tuple(torch.from_numpy(v) for v in example_inputs(model).values())
+    with atomic_path(path) as tmp, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, args, str(tmp), input_names=list(INPUTS),
+                          output_names=list(OUTPUTS), opset_version=17, dynamo=False)
+        onnx.checker.check_model(onnx.load(str(tmp)), full_check=True)
+    return Path(path)
+
+
+def export_policy(model: Any, out_dir: str | os.PathLike[str], backend: str = "onnxrt", *,
+                  method: str = "specprune", prune: PruneConfig | None = None) -> Path:
+    """Write a policy directory for ``backend`` (host or onnxrt); returns the directory."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend {backend!r} is not one of {BACKENDS}")
+    prune = prune or PruneConfig()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if backend == "onnxrt":
+        files = {mode: f"{mode}.onnx" for mode in (COARSE, FINE)}
+        for mode, name in files.items():
+            export_mode_onnx(model, method, prune, mode, out / name)
+    else:
+        from neuroedge.checkpoints import save_checkpoint
+
+        files = {COARSE: "policy.pt", FINE: "policy.pt"}
+        save_checkpoint(out / "policy.pt", {"state_dict": model.state_dict(),
+                                            "config": dict(model.config)})
+    manifest = {"format": FORMAT, "version": VERSION, "backend": backend, "method": method,
+                "prune": {k: list(v) if isinstance(v, tuple) else v
+                          for k, v in asdict(prune).items()},
+                "model_config": dict(model.config), "files": files}
+    write_text(out / "policy.json", json.dumps(manifest, indent=2) + "\n")
+    return out
+
+
+def read_manifest(policy_dir: str | os.PathLike[str], backend: str) -> dict[str, Any]:
+    """The checked ``policy.json``; another format, version or backend raises ArtifactError."""
+    path = Path(policy_dir) / "policy.json"
+    if not path.is_file():
+        raise ArtifactError(f"{path}: no policy manifest (not a policy directory)")
+    try:
+        manifest = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ArtifactError(f"{path}: not JSON at byte {err.pos} ({err.msg})") from err
+    if manifest.get("format") != FORMAT:
+        raise ArtifactError(f"{path}: format {manifest.get('format')!r}, expected {FORMAT!r}")
+    if manifest.get("version") != VERSION:
+        raise ArtifactError(f"{path}: policy format version {manifest.get('version')!r} was "
+                            f"written by another neuroedge; this one reads version {VERSION}")
+    if manifest.get("backend") != backend:
+        raise ArtifactError(f"{path}: exported for backend {manifest.get('backend')!r}, "
+                            f"asked to load it on {backend!r}")
+    return manifest
+
+
+def onnx_engine(sessions: Mapping[str, Any]) -> Engine:
+    # A graph that ignores an input (``prior`` of unpruned/fastv) is exported without it.
+    names = {mode: [i.name for i in sess.get_inputs()] for mode, sess in sessions.items()}
+
+    def run(mode: str, inputs: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        actions, scores = sessions[mode].run(list(OUTPUTS), {k: inputs[k] for k in names[mode]})
+        return actions, scores
+
+    return run
+
+
+def load_policy(policy_dir: str | os.PathLike[str], backend: str = "onnxrt", *,
+                controller: bool = True, seed: int = 0) -> PrunedPolicy:
+    """A ``PrunedPolicy`` (``select_action(obs)``) from a directory written by export_policy."""
+    manifest = read_manifest(policy_dir, backend)
+    fields = PruneConfig.__dataclass_fields__
+    prune = PruneConfig(**{k: tuple(v) if isinstance(v, list) else v
+                           for k, v in manifest["prune"].items() if k in fields})
+    base = Path(policy_dir)
+    if backend == "onnxrt":
+        import onnxruntime as ort
+
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = 1
+        sessions = {mode: ort.InferenceSession(str(base / name), opts,
+                                               providers=["CPUExecutionProvider"])
+                    for mode, name in manifest["files"].items()}
+        engine = onnx_engine(sessions)
+    else:
+        from neuroedge.checkpoints import load_checkpoint
+        from neuroedge.models.specprune.module import VLAPolicy
+
+        ckpt = load_checkpoint(base / manifest["files"][COARSE], required=("state_dict", "config"))
+        model = VLAPolicy(**ckpt["config"])
+        model.load_state_dict(ckpt["state_dict"])
+        engine = torch_engine(model.eval(), manifest["method"], prune)
+    return PrunedPolicy(engine, manifest["method"], prune, seed=seed, controller=controller)

@@ -1,0 +1,97 @@
+"""The registered ModelSpec of vla.specprune.
+
+The program is the policy network with SpecPrune's in-graph pruning for one controller mode:
+``(primary, wrist, proprio, text, prior) -> (actions, scores)``. ``config`` keys: ``smoke``
+(untrained network, no files touched), ``method`` (unpruned, specprune, fastv, random),
+``mode`` (coarse, fine), ``checkpoint``, ``train_if_missing``, ``train_config``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from neuroedge.types import Efficiency, IOSpec, ModelSpec, Paper, TorchProgram
+
+IMAGE, TEXT_LEN, VISUAL, CHUNK = 64, 8, 128, 4
+
+
+def load_trained(config: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """(trained policy, its training config); trains first if allowed and no checkpoint exists."""
+    from neuroedge.errors import ArtifactError
+    from neuroedge.models.specprune import train
+    from neuroedge.paths import checkpoint_path
+
+    path = Path(config.get("checkpoint") or checkpoint_path(SPEC.name))
+    if not path.is_file():
+        if not config.get("train_if_missing", True):
+            raise ArtifactError(f"{path}: no trained vla.specprune checkpoint; run "
+                                "`neuroedge train vla.specprune` first")
+        train.train(config.get("train_config"), out=path)
+    return train.load_policy_checkpoint(path)
+
+
+def build(config: Mapping[str, Any]) -> TorchProgram:
+    from neuroedge.models.specprune import train
+    from neuroedge.models.specprune.functional import PruneConfig
+
+    if config.get("smoke"):
+        model, trained = train.make_policy(train.DEFAULTS).eval(), False
+    else:
+        model, trained = load_trained(config)[0], True
+    prune, mode = PruneConfig(), str(config.get("mode", "coarse"))
+    model.configure(str(config.get("method", "specprune")), prune.budget(mode),
+                    prune.k_local(mode), prune)
+    return TorchProgram(model, ("primary", "wrist", "proprio", "text", "prior"),
+                        ("actions", "scores"), meta={"trained": trained, "mode": mode})
+
+
+def example(seed: int = 0) -> dict[str, np.ndarray]:
+    """One generated observation (random frames, a real instruction) with a 10% prior."""
+    from neuroedge.models.specprune.data import tokenize
+    from neuroedge.models.specprune.sim import TASKS
+
+    rng = np.random.default_rng(seed)
+    instruction = sorted(TASKS.values(), key=lambda t: t.env_name)[seed % len(TASKS)].instruction
+    return {"primary": rng.integers(0, 256, (1, IMAGE, IMAGE, 3), dtype=np.uint8),
+            "wrist": rng.integers(0, 256, (1, IMAGE, IMAGE, 3), dtype=np.uint8),
+            "proprio": rng.normal(0, 0.3, (1, 4)).astype(np.float32),
+            "text": tokenize(instruction)[None],
+            "prior": (rng.random((1, VISUAL)) < 0.1).astype(np.float32)}
+
+
+def _train(config: Mapping[str, Any] | None = None, out: str | None = None) -> dict[str, Any]:
+    from neuroedge.models.specprune.train import train
+
+    return train(config, out)
+
+
+def _bench(**kwargs: Any) -> dict[str, Any]:
+    from neuroedge.models.specprune.bench import run_bench
+
+    return run_bench(**kwargs)
+
+
+SPEC = ModelSpec(
+    name="vla.specprune",
+    family="vla",
+    summary="SpecPrune-VLA two-level token pruning + action-aware controller on a small "
+            "OpenVLA-OFT-shaped policy in Meta-World (MuJoCo)",
+    inputs=(IOSpec("primary", ("batch", IMAGE, IMAGE, 3), "uint8"),
+            IOSpec("wrist", ("batch", IMAGE, IMAGE, 3), "uint8"),
+            IOSpec("proprio", ("batch", 4)), IOSpec("text", ("batch", TEXT_LEN), "int64"),
+            IOSpec("prior", ("batch", VISUAL))),
+    outputs=(IOSpec("actions", ("batch", CHUNK, 4)), IOSpec("scores", ("batch", VISUAL))),
+    build=build,
+    example=example,
+    paper=Paper("SpecPrune-VLA: Accelerating Vision-Language-Action Models via Action-Aware "
+                "Self-Speculative Pruning", "ICML 2026", 2026, "https://arxiv.org/abs/2509.05614"),
+    efficiency=Efficiency("FLOP"),
+    tolerance={"onnxrt": 1e-4, "default": 1e-4},
+    default_config={"train_if_missing": True},
+    train=_train,
+    bench=_bench,
+    exportable=("onnx",),  # one static-budget graph per (method, mode); see deploy.py
+)

@@ -1,0 +1,205 @@
+"""Binary event codecs: Prophesee DAT, EVT 2.0, EVT 3.0 and the ATIS ``.bin`` of N-MNIST.
+
+Each codec decodes a whole number of fixed-size words with a carried state, so a file can be
+read in bounded-memory chunks (``neuroedge.events.io.stream_events``) with the same result as
+one read. Layouts, from the published format descriptions:
+
+* **DAT** (Gen1, N-CARS): ``%`` header lines, then 2 bytes (event type 0x00 = CD, event size
+  8), then 8-byte little-endian events: uint32 t (us), uint32 with x bits 0-13, y bits 14-27,
+  polarity bits 28-31. Timestamps are 32-bit: t >= 2**32 us cannot be written.
+* **EVT 2.0**: 32-bit words, type in bits 28-31: CD_OFF 0x0 / CD_ON 0x1 (t low 6 bits in
+  22-27, x in 11-21, y in 0-10), EVT_TIME_HIGH 0x8 (t >> 6 in bits 0-27), EXT_TRIGGER 0xA,
+  OTHERS 0xE, CONTINUED 0xF. CD words before the first TIME_HIGH have no time base: dropped.
+* **EVT 3.0**: see ``neuroedge.events.evt3``.
+* **ATIS .bin** (N-MNIST, N-Caltech101; Orchard et al. 2015): 5 bytes per event: x, y,
+  polarity in bit 7 of byte 2, 23-bit timestamp in the rest of bytes 2-4 (big-endian). An event
+  with y == 240 is a timestamp-overflow marker: it adds 2**13 us to later events (the dataset's
+  own MATLAB reader does this) and is not an event.
+
+Corrupt words (unknown types, polarity > 1, a DAT event size other than 8) and truncated files
+raise ``EventFormatError`` with the byte offset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from neuroedge.events import evt3
+from neuroedge.events.core import EventFormatError, SensorSize, make_events
+
+
+@dataclass(frozen=True)
+class Codec:
+    """One binary event format: word size, state, decode and encode."""
+
+    name: str  # "dat", "evt2", "evt3", "atis"
+    word_bytes: int  # size of the unit the stream is made of
+    new_state: Callable[[], Any]
+    decode: Callable[[bytes, Any, int, str], np.ndarray]  # (body, state, offset, path)
+    encode: Callable[[np.ndarray], bytes]
+    header: Callable[[SensorSize | None], bytes]
+
+
+def _words(body: bytes, dtype: str) -> np.ndarray:
+    return np.frombuffer(body, dtype=dtype)
+
+
+# ---- DAT --------------------------------------------------------------------------------
+
+def _dat_decode(body: bytes, state: Any, offset: int, path: str) -> np.ndarray:
+    raw = _words(body, "<u4").reshape(-1, 2)
+    data = raw[:, 1]
+    p = data >> 28
+    if (p > 1).any():
+        i = int(np.flatnonzero(p > 1)[0])
+        raise EventFormatError(path, offset + 8 * i, f"DAT event with polarity {int(p[i])} "
+                               "(expected 0 or 1): corrupt data or not a CD event file")
+    return make_events(raw[:, 0], data & 0x3FFF, (data >> 14) & 0x3FFF, p)
+
+
+def _dat_encode(events: np.ndarray) -> bytes:
+    if len(events) and (events["t"].max() >= 1 << 32 or events["t"].min() < 0):
+        raise ValueError("DAT stores 32-bit unsigned microsecond timestamps; got t outside "
+                         "[0, 2**32)")
+    _check_coordinates(events, 1 << 14, "DAT")
+    out = np.empty((len(events), 2), "<u4")
+    out[:, 0] = events["t"]
+    out[:, 1] = (events["x"].astype(np.uint32) | (events["y"].astype(np.uint32) << 14)
+                 | (events["p"].astype(np.uint32) << 28))
+    return out.tobytes()
+
+
+def _dat_header(sensor: SensorSize | None) -> bytes:
+    lines = ["% Data file containing Event2d events.", "% Version 2"]
+    if sensor is not None:
+        lines += [f"% Width {sensor.width}", f"% Height {sensor.height}"]
+    return ("\n".join(lines) + "\n").encode("ascii") + bytes([0x00, 0x08])
+
+
+# ---- EVT 2.0 ----------------------------------------------------------------------------
+
+def _evt2_decode(body: bytes, state: list[int], offset: int, path: str) -> np.ndarray:
+    w = _words(body, "<u4").astype(np.int64)
+    kind = w >> 28
+    bad = ~np.isin(kind, (0x0, 0x1, 0x8, 0xA, 0xE, 0xF))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise EventFormatError(path, offset + 4 * i, f"EVT 2.0 word 0x{int(w[i]):08x} has "
+                               f"unknown type 0x{int(kind[i]):x}: corrupt data")
+    high_at = np.where(kind == 0x8, np.arange(len(w)), -1)
+    np.maximum.accumulate(high_at, out=high_at)
+    highs = np.where(high_at >= 0, w[np.maximum(high_at, 0)] & 0x0FFFFFFF, state[0])
+    cd = (kind <= 1) & ((high_at >= 0) | (state[0] >= 0))
+    if len(w) and (kind == 0x8).any():
+        state[0] = int(w[np.flatnonzero(kind == 0x8)[-1]] & 0x0FFFFFFF)
+    wc = w[cd]
+    return make_events((highs[cd] << 6) | ((wc >> 22) & 0x3F), (wc >> 11) & 0x7FF,
+                       wc & 0x7FF, kind[cd])
+
+
+def _evt2_encode(events: np.ndarray) -> bytes:
+    t = events["t"].astype(np.int64)
+    if len(t) and (t.min() < 0 or t.max() >= 1 << 34):
+        raise ValueError("EVT 2.0 stores 34-bit microsecond timestamps; got t outside "
+                         "[0, 2**34)")
+    _check_coordinates(events, 1 << 11, "EVT 2.0")
+    high = t >> 6
+    new_high = np.ones(len(t), bool)
+    new_high[1:] = high[1:] != high[:-1]
+    table = np.stack([(0x8 << 28) | high,
+                      (events["p"].astype(np.int64) << 28) | ((t & 0x3F) << 22)
+                      | (events["x"].astype(np.int64) << 11) | events["y"]], axis=1)
+    keep = np.stack([new_high, np.ones(len(t), bool)], axis=1)
+    return table[keep].astype("<u4").tobytes()
+
+
+def _raw_header(version: str) -> Callable[[SensorSize | None], bytes]:
+    def header(sensor: SensorSize | None) -> bytes:
+        lines = [f"% evt {version}"]
+        if sensor is not None:
+            lines.append(f"% format EVT{version[0]};height={sensor.height};width={sensor.width}")
+        return ("\n".join([*lines, "% end"]) + "\n").encode("ascii")
+
+    return header
+
+
+# ---- EVT 3.0 ----------------------------------------------------------------------------
+
+def _evt3_decode(body: bytes, state: np.ndarray, offset: int, path: str) -> np.ndarray:
+    words = _words(body, "<u2")
+    events, bad = evt3.decode_words(words, state)
+    if bad >= 0:
+        raise EventFormatError(path, offset + 2 * bad, f"EVT 3.0 word 0x{int(words[bad]):04x} "
+                               f"has unknown type 0x{int(words[bad]) >> 12:x}: corrupt data")
+    return events
+
+
+def _evt3_encode(events: np.ndarray) -> bytes:
+    _check_coordinates(events, 1 << 11, "EVT 3.0")
+    if len(events) and events["t"].min() < 0:
+        raise ValueError("EVT 3.0 cannot store negative timestamps")
+    return evt3.encode(events).astype("<u2").tobytes()
+
+
+# ---- ATIS .bin (N-MNIST / N-Caltech101) ---------------------------------------------------
+
+OVERFLOW_Y = 240
+OVERFLOW_STEP = 1 << 13
+
+
+def _atis_decode(body: bytes, state: list[int], offset: int, path: str) -> np.ndarray:
+    b = _words(body, "u1").reshape(-1, 5).astype(np.int64)
+    overflow = b[:, 1] == OVERFLOW_Y
+    base = state[0] + OVERFLOW_STEP * np.cumsum(overflow)
+    state[0] = int(base[-1]) if len(base) else state[0]
+    t = ((b[:, 2] & 0x7F) << 16 | b[:, 3] << 8 | b[:, 4]) + base
+    keep = ~overflow
+    return make_events(t[keep], b[keep, 0], b[keep, 1], b[keep, 2] >> 7)
+
+
+def _atis_encode(events: np.ndarray) -> bytes:
+    _check_coordinates(events, 256, "ATIS .bin")
+    if len(events) and ((events["y"] == OVERFLOW_Y).any() or events["t"].min() < 0):
+        raise ValueError("ATIS .bin cannot store y == 240 (the overflow marker) or t < 0")
+    t = events["t"].astype(np.int64)
+    # overflow markers only where the 23-bit field runs out: low = t - markers_so_far * 2**13
+    loops = np.maximum(0, -(-(t - (1 << 23) + 1) // OVERFLOW_STEP))
+    markers = np.diff(loops, prepend=0)
+    if (markers < 0).any():
+        raise ValueError("ATIS .bin events must be sorted by time")
+    out = np.zeros((len(t) + int(markers.sum()), 5), np.uint8)
+    at = np.arange(len(t)) + np.cumsum(markers)
+    marker_rows = np.repeat(at - markers, markers) + _ramp(markers)
+    out[marker_rows, 1] = OVERFLOW_Y
+    low = t - loops * OVERFLOW_STEP
+    out[at, 0], out[at, 1] = events["x"], events["y"]
+    out[at, 2] = (events["p"].astype(np.int64) << 7) | (low >> 16)
+    out[at, 3], out[at, 4] = (low >> 8) & 0xFF, low & 0xFF
+    return out.tobytes()
+
+
+def _ramp(counts: np.ndarray) -> np.ndarray:
+    """0..c-1 for each count c, concatenated."""
+    starts = np.repeat(np.cumsum(counts) - counts, counts)
+    return np.arange(int(counts.sum())) - starts
+
+
+def _check_coordinates(events: np.ndarray, limit: int, fmt: str) -> None:
+    if len(events) and (events["x"].max() >= limit or events["y"].max() >= limit
+                        or min(events["x"].min(), events["y"].min()) < 0):
+        raise ValueError(f"{fmt} stores coordinates in [0, {limit}); got x in "
+                         f"[{events['x'].min()}, {events['x'].max()}], y in "
+                         f"[{events['y'].min()}, {events['y'].max()}]")
+    if len(events) and events["p"].max() > 1:
+        raise ValueError(f"{fmt}: polarity must be 0 or 1, got {int(events['p'].max())}")
+
+
+CODECS: dict[str, Codec] = {
+    "dat": Codec("dat", 8, lambda: None, _dat_decode, _dat_encode, _dat_header),
+    "evt2": Codec("evt2", 4, lambda: [-1], _evt2_decode, _evt2_encode, _raw_header("2.0")),
+    "evt3": Codec("evt3", 2, evt3.new_state, _evt3_decode, _evt3_encode, _raw_header("3.0")),
+    "atis": Codec("atis", 5, lambda: [0], _atis_decode, _atis_encode, lambda sensor: b""),
+}

@@ -1,0 +1,135 @@
+"""Read, stream and write event files: ``.dat``, EVT 2.0/3.0 ``.raw`` and ATIS ``.bin``.
+
+``stream_events`` reads a file in chunks of ``chunk_bytes`` (rounded down to whole words), so
+memory stays bounded by the chunk whatever the file size; ``read_events`` is one stream
+concatenated. Every chunk is validated like a whole file: time order across chunk boundaries,
+negative timestamps, and coordinates outside the sensor (taken from the header when it states
+one, or passed in) are errors unless an explicit repair option is given.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+from neuroedge.atomic import atomic_path
+from neuroedge.events.codecs import CODECS, Codec
+from neuroedge.events.core import (
+    EVENT_DTYPE,
+    EventFormatError,
+    SensorSize,
+    as_events,
+    check_events,
+    read_header,
+)
+
+FORMATS = tuple(CODECS)
+SUFFIXES = {".dat": "dat", ".bin": "atis"}
+
+
+def detect_format(path: str | os.PathLike[str]) -> str:
+    """``dat``, ``evt2``, ``evt3`` or ``atis`` from the header (``% evt 3.0``) or the suffix."""
+    path = Path(path)
+    if path.suffix in SUFFIXES:
+        return SUFFIXES[path.suffix]
+    fields, _ = read_header(path)
+    version = fields.get("evt", "")
+    fmt = fields.get("format", "").split(";")[0].upper()
+    if version.startswith("3") or fmt == "EVT3":
+        return "evt3"
+    if version.startswith("2") or fmt == "EVT2":
+        return "evt2"
+    raise ValueError(f"{path}: cannot tell the event format (suffix {path.suffix!r}, header "
+                     f"{fields}); pass fmt= one of {FORMATS}")
+
+
+def header_sensor(fields: dict[str, str]) -> SensorSize | None:
+    """Sensor size stated by a header (``% Width``/``% Height`` or ``% format ...;width=``)."""
+    values = {k.lower(): v for k, v in fields.items()}
+    for item in values.get("format", "").split(";")[1:]:
+        key, _, value = item.partition("=")
+        values[key.strip().lower()] = value
+    try:
+        return SensorSize(int(values["width"]), int(values["height"]))
+    except (KeyError, ValueError):
+        return None
+
+
+def _body_start(path: Path, codec: Codec) -> int:
+    if codec.name == "atis":
+        return 0
+    fields, start = read_header(path)
+    if codec.name == "dat" and fields.get("Version", "2") != "1":
+        head = path.read_bytes()[start:start + 2] if path.stat().st_size > start else b""
+        if len(head) < 2:
+            raise EventFormatError(path, start, "DAT file ends before its event type/size bytes")
+        if head[1] != 8:
+            raise EventFormatError(path, start + 1, f"DAT event size {head[1]} (expected 8): "
+                                   "not a CD event file or corrupt header")
+        start += 2
+    return start
+
+
+def stream_events(path: str | os.PathLike[str], fmt: str | None = None, *,
+                  chunk_bytes: int = 1 << 22, sensor: SensorSize | None = None,
+                  on_unsorted: str = "raise", on_invalid: str = "raise") -> Iterator[np.ndarray]:
+    """Yield the events of ``path`` chunk by chunk (bounded memory).
+
+    Raises ``EventFormatError`` (with the byte offset) for corrupt words and truncated files,
+    ``ValueError`` for invalid events unless ``on_invalid="drop"``; ``on_unsorted="sort"`` sorts
+    within a chunk only (a chunk earlier than its predecessor still raises).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such event file")
+    fmt = fmt or detect_format(path)
+    if fmt not in CODECS:
+        raise ValueError(f"event format {fmt!r} is not one of {FORMATS}")
+    codec = CODECS[fmt]
+    sensor = sensor or (header_sensor(read_header(path)[0]) if fmt != "atis" else None)
+    step = max(codec.word_bytes, chunk_bytes // codec.word_bytes * codec.word_bytes)
+    offset, state, last_t = _body_start(path, codec), codec.new_state(), -1
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        while offset < size:
+            body = fh.read(step)
+            usable = len(body) // codec.word_bytes * codec.word_bytes
+            if usable < len(body):
+                raise EventFormatError(path, offset + usable, f"truncated: {len(body) - usable} "
+                                       f"trailing bytes do not make a whole {codec.word_bytes}"
+                                       f"-byte {fmt} word")
+            events = check_events(codec.decode(body, state, offset, str(path)), sensor,
+                                  on_unsorted=on_unsorted, on_invalid=on_invalid).events
+            if len(events) and events["t"][0] < last_t:
+                raise ValueError(f"{path}: events out of time order at the chunk starting at "
+                                 f"byte offset {offset}: t={int(events['t'][0])} us after "
+                                 f"t={last_t} us")
+            last_t = int(events["t"][-1]) if len(events) else last_t
+            offset += len(body)
+            yield events
+
+
+def read_events(path: str | os.PathLike[str], fmt: str | None = None, *,
+                sensor: SensorSize | None = None, on_unsorted: str = "raise",
+                on_invalid: str = "raise") -> np.ndarray:
+    """All events of ``path`` as an ``EVENT_DTYPE`` array (see ``stream_events``)."""
+    chunks = list(stream_events(path, fmt, sensor=sensor, on_unsorted=on_unsorted,
+                                on_invalid=on_invalid))
+    return np.concatenate(chunks) if chunks else np.empty(0, EVENT_DTYPE)
+
+
+def write_events(path: str | os.PathLike[str], events: np.ndarray, fmt: str | None = None, *,
+                 sensor: SensorSize | None = None) -> Path:
+    """Write ``events`` (validated: sorted, t >= 0, on the sensor) atomically in ``fmt``."""
+    path = Path(path)
+    fmt = fmt or SUFFIXES.get(path.suffix)
+    if fmt not in CODECS:
+        raise ValueError(f"cannot tell the format of {path}; pass fmt= one of {FORMATS}")
+    events = check_events(as_events(events), sensor).events
+    codec = CODECS[fmt]
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(codec.header(sensor) + codec.encode(events))
+    return path

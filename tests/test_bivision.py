@@ -1,0 +1,163 @@
+"""event.bivision: E2S against its equations, the STATNF step, BiSNet state and export, SOP
+accounting of the two front ends, and mAP through pycocotools."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from neuroedge.events import make_events
+from neuroedge.models.bivision.detection import coco_map, decode, make_targets
+from neuroedge.models.bivision.e2s import E2SParams, e2s, event_histogram
+from neuroedge.models.bivision.functional import STATNFParams, STATNFState, statnf_step
+from neuroedge.models.bivision.module import BiSNet
+
+
+def e2s_reference(counts: np.ndarray, p: E2SParams) -> np.ndarray:
+    """The E2S equations written densely, step by step (module docstring of e2s)."""
+    steps, pols, height, width = counts.shape
+    v, spikes = np.zeros((pols, height, width)), np.zeros(counts.shape, np.uint8)
+    for t in range(steps):
+        active = (counts[t] > 0).astype(float)
+        prev = spikes[t - 1].astype(float) if t else np.zeros_like(active)
+        support = np.zeros_like(active)
+        for dy in (-1, 0, 1):
+            for dx in (-1, 0, 1):
+                if dy or dx:
+                    shifted = np.zeros_like(active)
+                    src = (active + prev)[:, max(dy, 0):height + min(dy, 0),
+                                          max(dx, 0):width + min(dx, 0)]
+                    shifted[:, max(-dy, 0):height + min(-dy, 0),
+                            max(-dx, 0):width + min(-dx, 0)] = src
+                    support += shifted
+        v = p.leak * v * (1 - prev) + counts[t] * (1 + p.support_weight * np.minimum(support, 1))
+        spikes[t] = v >= p.threshold
+    return spikes
+
+
+def random_events(n: int, width: int, height: int, span: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return make_events(np.sort(rng.integers(0, span, n)), rng.integers(0, width, n),
+                       rng.integers(0, height, n), rng.integers(0, 2, n))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_e2s_kernel_equals_its_equations(seed):
+    params = E2SParams(steps=4, step_us=1000)
+    events = random_events(600, 20, 16, 4000, seed)
+    counts = event_histogram(events, 20, 16, 4, 1000)
+    np.testing.assert_array_equal(e2s(events, 20, 16, params), e2s_reference(counts, params))
+
+
+def test_e2s_filters_isolated_events_and_passes_supported_ones():
+    params = E2SParams(steps=2, step_us=100)
+    lone = make_events(np.array([10]), np.array([5]), np.array([5]), np.array([1]))
+    pair = make_events(np.array([10, 11]), np.array([5, 6]), np.array([5, 5]), np.array([1, 1]))
+    repeat = make_events(np.array([10, 150]), np.array([5, 5]), np.array([5, 5]),
+                         np.array([1, 1]))
+    assert e2s(lone, 10, 10, params).sum() == 0
+    assert e2s(pair, 10, 10, params)[0, 1, 5, 5:7].tolist() == [1, 1]
+    assert e2s(repeat, 10, 10, params)[:, 1, 5, 5].tolist() == [0, 1]
+
+
+def test_e2s_rejects_unsorted_and_off_sensor_events_by_index():
+    events = make_events(np.array([5, 3]), np.array([1, 1]), np.array([1, 1]), np.array([0, 0]))
+    with pytest.raises(ValueError, match="event 1 .* earlier"):
+        e2s(events, 4, 4)
+    events = make_events(np.array([1, 3]), np.array([1, 9]), np.array([1, 1]), np.array([0, 0]))
+    with pytest.raises(ValueError, match="event 1 .* off the 4x4 sensor"):
+        e2s(events, 4, 4)
+
+
+def test_histogram_equals_tonic_toframe():
+    transforms = pytest.importorskip("tonic.transforms")
+    events = random_events(5000, 30, 20, 50_000, 3)
+    events["t"][0] = 0
+    frames = transforms.ToFrame(sensor_size=(30, 20, 2), time_window=10_000)(events)
+    ours = event_histogram(events, 30, 20, len(frames), 10_000)
+    np.testing.assert_array_equal(ours, frames)
+
+
+def test_statnf_neighbour_support_and_adaptive_threshold():
+    lateral = torch.ones(1, 1, 3, 3) * 0.6
+    p = STATNFParams(torch.zeros(1), torch.zeros(1), lateral)  # lam 0.5, a = ln 2
+    zeros = torch.zeros(1, 1, 3, 3)
+    prev = zeros.clone()
+    prev[0, 0, 0, 0] = 1.0  # a neighbour of the centre fired
+    support = torch.nn.functional.conv2d(prev, lateral * torch.tensor(
+        [[1.0, 1, 1], [1, 0, 1], [1, 1, 1]]), padding=1)
+    drive = torch.full((1, 1, 3, 3), 0.5)
+    s, state = statnf_step(drive, STATNFState(zeros, prev, zeros), p, support)
+    assert s[0, 0, 1, 1] == 1 and s[0, 0, 2, 2] == 0  # only the supported neurons fire
+    assert state.h[0, 0, 0, 0] == 1  # trace of the earlier spike
+    # the neuron that fired has threshold 1 + ln2 * 1: the same drive no longer suffices
+    s2, _ = statnf_step(torch.full((1, 1, 3, 3), 1.2), STATNFState(zeros, prev, prev * 1.0),
+                        p, torch.zeros(1, 1, 3, 3))
+    assert s2[0, 0, 0, 0] == 0 and s2[0, 0, 2, 2] == 1
+
+
+@pytest.mark.parametrize("neuron", ["statnf", "lif"])
+def test_bisnet_state_is_explicit_and_outputs_have_their_shapes(neuron):
+    torch.manual_seed(0)
+    net = BiSNet(neuron, 32).eval()
+    state = net.init_state(2)
+    assert len(state) == len(net.state_names())
+    x = (torch.rand(2, 2, 32, 32) < 0.3).float() * 3
+    with torch.no_grad():
+        first = net(x, *state)
+        again = net(x, *state)
+        second = net(x, *first[2:])
+    assert first[0].shape == (2, 2) and first[1].shape == (2, 5, 8, 8)
+    for a, b in zip(first, again):
+        assert torch.equal(a, b)  # no hidden state
+    assert not torch.equal(first[1], second[1])  # the state carries the past
+
+
+def test_e2s_front_end_costs_accumulates_and_histograms_cost_macs():
+    from neuroedge.bench.sops import OpCounter
+
+    torch.manual_seed(0)
+    counts = event_histogram(random_events(3000, 32, 32, 100_000, 5), 32, 32, 5, 20_000)
+    spikes = e2s(random_events(3000, 32, 32, 100_000, 5), 32, 32).astype(np.float32)
+    totals = {}
+    for name, x in (("hist", counts), ("e2s", spikes)):
+        net = BiSNet("lif", 32).eval()
+        with OpCounter(net) as counter, torch.no_grad():
+            net.forward_sequence(torch.from_numpy(x[:, None]))
+        totals[name] = counter.totals(1)
+    assert totals["e2s"].macs_per_sample < totals["hist"].macs_per_sample / 10
+    # dense first conv: 16x16 outputs x 8 channels x 2x3x3 taps x 5 steps, less the zero border
+    assert totals["hist"].macs_per_sample >= 0.95 * 16 * 16 * 8 * 18 * 5
+
+
+def test_map_is_one_for_exact_boxes_and_zero_for_misplaced_ones():
+    truth = [np.array([[4.0, 4, 10, 8]]), np.array([[16.0, 2, 12, 10], [1, 20, 8, 8]])]
+    exact = [np.hstack([t, np.full((len(t), 1), 0.9)]) for t in truth]
+    assert coco_map(truth, exact) == {"map50": 1.0, "map": 1.0}
+    moved = [np.hstack([t + [30, 0, 0, 0], np.full((len(t), 1), 0.9)]) for t in truth]
+    assert coco_map(truth, moved)["map50"] == 0.0
+
+
+def test_head_targets_decode_back_to_their_boxes():
+    truth = [np.array([[4.0, 4, 10, 8]]), np.array([[16.0, 2, 12, 10]])]
+    target = make_targets(truth, grid=8, stride=4)
+    logits = torch.where(target[:, :1] > 0, 8.0, -8.0)
+    offsets = torch.logit(target[:, 1:3].clamp(1e-4, 1 - 1e-4))
+    pred = torch.cat([logits, offsets, target[:, 3:5]], 1).numpy()
+    found = decode(pred, stride=4)
+    assert coco_map(truth, found)["map"] > 0.99
+
+
+def test_lif_backbone_exports_to_nir_and_statnf_is_refused_with_its_reason():
+    pytest.importorskip("nir")
+    from neuroedge.models.bivision.neuromorphic import NOT_MAPPED, backbone_to_nir
+    from neuroedge.models.bivision.spec import example
+
+    torch.manual_seed(0)
+    graph = backbone_to_nir(BiSNet("lif", 32).eval(), example(0))
+    kinds = [type(graph.nodes[n]).__name__ for n in ("conv1", "lif1", "conv2", "lif2", "conv3",
+                                                      "lif3")]
+    assert kinds == ["Conv2d", "LIF"] * 3 and ("lif3", "spikes3") in graph.edges
+    with pytest.raises(ValueError, match="no adaptive-threshold"):
+        backbone_to_nir(BiSNet("statnf", 32), example(0))
+    assert "E2S front end" in NOT_MAPPED

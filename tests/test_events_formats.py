@@ -1,0 +1,168 @@
+"""Event file readers against real recordings (shared test data), writers by round trip, and
+bad input (truncation, corruption, order, negative times, off-sensor coordinates)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from neuroedge.events import EVENT_DTYPE, EventFormatError, SensorSize, check_events, make_events
+from neuroedge.events.datasets import BOX_DTYPE, read_boxes, write_boxes
+from neuroedge.events.io import detect_format, read_events, stream_events, write_events
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "events"
+
+
+@pytest.fixture(scope="module")
+def data() -> Path:
+    if not (DATA / "README.md").is_file():
+        pytest.fail(f"shared event recordings missing at {DATA} (expected <repo>/../shared)")
+    return DATA
+
+
+# file, format, events, t min, t max, x max, y max (from the data README)
+REAL = [("evt2_sample.raw", "evt2", 539_481, 1_317_888, 1_367_888, 599, 475),
+        ("evt3_sample.raw", "evt3", 219_596, 11_718_656, 11_772_513, None, None),
+        ("ncars_sample.dat", "dat", 2_009, 0, 99_952, 77, 41),
+        ("nmnist_sample.bin", "atis", 4_325, 654, 311_175, 33, 33)]
+
+
+@pytest.mark.parametrize("name,fmt,count,t0,t1,xmax,ymax", REAL)
+def test_real_recording_decodes_to_published_counts(data, name, fmt, count, t0, t1, xmax, ymax):
+    events = read_events(data / name)
+    assert detect_format(data / name) == fmt
+    assert events.dtype == EVENT_DTYPE and len(events) == count
+    assert (events["t"][0], events["t"][-1]) == (t0, t1)
+    if xmax is not None:
+        assert (events["x"].max(), events["y"].max()) == (xmax, ymax)
+    assert set(np.unique(events["p"])) == {0, 1}
+
+
+def test_evt3_decode_equals_the_reference_decode(data):
+    expected = np.load(data / "evt3_sample.expected.npy")
+    events = read_events(data / "evt3_sample.raw")
+    for field in "txyp":
+        np.testing.assert_array_equal(events[field], expected[field])
+
+
+@pytest.mark.parametrize("name", [r[0] for r in REAL])
+def test_streaming_in_small_chunks_equals_one_read(data, name):
+    whole = read_events(data / name)
+    chunks = list(stream_events(data / name, chunk_bytes=4099))
+    assert len(chunks) > 3
+    assert max(len(c) for c in chunks) <= 4099 * 6  # bounded by the chunk (EVT3 vectors: 6/byte)
+    np.testing.assert_array_equal(np.concatenate(chunks), whole)
+
+
+@pytest.mark.parametrize("name", [r[0] for r in REAL])
+def test_written_file_reads_back_identically(data, tmp_path, name):
+    events = read_events(data / name)
+    fmt = detect_format(data / name)
+    out = write_events(tmp_path / f"copy{Path(name).suffix}", events, fmt)
+    np.testing.assert_array_equal(read_events(out, fmt), events)
+
+
+def _synthetic_with_gaps() -> np.ndarray:
+    t = np.array([0, 3, 3, 4095, 4096, 9000, 70_000, 9_000_000, 9_000_001, 40_000_000])
+    return make_events(t, t % 300, (t // 7) % 200, t % 2)
+
+
+@pytest.mark.parametrize("fmt,suffix", [("evt2", ".raw"), ("evt3", ".raw"), ("dat", ".dat"),
+                                        ("atis", ".bin")])
+def test_round_trip_survives_counter_wraps_and_long_gaps(tmp_path, fmt, suffix):
+    events = _synthetic_with_gaps()
+    out = write_events(tmp_path / f"gaps{suffix}", events, fmt, sensor=SensorSize(300, 200))
+    np.testing.assert_array_equal(read_events(out, fmt), events)
+
+
+@pytest.mark.parametrize("fmt", ["evt2", "evt3", "dat"])
+def test_expelliarmus_reads_our_files_the_same(tmp_path, fmt):
+    wizard = pytest.importorskip("expelliarmus").Wizard
+    events = _synthetic_with_gaps()
+    out = write_events(tmp_path / ("x.raw" if fmt != "dat" else "x.dat"), events, fmt)
+    theirs = wizard(encoding=fmt, fpath=str(out)).read()
+    for field in "txyp":
+        np.testing.assert_array_equal(theirs[field], events[field])
+
+
+def test_truncated_file_error_names_the_byte_offset(data, tmp_path):
+    path = tmp_path / "cut.raw"
+    raw = (data / "evt2_sample.raw").read_bytes()
+    path.write_bytes(raw[:-3])
+    with pytest.raises(EventFormatError, match=r"byte offset \d+: truncated") as err:
+        read_events(path)
+    assert err.value.offset == len(raw) - 4
+
+
+def test_corrupt_evt2_word_error_names_its_byte_offset(data, tmp_path):
+    raw = bytearray((data / "evt2_sample.raw").read_bytes())
+    offset = 164 + 4 * 1000  # header is 164 bytes; corrupt word 1000
+    raw[offset + 3] = 0x50  # type nibble 0x5 does not exist in EVT 2.0
+    (tmp_path / "bad.raw").write_bytes(bytes(raw))
+    with pytest.raises(EventFormatError) as err:
+        read_events(tmp_path / "bad.raw")
+    assert err.value.offset == offset and "unknown type 0x5" in str(err.value)
+
+
+def test_corrupt_evt3_and_dat_words_are_reported(data, tmp_path):
+    raw = bytearray((data / "evt3_sample.raw").read_bytes())
+    raw[166 + 2 * 50 + 1] = 0x10  # type 0x1 is undefined in EVT 3.0
+    (tmp_path / "bad.raw").write_bytes(bytes(raw))
+    with pytest.raises(EventFormatError, match="byte offset 266"):
+        read_events(tmp_path / "bad.raw")
+    dat = bytearray((data / "ncars_sample.dat").read_bytes())
+    dat[93 + 8 * 5 + 7] = 0x70  # polarity nibble 7
+    (tmp_path / "bad.dat").write_bytes(bytes(dat))
+    with pytest.raises(EventFormatError, match=r"byte offset 133: DAT event with polarity 7"):
+        read_events(tmp_path / "bad.dat")
+
+
+def test_out_of_order_events_are_rejected_unless_sorting_is_asked():
+    events = make_events(np.array([5, 3, 9]), np.zeros(3), np.zeros(3), np.ones(3))
+    with pytest.raises(ValueError, match="out of time order at index 1"):
+        check_events(events)
+    fixed = check_events(events, on_unsorted="sort")
+    assert fixed.sorted_by_repair and list(fixed.events["t"]) == [3, 5, 9]
+
+
+def test_negative_times_and_off_sensor_events_are_rejected_or_dropped_explicitly():
+    events = make_events(np.array([-1, 2, 4]), np.array([0, 40, 1]), np.array([0, 1, 1]),
+                         np.array([0, 1, 1]))
+    with pytest.raises(ValueError, match="event 0"):
+        check_events(events, SensorSize(32, 32))
+    kept = check_events(events, SensorSize(32, 32), on_invalid="drop")
+    assert kept.dropped == 2 and list(kept.events["t"]) == [4]
+
+
+def test_writer_refuses_events_off_the_stated_sensor(tmp_path):
+    events = make_events(np.array([1, 2]), np.array([3, 64]), np.array([1, 1]), np.array([0, 1]))
+    with pytest.raises(ValueError, match="off the sensor"):
+        write_events(tmp_path / "x.dat", events, sensor=SensorSize(64, 64))
+
+
+def test_reader_checks_events_against_the_header_sensor(tmp_path):
+    events = make_events(np.array([1, 2]), np.array([3, 50]), np.array([1, 1]), np.array([0, 1]))
+    path = write_events(tmp_path / "x.dat", events, sensor=SensorSize(64, 64))
+    with pytest.raises(ValueError, match="off the sensor"):
+        read_events(path, sensor=SensorSize(40, 40))
+    np.testing.assert_array_equal(read_events(path), events)
+
+
+def test_gen1_boxes_round_trip_and_accept_the_t_field_name(tmp_path):
+    boxes = np.zeros(2, BOX_DTYPE)
+    boxes[:] = [(100, 1.5, 2, 10, 5, 0, 1.0, 0), (200, 3, 4, 6, 7, 1, 0.5, 1)]
+    np.testing.assert_array_equal(read_boxes(write_boxes(tmp_path / "a_bbox.npy", boxes)), boxes)
+    renamed = boxes.astype([("t" if n == "ts" else n, boxes.dtype[n]) for n in BOX_DTYPE.names])
+    np.save(tmp_path / "b_bbox.npy", renamed)
+    np.testing.assert_array_equal(read_boxes(tmp_path / "b_bbox.npy"), boxes)
+    np.save(tmp_path / "c_bbox.npy", np.zeros(3, [("ts", "<u8"), ("x", "<f4")]))
+    with pytest.raises(EventFormatError, match=r"lacks fields \['y', 'w', 'h', 'class_id'\]"):
+        read_boxes(tmp_path / "c_bbox.npy")
+
+
+def test_unknown_format_is_refused_with_the_valid_ones(tmp_path, data):
+    shutil.copy(data / "evt2_sample.raw", tmp_path / "x.raw")
+    with pytest.raises(ValueError, match="one of"):
+        read_events(tmp_path / "x.raw", fmt="aedat9")

@@ -1,0 +1,83 @@
+"""vla.specprune's Meta-World benchmark: observations, expert, success detection, a rollout."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+# find_spec, not importorskip: importing metaworld loads mujoco, which fixes its GL platform at
+# import time; sim.py must set MUJOCO_GL=egl first.
+if importlib.util.find_spec("metaworld") is None or importlib.util.find_spec("torch") is None:
+    pytest.skip("metaworld==3.1.1 and torch are needed", allow_module_level=True)
+
+from neuroedge.models.specprune.data import CHUNK, tokenize
+from neuroedge.models.specprune.sim import (
+    ACTION_DIM,
+    TASKS,
+    ManipulationEnv,
+    check_observation,
+    task,
+)
+
+
+def test_observation_has_two_views_proprio_and_instruction():
+    with ManipulationEnv("drawer") as env:
+        obs = env.reset(seed=3)
+        check_observation(obs)
+        assert obs["instruction"] == TASKS["drawer"].instruction
+        assert obs["primary"].std() > 5 and obs["wrist"].std() > 5  # rendered, not blank
+        assert not np.array_equal(obs["primary"], obs["wrist"])
+        assert tokenize(obs["instruction"]).shape == (8,)
+
+
+def test_layout_depends_on_the_seed_and_repeats_with_it():
+    with ManipulationEnv("button", render=False) as env:
+        env.reset(seed=1, with_images=False)
+        a = env.env._last_rand_vec.copy()
+        env.reset(seed=2, with_images=False)
+        b = env.env._last_rand_vec.copy()
+        env.reset(seed=1, with_images=False)
+        assert np.allclose(a, env.env._last_rand_vec) and not np.allclose(a, b)
+
+
+def test_scripted_expert_succeeds_and_random_arm_does_not():
+    with ManipulationEnv("drawer", render=False) as env:
+        env.reset(seed=5, with_images=False)
+        success = False
+        while not success and not env.done_by_time:
+            _, success = env.step(env.expert_action(), with_images=False)
+        assert success and env.steps < 120
+        env.reset(seed=5, with_images=False)
+        rng = np.random.default_rng(0)
+        idle = [env.step(rng.uniform(-0.05, 0.05, ACTION_DIM), with_images=False)[1]
+                for _ in range(20)]
+        assert not any(idle)
+
+
+def test_short_closed_loop_rollout_with_specprune_policy():
+    import torch
+    from neuroedge.models.specprune.functional import PruneConfig
+    from neuroedge.models.specprune.policy import PrunedPolicy, torch_engine
+    from neuroedge.models.specprune.train import DEFAULTS, make_policy
+
+    torch.manual_seed(0)
+    policy = PrunedPolicy(torch_engine(make_policy(DEFAULTS).eval(), "specprune", PruneConfig()),
+                          "specprune", PruneConfig())
+    with ManipulationEnv("button") as env:
+        obs = env.reset(seed=7)
+        start = obs["proprio"].copy()
+        for _ in range(2 * CHUNK):
+            obs, _ = env.step(policy.select_action(obs))
+    assert len(policy.kept) == 2 and policy.kept[0] == PruneConfig().budget_coarse
+    assert not np.allclose(start, obs["proprio"])  # the arm moved under the policy
+
+
+def test_unknown_task_and_bad_action_are_refused():
+    with pytest.raises(ValueError, match="unknown task 'stack'; valid tasks: button, drawer"):
+        task("stack")
+    with ManipulationEnv("reach", render=False) as env:
+        env.reset(seed=0, with_images=False)
+        with pytest.raises(ValueError, match="action must be 4 finite numbers"):
+            env.step(np.array([0, np.nan, 0, 0]))
