@@ -11,12 +11,12 @@ $(STAMP): setup.cfg setup.py pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade "pip>=24" "setuptools>=64" wheel
 	$(BIN)/python -m pip install -q -e ".[dev]"
-	# norse and nirtorch declare torchvision, which would replace the CPU torch with a
-	# multi-GB CUDA build; their cores run without it.
+	@# norse and nirtorch declare torchvision, which would replace the CPU torch with a
+	@# multi-GB CUDA build; their cores run without it.
 	$(BIN)/python -m pip install -q --no-deps norse==1.1.0 nirtorch==2.6
-	# tonic (ToFrame baseline) would pull librosa; its readers need only these.
+	@# tonic (ToFrame baseline) would pull librosa; its readers need only these.
 	$(BIN)/python -m pip install -q --no-deps tonic==1.7.0 expelliarmus==1.1.12 importRosbag==1.0.4
-	# lava-nc 0.10.0 declares Python <3.11: build a patched wheel (idempotent, checked).
+	@# lava-nc 0.10.0 declares Python <3.11: build a patched wheel (idempotent, checked).
 	$(BIN)/python -m neuroedge.backends.lava_install
 	@touch $(STAMP)
 

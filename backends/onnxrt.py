@@ -84,7 +84,8 @@ class OnnxRuntimeBackend(MeasuredBackend):
         meta = {"device": "cuda" if active[0] in ACCELERATED else "cpu", "providers": active,
                 "fallbacks": fallbacks, "opset": model.opset_import[0].version,
                 "form": form, "inputs": graph_inputs,
-                "steps": session.get_inputs()[0].shape[0] if form == "sequence" else None, "outputs": output_names, "state_names": state_names,
+                "steps": session.get_inputs()[0].shape[0] if form == "sequence" else None,
+                "outputs": output_names, "state_names": state_names,
                 "state_init": _load_state_init(Path(path), session, state_names)}
         return Artifact(self.name, "onnx", spec, path=str(path), meta=meta, handle=session)
 

@@ -85,6 +85,16 @@ def write_markdown(doc: dict[str, Any], path: Path, columns: Sequence[str],
     write_text(path, "\n".join(lines) + "\n")
 
 
+def pyplot() -> Any:
+    """matplotlib.pyplot on the file-only Agg backend (no display needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def save_figure(fig: Any, path: Path) -> Path:
     """Save a matplotlib figure atomically as PNG."""
     with atomic_path(path) as tmp:
@@ -92,13 +102,16 @@ def save_figure(fig: Any, path: Path) -> Path:
     return path
 
 
+def finish_figure(fig: Any, path: Path) -> Path:
+    """Save ``fig`` atomically as PNG and free it."""
+    save_figure(fig, path)
+    pyplot().close(fig)
+    return path
+
+
 def latency_plot(doc: dict[str, Any], path: Path) -> Path | None:
     """Bar chart of p50 latency (with p90/p99 whiskers) for every row that has it."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     rows = [r for r in doc["rows"] if "latency_p50_ms" in r["metrics"]]
     if not rows:
         return None

@@ -176,7 +176,7 @@ class OpCounter:
         """Counts divided by ``samples`` (the batch size times sequences counted)."""
         if samples < 1:
             raise ValueError(f"samples must be >= 1, got {samples}")
-        for (name, shape), mask in self._spike_sums.items():
+        for (name, _shape), mask in self._spike_sums.items():
             self.per_layer[name].sops += _connected_pairs(self._modules[name], mask[None])
         self._spike_sums.clear()
         return OpCounts(samples, dict(self.per_layer), self.order[0] if self.order else None,

@@ -5,7 +5,8 @@ Everything here runs without TensorRT or a GPU (onnx and onnxruntime only), so C
 * **Support.** ``tensorrt_issues`` lists what the ONNX-TensorRT parser documents as
   unsupported (onnx-tensorrt ``docs/operators.md`` for TensorRT 10.15, opsets 9..24; TensorRT
   11.x accepts up to opset 25): operator types, non-default domains, opsets out of range,
-  Q/DQ with a nonzero zero point, dequantization of int32 (ONNX Runtime's bias quantization). Each issue names the node.
+  Q/DQ with a nonzero zero point, dequantization of int32 (ONNX Runtime's bias quantization). Each
+  issue names the node.
 * **Optimisation profile.** Every symbolic axis (``batch`` from our exporter) gets
   ``min <= opt <= max``: ``opt`` is the size in the example feeds (the shape that is measured),
   ``min`` 1 and ``max`` from ``ranges`` (``batch`` defaults to 32). A symbol without a range is
@@ -23,7 +24,8 @@ Everything here runs without TensorRT or a GPU (onnx and onnxruntime only), so C
   ``int8``: explicit Q/DQ from ONNX Runtime's static quantizer with what TensorRT requires:
   symmetric int8 (zero point 0), per-channel weights, Q/DQ only around weighted ops (Conv, Gemm,
   MatMul), min-max calibration on the model's own example inputs (16 seeds by default; a
-  spiking layer's input is 0/1, which symmetric int8 with scale 1/127 represents exactly). The same graphs run in ONNX
+  spiking layer's input is 0/1, which symmetric int8 with scale 1/127 represents exactly). The same
+  graphs run in ONNX
   Runtime on the CPU, which is how the tests check their numerics without a GPU.
 """
 

@@ -19,7 +19,7 @@ class UnknownNameError(NeuroedgeError, KeyError):
 
 
 class ExportRefused(NeuroedgeError):
-    """An export that would produce a wrong artifact (e.g. hidden state) is refused with a reason."""
+    """An export that would give a wrong artifact (e.g. hidden state), refused with a reason."""
 
 
 class ArtifactError(NeuroedgeError):

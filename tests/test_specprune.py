@@ -7,8 +7,7 @@ import json
 
 import numpy as np
 import pytest
-
-torch = pytest.importorskip("torch")
+import torch
 
 from neuroedge.errors import ArtifactError
 from neuroedge.models.specprune import functional as fn

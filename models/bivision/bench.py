@@ -144,10 +144,9 @@ def variant_row(variant: str, rate: float, folders: Mapping[tuple, Path],
 
 def noise_sweep_plot(doc: dict[str, Any], path: Path) -> Path | None:
     """Accuracy, mAP50 and SOPs against the noise rate, one line per variant."""
-    import matplotlib
+    from neuroedge.bench.report import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from neuroedge.bench.report import save_figure
 
     series: dict[str, list[tuple[float, dict]]] = {}

@@ -14,7 +14,8 @@ the 1x1 conv (same result, a quarter of the synaptic operations). Pre-activation
 and then pass a neuron, so every synaptic layer after the first receives binary spikes.
 Heads read the neck out with leaky integrators (non-spiking, state explicit): classification
 from the flattened Q3 spike map (a linear layer on spikes, so SOPs; a spatial mean trained to
-chance only in our runs: it discards where the wheels are relative to the body), detection from Q2 (stride 4) with a 3x3
+chance only in our runs: it discards where the wheels are relative to the body), detection from Q2
+(stride 4) with a 3x3
 conv giving, per cell, an objectness logit and a box (cell offsets and log size, see
 ``neuroedge.models.bivision.detection``). N is the STATNF neuron or, for the baseline, LIF.
 """

@@ -102,10 +102,9 @@ def _with_latency(rows: list[Report], model: Any, data: CausalSeries) -> list[Re
 
 def graph_plot(doc: dict[str, Any], path: Path) -> Path:
     """Estimated mean J_g beside the true B (when known), as heat maps."""
-    import matplotlib
+    from neuroedge.bench.report import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from neuroedge.bench.report import save_figure
 
     mats = [("estimated J_g (mean)", np.array(doc["graph"]))]

@@ -11,7 +11,8 @@ CaDRe (variant P of the paper):
 
 Decision: the decoder is residual in s, x = s + m'(z, s), so J_m = I + dm'/ds is well
 conditioned at initialisation and J_g = I - D_m J_m^-1 starts near 0 (a random MLP's J_m is
-often near-singular and J_g then explodes). Decision: both priors are affine (conditional Gaussian) flows instead of the official
+often near-singular and J_g then explodes). Decision: both priors are affine (conditional Gaussian)
+flows instead of the official
 per-component MLP residuals r_i with log|dr_i/dz_t,i| from jacfwd: the affine form is a flow
 with an exact, never-singular log-determinant and keeps the 60-second CI budget; the domain
 c enters through a learned embedding so the innovation scales can vary across domains.

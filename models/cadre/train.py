@@ -11,7 +11,8 @@ reverse pass per output. Decision: the acyclicity penalty is applied to the batc
 1e-4/5e-5 (calibrated on the CESM2 scale) to 1e-2/1e-1 so that a 60-second budget moves the
 graph at all. Decision: the KL weights are 0.1 (not the note's 1e-2 and 4e-3): at the small
 weights the s-encoder copies x into s (J_g collapses to 0) and the latent MCC fell below the
-beta-VAE's (0.39 vs 0.44, 300 steps); at 0.1 it rose above (0.56 vs 0.42). Same optimiser, steps, batch, hidden width and KL weight for the baseline.
+beta-VAE's (0.39 vs 0.44, 300 steps); at 0.1 it rose above (0.56 vs 0.42). Same optimiser, steps,
+batch, hidden width and KL weight for the baseline.
 """
 
 from __future__ import annotations

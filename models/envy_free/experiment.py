@@ -91,10 +91,9 @@ def rows_from(sweeps: Mapping[str, Any]) -> list[Report]:
 
 def sweep_plot(doc: dict[str, Any], path: Path) -> Path:
     """Log-log plot of tau_90 against m and against Delta, with fitted slopes."""
-    import matplotlib
+    from neuroedge.bench.report import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from neuroedge.bench.report import save_figure
 
     s = doc["sweeps"]

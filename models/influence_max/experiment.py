@@ -77,10 +77,9 @@ def rows_from(results: Mapping[str, Any]) -> list[Report]:
 
 def regret_plot(doc: dict[str, Any], path: Path) -> Path:
     """Cumulative regret against rounds, log-log, one panel per graph."""
-    import matplotlib
+    from neuroedge.bench.report import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from neuroedge.bench.report import save_figure
 
     results = doc["results"]

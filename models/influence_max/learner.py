@@ -19,7 +19,8 @@ Design decisions the paper (abstract only, here) leaves open, with reasons: the 
 above (GLM-UCB's sqrt(log t) rate) with rho = 0.1: the theory's rho ~ 1 makes every unseen
 edge look like p ~ 0.7, which on karate (weighted cascade, p = 1/indeg) cost 0.27x random's regret
 at T = 1500, against 0.09x at rho = 0.3 and 0.011x at rho = 0.1 (T = 600, one seed; the bench
-reports rho with its numbers, and ``config rho=...`` changes it); a ridge of 1e-3 in the MLE and theta in
+reports rho with its numbers, and ``config rho=...`` changes it); a ridge of 1e-3 in the MLE and
+theta in
 [1e-4, 5] (p up to 0.993) keep Newton well posed for nodes seen a few times; baselines are
 epsilon-greedy (epsilon = 0.1) on the same MLE, and uniformly random seed sets.
 """

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from neuroedge.bench.report import finish_figure, pyplot
 from neuroedge.types import Efficiency, HostProgram, IOSpec, Measurement, ModelSpec, Paper, Report
 
 DEFAULTS = {"horizon": 5.0, "layers": 64, "beta": 1.0}
@@ -113,28 +114,9 @@ def _deviation_rows(devs: list[Any]) -> list[Report]:
         "tstar_ratio": Measurement(d.ratio, "ratio", "measured")}) for d in devs]
 
 
-def _pyplot() -> Any:
-    """matplotlib.pyplot on the file-only Agg backend."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _finish(plt: Any, fig: Any, path: Path) -> Path:
-    """Save ``fig`` atomically as PNG and free it."""
-    from neuroedge.bench.report import save_figure
-
-    path = save_figure(fig, path)
-    plt.close(fig)
-    return path
-
-
 def phase_diagram_plot(doc: dict[str, Any], path: Path) -> Path:
     """W2 against c = eta/sqrt(L) for each depth (collapse = curves on top of each other)."""
-    plt = _pyplot()
+    plt = pyplot()
     pd = doc["phase_diagram"]
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(9, 3.5))
     for depth, w2 in zip(pd["depths"], pd["w2"]):
@@ -149,12 +131,12 @@ def phase_diagram_plot(doc: dict[str, Any], path: Path) -> Path:
     ax2.set_ylabel("depth L")
     fig.colorbar(im, ax=ax2, label="log10 W2")
     fig.suptitle("LoRA norm phase transition collapses on eta/sqrt(L)")
-    return _finish(plt, fig, path)
+    return finish_figure(fig, path)
 
 
 def deviation_plot(doc: dict[str, Any], path: Path) -> Path:
     """Overlap with the adapted cluster direction over depth-time, with the predicted T*."""
-    plt = _pyplot()
+    plt = pyplot()
     dev = doc["deviation"]
     fig, ax = plt.subplots(figsize=(5, 3.5))
     ax.plot(dev["times"], dev["overlap"], label="mean |<x_i, u~_1>|")
@@ -162,7 +144,7 @@ def deviation_plot(doc: dict[str, Any], path: Path) -> Path:
     ax.set_xlabel("time (depth)")
     ax.set_ylabel("overlap with the LoRA cluster")
     ax.legend()
-    return _finish(plt, fig, path)
+    return finish_figure(fig, path)
 
 
 SPEC = ModelSpec(

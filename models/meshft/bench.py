@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from neuroedge.bench.report import finish_figure, pyplot
 from neuroedge.models.meshft import functional as F
 from neuroedge.models.meshft import train as T
 from neuroedge.models.meshft.mesh import Mesh, periodic_delaunay, periodic_grid
@@ -161,28 +162,9 @@ def _delaunay_twin(model: MeshFT) -> MeshFT:
     return twin
 
 
-def _pyplot() -> Any:
-    """matplotlib.pyplot on the file-only Agg backend."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _finish(plt: Any, fig: Any, path: Path) -> Path:
-    """Save ``fig`` atomically as PNG and free it."""
-    from neuroedge.bench.report import save_figure
-
-    path = save_figure(fig, path)
-    plt.close(fig)
-    return path
-
-
 def energy_drift_plot(doc: dict[str, Any], path: Path) -> Path:
     """Theory energy E_t / E_0 along the rollout for every model."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.5))
     for name, trace in doc["energy_traces"].items():
         ax.plot(np.arange(len(trace)) * doc["dt"], np.abs(np.array(trace) - 1) + 1e-16,
@@ -192,12 +174,12 @@ def energy_drift_plot(doc: dict[str, Any], path: Path) -> Path:
     ax.set_ylabel("|E_t / E_0 - 1| (theory energy)")
     ax.set_title("rollout energy drift")
     ax.legend()
-    return _finish(plt, fig, path)
+    return finish_figure(fig, path)
 
 
 def dispersion_plot(doc: dict[str, Any], path: Path) -> Path:
     """Relative frequency error against |k| for each model."""
-    plt = _pyplot()
+    plt = pyplot()
     kabs = 2 * np.pi * np.linalg.norm(np.array(doc["dispersion"]["ks"], dtype=float), axis=1)
     fig, ax = plt.subplots(figsize=(6, 3.5))
     for name, errs in doc["dispersion"]["errors"].items():
@@ -206,4 +188,4 @@ def dispersion_plot(doc: dict[str, Any], path: Path) -> Path:
     ax.set_ylabel("|omega_hat - c|k|| / c|k|")
     ax.set_title("dispersion error")
     ax.legend()
-    return _finish(plt, fig, path)
+    return finish_figure(fig, path)

@@ -146,10 +146,9 @@ def rows_from(res: Mapping[str, Any]) -> list[Report]:
 
 def risk_plot(doc: dict[str, Any], path: Path) -> Path:
     """Risk R(xi) against xi at an under- and an over-regularised lambda, xi* and xi_hat marked."""
-    import matplotlib
+    from neuroedge.bench.report import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from neuroedge.bench.report import save_figure
 
     x, y, beta = isotropic_problem(doc["config"]["oneshot_n"], doc["config"]["seed"] + 100)

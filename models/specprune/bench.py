@@ -153,10 +153,9 @@ def latency_side_by_side(policies: Mapping[str, PrunedPolicy], sequences: list[l
 
 def speedup_plot(doc: dict[str, Any], path: Path) -> Path:
     """Success rate against end-to-end speedup, one point per method."""
-    import matplotlib
+    from neuroedge.bench.report import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from neuroedge.bench.report import save_figure
 
     fig, ax = plt.subplots(figsize=(4.5, 3.5))

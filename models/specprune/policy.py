@@ -84,7 +84,8 @@ class PrunedPolicy:
         return np.clip(actions[0], -1.0, 1.0).astype(np.float32)
 
     def inputs(self, obs: Mapping[str, Any], prior: np.ndarray) -> dict[str, np.ndarray]:
-        return {"primary": np.asarray(obs["primary"])[None], "wrist": np.asarray(obs["wrist"])[None],
+        return {"primary": np.asarray(obs["primary"])[None],
+                "wrist": np.asarray(obs["wrist"])[None],
                 "proprio": np.asarray(obs["proprio"], dtype=np.float32)[None],
                 "text": tokenize(obs["instruction"])[None], "prior": prior[None]}
 

@@ -4,7 +4,8 @@ For each sequence length L the recurrent (token loop), parallel (masked) and chu
 (prefix-scan) forms of the same token-level layer are timed interleaved in one run
 (``measure_side_by_side``), so machine load hits them alike and their ratio means something.
 Rows ``recurrent@L=...``, ``parallel@L=...``, ``chunked@L=...`` carry ``throughput_per_s``
-(tokens/s at the p50 latency: medians resist a shared machine's bursts), the speedup over the recurrent form, achieved GFLOP/s (FLOPs counted from the
+(tokens/s at the p50 latency: medians resist a shared machine's bursts), the speedup over the
+recurrent form, achieved GFLOP/s (FLOPs counted from the
 shapes, divided by the measured p50) and its fraction of this machine's fp32 matmul GFLOP/s
 measured in the same run and thread count (the roofline). With ``onnxrt`` among the backends,
 the streaming step and the dynamic-length parallel export are timed against the host too.
@@ -207,10 +208,9 @@ def ratio_lines(rows: Sequence[Report], roofline: float) -> list[str]:
 
 def scaling_plot(doc: dict[str, Any], path: Path) -> Path:
     """Tokens/s and achieved GFLOP/s against L for each host form, with the roofline."""
-    import matplotlib
+    from neuroedge.bench.report import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from neuroedge.bench.report import save_figure
 
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.8))

@@ -142,10 +142,9 @@ def ladder_markdown(result: Mapping[str, Any]) -> str:
 
 
 def write_ladder(result: Mapping[str, Any], out: Path) -> None:
-    import matplotlib
+    from neuroedge.bench.report import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from neuroedge.atomic import write_text
     from neuroedge.bench.report import save_figure
 

@@ -170,10 +170,9 @@ def summary_sections(claim: Mapping[str, Any], target: float, extra: Mapping[str
 
 def pareto_plot(doc: dict[str, Any], path: Path) -> Path | None:
     """Accuracy vs spike-driven SOPs per sample, host rows, with the non-dominated front."""
-    import matplotlib
+    from neuroedge.bench.report import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from neuroedge.bench.report import save_figure
 
     rows = [r for r in doc["rows"] if r["backend"] == "host" and "accuracy" in r["metrics"]]

@@ -53,7 +53,7 @@ def to_nir(folded: FoldedResNet) -> NIRProgram:
         "stem": _conv_node(folded.stem, arch.image), "stem_lif": _lif_node(shapes[0])}
     edges = [("input", "stem"), ("stem", "stem_lif")]
     prev, size = "stem_lif", arch.image
-    for i, (block, (_, _, stride)) in enumerate(zip(folded.blocks, arch.block_plan())):
+    for i, block in enumerate(folded.blocks):
         names = [f"b{i}_{part}" for part in ("conv1", "lif1", "conv2", "lif2", "shortcut")]
         out_size = shapes[2 * i + 1][1]
         nodes[names[0]] = _conv_node(block.conv1, size)

@@ -11,7 +11,8 @@ Variants (what the energy gradient reaches; the task loss always trains every pa
 
 The budget is enforced by dual ascent on one multiplier,
 ``L = CE + lambda (E / E' - 1)``, ``lambda <- lambda + eta clip(log(E / E'), -3, 3)`` once per
-batch (either sign), ``E' = aim E_target`` (aim 0.9 keeps it inside), ``E`` the measured batch energy (see
+batch (either sign), ``E' = aim E_target`` (aim 0.9 keeps it inside), ``E`` the measured batch
+energy (see
 ``functional.energy_estimate``).
 """
 

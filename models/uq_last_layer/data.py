@@ -4,7 +4,8 @@ All inputs are standardised with training statistics; regression targets are sta
 Column scales are floored at a tenth of the median column scale: a near-constant column (a
 digits corner pixel that is 0 in almost every training image) would otherwise map a rare test
 value to hundreds of standard deviations, and the full-network Jacobian (which scales with the
-input) would turn that one pixel into the whole predictive variance. The OOD set is 3 N(0, I) in that standardised space, the same
+input) would turn that one pixel into the whole predictive variance. The OOD set is 3 N(0, I) in
+that standardised space, the same
 construction for every dataset so AUROCs are comparable across them.
 """
 

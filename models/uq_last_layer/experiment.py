@@ -129,10 +129,9 @@ def rmt_rows(cfg: Mapping[str, Any]) -> list[Report]:
 
 def summary_plot(doc: dict[str, Any], path: Path) -> Path:
     """OOD AUROC, test NLL and GLM fit time, last layer vs full, per dataset."""
-    import matplotlib
+    from neuroedge.bench.report import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from neuroedge.bench.report import save_figure
 
     by = {r["variant"]: r["metrics"] for r in doc["rows"]}
