@@ -120,7 +120,8 @@ def latency_plot(doc: dict[str, Any], path: Path) -> Path | None:
     p99 = [r["metrics"].get("latency_p99_ms", {"value": v})["value"] for r, v in zip(rows, p50)]
     fig, ax = plt.subplots(figsize=(max(4, 1.3 * len(rows)), 3.5))
     ax.bar(labels, p50, yerr=[[0] * len(p50), [b - a for a, b in zip(p50, p99)]], capsize=4)
-    ax.set_ylabel("latency per call (ms): p50, whisker to p99")
+    ax.set_yscale("log")  # p99 outliers on a shared machine would flatten a linear axis
+    ax.set_ylabel("latency per call (ms, log): p50, whisker to p99")
     ax.set_title(f"{doc['model']}: latency by backend")
     path = save_figure(fig, path)
     plt.close(fig)
