@@ -102,10 +102,9 @@ def _with_latency(rows: list[Report], model: Any, data: CausalSeries) -> list[Re
 
 def graph_plot(doc: dict[str, Any], path: Path) -> Path:
     """Estimated mean J_g beside the true B (when known), as heat maps."""
-    from neuroedge.bench.report import pyplot
+    from neuroedge.bench.report import finish_figure, pyplot
 
     plt = pyplot()
-    from neuroedge.bench.report import save_figure
 
     mats = [("estimated J_g (mean)", np.array(doc["graph"]))]
     if "true_graph" in doc:
@@ -118,6 +117,4 @@ def graph_plot(doc: dict[str, Any], path: Path) -> Path:
         ax.set_xlabel("cause x_j")
         ax.set_ylabel("effect x_i")
         fig.colorbar(im, ax=ax)
-    path = save_figure(fig, path)
-    plt.close(fig)
-    return path
+    return finish_figure(fig, path)

@@ -91,10 +91,9 @@ def rows_from(sweeps: Mapping[str, Any]) -> list[Report]:
 
 def sweep_plot(doc: dict[str, Any], path: Path) -> Path:
     """Log-log plot of tau_90 against m and against Delta, with fitted slopes."""
-    from neuroedge.bench.report import pyplot
+    from neuroedge.bench.report import finish_figure, pyplot
 
     plt = pyplot()
-    from neuroedge.bench.report import save_figure
 
     s = doc["sweeps"]
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
@@ -108,9 +107,7 @@ def sweep_plot(doc: dict[str, Any], path: Path) -> Path:
         ax.legend(fontsize=8)
     axes[0].set_ylabel("tau_90 (queries per item and agent)")
     fig.suptitle("alloc.envy_free: queries for 90% envy-free success")
-    save_figure(fig, path)
-    plt.close(fig)
-    return path
+    return finish_figure(fig, path)
 
 
 def bench(out_dir: str, backends: Sequence[str] = ("host",), config: Mapping[str, Any] |

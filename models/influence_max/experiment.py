@@ -77,10 +77,9 @@ def rows_from(results: Mapping[str, Any]) -> list[Report]:
 
 def regret_plot(doc: dict[str, Any], path: Path) -> Path:
     """Cumulative regret against rounds, log-log, one panel per graph."""
-    from neuroedge.bench.report import pyplot
+    from neuroedge.bench.report import finish_figure, pyplot
 
     plt = pyplot()
-    from neuroedge.bench.report import save_figure
 
     results = doc["results"]
     fig, axes = plt.subplots(1, len(results), figsize=(4.5 * len(results), 3.8), squeeze=False)
@@ -95,9 +94,7 @@ def regret_plot(doc: dict[str, Any], path: Path) -> Path:
         ax.set_xlabel("round T")
         ax.set_ylabel("cumulative regret (nodes)")
         ax.legend(fontsize=8)
-    save_figure(fig, path)
-    plt.close(fig)
-    return path
+    return finish_figure(fig, path)
 
 
 def bench(out_dir: str, backends: Sequence[str] = ("host",), config: Mapping[str, Any] |

@@ -146,10 +146,9 @@ def rows_from(res: Mapping[str, Any]) -> list[Report]:
 
 def risk_plot(doc: dict[str, Any], path: Path) -> Path:
     """Risk R(xi) against xi at an under- and an over-regularised lambda, xi* and xi_hat marked."""
-    from neuroedge.bench.report import pyplot
+    from neuroedge.bench.report import finish_figure, pyplot
 
     plt = pyplot()
-    from neuroedge.bench.report import save_figure
 
     x, y, beta = isotropic_problem(doc["config"]["oneshot_n"], doc["config"]["seed"] + 100)
     svd = F.RidgeSVD.fit(x, y)
@@ -164,9 +163,7 @@ def risk_plot(doc: dict[str, Any], path: Path) -> Path:
     ax.set_ylabel("prediction risk R(xi)")
     ax.set_title(f"{NAME}: n={doc['config']['oneshot_n']}, p=n/2, Sigma=I")
     ax.legend()
-    save_figure(fig, path)
-    plt.close(fig)
-    return path
+    return finish_figure(fig, path)
 
 
 def bench(out_dir: str, backends: Sequence[str] = ("host",), config: Mapping[str, Any] |

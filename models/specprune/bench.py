@@ -153,10 +153,9 @@ def latency_side_by_side(policies: Mapping[str, PrunedPolicy], sequences: list[l
 
 def speedup_plot(doc: dict[str, Any], path: Path) -> Path:
     """Success rate against end-to-end speedup, one point per method."""
-    from neuroedge.bench.report import pyplot
+    from neuroedge.bench.report import finish_figure, pyplot
 
     plt = pyplot()
-    from neuroedge.bench.report import save_figure
 
     fig, ax = plt.subplots(figsize=(4.5, 3.5))
     for row in doc["rows"]:
@@ -171,9 +170,7 @@ def speedup_plot(doc: dict[str, Any], path: Path) -> Path:
     ax.set_ylabel("success rate (%)")
     ax.set_title("vla.specprune on Meta-World")
     ax.grid(alpha=0.3)
-    save_figure(fig, path)
-    plt.close(fig)
-    return path
+    return finish_figure(fig, path)
 
 
 def row(method: str, result: Mapping[str, Any], latency: Any, base_p50: float,

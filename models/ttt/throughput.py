@@ -208,10 +208,9 @@ def ratio_lines(rows: Sequence[Report], roofline: float) -> list[str]:
 
 def scaling_plot(doc: dict[str, Any], path: Path) -> Path:
     """Tokens/s and achieved GFLOP/s against L for each host form, with the roofline."""
-    from neuroedge.bench.report import pyplot
+    from neuroedge.bench.report import finish_figure, pyplot
 
     plt = pyplot()
-    from neuroedge.bench.report import save_figure
 
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.8))
     for form in FORMS:
@@ -228,6 +227,4 @@ def scaling_plot(doc: dict[str, Any], path: Path) -> Path:
         ax.set_ylabel(label)
         ax.legend()
     a1.set_title(f"{doc['model']} ({doc['config']['variant']}): forward throughput")
-    save_figure(fig, path)
-    plt.close(fig)
-    return path
+    return finish_figure(fig, path)

@@ -170,10 +170,9 @@ def summary_sections(claim: Mapping[str, Any], target: float, extra: Mapping[str
 
 def pareto_plot(doc: dict[str, Any], path: Path) -> Path | None:
     """Accuracy vs spike-driven SOPs per sample, host rows, with the non-dominated front."""
-    from neuroedge.bench.report import pyplot
+    from neuroedge.bench.report import finish_figure, pyplot
 
     plt = pyplot()
-    from neuroedge.bench.report import save_figure
 
     rows = [r for r in doc["rows"] if r["backend"] == "host" and "accuracy" in r["metrics"]]
     if not rows:
@@ -200,9 +199,7 @@ def pareto_plot(doc: dict[str, Any], path: Path) -> Path | None:
     ax.set_ylabel("top-1 accuracy (%)")
     ax.set_title(f"{doc['model']}: accuracy vs SOPs")
     ax.legend(fontsize=8)
-    path = save_figure(fig, path)
-    plt.close(fig)
-    return path
+    return finish_figure(fig, path)
 
 
 def run_bench(out_dir: str, backends: Sequence[str], config: Mapping[str, Any],

@@ -129,10 +129,9 @@ def rmt_rows(cfg: Mapping[str, Any]) -> list[Report]:
 
 def summary_plot(doc: dict[str, Any], path: Path) -> Path:
     """OOD AUROC, test NLL and GLM fit time, last layer vs full, per dataset."""
-    from neuroedge.bench.report import pyplot
+    from neuroedge.bench.report import finish_figure, pyplot
 
     plt = pyplot()
-    from neuroedge.bench.report import save_figure
 
     by = {r["variant"]: r["metrics"] for r in doc["rows"]}
     names = [n for n in doc["config"]["datasets"] if f"{n}/full" in by]
@@ -149,9 +148,7 @@ def summary_plot(doc: dict[str, Any], path: Path) -> Path:
             ax.set_yscale("log")
     axes[0].legend()
     fig.suptitle(f"{NAME}: last-layer vs full linearised Laplace")
-    save_figure(fig, path)
-    plt.close(fig)
-    return path
+    return finish_figure(fig, path)
 
 
 def bench(out_dir: str, backends: Sequence[str] = ("host",), config: Mapping[str, Any] |
