@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from neuroedge.models.uq_last_layer import functional as F
 from neuroedge.models.uq_last_layer import rmt
-from neuroedge.models.uq_last_layer.data import load_csv_split, make_split, synthetic_regression
+from neuroedge.models.uq_last_layer.data import (load_csv_split, load_split, make_split,
+                                                 synthetic_regression)
 from neuroedge.models.uq_last_layer.experiment import fit_posterior, map_nll
 from scipy.stats import spearmanr
 
@@ -93,6 +94,31 @@ def test_last_layer_and_full_agree_on_ranking_and_ood_at_a_fraction_of_the_cost(
     for subset in F.SUBSETS:
         assert F.nll(preds[subset], split.y_test, "regression") < baseline
 
+
+def test_classification_variance_is_the_variance_of_the_linearised_probabilities(classifier):
+    split, net = classifier
+    f, jac = F.jacobians(net, split.x_train, "full")
+    post = F.fit_glm(f, jac, split.y_train, F.theta_of(net, "full"), "classification")
+    ft, jt = F.jacobians(net, split.x_test[:5], "full")
+    pred = F.predict(post, ft, jt)
+    # Monte Carlo over a shrunk posterior N(theta_hat, eps^2 H^-1): Var[softmax(f_lin)] / eps^2
+    # tends to tr(G S_f G^T) as eps -> 0 (the delta method is exact to first order)
+    eps, draws = 1e-4, 20000
+    scale = 1.0 / np.sqrt(post.eigvals + post.prior_prec)
+    z = np.random.default_rng(0).standard_normal((draws, scale.size))
+    delta = eps * (z * scale) @ post.eigvecs.T  # [draws, P] ~ N(0, eps^2 H^-1)
+    probs = F.softmax(ft[None] + np.einsum("ncp,sp->snc", jt, delta))
+    mc = probs.var(0).sum(-1) / eps**2
+    assert np.allclose(pred.variance, mc, rtol=0.05)
+
+
+def test_last_layer_and_full_rank_classification_variances_alike():
+    split = load_split("wine", 0)  # bundled with scikit-learn
+    net = F.make_mlp(split.x_train.shape[1], 8, split.classes, 0)
+    F.train_map(net, split.x_train, split.y_train, "classification", steps=300, lr=5e-3)
+    var = {s: F.predict(fit_posterior(net, split, s), *F.jacobians(net, split.x_test, s)).variance
+           for s in F.SUBSETS}
+    assert spearmanr(var["last_layer"], var["full"])[0] >= 0.8
 
 def test_rmt_free_energy_gap_is_small_and_shrinks():
     small, mid = rmt.compare(200, 100, 200), rmt.compare(400, 200, 400)

@@ -2,8 +2,10 @@
 
 Per dataset: one MAP network, then both GLMs fitted on the same network (evidence-tuned prior
 precision, and noise for regression), with test NLL, ECE and accuracy (classification), OOD
-AUROC (functional variance for regression, predictive entropy for classification), Spearman
-correlation of the per-point variances tr S_f between the two GLMs, and the GLM fit time of
+AUROC (functional variance for regression, predictive entropy for classification; also, as
+ood_auroc_var, the predictive variance), Spearman correlation of the per-point predictive
+variances between the two GLMs (tr S_f for regression, the variance of the predicted
+probabilities tr G S_f G^T for classification; see functional.py), and the GLM fit time of
 each measured side by side in one run (bench.latency.measure_side_by_side). NLL is reported as
 it comes out, including where the two differ.
 """
