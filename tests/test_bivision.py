@@ -20,17 +20,19 @@ def e2s_reference(counts: np.ndarray, p: E2SParams) -> np.ndarray:
     for t in range(steps):
         active = (counts[t] > 0).astype(float)
         prev = spikes[t - 1].astype(float) if t else np.zeros_like(active)
+        neighbour = np.maximum(active, prev)  # active now or spiking one step ago, counted once
         support = np.zeros_like(active)
         for dy in (-1, 0, 1):
             for dx in (-1, 0, 1):
                 if dy or dx:
                     shifted = np.zeros_like(active)
-                    src = (active + prev)[:, max(dy, 0):height + min(dy, 0),
+                    src = neighbour[:, max(dy, 0):height + min(dy, 0),
                                           max(dx, 0):width + min(dx, 0)]
                     shifted[:, max(-dy, 0):height + min(-dy, 0),
                             max(-dx, 0):width + min(-dx, 0)] = src
                     support += shifted
-        v = p.leak * v * (1 - prev) + counts[t] * (1 + p.support_weight * np.minimum(support, 1))
+        v = p.leak * v * (1 - prev) + counts[t] * (1 + p.support_weight
+                                                   * (support >= p.min_support))
         spikes[t] = v >= p.threshold
     return spikes
 
@@ -41,23 +43,30 @@ def random_events(n: int, width: int, height: int, span: int, seed: int) -> np.n
                        rng.integers(0, height, n), rng.integers(0, 2, n))
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_e2s_kernel_equals_its_equations(seed):
-    params = E2SParams(steps=4, step_us=1000)
+@pytest.mark.parametrize("seed,min_support", [(0, 1), (1, 2), (2, 2), (3, 3)])
+def test_e2s_kernel_equals_its_equations(seed, min_support):
+    params = E2SParams(steps=4, step_us=1000, min_support=min_support)
     events = random_events(600, 20, 16, 4000, seed)
     counts = event_histogram(events, 20, 16, 4, 1000)
     np.testing.assert_array_equal(e2s(events, 20, 16, params), e2s_reference(counts, params))
 
 
 def test_e2s_filters_isolated_events_and_passes_supported_ones():
-    params = E2SParams(steps=2, step_us=100)
+    params = E2SParams(steps=2, step_us=100)  # default: two active neighbours needed
     lone = make_events(np.array([10]), np.array([5]), np.array([5]), np.array([1]))
     pair = make_events(np.array([10, 11]), np.array([5, 6]), np.array([5, 5]), np.array([1, 1]))
+    corner = make_events(np.array([10, 11, 12]), np.array([5, 6, 5]), np.array([5, 5, 6]),
+                         np.array([1, 1, 1]))
     repeat = make_events(np.array([10, 150]), np.array([5, 5]), np.array([5, 5]),
                          np.array([1, 1]))
     assert e2s(lone, 10, 10, params).sum() == 0
-    assert e2s(pair, 10, 10, params)[0, 1, 5, 5:7].tolist() == [1, 1]
+    assert e2s(pair, 10, 10, params).sum() == 0
+    assert e2s(pair, 10, 10, E2SParams(steps=2, step_us=100, min_support=1))[
+        0, 1, 5, 5:7].tolist() == [1, 1]
+    assert e2s(corner, 10, 10, params)[0, 1].sum() == 3  # each has the other two as neighbours
     assert e2s(repeat, 10, 10, params)[:, 1, 5, 5].tolist() == [0, 1]
+    with pytest.raises(ValueError, match="min_support"):
+        E2SParams(min_support=0)
 
 
 def test_e2s_rejects_unsorted_and_off_sensor_events_by_index():
@@ -161,3 +170,17 @@ def test_lif_backbone_exports_to_nir_and_statnf_is_refused_with_its_reason():
     with pytest.raises(ValueError, match="no adaptive-threshold"):
         backbone_to_nir(BiSNet("statnf", 32), example(0))
     assert "E2S front end" in NOT_MAPPED
+
+
+def test_training_augmentation_mirrors_inputs_and_boxes_together():
+    from neuroedge.models.bivision.train import _augment, _mirrored
+
+    x = np.zeros((2, 3, 2, 8, 8), np.float32)
+    x[:, :, 0, 1, 2] = 1.0  # an ON event at row 1, column 2 in both samples
+    out = _augment(x, np.array([True, False]), np.array([False, True]))
+    assert out[0, :, 0, 1, 5].all() and out[0].sum() == 3  # mirrored: column 7 - 2
+    assert out[1, :, 1, 1, 2].all() and out[1].sum() == 3  # polarity swapped
+    assert x[:, :, 0, 1, 2].all()  # the training set itself is untouched
+    box = np.array([[2.0, 3.0, 4.0, 5.0]])
+    (mirrored,) = _mirrored([box], 32)
+    assert mirrored.tolist() == [[26.0, 3.0, 4.0, 5.0]]

@@ -6,7 +6,11 @@ background activity added at each rate R (same scenes, only the noise differs). 
 are trained on R's train split and tested on its test split: rows ``<variant>@noise=R`` with
 accuracy, map50, map (COCO), and SOPs / MACs / energy / firing rate counted on the
 classification test set by forward hooks (both heads run at every step, so the counts cover
-the whole network).
+the whole network). Both variants get the same data, epochs, batch, learning rate and seed, and
+the same OpCounter accounting (binary inputs cost SOPs, non-binary ones MACs; compare
+``synaptic_ops_per_sample`` = SOPs + MACs across front ends). ``statnf_e2s`` rows also carry
+``e2s_signal_pass`` / ``e2s_noise_pass``: the fraction of scene / background-activity events that
+land in a spiking E2S cell (``filter_pass_fractions``), the filter's own selectivity.
 
 Throughput: E2S against tonic's ``ToFrame`` on the same events (the real EVT 2.0 recording
 of the shared test data, tiled in time; simulated events if it is absent), timed side by side,
@@ -25,9 +29,9 @@ from neuroedge.types import Measurement, Report
 
 MODEL = "event.bivision"
 COLUMNS = ("accuracy", "map50", "map", "sops_per_sample", "macs_per_sample",
-           "synaptic_ops_per_sample", "energy_uj",
+           "synaptic_ops_per_sample", "energy_uj", "e2s_signal_pass", "e2s_noise_pass",
            "firing_rate", "throughput_per_s", "throughput_per_cpu_s")
-SWEEP_DEFAULTS: dict[str, Any] = {"rates": [0, 10, 40], "size": 32, "train_samples": 192,
+SWEEP_DEFAULTS: dict[str, Any] = {"rates": [0, 2, 5], "size": 32, "train_samples": 192,
                                   "test_samples": 96, "epochs": 20, "batch": 16, "lr": 5e-3,
                                   "seed": 0, "throughput_tiles": 10, "throughput_repeats": 5}
 
@@ -99,11 +103,49 @@ def sweep_datasets(out: Path, cfg: Mapping[str, Any], progress: bool) -> dict[tu
     folders = {}
     for task in ("classification", "detection"):
         clean = ensure_dataset(out / "data", task, {**cfg, "noise_rate_hz": 0.0}, progress)
+        folders[(task, "clean")] = clean
         for rate in cfg["rates"]:
             folders[(task, float(rate))] = clean if float(rate) == 0 else (
                 add_noise_to_dataset(clean, out / "data" / f"{clean.name}_noise{rate:g}hz",
                                      float(rate), seed=int(cfg["seed"]) + 1))
     return folders
+
+
+def filter_pass_fractions(clean: Path, rate: float, seed: int) -> dict[str, Measurement]:
+    """How well E2S separates scene from background activity on the clean classification test
+    recordings plus fresh noise at ``rate``: the fraction of scene events (``e2s_signal_pass``)
+    and of noise events (``e2s_noise_pass``, only for rate > 0) that fall in a (step, polarity,
+    pixel) cell where E2S spikes. Hot pixels of the clean recordings count as scene."""
+    from neuroedge.events.datasets import ncars_files
+    from neuroedge.events.io import read_events
+    from neuroedge.events.simulator import DVSParams, noise_events
+    from neuroedge.models.bivision.data import DEFAULT_E2S, dataset_sensor
+    from neuroedge.models.bivision.e2s import e2s as e2s_spikes
+
+    sensor, params = dataset_sensor(clean), DEFAULT_E2S
+    passed, total = np.zeros(2), np.zeros(2)  # [scene, noise]
+    for k, (path, _) in enumerate(ncars_files(clean, "test")):
+        scene = read_events(path, sensor=sensor)
+        noise = noise_events(sensor, 0, int(params.steps * params.step_us),
+                             DVSParams(noise_rate_hz=rate), np.random.default_rng([seed, k]))
+        events = np.concatenate([scene, noise])
+        is_noise = np.r_[np.zeros(len(scene), bool), np.ones(len(noise), bool)]
+        order = np.argsort(events["t"], kind="stable")
+        events, is_noise = events[order], is_noise[order]
+        spikes = e2s_spikes(events, sensor.width, sensor.height, params)
+        step = events["t"] // params.step_us
+        inside = step < params.steps
+        fired = np.zeros(len(events), bool)
+        fired[inside] = spikes[step[inside], events["p"][inside].astype(np.int64),
+                               events["y"][inside], events["x"][inside]] > 0
+        for j, mask in enumerate((~is_noise & inside, is_noise & inside)):
+            passed[j] += fired[mask].sum()
+            total[j] += mask.sum()
+    fractions = passed / np.maximum(total, 1)
+    out = {"e2s_signal_pass": Measurement(float(fractions[0]), "fraction", "counted")}
+    if rate > 0:
+        out["e2s_noise_pass"] = Measurement(float(fractions[1]), "fraction", "counted")
+    return out
 
 
 def variant_row(variant: str, rate: float, folders: Mapping[tuple, Path],
@@ -138,16 +180,18 @@ def variant_row(variant: str, rate: float, folders: Mapping[tuple, Path],
         "firing_rate": Measurement(ops.firing_rate, "spikes/neuron/step"),
         "energy_uj": HOROWITZ_45NM.measurement(ops.macs_per_sample, ops.sops_per_sample),
     })
+    if rep == "e2s":
+        metrics.update(filter_pass_fractions(folders[("classification", "clean")], rate,
+                                             int(cfg["seed"]) + 2))
     return Report(MODEL, "host", f"{variant}@noise={rate:g}", metrics=metrics,
                   notes=(f"trained on {rate:g} Hz/pixel noise, tested at the same rate",))
 
 
 def noise_sweep_plot(doc: dict[str, Any], path: Path) -> Path | None:
     """Accuracy, mAP50 and SOPs against the noise rate, one line per variant."""
-    from neuroedge.bench.report import pyplot
+    from neuroedge.bench.report import finish_figure, pyplot
 
     plt = pyplot()
-    from neuroedge.bench.report import save_figure
 
     series: dict[str, list[tuple[float, dict]]] = {}
     for row in doc["rows"]:
@@ -166,9 +210,7 @@ def noise_sweep_plot(doc: dict[str, Any], path: Path) -> Path | None:
         ax.set_title(metric)
     axes[0].legend()
     fig.suptitle("event.bivision on simulated events: noise sweep")
-    path = save_figure(fig, path)
-    plt.close(fig)
-    return path
+    return finish_figure(fig, path)
 
 
 def bench(out_dir: str, backends: Sequence[str] = ("host",), config: Mapping[str, Any]
