@@ -103,12 +103,18 @@ def test_fold_reproduces_training_network_spikes() -> None:
     assert all(float((m.weight == 0).float().mean()) > 0.3 for m in masked)
 
 
-def _energy_grads(route_spikes: bool, route_masks: bool) -> tuple[float, float]:
+def _energy_grads(route_spikes: bool, route_masks: bool, spike_scale: float = 1.0,
+                  values: list | None = None) -> tuple[float, float]:
+    torch.manual_seed(0)
     net = _spiking_net(masked=False).train()
     for layer in net.masked_layers().values():
         layer.set_mode("soft", 4.0)
-    _, maps = net.forward_sequence(torch.rand(3, 8, 1, 8, 8))
-    energy = fn.energy_estimate(train.budget_terms(net, maps, route_spikes, route_masks), 8, 0.9)
+    _, maps = net.forward_sequence(torch.rand(3, 8, 1, 8, 8,
+                                              generator=torch.Generator().manual_seed(1)))
+    terms = train.budget_terms(net, maps, route_spikes, route_masks, spike_scale)
+    energy = fn.energy_estimate(terms, 8, 0.9)
+    if values is not None:
+        values.append(float(energy.detach()))
     energy.backward()
     bn = sum(float(b.beta.grad.abs().sum()) for b in net.spike_bns() if b.beta.grad is not None)
     masks = sum(float(m.mask_logits.grad.abs().sum()) for m in net.masked_layers().values()
@@ -121,6 +127,15 @@ def test_energy_gradient_reaches_only_the_routed_mechanism() -> None:
     bn_weight, mask_weight = _energy_grads(False, True)
     assert bn_spike > 0 and mask_spike == 0
     assert mask_weight > 0 and bn_weight == 0
+
+
+def test_spike_scale_scales_only_the_threshold_gradient() -> None:
+    values: list[float] = []
+    bn_full, mask_full = _energy_grads(True, True, 1.0, values)
+    bn_tenth, mask_tenth = _energy_grads(True, True, 0.1, values)
+    assert values[0] == pytest.approx(values[1])  # the energy value is the counted one
+    assert bn_tenth == pytest.approx(0.1 * bn_full, rel=1e-4)
+    assert mask_tenth == pytest.approx(mask_full, rel=1e-5)
 
 
 def test_energy_estimate_value_is_the_counted_sops() -> None:
@@ -146,6 +161,34 @@ def test_budget_penalty_gradient_follows_the_multiplier_sign() -> None:
         energy = torch.tensor(0.5, requires_grad=True)
         fn.budget_penalty(energy, 1.0, lmbda).backward()
         assert float(energy.grad) == pytest.approx(lmbda)
+
+
+def test_augmented_term_pulls_back_to_the_target_without_a_multiplier() -> None:
+    for energy_value, sign in ((2.0, 1.0), (0.5, -1.0)):
+        energy = torch.tensor(energy_value, requires_grad=True)
+        fn.budget_penalty(energy, 1.0, 0.0, rho=4.0).backward()
+        assert float(energy.grad) * sign > 0  # over budget: push down; under: let it rise
+    energy = torch.tensor(1.0, requires_grad=True)
+    fn.budget_penalty(energy, 1.0, 0.0, rho=4.0).backward()
+    assert float(energy.grad) == 0.0  # on the target only the multiplier acts
+
+
+def test_target_anneals_geometrically_from_the_first_energy_to_the_budget() -> None:
+    budget = {"target_uj": 1.0, "anneal_batches": 4}
+    got = [train.current_target(budget, energy) for energy in (16.0, 3.0, 3.0, 3.0, 3.0, 3.0)]
+    assert got == pytest.approx([16.0, 8.0, 4.0, 2.0, 1.0, 1.0])
+    assert train.current_target({"target_uj": 1.0}, 16.0) == 1.0  # no anneal: the budget
+
+
+def test_distillation_pulls_the_student_toward_the_teacher() -> None:
+    labels = torch.tensor([0, 1])
+    student = torch.zeros(2, 3, requires_grad=True)
+    teacher = torch.tensor([[0.0, 3.0, 0.0], [0.0, 3.0, 0.0]])
+    cfg = {"kd_weight": 1.0, "kd_temp": 2.0}
+    train.task_loss(student, labels, teacher, cfg).backward()
+    assert float(student.grad[:, 1].max()) < 0  # raising class 1 (the teacher's) lowers it
+    plain = train.task_loss(student.detach(), labels, None, cfg)
+    assert float(plain) == pytest.approx(float(torch.log(torch.tensor(3.0))))
 
 
 @pytest.mark.parametrize("bad", [{"budget_ratio": 0.0}, {"budget_ratio": 1.5},

@@ -145,7 +145,8 @@ def layer_sections(results: Mapping[str, VariantResult]) -> list[str]:
     lines += ["", ("## Learned thresholds: mean theta_eff = theta sqrt(var+eps)/gamma per LIF "
                    "layer"), "", "| LIF layer | " + " | ".join(names) + " |",
               "|---|" + "---|" * len(names)]
-    thresholds = {n: [float(bn.effective_threshold().mean()) for bn in results[n].net.spike_bns()]
+    thresholds = {n: [float(bn.effective_threshold().detach().mean())
+                      for bn in results[n].net.spike_bns()]
                   for n in names}
     for i in range(len(thresholds["dense"])):
         lines.append(f"| {i} | " + " | ".join(f"{thresholds[n][i]:.3g}" for n in names) + " |")

@@ -39,8 +39,9 @@ budget (spike sparsity cannot act on it) and is reported separately as MACs.
     g'   = 1[m > 0] (forward), d sigmoid(T m)/dm (backward)   (weight masks: d/d m)
 
 so d E / d gamma = sum_c d SOP / d S_c * S_c * d log r_c / d gamma. Each variant switches one or
-both routes on. The budget is enforced by ``lambda (E / E_target - 1)`` (``budget_penalty``),
-the multiplier (either sign) updated by dual ascent on ``log(E / E_target)``.
+both routes on. The budget is enforced by the augmented Lagrangian
+``lambda (E / E_target - 1) + rho / 2 (E / E_target - 1)^2`` (``budget_penalty``), the
+multiplier (either sign) updated by dual ascent on ``log(E / E_target)``.
 """
 
 from __future__ import annotations
@@ -132,14 +133,18 @@ def energy_estimate(terms: Sequence[tuple[torch.Tensor, torch.Tensor, Any, Any]]
     return total * e_ac_pj * 1e-6 / samples
 
 
-def budget_penalty(energy: torch.Tensor, target: float, lmbda: float) -> torch.Tensor:
-    """``lambda (E / E_target - 1)``, ``lambda`` of either sign: the equality form.
+def budget_penalty(energy: torch.Tensor, target: float, lmbda: float,
+                   rho: float = 0.0) -> torch.Tensor:
+    """``lambda (E / E_target - 1) + rho / 2 (E / E_target - 1)^2``, ``lambda`` of either sign:
+    the equality form, with an optional augmented-Lagrangian term that damps the oscillation of
+    a pure multiplier (it pulls back to the target at once, without waiting for ``lambda``).
 
     More energy always buys accuracy, so the optimum sits on the budget; a one-sided hinge let
     the energy overshoot to 11x below dense for a 6.7x target (closed masks and raised
     thresholds stay put once the push stops). Linear in ``E`` (not ``log E``), so a silent
     net gives a bounded gradient."""
-    return lmbda * (energy / target - 1.0)
+    gap = energy / target - 1.0
+    return lmbda * gap + 0.5 * rho * gap * gap
 
 
 def dual_ascent(lmbda: float, energy: float, target: float, lr: float) -> float:

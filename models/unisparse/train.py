@@ -9,11 +9,28 @@ Variants (what the energy gradient reaches; the task loss always trains every pa
 * ``random_mask``: fixed random masks with the per-layer density of a reference (unisparse)
   run, plus the spike constraint under the same budget: the control for *learned* masks.
 
-The budget is enforced by dual ascent on one multiplier,
-``L = CE + lambda (E / E' - 1)``, ``lambda <- lambda + eta clip(log(E / E'), -3, 3)`` once per
-batch (either sign), ``E' = aim E_target`` (aim 0.9 keeps it inside), ``E`` the measured batch
-energy (see
-``functional.energy_estimate``).
+The budget is enforced by an augmented Lagrangian on one multiplier,
+``L = CE + lambda (E / E' - 1) + rho / 2 (E / E' - 1)^2``,
+``lambda <- lambda + eta clip(log(E / E'), -3, 3)`` once per batch (either sign),
+``E' = aim E_target`` (aim 0.95 keeps it inside), ``E`` the measured batch energy (see
+``functional.energy_estimate``). The pure multiplier (``rho = 0``) winds up while the energy
+lags the target and then oscillates with a ~10-epoch period (measured on digits: 5.4x, not
+met, at 91.9%); ``rho = 2`` pulls back at once and holds ``E`` within 1% of ``E'`` through
+the fine-tune.
+
+Two stabilisers of the constrained phases (the paper leaves the schedule open):
+
+* the target is annealed geometrically from the net's starting energy down to the budget over
+  the first ``target_anneal`` fraction of the search batches, so the multiplier tracks a slowly
+  moving target instead of slamming a dense net into the budget (which silenced layers);
+* the sparse student distils from the dense teacher, ``(1 - a) CE + a t^2 KL(p_t || q_t)``
+  with ``a = kd_weight``, ``t = kd_temp``: the soft targets carry the dense net's ranking of
+  the wrong classes, which a thresholded, pruned net loses first.
+
+``spike_scale`` (unisparse only) scales the share of the energy gradient that reaches the BN
+affine parameters; the default 1 is the paper's single objective. On digits (one seed, budget
+1/5.5) 0.1 / 0.3 / 1 gave 92.8% / 94.4% / 92.8%: within the seed-to-seed scatter, so the
+default is left at the unweighted objective.
 """
 
 from __future__ import annotations
@@ -45,11 +62,12 @@ VARIANTS: dict[str, tuple[bool, bool, str]] = {  # name: (route spikes, route ma
 }
 DEFAULTS: dict[str, Any] = {
     "arch": "mini", "steps": 4, "batch": 64, "seed": 0, "lr": 2e-3, "weight_decay": 1e-4,
-    "dense_epochs": 16, "sparse_epochs": 10, "finetune_epochs": 8, "mask_lr": 1e-2,
+    "dense_epochs": 16, "sparse_epochs": 10, "finetune_epochs": 16, "mask_lr": 1e-2,
     "bn_lr": 2e-3,
-    "mask_gate": "ste", "aim": 0.9, "temp_start": 4.0, "temp_end": 200.0, "dual_lr": 0.02,
-    "budget_ratio": 1 / 6,
+    "mask_gate": "ste", "aim": 0.95, "temp_start": 4.0, "temp_end": 200.0, "dual_lr": 0.02,
+    "budget_ratio": 1 / 5.5,
     "e_ac_pj": 0.9, "device": "cpu", "augment": False,
+    "kd_weight": 0.7, "kd_temp": 4.0, "target_anneal": 0.5, "penalty_rho": 2.0,
 }
 
 
@@ -76,19 +94,51 @@ def _augment(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
 
 
 def budget_terms(net: SpikingResNet, maps: list[torch.Tensor], route_spikes: bool,
-                 route_masks: bool) -> list[tuple[torch.Tensor, torch.Tensor, Any, Any]]:
-    """One ``(spike map, gate, stride, padding)`` per budgeted layer, routed per variant."""
+                 route_masks: bool, spike_scale: float = 1.0
+                 ) -> list[tuple[torch.Tensor, torch.Tensor, Any, Any]]:
+    """One ``(spike map, gate, stride, padding)`` per budgeted layer, routed per variant.
+
+    ``spike_scale`` scales the energy gradient that reaches the BN affine parameters (the value
+    of the energy is unchanged)."""
     rates = [bn.firing_probability() for bn in net.spike_bns()]
     terms = []
     for src, layer in net.consumers():
         s = maps[src]
         if layer is net.fc:
             s = s.reshape(-1)
-        s = rate_scaled(s, rates[src]) if route_spikes else s.detach()
+        s = s.detach()
+        if route_spikes:
+            s = s + spike_scale * (rate_scaled(s, rates[src]) - s)
         gate = layer.gate() if route_masks else layer.gate().detach()
         conv = getattr(layer, "conv", None)
         terms.append((s, gate, conv.stride if conv else 1, conv.padding if conv else 0))
     return terms
+
+
+def task_loss(logits: torch.Tensor, labels: torch.Tensor, teacher: torch.Tensor | None,
+              cfg: Mapping[str, Any]) -> torch.Tensor:
+    """Cross-entropy, or with teacher logits ``(1 - a) CE + a t^2 KL(teacher_t || student_t)``."""
+    ce = F.cross_entropy(logits, labels)
+    weight = float(cfg.get("kd_weight", 0.0))
+    if teacher is None or weight <= 0:
+        return ce
+    t = float(cfg["kd_temp"])
+    kd = F.kl_div(F.log_softmax(logits / t, -1), F.log_softmax(teacher / t, -1),
+                  reduction="batchmean", log_target=True) * t * t
+    return (1 - weight) * ce + weight * kd
+
+
+def current_target(budget: dict[str, Any], energy: float) -> float:
+    """The annealed target: ``E0 (E_T / E0)^(k / K)`` for batch ``k < K``, then ``E_T``.
+
+    ``E0`` is the energy measured on the first constrained batch."""
+    final, span = budget["target_uj"], int(budget.get("anneal_batches", 0))
+    seen = budget.get("seen", 0)
+    budget["seen"] = seen + 1
+    if seen >= span:
+        return final
+    start = budget.setdefault("start_uj", max(energy, final))
+    return start * (final / start) ** (seen / span)
 
 
 def run_epoch(net: SpikingResNet, data: ImageSplit, opt: torch.optim.Optimizer,
@@ -108,21 +158,30 @@ def run_epoch(net: SpikingResNet, data: ImageSplit, opt: torch.optim.Optimizer,
             x = _augment(x, gen)
         xs = x.unsqueeze(0).expand(steps, *x.shape)
         logits, maps = net.forward_sequence(xs)
-        loss = F.cross_entropy(logits, torch.from_numpy(data.y_train[idx]).to(device))
+        teacher = _teacher_logits(budget, xs)
+        loss = task_loss(logits, torch.from_numpy(data.y_train[idx]).to(device), teacher, cfg)
         if budget is not None:
-            terms = budget_terms(net, maps, budget["route_spikes"], budget["route_masks"])
+            terms = budget_terms(net, maps, budget["route_spikes"], budget["route_masks"],
+                                 budget.get("spike_scale", 1.0))
             energy = energy_estimate(terms, len(idx), float(cfg["e_ac_pj"]))
-            loss = loss + budget_penalty(energy, budget["target_uj"], budget["lambda"])
-            budget["lambda"] = dual_ascent(budget["lambda"], float(energy.detach()),
-                                           budget["target_uj"],
+            target = current_target(budget, float(energy.detach()))
+            loss = loss + budget_penalty(energy, target, budget["lambda"],
+                                         float(cfg.get("penalty_rho", 0.0)))
+            budget["lambda"] = dual_ascent(budget["lambda"], float(energy.detach()), target,
                                            float(cfg["dual_lr"]))
-            energies.append(float(energy))
+            energies.append(float(energy.detach()))
         opt.zero_grad()
         loss.backward()
         opt.step()
         losses.append(float(loss.detach()))
     return {"loss": float(np.mean(losses)),
             "energy_uj": float(np.mean(energies)) if energies else math.nan}
+
+
+@torch.no_grad()
+def _teacher_logits(budget: dict[str, Any] | None, xs: torch.Tensor) -> torch.Tensor | None:
+    teacher = None if budget is None else budget.get("teacher")
+    return None if teacher is None else teacher.forward_sequence(xs)[0]
 
 
 @torch.no_grad()
@@ -222,9 +281,17 @@ def sparsify(dense_state: Mapping[str, torch.Tensor], variant: str, target_uj: f
             raise ValueError("random_mask needs the per-layer densities it must match")
         random_masks(net, densities, int(cfg["seed"]) + 1)
     # aim inside the budget: the measured test-set energy scatters around the training one
-    budget = {"route_spikes": route_spikes, "route_masks": route_masks, "lambda": 0.0,
-              "target_uj": float(target_uj) * float(cfg["aim"])}
     epochs = int(cfg["sparse_epochs"])
+    per_epoch = math.ceil(len(data.y_train) / int(cfg["batch"]))
+    budget = {"route_spikes": route_spikes, "route_masks": route_masks, "lambda": 0.0,
+              "target_uj": float(target_uj) * float(cfg["aim"]), "teacher": None,
+              "anneal_batches": int(float(cfg.get("target_anneal", 0.0)) * epochs * per_epoch),
+              # with both routes on, the share of the energy gradient the thresholds get
+              "spike_scale": float(cfg.get("spike_scale", 1.0)) if route_masks else 1.0}
+    if float(cfg.get("kd_weight", 0.0)) > 0:
+        budget["teacher"] = make_net(cfg).to(cfg["device"])
+        budget["teacher"].load_state_dict(dense_state)
+        budget["teacher"].eval()
     t0, t1 = float(cfg["temp_start"]), float(cfg["temp_end"])
 
     def anneal(i: int, total: int) -> None:
