@@ -26,7 +26,7 @@ Design decisions NIR leaves open, and why:
 * ``pool="fold"`` merges an ``AvgPool2d`` into the ``Conv2d`` before it (a stride-k conv with
   the averaged kernel, exact) for consumers without AvgPool2d (norse 1.1's importer).
 
-The torch side is traced with torch.fx; LIF/LI cells are leaves, state placeholders and state
+The torch side is traced with torch.fx; LIF/LI cells are leaves, state graph inputs and state
 outputs are dropped (NIR neurons own their state). Running an imported graph is in
 neuroedge.export.nir_run.
 """
@@ -180,8 +180,8 @@ def _convert(gm: Any, program: TorchProgram, x0: list[Any]) -> tuple[dict, list,
     value: dict[str, list[str] | None] = {}  # fx node -> NIR sources (None: state)
     dts: set[float] = set()
     n_in, n_out = len(program.input_names), len(program.output_names)
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    for i, ph in enumerate(placeholders):
+    fx_inputs = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for i, ph in enumerate(fx_inputs):
         if i < n_in:
             name = program.input_names[i]
             nodes[name] = nir.Input(input_type={"input": np.array(x0[i].shape[1:])})

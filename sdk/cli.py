@@ -44,9 +44,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     spec = get_model(args.name)
-    if spec.train is None:
+    train = spec.hook("train")
+    if train is None:
         raise NeuroedgeError(f"{spec.name} has nothing to train (family {spec.family})")
-    result = spec.train(_config(args.config), args.out)
+    result = train(_config(args.config), args.out)
     print(json.dumps(result, indent=2, default=str))
     return 0
 
@@ -67,8 +68,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     backends = [b.strip() for arg in (args.backend or ["host,onnxrt"]) for b in arg.split(",")
                 if b.strip()]
     config = _config(args.config)
-    if spec.bench is not None:
-        doc = spec.bench(out_dir=args.out, backends=backends, config=config,
+    bench = spec.hook("bench")
+    if bench is not None:
+        doc = bench(out_dir=args.out, backends=backends, config=config,
                          history=args.history)
         print(text_table(doc, doc.get("columns", ())))
         print(f"\nreport: {args.out}/report.json, report.md")

@@ -7,12 +7,11 @@ models through ``neuroedge.models``), whose values use the same ``module:attribu
 
 from __future__ import annotations
 
-import importlib
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from neuroedge.errors import UnknownNameError
-from neuroedge.types import Availability
+from neuroedge.types import Availability, load_target
 
 if TYPE_CHECKING:
     from neuroedge.backends.base import Backend
@@ -47,11 +46,6 @@ BACKEND_GROUP = "neuroedge.backends"
 MODEL_GROUP = "neuroedge.models"
 
 
-def _load(target: str) -> Any:
-    module_name, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module_name), attr)
-
-
 def _plugin_table(group: str) -> dict[str, str]:
     return {ep.name: ep.value for ep in entry_points(group=group)}
 
@@ -73,7 +67,7 @@ def get_model(name: str) -> ModelSpec:
     table = model_table()
     if name not in table:
         raise UnknownNameError("model", name, list(table))
-    spec = _load(table[name])
+    spec = load_target(table[name])
     if spec.name != name:
         raise ValueError(f"registry entry {name!r} points to a spec named {spec.name!r}")
     return spec
@@ -89,7 +83,7 @@ def get_backend(name: str) -> Backend:
     table = backend_table()
     if name not in table:
         raise UnknownNameError("backend", name, list(table))
-    return _load(table[name])()
+    return load_target(table[name])()
 
 
 def available_backends() -> dict[str, Availability]:

@@ -7,6 +7,7 @@ naming the bad value and the allowed ones.
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -17,6 +18,17 @@ OP_UNITS = ("MAC", "SOP", "FLOP", "step")
 ARTIFACT_FORMATS = ("torch", "onnx", "trt-engine", "nir", "lava", "python", "none")
 HOW = ("measured", "counted", "estimated")
 DTYPES = ("float32", "float16", "float64", "int64", "int32", "int8", "uint8", "bool")
+
+
+def load_target(target: str) -> Any:
+    """The object named by ``"package.module:attribute"``, imported on demand."""
+    module_name, sep, attr = target.partition(":")
+    if not sep or not attr:
+        raise ValueError(f"{target!r} is not of the form 'module:attribute'")
+    return getattr(importlib.import_module(module_name), attr)
+
+
+Hook = Union[Callable[..., Any], str, None]  # a callable, or "module:function" loaded lazily
 
 
 def _require(value: str, allowed: tuple[str, ...], what: str) -> None:
@@ -156,7 +168,9 @@ class ModelSpec:
 
     ``build(config) -> Program``; ``example(seed) -> {input name: numpy array}`` (tiny,
     generated, no downloads); ``tolerance[backend]`` is the max abs error allowed against the
-    host reference. ``train`` and ``bench`` are optional hooks used by the CLI.
+    host reference. ``train(config, out)`` and ``bench(out_dir=, backends=, config=, history=)``
+    are optional hooks used by the CLI, given as callables or as ``"module:function"`` strings
+    so a spec never imports its heavy training or benchmark code; read them with ``hook()``.
     """
 
     name: str
@@ -170,8 +184,8 @@ class ModelSpec:
     efficiency: Efficiency = field(default_factory=lambda: Efficiency("FLOP"))
     tolerance: Mapping[str, float] = field(default_factory=dict)
     default_config: Mapping[str, Any] = field(default_factory=dict)
-    train: Callable[..., Any] | None = None
-    bench: Callable[..., Any] | None = None
+    train: Hook = None
+    bench: Hook = None
     # evaluate(run, config) -> {metric: Measurement}: task metrics (accuracy, mAP, ...) computed
     # with ``run(inputs) -> outputs`` of whichever backend is being measured.
     evaluate: Callable[..., Mapping[str, Measurement]] | None = None
@@ -184,6 +198,13 @@ class ModelSpec:
         names = [io.name for io in (*self.inputs, *self.outputs)]
         if len(set(names)) != len(names):
             raise ValueError(f"model {self.name!r}: duplicate IO names in {names}")
+
+    def hook(self, name: str) -> Callable[..., Any] | None:
+        """The ``train`` or ``bench`` hook as a callable (loading a "module:function" string)."""
+        if name not in ("train", "bench"):
+            raise ValueError(f"unknown hook {name!r}; hooks: train, bench")
+        value = getattr(self, name)
+        return load_target(value) if isinstance(value, str) else value
 
     def tolerance_for(self, backend: str) -> float:
         return float(self.tolerance.get(backend, self.tolerance.get("default", 1e-4)))

@@ -130,7 +130,7 @@ def test_onnx_parallel_form_has_a_dynamic_length(require, tmp_path):
 
 def test_bench_hook_writes_rows_ratios_and_plot(tmp_path):
     spec = get_model("ttt.linear_attention")
-    doc = spec.bench(out_dir=tmp_path, backends=["host"], history=None,
+    doc = spec.hook("bench")(out_dir=tmp_path, backends=["host"], history=None,
                      config={"lengths": [2048], "repeats": 2})
     rows = {r["variant"]: r["metrics"] for r in doc["rows"]}
     assert set(rows) == {"recurrent@L=2048", "parallel@L=2048", "chunked@L=2048"}

@@ -80,3 +80,15 @@ def test_resolve_shape_uses_bound_symbols() -> None:
     assert resolve_shape(IOSpec("y", ("T", "batch", 2)), {"T": 5, "batch": 3}) == (5, 3, 2)
     with pytest.raises(ValueError, match="no input binds"):
         resolve_shape(IOSpec("y", ("tokens",)), {"T": 5})
+
+
+def test_hooks_given_as_strings_load_lazily() -> None:
+    spec = make_spec(bench="neuroedge.bench.report:build_document", train=None)
+    from neuroedge.bench.report import build_document
+
+    assert spec.hook("bench") is build_document
+    assert spec.hook("train") is None
+    with pytest.raises(ValueError, match="unknown hook 'deploy'"):
+        spec.hook("deploy")
+    with pytest.raises(ValueError, match="module:attribute"):
+        make_spec(bench="no_colon_here").hook("bench")

@@ -81,12 +81,6 @@ def _train(config: Mapping[str, Any] | None = None, out: str | None = None) -> d
     return train({"size": SIZE, **(config or {})}, out)
 
 
-def _bench(**kwargs: Any) -> dict[str, Any]:
-    from neuroedge.models.bivision.bench import bench
-
-    return bench(**kwargs)
-
-
 SPEC = ModelSpec(
     name="event.bivision",
     family="event",
@@ -102,7 +96,7 @@ SPEC = ModelSpec(
     tolerance={"onnxrt": 1e-4, "default": 1e-4},
     default_config={},
     train=_train,
-    bench=_bench,
+    bench="neuroedge.models.bivision.bench:bench",
     evaluate=evaluate,
     exportable=("onnx",),
 )

@@ -101,12 +101,6 @@ def identity_check(trials: int = 20, seed: int = 0) -> float:
     return worst
 
 
-def _bench(**kwargs: Any) -> dict[str, Any]:
-    from neuroedge.models.cadre.bench import bench
-
-    return bench(**kwargs)
-
-
 SPEC = ModelSpec(
     name="causal.cadre",
     family="algorithm",
@@ -119,5 +113,5 @@ SPEC = ModelSpec(
                 "Climate Analysis", "ICML 2026", 2026, "https://arxiv.org/abs/2501.12500"),
     efficiency=Efficiency("FLOP"),
     train=train,
-    bench=_bench,
+    bench="neuroedge.models.cadre.bench:bench",
 )

@@ -46,12 +46,6 @@ def example(seed: int = 0) -> dict[str, np.ndarray]:
     return {"query_means": F.query_means(values, 50, 1.0, rng)[0]}
 
 
-def _bench(**kwargs: Any) -> dict[str, Any]:
-    from neuroedge.models.envy_free.experiment import bench
-
-    return bench(**kwargs)
-
-
 SPEC = ModelSpec(
     name="alloc.envy_free",
     family="algorithm",
@@ -64,5 +58,5 @@ SPEC = ModelSpec(
                 2026, "https://arxiv.org/abs/2602.06361"),
     efficiency=Efficiency("step"),
     tolerance={"default": 0.0},
-    bench=_bench,
+    bench="neuroedge.models.envy_free.experiment:bench",
 )

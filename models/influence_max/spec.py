@@ -35,12 +35,6 @@ def example(seed: int = 0) -> dict[str, np.ndarray]:
     return {"src": g.src, "dst": g.dst, "prob": g.prob}
 
 
-def _bench(**kwargs: Any) -> dict[str, Any]:
-    from neuroedge.models.influence_max.experiment import bench
-
-    return bench(**kwargs)
-
-
 SPEC = ModelSpec(
     name="graph.influence_max",
     family="algorithm",
@@ -54,5 +48,5 @@ SPEC = ModelSpec(
                 "Node-Level Feedback", "ICML 2026", 2026),
     efficiency=Efficiency("step"),
     tolerance={"default": 0.0},
-    bench=_bench,
+    bench="neuroedge.models.influence_max.experiment:bench",
 )

@@ -64,12 +64,6 @@ def evaluate(run: Callable[[dict[str, Any]], Mapping[str, Any]],
     return {"accuracy": Measurement(correct / len(split.y_test), "fraction", "measured")}
 
 
-def _train(config: Mapping[str, Any] | None = None, out: str | None = None) -> dict[str, Any]:
-    from neuroedge.models.lif_convnet.train import train
-
-    return train(config, out)
-
-
 SPEC = ModelSpec(
     name="snn.lif_convnet",
     family="snn",
@@ -82,7 +76,7 @@ SPEC = ModelSpec(
     efficiency=Efficiency("SOP"),
     tolerance={"onnxrt": 1e-4, "default": 1e-4},
     default_config={"train_if_missing": True},
-    train=_train,
+    train="neuroedge.models.lif_convnet.train:train",
     evaluate=evaluate,
     exportable=("onnx",),
 )

@@ -114,12 +114,6 @@ def train(config: Mapping[str, Any] | None = None, out: str | None = None) -> di
     return {"checkpoint": str(path), "loss_first": losses[0], "loss_last": losses[-1]}
 
 
-def _bench(**kwargs: Any) -> dict[str, Any]:
-    from neuroedge.models.meshft.bench import bench
-
-    return bench(**kwargs)
-
-
 SPEC = ModelSpec(
     name="physics.meshft",
     family="algorithm",
@@ -136,5 +130,5 @@ SPEC = ModelSpec(
     efficiency=Efficiency("step"),
     default_config={k: DEFAULTS[k] for k in ("mesh", "steps", "dt")},
     train=train,
-    bench=_bench,
+    bench="neuroedge.models.meshft.bench:bench",
 )

@@ -32,12 +32,6 @@ def example(seed: int = 0) -> dict[str, np.ndarray]:
     return {"x": x, "y": y, "lam": np.asarray([2.0])}
 
 
-def _bench(**kwargs: Any) -> dict[str, Any]:
-    from neuroedge.models.self_distill.experiment import bench
-
-    return bench(**kwargs)
-
-
 SPEC = ModelSpec(
     name="stats.self_distill",
     family="algorithm",
@@ -52,5 +46,5 @@ SPEC = ModelSpec(
                 "https://arxiv.org/abs/2602.17565"),
     efficiency=Efficiency("FLOP"),
     tolerance={"default": 1e-10},
-    bench=_bench,
+    bench="neuroedge.models.self_distill.experiment:bench",
 )

@@ -62,18 +62,6 @@ def example(seed: int = 0) -> dict[str, np.ndarray]:
             "prior": (rng.random((1, VISUAL)) < 0.1).astype(np.float32)}
 
 
-def _train(config: Mapping[str, Any] | None = None, out: str | None = None) -> dict[str, Any]:
-    from neuroedge.models.specprune.train import train
-
-    return train(config, out)
-
-
-def _bench(**kwargs: Any) -> dict[str, Any]:
-    from neuroedge.models.specprune.bench import run_bench
-
-    return run_bench(**kwargs)
-
-
 SPEC = ModelSpec(
     name="vla.specprune",
     family="vla",
@@ -91,7 +79,7 @@ SPEC = ModelSpec(
     efficiency=Efficiency("FLOP"),
     tolerance={"onnxrt": 1e-4, "default": 1e-4},
     default_config={"train_if_missing": True},
-    train=_train,
-    bench=_bench,
+    train="neuroedge.models.specprune.train:train",
+    bench="neuroedge.models.specprune.bench:run_bench",
     exportable=("onnx",),  # one static-budget graph per (method, mode); see deploy.py
 )

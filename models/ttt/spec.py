@@ -57,12 +57,6 @@ def _train(config: Mapping[str, Any] | None = None, out: str | None = None) -> d
     return {"out": out or "ttt_ladder", **summary(result)}
 
 
-def _bench(**kwargs: Any) -> dict[str, Any]:
-    from neuroedge.models.ttt.throughput import bench
-
-    return bench(**kwargs)
-
-
 SPEC = ModelSpec(
     name="ttt.linear_attention",
     family="ttt",
@@ -77,6 +71,6 @@ SPEC = ModelSpec(
     tolerance={"onnxrt": 1e-4, "default": 1e-4},
     default_config=DEFAULTS,
     train=_train,
-    bench=_bench,
+    bench="neuroedge.models.ttt.throughput:bench",
     exportable=("onnx",),
 )

@@ -120,13 +120,6 @@ def _train(config: Mapping[str, Any] | None = None, out: str | None = None) -> d
     return train_and_save(config or {}, out)
 
 
-def _bench(out_dir: str, backends: list[str], config: Mapping[str, Any],
-           history: str | None = None) -> dict[str, Any]:
-    from neuroedge.models.unisparse.bench import run_bench
-
-    return run_bench(out_dir, backends, config, history)
-
-
 SPEC = ModelSpec(
     name="snn.unisparse",
     family="snn",
@@ -142,7 +135,7 @@ SPEC = ModelSpec(
     tolerance={"onnxrt": 1e-4, "default": 1e-4},
     default_config={"train_if_missing": True},
     train=_train,
-    bench=_bench,
+    bench="neuroedge.models.unisparse.bench:run_bench",
     evaluate=evaluate,
     exportable=("onnx", "nir"),
 )

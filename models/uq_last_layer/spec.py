@@ -47,12 +47,6 @@ def example(seed: int = 0) -> dict[str, np.ndarray]:
     return {"x": x}
 
 
-def _bench(**kwargs: Any) -> dict[str, Any]:
-    from neuroedge.models.uq_last_layer.experiment import bench
-
-    return bench(**kwargs)
-
-
 SPEC = ModelSpec(
     name="uq.last_layer",
     family="ann",
@@ -66,5 +60,5 @@ SPEC = ModelSpec(
                 2026, "https://arxiv.org/abs/2605.30741"),
     efficiency=Efficiency("FLOP"),
     tolerance={"default": 1e-8},
-    bench=_bench,
+    bench="neuroedge.models.uq_last_layer.experiment:bench",
 )
