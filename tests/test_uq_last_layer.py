@@ -76,20 +76,23 @@ def test_regression_evidence_and_predictive_match_dense_formulas(regression):
 
 
 def test_last_layer_and_full_agree_on_ranking_and_ood_at_a_fraction_of_the_cost(regression):
-    import time
+    from neuroedge.bench.latency import measure_side_by_side
 
     split, net = regression
-    posts, preds, oods, times = {}, {}, {}, {}
+    # one timed fit of a millisecond-scale call is noise on a shared machine: take p50 of
+    # interleaved repeats
+    times = {s: t.percentile(50) for s, t in measure_side_by_side(
+        {s: (lambda s=s: fit_posterior(net, split, s)) for s in F.SUBSETS},
+        repeats=7, warmup=1, block=1).items()}
+    posts, preds, oods = {}, {}, {}
     for subset in F.SUBSETS:
-        start = time.perf_counter()
         posts[subset] = fit_posterior(net, split, subset)
-        times[subset] = time.perf_counter() - start
         preds[subset] = F.predict(posts[subset], *F.jacobians(net, split.x_test, subset))
         oods[subset] = F.predict(posts[subset], *F.jacobians(net, split.x_ood, subset))
     auroc = {s: F.auroc(preds[s].variance, oods[s].variance) for s in F.SUBSETS}
     assert auroc["full"] - auroc["last_layer"] <= 0.08
     assert spearmanr(preds["last_layer"].variance, preds["full"].variance)[0] >= 0.8
-    assert times["full"] / times["last_layer"] >= 20
+    assert times["full"] / times["last_layer"] >= 20, times
     baseline = map_nll(net, split)
     for subset in F.SUBSETS:
         assert F.nll(preds[subset], split.y_test, "regression") < baseline
