@@ -103,14 +103,20 @@ def test_fold_reproduces_training_network_spikes() -> None:
     assert all(float((m.weight == 0).float().mean()) > 0.3 for m in masked)
 
 
-def _energy_grads(route_spikes: bool, route_masks: bool, spike_scale: float = 1.0,
-                  values: list | None = None) -> tuple[float, float]:
+def _searching_net(mode: str) -> tuple[SpikingResNet, list[torch.Tensor]]:
+    """A seeded unmasked net in training mode, masks in ``mode``, and its spike maps."""
     torch.manual_seed(0)
     net = _spiking_net(masked=False).train()
     for layer in net.masked_layers().values():
-        layer.set_mode("soft", 4.0)
+        layer.set_mode(mode, 4.0)
     _, maps = net.forward_sequence(torch.rand(3, 8, 1, 8, 8,
                                               generator=torch.Generator().manual_seed(1)))
+    return net, maps
+
+
+def _energy_grads(route_spikes: bool, route_masks: bool, spike_scale: float = 1.0,
+                  values: list | None = None) -> tuple[float, float]:
+    net, maps = _searching_net("soft")
     terms = train.budget_terms(net, maps, route_spikes, route_masks, spike_scale)
     energy = fn.energy_estimate(terms, 8, 0.9)
     if values is not None:
@@ -136,6 +142,37 @@ def test_spike_scale_scales_only_the_threshold_gradient() -> None:
     assert values[0] == pytest.approx(values[1])  # the energy value is the counted one
     assert bn_tenth == pytest.approx(0.1 * bn_full, rel=1e-4)
     assert mask_tenth == pytest.approx(mask_full, rel=1e-5)
+
+
+def _constrained(spike_grad: str, lmbda: float) -> tuple[SpikingResNet, torch.Tensor, list]:
+    net, maps = _searching_net("ste")
+    budget = {"route_spikes": True, "route_masks": True, "lambda": lmbda, "target_uj": 1e-3}
+    cfg = {**train.DEFAULTS, "spike_grad": spike_grad, "penalty_rho": 0.0}
+    penalty, energy, grads = train.constrained_terms(net, maps, budget, cfg, 8)
+    assert energy > 0 and budget["lambda"] != lmbda  # the dual step ran
+    return net, penalty, grads
+
+
+def test_surrogate_route_pushes_only_the_thresholds_through_the_spikes() -> None:
+    net, penalty, grads = _constrained("surrogate", 2.0)
+    bn_params = {id(p) for bn in net.spike_bns() for p in (bn.gamma_raw, bn.beta)}
+    assert grads and all(id(p) in bn_params for p, _ in grads)
+    betas = {id(bn.beta) for bn in net.spike_bns()}
+    beta_push = sum(float(g.sum()) for p, g in grads if id(p) in betas)
+    assert beta_push > 0  # lambda > 0: descent lowers beta (raises the threshold)
+    penalty.backward()  # the penalty itself now reaches only the masks
+    assert all(bn.beta.grad is None for bn in net.spike_bns())
+    assert any(m.mask_logits.grad is not None and float(m.mask_logits.grad.abs().sum()) > 0
+               for m in net.masked_layers().values())
+    _, _, flipped = _constrained("surrogate", -2.0)  # under budget: the push reverses
+    assert all(torch.allclose(a, -b) for (_, a), (_, b) in zip(grads, flipped))
+
+
+def test_model_route_keeps_the_threshold_gradient_in_the_penalty() -> None:
+    net, penalty, grads = _constrained("model", 2.0)
+    assert grads == []
+    penalty.backward()
+    assert sum(float(bn.beta.grad.sum()) for bn in net.spike_bns()) > 0
 
 
 def test_energy_estimate_value_is_the_counted_sops() -> None:
@@ -244,6 +281,9 @@ def test_sparsify_rejects_unknown_variant_and_bad_target(tiny_dense: tuple) -> N
         train.sparsify(net.state_dict(), "magic", 1.0, data, TINY, progress=False)
     with pytest.raises(ValueError, match="positive"):
         train.sparsify(net.state_dict(), "unisparse", float("nan"), data, TINY, progress=False)
+    with pytest.raises(ValueError, match="spike_grad"):
+        train.sparsify(net.state_dict(), "unisparse", 1.0, data, {**TINY, "spike_grad": "x"},
+                       progress=False)
 
 
 def test_random_masks_match_requested_density() -> None:

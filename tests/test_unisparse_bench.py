@@ -53,7 +53,7 @@ def test_recipe_runs_resnet18_end_to_end_on_a_cifar_folder(tmp_path: Path) -> No
 
 @pytest.mark.slow
 def test_claim_on_digits_holds(tmp_path: Path) -> None:
-    """The full digits run (about 25 minutes on a loaded 2-core CPU): the issue's claim."""
+    """The full digits run (about 15 minutes on a loaded 2-core CPU): the issue's claim."""
     doc = run_bench(str(tmp_path), ["host"], {})
     claim = doc["claim"]
     assert claim["sop_reduction"] >= 5.0

@@ -38,8 +38,13 @@ budget (spike sparsity cannot act on it) and is reported separately as MACs.
     S'_l = stopgrad(S_l) * r_c / stopgrad(r_c)   (spike sparsification: d/d gamma, d/d beta)
     g'   = 1[m > 0] (forward), d sigmoid(T m)/dm (backward)   (weight masks: d/d m)
 
-so d E / d gamma = sum_c d SOP / d S_c * S_c * d log r_c / d gamma. Each variant switches one or
-both routes on. The budget is enforced by the augmented Lagrangian
+so d E / d gamma = sum_c d SOP / d S_c * S_c * d log r_c / d gamma (the ``"model"`` spike
+route). The default spike route (``"surrogate"``, ``train.threshold_gradients``) instead
+back-propagates ``E`` through the live spike counts with the LIF surrogate gradient, every
+downstream layer included, and applies the result to ``gamma, beta`` only: the task loss
+reaches the thresholds through the same surrogate, so both sides of the trade-off share its
+scale (see ``train`` for the calibration). Each variant switches one or both routes on.
+The budget is enforced by the augmented Lagrangian
 ``lambda (E / E_target - 1) + rho / 2 (E / E_target - 1)^2`` (``budget_penalty``), the
 multiplier (either sign) updated by dual ascent on ``log(E / E_target)``.
 """
