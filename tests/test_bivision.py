@@ -3,6 +3,8 @@ accounting of the two front ends, and mAP through pycocotools."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -11,6 +13,17 @@ from neuroedge.models.bivision.detection import coco_map, decode, make_targets
 from neuroedge.models.bivision.e2s import E2SParams, e2s, event_histogram
 from neuroedge.models.bivision.functional import STATNFParams, STATNFState, statnf_step
 from neuroedge.models.bivision.module import BiSNet
+
+
+def support_needed(p: E2SParams, active: float) -> int:
+    """k[t]: the least k >= k0 with P(Binomial(8, active) >= k) <= eps, at most 8."""
+    if p.false_support == 0:
+        return p.min_support
+    for k in range(p.min_support, 9):
+        tail = sum(math.comb(8, j) * active ** j * (1 - active) ** (8 - j) for j in range(k, 9))
+        if tail <= p.false_support:
+            return k
+    return 8
 
 
 def e2s_reference(counts: np.ndarray, p: E2SParams) -> np.ndarray:
@@ -31,8 +44,11 @@ def e2s_reference(counts: np.ndarray, p: E2SParams) -> np.ndarray:
                     shifted[:, max(-dy, 0):height + min(-dy, 0),
                             max(-dx, 0):width + min(-dx, 0)] = src
                     support += shifted
-        v = p.leak * v * (1 - prev) + counts[t] * (1 + p.support_weight
-                                                   * (support >= p.min_support))
+        density = active.mean(axis=(1, 2))
+        need = np.array([support_needed(p, float(d)) for d in density])[:, None, None]
+        lone = ((p.false_support == 0) | (density <= p.false_support)).astype(float)
+        gain = np.where(support >= need, 1 + p.support_weight, lone[:, None, None])
+        v = p.leak * v * (1 - prev) + counts[t] * gain
         spikes[t] = v >= p.threshold
     return spikes
 
@@ -43,16 +59,21 @@ def random_events(n: int, width: int, height: int, span: int, seed: int) -> np.n
                        rng.integers(0, height, n), rng.integers(0, 2, n))
 
 
-@pytest.mark.parametrize("seed,min_support", [(0, 1), (1, 2), (2, 2), (3, 3)])
-def test_e2s_kernel_equals_its_equations(seed, min_support):
-    params = E2SParams(steps=4, step_us=1000, min_support=min_support)
-    events = random_events(600, 20, 16, 4000, seed)
+@pytest.mark.parametrize("seed,min_support,eps,span,density", [
+    (0, 1, 0.0, 4000, 150), (1, 2, 0.0, 4000, 150), (2, 3, 0.0, 4000, 150),
+    (3, 2, 0.05, 4000, 150), (4, 2, 0.05, 6500, 40), (5, 1, 0.02, 9000, 60)])
+def test_e2s_kernel_equals_its_equations(seed, min_support, eps, span, density):
+    """Spans past the 4-step window check that the last step is kept when later events are
+    cut off; densities from 40 to 150 events per step (of 320 pixel pairs) move the adaptive
+    support requirement through several values."""
+    params = E2SParams(steps=4, step_us=1000, min_support=min_support, false_support=eps)
+    events = random_events(density * span // 1000, 20, 16, span, seed)
     counts = event_histogram(events, 20, 16, 4, 1000)
     np.testing.assert_array_equal(e2s(events, 20, 16, params), e2s_reference(counts, params))
 
 
 def test_e2s_filters_isolated_events_and_passes_supported_ones():
-    params = E2SParams(steps=2, step_us=100)  # default: two active neighbours needed
+    params = E2SParams(steps=2, step_us=100)  # two active neighbours (sparse: k stays k0)
     lone = make_events(np.array([10]), np.array([5]), np.array([5]), np.array([1]))
     pair = make_events(np.array([10, 11]), np.array([5, 6]), np.array([5, 5]), np.array([1, 1]))
     corner = make_events(np.array([10, 11, 12]), np.array([5, 6, 5]), np.array([5, 5, 6]),
@@ -61,12 +82,28 @@ def test_e2s_filters_isolated_events_and_passes_supported_ones():
                          np.array([1, 1]))
     assert e2s(lone, 10, 10, params).sum() == 0
     assert e2s(pair, 10, 10, params).sum() == 0
-    assert e2s(pair, 10, 10, E2SParams(steps=2, step_us=100, min_support=1))[
+    assert e2s(pair, 10, 10, E2SParams(steps=2, step_us=100, min_support=1, false_support=0))[
         0, 1, 5, 5:7].tolist() == [1, 1]
     assert e2s(corner, 10, 10, params)[0, 1].sum() == 3  # each has the other two as neighbours
     assert e2s(repeat, 10, 10, params)[:, 1, 5, 5].tolist() == [0, 1]
     with pytest.raises(ValueError, match="min_support"):
         E2SParams(min_support=0)
+    with pytest.raises(ValueError, match="false_support"):
+        E2SParams(false_support=1.0)
+
+
+def test_e2s_support_requirement_rises_with_background_activity():
+    """Dense background noise raises k, so noise alone stops counting as support."""
+    from neuroedge.events.core import SensorSize
+    from neuroedge.events.simulator import DVSParams, noise_events
+
+    sensor = SensorSize(32, 32)
+    noise = noise_events(sensor, 0, 100_000, DVSParams(noise_rate_hz=30.0),
+                         np.random.default_rng(0))
+    fixed = e2s(noise, 32, 32, E2SParams(false_support=0.0)).sum()
+    adaptive = e2s(noise, 32, 32).sum()
+    assert support_needed(E2SParams(), 0.01) == 2 and support_needed(E2SParams(), 0.26) == 5
+    assert adaptive < 0.5 * fixed
 
 
 def test_e2s_rejects_unsorted_and_off_sensor_events_by_index():
@@ -76,6 +113,9 @@ def test_e2s_rejects_unsorted_and_off_sensor_events_by_index():
     events = make_events(np.array([1, 3]), np.array([1, 9]), np.array([1, 1]), np.array([0, 0]))
     with pytest.raises(ValueError, match="event 1 .* off the 4x4 sensor"):
         e2s(events, 4, 4)
+    events = make_events(np.array([1, 3]), np.array([1, 2]), np.array([1, -1]), np.array([0, 0]))
+    with pytest.raises(ValueError, match="event 1 .* off the 4x4 sensor"):
+        event_histogram(events, 4, 4, 2, 10)
 
 
 def test_histogram_equals_tonic_toframe():
@@ -150,7 +190,9 @@ def test_map_is_one_for_exact_boxes_and_zero_for_misplaced_ones():
 def test_head_targets_decode_back_to_their_boxes():
     truth = [np.array([[4.0, 4, 10, 8]]), np.array([[16.0, 2, 12, 10]])]
     target = make_targets(truth, grid=8, stride=4)
-    logits = torch.where(target[:, :1] > 0, 8.0, -8.0)
+    assert target[:, 5].sum() == 2 and torch.equal(target[:, 0][target[:, 5] > 0],
+                                                   torch.ones(2))  # heatmap peaks at centres
+    logits = torch.where(target[:, 5:] > 0, 8.0, -8.0)
     offsets = torch.logit(target[:, 1:3].clamp(1e-4, 1 - 1e-4))
     pred = torch.cat([logits, offsets, target[:, 3:5]], 1).numpy()
     found = decode(pred, stride=4)
@@ -184,3 +226,27 @@ def test_training_augmentation_mirrors_inputs_and_boxes_together():
     box = np.array([[2.0, 3.0, 4.0, 5.0]])
     (mirrored,) = _mirrored([box], 32)
     assert mirrored.tolist() == [[26.0, 3.0, 4.0, 5.0]]
+
+
+def test_centre_heatmap_loss_prefers_the_box_centre():
+    from neuroedge.models.bivision.detection import detection_loss
+
+    truth = [np.array([[12.0, 6, 12, 8]])]  # centre (18, 10): mid-cell (2, 4) of the stride-4 grid
+    target = make_targets(truth, grid=8, stride=4)
+    assert target[0, 5, 2, 4] == 1 and 0 < target[0, 0, 2, 5] < 1  # a Gaussian around it
+    right, wrong = torch.full((1, 5, 8, 8), -6.0), torch.full((1, 5, 8, 8), -6.0)
+    right[0, 0, 2, 4] = wrong[0, 0, 6, 1] = 6.0
+    for pred in (right, wrong):
+        pred[:, 1:3] = 0.0
+        pred[:, 3:5] = target[:, 3:5]
+    assert detection_loss(right, target) < 0.1 < detection_loss(wrong, target)
+
+
+def test_augmentation_names_parse_and_reject_unknown_ones():
+    from neuroedge.models.bivision.train import augmentations
+
+    assert augmentations("flip+swap").tolist() == [True, True]
+    assert augmentations("none").tolist() == [False, False]
+    assert augmentations(True).tolist() == [True, False]
+    with pytest.raises(ValueError, match="augment 'rotate'"):
+        augmentations("rotate")

@@ -3,7 +3,11 @@
 Representations (T steps of ``step_us`` over the 100 ms recording, two polarity channels):
 
 * ``e2s``: binary E2S spikes (``neuroedge.models.bivision.e2s``), the STATNF model's input.
-* ``histogram``: event counts per step and polarity (SFOD / tonic ``ToFrame``), the baseline's.
+* ``histogram``: ``log(1 + n)`` of the event count n per step and polarity (the counts are
+  SFOD's / tonic ``ToFrame``'s), the baseline's. Decision: the log keeps the count order but
+  stops a few busy pixels (up to tens of events per step) from saturating the first LIF layer;
+  on raw counts the baseline trained to 0.58 accuracy / 0.07 mAP50 on clean data, with the log
+  to 0.67 / 0.15 (same budget), so the comparison with E2S is against a fair baseline.
 """
 
 from __future__ import annotations
@@ -35,8 +39,8 @@ def represent(events: np.ndarray, sensor: SensorSize, rep: str,
     if rep == "e2s":
         return e2s(events, sensor.width, sensor.height, params).astype(np.float32)
     if rep == "histogram":
-        return event_histogram(events, sensor.width, sensor.height, params.steps,
-                               params.step_us)
+        return np.log1p(event_histogram(events, sensor.width, sensor.height, params.steps,
+                                        params.step_us))
     raise ValueError(f"representation {rep!r} is not one of {REPRESENTATIONS}")
 
 
