@@ -10,7 +10,7 @@ from neuroedge.models.uq_last_layer import functional as F
 from neuroedge.models.uq_last_layer import rmt
 from neuroedge.models.uq_last_layer.data import (load_csv_split, load_split, make_split,
                                                  synthetic_regression)
-from neuroedge.models.uq_last_layer.experiment import fit_posterior, map_nll
+from neuroedge.models.uq_last_layer.experiment import VAL_FRACTION, fit_posterior, map_nll
 from scipy.stats import spearmanr
 
 
@@ -39,6 +39,16 @@ def test_last_layer_jacobian_is_the_last_block_of_the_full_jacobian(classifier):
     _, full = F.jacobians(net, split.x_test, "full")
     f, last = F.jacobians(net, split.x_test, "last_layer")
     assert np.array_equal(full[:, :, -last.shape[2]:], last)
+    # its features are the penultimate activations after the tanh, and the bias is included
+    import torch
+
+    with torch.no_grad():
+        phi = torch.tanh(net[2](torch.tanh(net[0](torch.as_tensor(split.x_test))))).numpy()
+    c, h = split.classes, net[-1].in_features
+    assert last.shape[2] == c * (h + 1) == F.theta_of(net, "last_layer").size
+    for k in range(c):
+        assert np.array_equal(last[:, k, k * h:(k + 1) * h], phi)
+        assert np.all(last[:, k, c * h + k] == 1.0)
     # and the network is linear in its last layer: f = J_LL theta_LL
     assert np.allclose(np.einsum("ncp,p->nc", last, F.theta_of(net, "last_layer")), f,
                        atol=1e-12)
@@ -83,7 +93,7 @@ def test_last_layer_and_full_agree_on_ranking_and_ood_at_a_fraction_of_the_cost(
     # interleaved repeats
     times = {s: t.percentile(50) for s, t in measure_side_by_side(
         {s: (lambda s=s: fit_posterior(net, split, s)) for s in F.SUBSETS},
-        repeats=7, warmup=1, block=1).items()}
+        repeats=15, warmup=1, block=1).items()}
     posts, preds, oods = {}, {}, {}
     for subset in F.SUBSETS:
         posts[subset] = fit_posterior(net, split, subset)
@@ -156,3 +166,90 @@ def test_bad_feature_files_and_options_are_refused(tmp_path):
         load_csv_split(path, "regression")
     with pytest.raises(ValueError, match="subset 'middle' is not one of"):
         F.jacobians(F.make_mlp(2, 3, 1, 0), np.zeros((1, 2)), "middle")
+
+
+def test_mc_predictive_matches_quadrature_and_ignores_common_logit_shifts():
+    rng = np.random.default_rng(4)
+    f = rng.standard_normal((6, 2)) * 2
+    a = rng.standard_normal((6, 2, 2))
+    cov = a @ np.swapaxes(a, -1, -2)
+    # two classes: p_0 = E[sigmoid(d)], d = f_0 - f_1 ~ N(m, v), by Gauss-Hermite quadrature
+    nodes, weights = np.polynomial.hermite_e.hermegauss(80)
+    m, v = f[:, 0] - f[:, 1], cov[:, 0, 0] + cov[:, 1, 1] - 2 * cov[:, 0, 1]
+    exact = (weights / weights.sum() / (1 + np.exp(-(m[:, None] + np.sqrt(v)[:, None]
+                                                       * nodes)))).sum(-1)
+    probs = F.expected_softmax(f, cov, samples=20000)
+    assert np.allclose(probs[:, 0], exact, atol=0.01)
+    # a common shift of all logits changes no probability: its variance must change nothing
+    f3, a3 = rng.standard_normal((5, 3)), rng.standard_normal((5, 3, 3))
+    cov3 = a3 @ np.swapaxes(a3, -1, -2)
+    shifted = cov3 + 5.0 * np.ones((3, 3))
+    assert np.allclose(F.expected_softmax(f3, shifted), F.expected_softmax(f3, cov3), atol=1e-9)
+    # (the probit softmax(f / sqrt(1 + pi/8 diag S)) is not invariant: it flattens)
+    def probit(s):
+        return F.softmax(f3 / np.sqrt(1 + math.pi / 8 * np.diagonal(s, axis1=1, axis2=2)))
+    assert np.abs(probit(shifted) - probit(cov3)).max() > 0.01
+
+
+@pytest.mark.parametrize("task", ["regression", "classification"])
+def test_consistent_weight_decay_makes_adams_objective_the_log_posterior(task):
+    import torch
+    from neuroedge.models.uq_last_layer.experiment import consistent_weight_decay
+
+    rng = np.random.default_rng(5)
+    x = torch.as_tensor(rng.standard_normal((40, 3)))
+    y = (torch.as_tensor(rng.standard_normal(40)) if task == "regression"
+         else torch.as_tensor(rng.integers(0, 3, 40)))
+    net = F.make_mlp(3, 4, 1 if task == "regression" else 3, 0)
+    post = F.GLMPosterior(task, np.zeros(1), np.eye(1), 0.7,
+                          0.3 if task == "regression" else 1.0, 0.0)
+    wd = consistent_weight_decay(post, len(y))
+    sq = sum((p ** 2).sum() for p in net.parameters())
+    out = net(x)
+    if task == "regression":  # Adam: mean MSE + wd/2 |theta|^2; posterior: Gaussian NLL + prior
+        adam = torch.nn.functional.mse_loss(out[:, 0], y) + wd / 2 * sq
+        neg_log_post = ((out[:, 0] - y) ** 2).sum() / (2 * post.noise_var) + 0.7 / 2 * sq
+    else:
+        adam = torch.nn.functional.cross_entropy(out, y) + wd / 2 * sq
+        neg_log_post = torch.nn.functional.cross_entropy(out, y, reduction="sum") + 0.7 / 2 * sq
+    g_adam = torch.autograd.grad(adam, list(net.parameters()), retain_graph=True)
+    g_post = torch.autograd.grad(neg_log_post, list(net.parameters()))
+    ratio = g_post[0].flatten()[0] / g_adam[0].flatten()[0]  # one common positive factor
+    assert float(ratio) > 0
+    for a, b in zip(g_adam, g_post):
+        assert torch.allclose(a * ratio, b, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("task", ["regression", "classification"])
+def test_validation_tuning_minimises_held_out_nll_and_never_reads_test_data(
+        task, regression, classifier):
+    import dataclasses
+
+    split, net = regression if task == "regression" else classifier
+    post = fit_posterior(net, split, "last_layer", "val_nll")
+    assert post.tuned_by == "val_nll"
+    # brute force over the same grid: the GLM on the rows the MAP was fitted on, each
+    # (sigma^2, lambda), scored by the predictive NLL of the held-out validation rows
+    n_val = int(len(split.y_train) * VAL_FRACTION)
+    ref = fit_posterior(net, dataclasses.replace(split, x_train=split.x_train[n_val:],
+                                                 y_train=split.y_train[n_val:]), "last_layer")
+    f_val, j_val = F.jacobians(net, split.x_train[:n_val], "last_layer")
+    scores = {(s2, lam): F.nll(F.predict(dataclasses.replace(
+        ref, noise_var=float(s2), prior_prec=float(lam)), f_val, j_val),
+        split.y_train[:n_val], task)
+        for s2 in F.noise_grid(task) for lam in F.PRIOR_GRID}
+    best = min(scores, key=scores.get)
+    assert (post.noise_var, post.prior_prec) == best
+    # the test and OOD sets never reach the tuning: poisoning them changes nothing
+    poisoned = dataclasses.replace(split, x_test=np.full_like(split.x_test, np.nan),
+                                   y_test=split.y_test[::-1].copy(),
+                                   x_ood=np.full_like(split.x_ood, np.nan))
+    again = fit_posterior(net, poisoned, "last_layer", "val_nll")
+    assert (again.noise_var, again.prior_prec) == (post.noise_var, post.prior_prec)
+    assert np.array_equal(again.eigvals, post.eigvals)
+    with pytest.raises(ValueError, match="tuning 'test' is not one of"):
+        fit_posterior(net, split, "last_layer", "test")
+    f, jac = F.jacobians(net, split.x_train, "last_layer")
+    with pytest.raises(ValueError, match="validation set: .* do not match"):
+        F.fit_glm(f, jac, split.y_train, F.theta_of(net, "last_layer"), task,
+                  validation=(f_val, j_val[:, :, :-1], split.y_train[:n_val]))

@@ -6,14 +6,19 @@ Quantification?", ICML 2026 (arXiv 2605.30741); the GLM predictive of Immer et a
 Given a MAP network f(x; theta_hat) with C outputs and prior theta ~ N(0, lambda^-1 I):
 
 1. linearise  f_lin(x; theta) = f(x; theta_hat) + J(x)(theta - theta_hat), J = df/dtheta [C, P];
-   last layer: only the final affine map is random, J_LL(x) = I_C (x) [phi(x)^T, 1];
+   last layer: only the final affine map is random, J_LL(x) = I_C (x) [phi(x)^T, 1], with
+   phi the penultimate activations after the tanh and the last layer's bias included (a test
+   checks both against the autograd Jacobian);
 2. GGN        H = sum_i J_i^T Lambda_i J_i + lambda I, Lambda = sigma^-2 I (regression) or
               diag(pi) - pi pi^T, pi = softmax(f) (classification);
 3. evidence   log Z = log p(D | theta_hat) - lambda/2 |theta_hat|^2 + P/2 log lambda
                       - 1/2 sum_k log(e_k + lambda),  e = eig(sum J^T Lambda J),
               maximised over a (sigma^2, lambda) grid (lambda only for classification);
+              or, the second mode, the grid point minimising the mean predictive NLL of
+              held-out validation points (``fit_glm(..., validation=...)``, see experiment.py);
 4. predictive  f_* ~ N(f(x_*), J_* H^-1 J_*^T); regression y_* ~ N(f, J H^-1 J^T + sigma^2);
-              classification by the probit approximation softmax(f / sqrt(1 + pi/8 diag S_f)).
+              classification p(y_* = c) = E[softmax(f_*)_c], by Monte Carlo over the centred
+              logits N(f, P S_f P), P = I - 11^T / C (exact: softmax ignores the common shift).
 
 Design decisions the paper leaves open, with reasons:
 
@@ -29,6 +34,22 @@ Design decisions the paper leaves open, with reasons:
   shift, and a confidently classified point can carry large logit variance that changes no
   probability. Ranking tr S_f of (even centred) logits gave Spearman 0.21 / 0.08 / -0.51 between
   the two GLMs on breast cancer / wine / digits, the probability variance 0.99 / 0.99 / 0.97.
+* The classification predictive is Monte Carlo (``MC_SAMPLES`` draws, the same standard-normal
+  draws for every point and both GLMs: common random numbers for the comparison)
+  rather than the probit softmax(f / sqrt(1 + pi/8 diag S_f)). The probit is not invariant to a
+  common shift of the logits, which the softmax ignores: adding u to every row of the last
+  weight matrix and bias is a null direction of the GGN (Lambda 1 = 0), so it keeps its prior
+  variance (|phi|^2 + 1) / lambda, inflates every diag S_f and flattened the probit's
+  probabilities by an amount that is no uncertainty about them. Sampling the centred logits
+  removes that direction exactly. Measured on the bench's MAP networks (test NLL, probit -> MC):
+  wine LL 0.231 -> 0.187, full 0.284 -> 0.248; breast cancer full 0.131 -> 0.109; digits LL
+  0.119 -> 0.118, full 0.319 -> 0.347 (there the probit had been the more confident of two
+  approximations of an under-confident predictive). Sampling error at 1000 draws, std over 5
+  seeds on wine: test NLL 0.002, entropy OOD AUROC 0.005 or less.
+* Validation-NLL tuning searches the same grid as the evidence and scores each point with the
+  predictive the GLM reports (the Gaussian in closed form for regression; for classification
+  the Monte Carlo predictive with the same draws at every lambda, so the NLL curve over lambda
+  carries no sampling jitter between grid points).
 * float64 throughout, so the two Jacobians agree exactly where they should (the last-layer block
   of the full Jacobian equals J_LL; a test checks it).
 """
@@ -48,6 +69,8 @@ Task = Literal["regression", "classification"]
 SUBSETS = ("last_layer", "full")
 NOISE_GRID = np.logspace(-3, 1, 41)
 PRIOR_GRID = np.logspace(-4, 3, 36)
+MC_SAMPLES = 1000
+TUNINGS = ("evidence", "val_nll")
 
 
 @contextlib.contextmanager
@@ -157,8 +180,10 @@ def theta_of(net: Any, subset: str) -> np.ndarray:
 
 
 def softmax(f: np.ndarray) -> np.ndarray:
-    z = np.exp(f - f.max(-1, keepdims=True))
-    return z / z.sum(-1, keepdims=True)
+    z = f - f.max(-1, keepdims=True)
+    np.exp(z, out=z)
+    z /= z.sum(-1, keepdims=True)
+    return z
 
 
 @dataclass(frozen=True)
@@ -171,6 +196,7 @@ class GLMPosterior:
     prior_prec: float  # lambda
     noise_var: float  # sigma^2 (1.0 for classification)
     log_evidence: float  # Laplace log marginal likelihood at the chosen hyper-parameters
+    tuned_by: str = "evidence"  # TUNINGS: what chose (sigma^2, lambda)
 
     def functional_cov(self, jac: np.ndarray) -> np.ndarray:
         """S_f = J H^-1 J^T per point, [n, C, C]."""
@@ -179,57 +205,107 @@ class GLMPosterior:
         return a @ np.swapaxes(a, -1, -2)
 
 
-def _regression_evidence(e: np.ndarray, rss: float, n: int, sq_norm: float) -> tuple[float, ...]:
-    s2 = NOISE_GRID[:, None, None]
-    lam = PRIOR_GRID[None, :, None]
-    logdet = np.log(e[None, None, :] / s2 + lam).sum(-1)
-    s2, lam = NOISE_GRID[:, None], PRIOR_GRID[None, :]
-    logz = (-0.5 * n * np.log(2 * math.pi * s2) - rss / (2 * s2) - 0.5 * lam * sq_norm
-            + 0.5 * e.size * np.log(lam) - 0.5 * logdet)
-    i, j = np.unravel_index(int(np.argmax(logz)), logz.shape)
-    return float(NOISE_GRID[i]), float(PRIOR_GRID[j]), float(logz[i, j])
+def noise_grid(task: str) -> np.ndarray:
+    """The sigma^2 grid: NOISE_GRID for regression, the fixed 1.0 for classification."""
+    return NOISE_GRID if task == "regression" else np.ones(1)
 
 
-def fit_glm(f: np.ndarray, jac: np.ndarray, y: np.ndarray, theta: np.ndarray, task: Task
+def evidence_grid(task: str, e: np.ndarray, fit: float, n: int, sq_norm: float) -> np.ndarray:
+    """log Z over noise_grid(task) x PRIOR_GRID; ``fit`` is the RSS (regression) or the
+    log-likelihood log p(D | theta_hat) (classification)."""
+    s2, lam = noise_grid(task)[:, None], PRIOR_GRID[None, :]
+    logdet = np.log(e[None, None, :] / s2[:, :, None] + lam[:, :, None]).sum(-1)
+    loglik = (-0.5 * n * np.log(2 * math.pi * s2) - fit / (2 * s2) if task == "regression"
+              else fit)
+    return loglik - 0.5 * lam * sq_norm + 0.5 * e.size * np.log(lam) - 0.5 * logdet
+
+
+def validation_nll_grid(task: str, e: np.ndarray, u: np.ndarray, f_val: np.ndarray,
+                        jac_val: np.ndarray, y_val: np.ndarray) -> np.ndarray:
+    """Mean GLM predictive NLL on validation points over noise_grid(task) x PRIOR_GRID."""
+    if jac_val.shape[-1] != u.shape[0] or not len(f_val) == len(jac_val) == len(y_val):
+        raise ValueError(f"validation set: f {f_val.shape}, J {jac_val.shape}, y {y_val.shape}"
+                         f" do not match one another or the {u.shape[0]} GLM parameters")
+    a = jac_val @ u  # [n, C, P]
+    if task == "regression":
+        inv = 1.0 / (e / NOISE_GRID[:, None, None] + PRIOR_GRID[None, :, None])  # [S, L, P]
+        var = (a[:, 0] ** 2 @ inv.reshape(-1, e.size).T).reshape(-1, *inv.shape[:2])
+        var += NOISE_GRID[None, :, None]  # [n, S, L]
+        resid2 = ((f_val[:, 0] - y_val) ** 2)[:, None, None]
+        return np.mean(0.5 * np.log(2 * math.pi * var) + resid2 / (2 * var), axis=0)
+    out = np.empty((1, PRIOR_GRID.size))
+    for j, lam in enumerate(PRIOR_GRID):
+        b = a / np.sqrt(e + lam)
+        probs = expected_softmax(f_val, b @ np.swapaxes(b, -1, -2))
+        out[0, j] = -np.mean(np.log(probs[np.arange(len(y_val)), y_val.astype(int)] + 1e-300))
+    return out
+
+
+def fit_glm(f: np.ndarray, jac: np.ndarray, y: np.ndarray, theta: np.ndarray, task: Task,
+            validation: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
             ) -> GLMPosterior:
-    """The GGN posterior with (sigma^2, lambda) maximising the Laplace evidence."""
+    """The GGN posterior on (f, J, y), with (sigma^2, lambda) maximising the Laplace evidence,
+    or, given ``validation`` = (f_val, J_val, y_val) of held-out points, minimising their mean
+    predictive NLL over the same grid (no other data is seen by the choice)."""
     n = jac.shape[0]
-    sq_norm = float(theta @ theta)
     if task == "regression":
         flat = jac.reshape(-1, jac.shape[-1])
-        ggn = flat.T @ flat
-        e, u = np.linalg.eigh(ggn)
-        e = np.clip(e, 0, None)
-        rss = float(((f[:, 0] - y) ** 2).sum())
-        noise, prior, logz = _regression_evidence(e, rss, n, sq_norm)
-        return GLMPosterior(task, e, u, prior, noise, logz)
-    pi = softmax(f)
-    # Lambda = diag(pi) - pi pi^T, so J^T Lambda J = sum_c pi_c (J_c - Jbar)^T (J_c - Jbar)
-    # with Jbar = sum_k pi_k J_k: stack sqrt(pi_c) (J_c - Jbar) and take one Gram matrix.
-    jbar = np.einsum("nc,ncp->np", pi, jac)
-    lam_half = np.sqrt(pi)[:, :, None] * (jac - jbar[:, None, :])
-    flat = lam_half.reshape(-1, jac.shape[-1])
-    ggn = flat.T @ flat
-    e, u = np.linalg.eigh(ggn)
+        fit = float(((f[:, 0] - y) ** 2).sum())
+    else:
+        pi = softmax(f)
+        # Lambda = diag(pi) - pi pi^T, so J^T Lambda J = sum_c pi_c (J_c - Jbar)^T (J_c - Jbar)
+        # with Jbar = sum_k pi_k J_k: stack sqrt(pi_c) (J_c - Jbar) and take one Gram matrix.
+        jbar = np.einsum("nc,ncp->np", pi, jac)
+        flat = (np.sqrt(pi)[:, :, None] * (jac - jbar[:, None, :])).reshape(-1, jac.shape[-1])
+        fit = float(np.log(pi[np.arange(n), y.astype(int)] + 1e-300).sum())
+    e, u = np.linalg.eigh(flat.T @ flat)
     e = np.clip(e, 0, None)
-    loglik = float(np.log(pi[np.arange(n), y.astype(int)] + 1e-300).sum())
-    logz = (loglik - 0.5 * PRIOR_GRID * sq_norm + 0.5 * e.size * np.log(PRIOR_GRID)
-            - 0.5 * np.log(e[None, :] + PRIOR_GRID[:, None]).sum(-1))
-    j = int(np.argmax(logz))
-    return GLMPosterior(task, e, u, float(PRIOR_GRID[j]), 1.0, float(logz[j]))
+    logz = evidence_grid(task, e, fit, n, float(theta @ theta))
+    if validation is None:
+        i, j = np.unravel_index(int(np.argmax(logz)), logz.shape)
+    else:
+        nll_grid = validation_nll_grid(task, e, u, *validation)
+        i, j = np.unravel_index(int(np.argmin(nll_grid)), nll_grid.shape)
+    return GLMPosterior(task, e, u, float(PRIOR_GRID[j]), float(noise_grid(task)[i]),
+                        float(logz[i, j]), TUNINGS[validation is not None])
 
 
 @dataclass(frozen=True)
 class Prediction:
     """GLM predictive at test points."""
 
-    mean: np.ndarray  # regression: predictive mean [n]; classification: probit probs [n, C]
+    mean: np.ndarray  # regression: predictive mean [n]; classification: probs [n, C]
     variance: np.ndarray  # tr S_f (classification: tr G S_f G^T of the probabilities), [n]
     total_var: np.ndarray  # regression: tr S_f + sigma^2; classification: predictive entropy
 
 
+def expected_softmax(f: np.ndarray, cov: np.ndarray, samples: int = MC_SAMPLES, seed: int = 0,
+                     block: int | None = None) -> np.ndarray:
+    """E[softmax(z)], z ~ N(f, cov) per point [n, C], by Monte Carlo on the centred logits.
+
+    With P = I - 11^T / C, softmax(f + e) = softmax(f + P e) for every e, and P e ~ N(0, P S P),
+    so sampling N(f, P S P) is exact in expectation and blind to any common-shift variance.
+    The square root is the symmetric one, Q diag(sqrt w) Q^T from ``eigh`` (P S P is singular
+    along 1), a function of P S P alone (no eigenvector sign choice reaches the draws). The same
+    standard-normal draws (from ``seed``) are used for every point, ``block`` draws at a time
+    (default: as many as keep the [block, n, C] array near 4 MB).
+    """
+    c = f.shape[1]
+    block = block or max(1, min(samples, 500_000 // f.size))
+    proj = np.eye(c) - 1.0 / c
+    w, q = np.linalg.eigh(proj @ cov @ proj)
+    root = (q * np.sqrt(np.clip(w, 0, None))[:, None, :]) @ np.swapaxes(q, -1, -2)
+    z = np.random.default_rng(seed).standard_normal((samples, c))
+    total = np.zeros_like(f)
+    for start in range(0, samples, block):
+        draws = np.tensordot(z[start:start + block], root, axes=(1, 2))  # [s, n, c]
+        draws += f
+        total += softmax(draws).sum(0)
+    return total / samples
+
+
 def predict(post: GLMPosterior, f: np.ndarray, jac: np.ndarray) -> Prediction:
-    """GLM predictive: Gaussian (regression) or probit-softmax (classification)."""
+    """GLM predictive: Gaussian (regression) or Monte Carlo softmax (classification)."""
     cov = post.functional_cov(jac)
     var = np.trace(cov, axis1=1, axis2=2)
     if post.task == "regression":
@@ -237,8 +313,7 @@ def predict(post: GLMPosterior, f: np.ndarray, jac: np.ndarray) -> Prediction:
     pi = softmax(f)
     grad = np.einsum("nc,cd->ncd", pi, np.eye(pi.shape[1])) - pi[:, :, None] * pi[:, None, :]
     var = np.einsum("nab,nbc,nac->n", grad, cov, grad)  # tr(G S_f G^T), G = d softmax / d f
-    kappa = 1.0 / np.sqrt(1.0 + math.pi / 8.0 * np.diagonal(cov, axis1=1, axis2=2))
-    probs = softmax(f * kappa)
+    probs = expected_softmax(f, cov)
     return Prediction(probs, var, -(probs * np.log(probs + 1e-300)).sum(-1))
 
 
