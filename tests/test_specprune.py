@@ -146,7 +146,7 @@ def test_fewer_tokens_count_fewer_flops():
     model = small_policy()
     full, counts = decoder_flops(model, None, None)
     pruned, pruned_counts = decoder_flops(model, 32, PruneConfig())
-    assert counts == [128] * 6
+    assert counts == [128] * model.config["depth"]
     assert pruned_counts[:3] == [128, 128, 32] and pruned_counts[-1] < 32
     assert pruned < 0.6 * full
 
@@ -178,3 +178,42 @@ def test_exported_onnx_policy_matches_eager_and_refuses_other_versions(tmp_path)
         load_policy(tmp_path, "onnxrt")
     with pytest.raises(ArtifactError, match="no policy manifest"):
         load_policy(tmp_path / "nowhere", "onnxrt")
+
+
+def test_every_evaluation_cell_is_run_and_paired_on_the_same_seeds(monkeypatch):
+    from neuroedge.models.specprune import bench
+
+    seen = []
+
+    def fake_job(job):
+        source, backend, method, _, task, n = job
+        seen.append((method, task))
+        outcomes = [(ep * len(method)) % 4 < 2 for ep in range(n)]
+        return {"method": method, "task": task, "wins": sum(outcomes), "episodes": n,
+                "outcomes": outcomes, "kept": [48] * n, "modes": ["fine"] * n}
+
+    monkeypatch.setattr(bench, "evaluate_job", fake_job)
+    configs = dict.fromkeys(bench.METHOD_ORDER, PruneConfig())
+    results = bench.evaluate_all(dict.fromkeys(bench.METHOD_ORDER, "x"), "host", configs,
+                                 ("button", "reach"), 6, workers=1)
+    assert len(seen) == 8 and len(set(seen)) == 8  # none skipped (tqdm.update once did that)
+    for m in bench.METHOD_ORDER:
+        assert set(results[m]["per_task"]) == {"button", "reach"}
+    paired, lines = bench.paired_table(results, ("button", "reach"), 6)
+    assert paired["unpruned"]["only_this"] == paired["unpruned"]["only_unpruned"] == 0
+    mine = np.array(results["fastv"]["outcomes"])
+    base = np.array(results["unpruned"]["outcomes"])
+    assert paired["fastv"]["only_unpruned"] == int((base & ~mine).sum()) > 0
+    assert any(line.startswith("| specprune |") for line in lines)
+
+
+def test_random_shift_moves_images_within_the_pad():
+    from neuroedge.models.specprune.train import random_shift
+
+    images = torch.zeros(8, 16, 16, 3, dtype=torch.uint8)
+    images[:, 6:10, 6:10] = 255  # a bright square in the middle
+    shifted = random_shift(images, 3, torch.Generator().manual_seed(0))
+    assert shifted.shape == images.shape and shifted.dtype == torch.uint8
+    assert (shifted.flatten(1) == 255).sum(1).eq(4 * 4 * 3).all()  # moved, never cut
+    assert any(not torch.equal(shifted[i], images[i]) for i in range(8))
+    assert torch.equal(random_shift(images, 0, torch.Generator()), images)

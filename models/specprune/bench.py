@@ -3,7 +3,10 @@
 Rows ``unpruned``, ``specprune``, ``fastv``, ``random``:
 
 * success_rate: closed-loop episodes on unseen layouts (seeds from data.EVAL_SEED0), per task
-  and overall; the policy re-plans every CHUNK steps.
+  and overall; the policy re-plans every CHUNK steps. Every method runs the same episode seeds
+  (a paired comparison: the report lists the episodes only one of the pair won). The episodes
+  run the deployed ONNX graphs when onnxrt is benchmarked (``eval_backend``; eager PyTorch
+  otherwise): their actions match eager to ~1e-6 (export parity) at about half the time.
 * latency_p50/p90/p99_ms: end-to-end policy latency of one inference (observation checks,
   pruning prior, controller, network), all methods timed side by side on the same recorded
   observation sequences (bench.latency.measure_side_by_side).
@@ -13,7 +16,13 @@ Rows ``unpruned``, ``specprune``, ``fastv``, ``random``:
 
 FastV and random pruning get SpecPrune's fine-mode budget (config ``baseline_budget``) at every
 step, so they never keep fewer visual tokens after layer 1 than SpecPrune does; they have no
-layer-level pruning. ``workers`` > 1 evaluates (method, task) cells in parallel processes.
+layer-level pruning. ``workers`` > 1 evaluates (method, task) cells in parallel processes; on the
+shared 2-core machine it did not help (44 s vs 46 s for 12 episodes), so the default is 1.
+
+Where the time of an episode goes (2-core machine under load): the two 64x64 views rendered at
+each re-plan take most of it (MuJoCo's 4x multisampling on the software EGL renderer; turning it
+off renders 2.4x faster but would change the images the policy was trained on), then the
+policy call, then the physics steps.
 """
 
 from __future__ import annotations
@@ -65,53 +74,67 @@ def decoder_flops(model: Any, static_kept: int | None, prune: PruneConfig | None
     return float(sum(layer_flops(n + other, dim, ffn) for n in counts)), counts
 
 
-def evaluate_job(job: tuple[str, str, dict[str, Any], str, int]) -> dict[str, Any]:
-    """One (method, task) cell in its own process: ``(checkpoint, method, prune, task, n)``."""
+def evaluate_job(job: tuple[str, str, str, dict[str, Any], str, int]) -> dict[str, Any]:
+    """One (method, task) cell in its own process:
+    ``(source, backend, method, prune, task, n)``; ``source`` is the checkpoint (host) or the
+    method's exported policy directory (onnxrt)."""
     import torch
-    from neuroedge.models.specprune.train import load_policy_checkpoint
 
-    checkpoint, method, prune_fields, task_name, episodes = job
+    source, backend, method, prune_fields, task_name, episodes = job
     torch.set_num_threads(1)  # two threads per process spin on a loaded 2-core machine
-    model = load_policy_checkpoint(checkpoint)[0]
-    prune = PruneConfig(**prune_fields)
-    policy = PrunedPolicy(torch_engine(model, method, prune), method, prune, seed=1)
-    wins, kept, modes = 0, [], []
+    if backend == "onnxrt":
+        from neuroedge.models.specprune.deploy import load_policy
+
+        policy = load_policy(source, "onnxrt", seed=1)
+    else:
+        from neuroedge.models.specprune.train import load_policy_checkpoint
+
+        model, prune = load_policy_checkpoint(source)[0], PruneConfig(**prune_fields)
+        policy = PrunedPolicy(torch_engine(model, method, prune), method, prune, seed=1)
+    outcomes, kept, modes = [], [], []
     with ManipulationEnv(task_name) as env:
-        for ep in range(episodes):
-            wins += rollout(env, policy, EVAL_SEED0 + ep)
+        for ep in range(episodes):  # the same layouts for every method: paired comparison
+            outcomes.append(rollout(env, policy, EVAL_SEED0 + ep))
             kept += policy.kept
             modes += policy.modes
-    return {"method": method, "task": task_name, "wins": wins, "episodes": episodes,
-            "kept": kept, "modes": modes}
+    return {"method": method, "task": task_name, "wins": sum(outcomes), "episodes": episodes,
+            "outcomes": outcomes, "kept": kept, "modes": modes}
 
 
-def evaluate_all(checkpoint: str, configs: Mapping[str, PruneConfig], tasks: Sequence[str],
-                 episodes: int, workers: int) -> dict[str, dict[str, Any]]:
+def evaluate_all(sources: Mapping[str, str], backend: str, configs: Mapping[str, PruneConfig],
+                 tasks: Sequence[str], episodes: int, workers: int) -> dict[str, dict[str, Any]]:
     """Success per task and kept-token statistics of every method; cells run in parallel
     processes (spawned: each owns its EGL context) when ``workers`` > 1."""
     from dataclasses import asdict
 
     from tqdm import tqdm
 
-    jobs = [(checkpoint, m, asdict(configs[m]), t, episodes) for m in METHOD_ORDER for t in tasks]
+    jobs = [(sources[m], backend, m, asdict(configs[m]), t, episodes)
+            for m in METHOD_ORDER for t in tasks]
     with tqdm(total=len(jobs), desc=f"closed-loop cells ({episodes} episodes each)") as bar:
+        cells = []
         if workers <= 1:
-            cells = [evaluate_job(j) for j in jobs if not bar.update(1)]
+            for job in jobs:
+                cells.append(evaluate_job(job))
+                bar.update(1)
         else:
             import multiprocessing as mp
             from concurrent.futures import ProcessPoolExecutor
 
             with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
-                cells = []
                 for cell in pool.map(evaluate_job, jobs):
                     cells.append(cell)
                     bar.update(1)
+    if len(cells) != len(jobs):
+        raise RuntimeError(f"{len(jobs) - len(cells)} of {len(jobs)} evaluation cells are missing")
     results: dict[str, dict[str, Any]] = {}
     for m in METHOD_ORDER:
         mine = [c for c in cells if c["method"] == m]
         kept = [k for c in mine for k in c["kept"]]
         modes = [x for c in mine for x in c["modes"]]
         results[m] = {"per_task": {c["task"]: c["wins"] / c["episodes"] for c in mine},
+                      "wins": {c["task"]: c["wins"] for c in mine},
+                      "outcomes": [o for c in mine for o in c["outcomes"]],
                       "kept": float(np.mean(kept)), "kept_all": kept,
                       "fine_fraction": float(np.mean([x == "fine" for x in modes]))}
     return results
@@ -151,6 +174,26 @@ def latency_side_by_side(policies: Mapping[str, PrunedPolicy], sequences: list[l
                                 warmup=3, block=5)
 
 
+def paired_table(results: Mapping[str, Mapping[str, Any]], tasks: Sequence[str],
+                 episodes: int) -> tuple[dict[str, Any], list[str]]:
+    """Per-task wins and the paired comparison with unpruned on the same episode seeds
+    (episodes only this method won / only unpruned won), as a dict and markdown lines."""
+    base = np.asarray(results["unpruned"]["outcomes"], dtype=bool)
+    paired, lines = {}, [f"Per-task successes out of {episodes} episodes (the same seeds for "
+                         "every method); paired against unpruned:", "",
+                         f"| method | {' | '.join(tasks)} | overall | only this won | "
+                         "only unpruned won |", "|---" * (len(tasks) + 4) + "|"]
+    for m in METHOD_ORDER:
+        mine = np.asarray(results[m]["outcomes"], dtype=bool)
+        paired[m] = {"wins": dict(results[m]["wins"]), "episodes": episodes,
+                     "only_this": int((mine & ~base).sum()),
+                     "only_unpruned": int((base & ~mine).sum())}
+        cells = [str(results[m]["wins"][t]) for t in tasks]
+        lines.append(f"| {m} | {' | '.join(cells)} | {int(mine.sum())}/{mine.size} | "
+                     f"{paired[m]['only_this']} | {paired[m]['only_unpruned']} |")
+    return paired, lines + [""]
+
+
 def speedup_plot(doc: dict[str, Any], path: Path) -> Path:
     """Success rate against end-to-end speedup, one point per method."""
     from neuroedge.bench.report import finish_figure, pyplot
@@ -174,7 +217,8 @@ def speedup_plot(doc: dict[str, Any], path: Path) -> Path:
 
 
 def row(method: str, result: Mapping[str, Any], latency: Any, base_p50: float,
-        flops: float, counts: list[int], budget: int | None, backend: str = "host") -> Report:
+        flops: float, counts: list[int], budget: int | None, backend: str = "host",
+        evaluated_on: str = "host") -> Report:
     metrics = {"success_rate": Measurement(float(np.mean(list(result["per_task"].values()))),
                                            "fraction"),
                **{k: v for k, v in latency.metrics().items() if k != "peak_rss_mb"},
@@ -188,9 +232,9 @@ def row(method: str, result: Mapping[str, Any], latency: Any, base_p50: float,
     notes = [f"fine-mode fraction {result['fine_fraction']:.2f}"] if method == "specprune" else []
     if budget is not None and method in ("fastv", "random"):
         notes.append(f"static budget {budget} visual tokens (SpecPrune's fine-mode budget)")
-    if backend != "host":
-        notes.append("success_rate from the host engine; this backend's actions match it "
-                     "(see export.max_abs_err)")
+    if backend != evaluated_on:
+        notes.append(f"success_rate from the {evaluated_on} engine; this backend's actions "
+                     "match it (see export.max_abs_err)")
     return Report("vla.specprune", backend, method, metrics=metrics, notes=tuple(notes))
 
 
@@ -206,10 +250,10 @@ def static_counts(model: Any, method: str, result: Mapping[str, Any],
 
 
 def vision_flops(model: Any) -> float:
-    """Patch embedding and the ViT block of both views (attention + GELU MLP of width 2D)."""
+    """Patch embedding and the ViT blocks (attention + GELU MLP of width 2D) of both views."""
     p, d, n = model.patch, model.config["dim"], model.per_view
     block = 2.0 * (4 * n * d * d + 2 * n * n * d + 2 * n * d * 2 * d)
-    return 2 * (2.0 * n * 3 * p * p * d + block)
+    return 2 * (2.0 * n * 3 * p * p * d + model.config.get("vit_depth", 1) * block)
 
 
 def parity_onnx(model: Any, prune: PruneConfig, sequences: list[list[dict]],
@@ -234,24 +278,36 @@ def parity_onnx(model: Any, prune: PruneConfig, sequences: list[list[dict]],
     return {"policy_dir": str(out_dir), "max_abs_err": diffs}
 
 
-def onnx_policies(model: Any, configs: Mapping[str, PruneConfig], out_dir: Path
-                  ) -> dict[str, PrunedPolicy]:
-    """Every method exported (one static graph per controller mode) and loaded in ONNX Runtime."""
-    from neuroedge.models.specprune.deploy import export_policy, load_policy
+def export_methods(model: Any, configs: Mapping[str, PruneConfig], out_dir: Path
+                   ) -> dict[str, str]:
+    """Every method exported for ONNX Runtime (one static graph per controller mode)."""
+    from neuroedge.models.specprune.deploy import export_policy
 
-    policies = {}
-    for m in METHOD_ORDER:
-        export_policy(model, out_dir / m, "onnxrt", method=m, prune=configs[m])
-        policies[m] = load_policy(out_dir / m, "onnxrt")
-    return policies
+    return {m: str(export_policy(model, out_dir / m, "onnxrt", method=m, prune=configs[m]))
+            for m in METHOD_ORDER}
+
+
+def time_methods(model: Any, configs: Mapping[str, PruneConfig], sources: Mapping[str, str],
+                 sequences: list[list[dict]], backends: Sequence[str], repeats: int
+                 ) -> dict[str, dict[str, Any]]:
+    """End-to-end latency of every method, eager and (if asked) the exported ONNX graphs."""
+    import copy
+
+    policies = {m: PrunedPolicy(torch_engine(copy.deepcopy(model), m, configs[m]), m,
+                                configs[m]) for m in METHOD_ORDER}
+    timings = {"host": latency_side_by_side(policies, sequences, repeats)}
+    if "onnxrt" in backends:
+        from neuroedge.models.specprune.deploy import load_policy
+
+        graphs = {m: load_policy(sources[m], "onnxrt") for m in METHOD_ORDER}
+        timings["onnxrt"] = latency_side_by_side(graphs, sequences, repeats)
+    return timings
 
 
 def run_bench(out_dir: str, backends: Sequence[str] = ("host",),
               config: Mapping[str, Any] | None = None, history: str | None = None
               ) -> dict[str, Any]:
     """Evaluate the four methods, time them side by side, check ONNX parity, write the report."""
-    import copy
-
     import torch
     from neuroedge.bench.report import build_document, write_report
     from neuroedge.models.specprune.spec import load_trained
@@ -267,28 +323,31 @@ def run_bench(out_dir: str, backends: Sequence[str] = ("host",),
     same = PruneConfig(budget_coarse=budget, budget_fine=budget)
     configs = {"unpruned": prune, "specprune": prune, "fastv": same, "random": same}
     checkpoint = str(cfg.get("checkpoint") or checkpoint_path("vla.specprune"))
-    results = evaluate_all(checkpoint, configs, tasks, episodes, int(cfg.get("workers", 1)))
+    sources = {m: checkpoint for m in METHOD_ORDER}
+    if "onnxrt" in backends:  # the deployed graphs also run the closed-loop episodes
+        sources = export_methods(model, configs, Path(out_dir) / "policy_onnx_methods")
+    evaluated_on = str(cfg.get("eval_backend", "onnxrt" if "onnxrt" in backends else "host"))
+    results = evaluate_all(sources if evaluated_on == "onnxrt" else
+                           dict.fromkeys(METHOD_ORDER, checkpoint), evaluated_on, configs, tasks,
+                           episodes, int(cfg.get("workers", 1)))
     sequences = record_observations(tasks)
-    policies = {m: PrunedPolicy(torch_engine(copy.deepcopy(model), m, configs[m]), m,
-                                configs[m]) for m in METHOD_ORDER}
-    repeats = int(cfg.get("repeats", 60))
-    timings = {"host": latency_side_by_side(policies, sequences, repeats)}
-    if "onnxrt" in backends:
-        graphs = onnx_policies(model, configs, Path(out_dir) / "policy_onnx_methods")
-        timings["onnxrt"] = latency_side_by_side(graphs, sequences, repeats)
+    timings = time_methods(model, configs, sources, sequences, backends,
+                           int(cfg.get("repeats", 60)))
     rows = []
     for backend, latency in timings.items():
         base = latency["unpruned"].percentile(50)
         for m in METHOD_ORDER:
             flops, counts = static_counts(model, m, results[m], configs[m])
             rows.append(row(m, results[m], latency[m], base, flops + vision_flops(model), counts,
-                            budget, backend))
+                            budget, backend, evaluated_on))
     extra: dict[str, Any] = {"columns": list(COLUMNS), "episodes_per_task": episodes,
+                             "success_evaluated_on": evaluated_on,
                              "tasks": list(tasks), "config": {**cfg, "train": train_cfg}}
     if "onnxrt" in backends:
         extra["export"] = parity_onnx(model, prune, sequences, Path(out_dir) / "policy_onnx")
+    extra["paired"], sections = paired_table(results, tasks, episodes)
     doc = build_document("vla.specprune", rows, **extra)
-    sections = [f"- ONNX export parity (max abs action diff): {extra['export']['max_abs_err']}"
+    sections += [f"- ONNX export parity (max abs action diff): {extra['export']['max_abs_err']}"
                 ] if "export" in extra else []
     write_report(doc, out_dir, columns=COLUMNS, sections=sections, plots=[speedup_plot],
                  history=history)

@@ -4,14 +4,18 @@ Demonstrations come from Meta-World's scripted experts. Design decisions:
 
 * DART-style noise: the executed action is the expert's plus Gaussian noise (std 0.15), the
   recorded label is the clean expert action, so the cloned policy sees and corrects small drifts.
-* Each step is one sample whose target is the chunk of the next ``CHUNK`` expert labels
+* Every STRIDE-th step is one sample (only those frames are rendered), whose target is the
+  chunk of the next ``CHUNK`` expert labels
   (OpenVLA-OFT's action chunking), padded by repeating the last label at the episode end.
+* Only episodes in which the (noise-perturbed) expert succeeds are kept: a failed episode
+  teaches the policy to fail.
 * Demonstrations use seeds 0..n-1; evaluations use seeds from ``EVAL_SEED0`` on (unseen layouts).
 * Generated files live under ``neuroedge.paths.home()/specprune`` and are written atomically.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 from dataclasses import dataclass
@@ -23,21 +27,28 @@ from neuroedge.errors import ArtifactError
 from neuroedge.models.specprune.sim import ACTION_DIM, TASKS, ManipulationEnv
 from neuroedge.paths import home
 
-CHUNK = 4  # actions predicted per policy query (OpenVLA-OFT uses 8 at 10x the control period)
+CHUNK = 8  # actions predicted and executed per policy query (OpenVLA-OFT's chunk of 8)
+STRIDE = 2  # a training sample every STRIDE steps (neighbouring frames are near duplicates)
 TEXT_LEN = 8  # instruction tokens, padded
 EVAL_SEED0 = 10_000  # first evaluation seed; demonstrations use 0..n-1
 NOISE_STD = 0.15
 
 
+@functools.cache
 def vocabulary() -> tuple[str, ...]:
     """Index 0 is padding; words of every task instruction follow in sorted order."""
     words = sorted({w for t in TASKS.values() for w in t.instruction.split()})
     return ("<pad>", *words)
 
 
+@functools.cache
+def _word_ids() -> dict[str, int]:
+    return {w: i for i, w in enumerate(vocabulary())}
+
+
 def tokenize(instruction: str) -> np.ndarray:
     """int64[TEXT_LEN] word ids; an unknown word raises ValueError naming it."""
-    vocab = {w: i for i, w in enumerate(vocabulary())}
+    vocab = _word_ids()
     words = instruction.lower().split()
     unknown = [w for w in words if w not in vocab]
     if unknown:
@@ -65,19 +76,24 @@ class Demos:
         return len(self.proprio)
 
 
-def _episode(env: ManipulationEnv, seed: int, rng: np.random.Generator) -> dict[str, list]:
+def _episode(env: ManipulationEnv, seed: int, rng: np.random.Generator
+             ) -> tuple[dict[str, list], bool]:
+    """One noisy-expert episode; a sample (frames, proprio, label chunk) every STRIDE steps."""
     obs, labels, frames = env.reset(seed), [], {"primary": [], "wrist": [], "proprio": []}
-    success = False
+    success, starts = False, []
     while not success and not env.done_by_time:
-        for key, values in frames.items():
-            values.append(obs[key])
+        if env.steps % STRIDE == 0:
+            starts.append(env.steps)
+            for key, values in frames.items():
+                values.append(obs[key])
         label = env.expert_action()
         labels.append(label)
         noisy = np.clip(label + rng.normal(0, NOISE_STD, ACTION_DIM), -1, 1)
-        obs, success = env.step(noisy.astype(np.float32))
+        obs, success = env.step(noisy.astype(np.float32),
+                                with_images=env.steps % STRIDE == STRIDE - 1)
     labels += [labels[-1]] * (CHUNK - 1)
-    chunks = [np.stack(labels[i:i + CHUNK]) for i in range(len(frames["proprio"]))]
-    return {**frames, "actions": chunks}
+    chunks = [np.stack(labels[i:i + CHUNK]) for i in starts]
+    return {**frames, "actions": chunks}, success
 
 
 def generate(tasks: tuple[str, ...], episodes: int, seed: int = 0) -> Demos:
@@ -92,18 +108,21 @@ def generate(tasks: tuple[str, ...], episodes: int, seed: int = 0) -> Demos:
             with ManipulationEnv(name) as env:
                 ids = tokenize(env.task.instruction)
                 for ep in range(episodes):
-                    got = _episode(env, ep, rng)
+                    got, success = _episode(env, ep, rng)
+                    bar.update(1)
+                    if not success:  # the noisy expert missed: not a demonstration
+                        continue
                     for key, values in got.items():
                         parts[key] += values
                     parts["text"] += [ids] * len(got["actions"])
-                    bar.update(1)
     return Demos(np.stack(parts["primary"]), np.stack(parts["wrist"]),
                  np.stack(parts["proprio"]).astype(np.float32), np.stack(parts["text"]),
                  np.stack(parts["actions"]).astype(np.float32))
 
 
 def cache_path(tasks: tuple[str, ...], episodes: int, seed: int) -> Path:
-    key = hashlib.sha1(f"{tasks}-{episodes}-{seed}-{CHUNK}-{NOISE_STD}".encode()).hexdigest()[:10]
+    tag = f"{tasks}-{episodes}-{seed}-{CHUNK}-{NOISE_STD}-{STRIDE}-ok"
+    key = hashlib.sha1(tag.encode()).hexdigest()[:10]
     return home() / "specprune" / f"demos-{key}.npz"
 
 

@@ -7,11 +7,16 @@ patches::
     [action queries 137..140]
 
 * Vision: each 64x64 view is cut into 8x8 patches, embedded linearly with learned position and
-  view embeddings, then one pre-norm ViT block per view (shared weights).
+  view embeddings, then ``vit_depth`` pre-norm ViT blocks per view (shared weights). The trained
+  policy uses 0 (a light patch embedding): the decoder then holds most of the compute, as the
+  7B Llama does in OpenVLA-OFT, which is the regime token pruning is meant for.
 * Decoder: Llama-style blocks (RMSNorm, rotary position embedding, SwiGLU MLP). Attention is
   causal over the prefix; the action queries attend to everything, each other included
   (OFT's parallel decoding): allowed(q, k) = pos_k <= pos_q or q is an action query.
 * Head: an MLP regresses one action (dx, dy, dz, grip) from each action query (L1 loss).
+* Attention is written out (softmax(QK^T/sqrt(d) + bias) V) rather than the fused kernel: at
+  L <= 141 tokens it is faster on a CPU, its cost falls with L^2 as tokens are pruned, and the
+  task score reads the same probabilities. RoPE tables are built once per pruning stage.
 
 Pruning runs inside ``forward`` with static sizes (TopK + Gather), so one exported graph per
 controller mode has fixed token budgets. Retained tokens keep their original positions for
@@ -50,12 +55,17 @@ class RMSNorm(nn.Module):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
 
 
-def rotary(x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-    """RoPE on x [B, H, L, Dh] at integer positions pos [B, L]."""
+def rope_tables(pos: torch.Tensor, half: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos, sin [B, 1, L, half] of RoPE angles pos * 10000^(-i/half), computed once per
+    pruning stage (the positions only change where tokens are dropped) and shared by its layers."""
+    freq = torch.exp(-math.log(10000.0) * torch.arange(half, dtype=torch.float32) / half)
+    ang = pos.to(torch.float32)[:, None, :, None] * freq
+    return torch.cos(ang), torch.sin(ang)
+
+
+def rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """RoPE on x [B, H, L, Dh] with the tables of ``rope_tables``."""
     half = x.shape[-1] // 2
-    freq = torch.exp(-math.log(10000.0) * torch.arange(half, dtype=x.dtype) / half)
-    ang = pos.to(x.dtype)[:, None, :, None] * freq
-    cos, sin = torch.cos(ang), torch.sin(ang)
     x1, x2 = x[..., :half], x[..., half:]
     return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
 
@@ -71,21 +81,22 @@ class LlamaBlock(nn.Module):
         self.gate_up = nn.Linear(dim, 2 * ffn, bias=False)
         self.down = nn.Linear(ffn, dim, bias=False)
 
-    def forward(self, x: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor,
-                rows: slice | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor],
+                bias: torch.Tensor, rows: slice | None
+                ) -> tuple[torch.Tensor, torch.Tensor | None]:
         b, n, d = x.shape
         q, k, v = self.qkv(self.norm1(x)).view(b, n, 3, self.heads, -1).unbind(2)
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))
-        q, k = rotary(q, pos), rotary(k, pos)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        q, k = rotary(q, *rope), rotary(k, *rope)
+        # Explicit attention: at these lengths (L <= 141) it is faster on a CPU than the fused
+        # kernel, its cost follows L^2 as tokens are pruned, and the probabilities it forms
+        # are the ones the task score reads (no second pass over the scored rows).
+        attn = torch.softmax(q @ k.transpose(-1, -2) * q.shape[-1] ** -0.5 + bias, dim=-1)
+        y = attn @ v
         x = x + self.out(y.transpose(1, 2).reshape(b, n, d))
         gate, up = self.gate_up(self.norm2(x)).chunk(2, dim=-1)
         x = x + self.down(F.silu(gate) * up)
-        if rows is None:
-            return x, None
-        logits = q[:, :, rows] @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
-        attn = torch.softmax(logits.masked_fill(~mask[:, :, rows], float("-inf")), dim=-1)
-        return x, attn.mean(1)
+        return x, (None if rows is None else attn[:, :, rows].mean(1))
 
 
 class ViTBlock(nn.Module):
@@ -110,18 +121,20 @@ class VLAPolicy(nn.Module):
 
     def __init__(self, vocab: int, image: int = 64, patch: int = 8, dim: int = 128,
                  heads: int = 4, depth: int = 6, ffn: int = 352, chunk: int = 4,
-                 text_len: int = 8, proprio: int = 4, action: int = 4) -> None:
+                 text_len: int = 8, proprio: int = 4, action: int = 4, vit_depth: int = 1
+                 ) -> None:
         super().__init__()
         self.config = {"vocab": vocab, "image": image, "patch": patch, "dim": dim,
                        "heads": heads, "depth": depth, "ffn": ffn, "chunk": chunk,
-                       "text_len": text_len, "proprio": proprio, "action": action}
+                       "text_len": text_len, "proprio": proprio, "action": action,
+                       "vit_depth": vit_depth}
         self.patch, self.per_view = patch, (image // patch) ** 2
         self.n_visual = 2 * self.per_view
         self.text0 = self.n_visual + 1
         self.action0 = self.text0 + text_len
         self.patch_embed = nn.Linear(3 * patch * patch, dim)
         self.patch_pos = nn.Parameter(torch.randn(2, self.per_view, dim) * 0.02)
-        self.vit = ViTBlock(dim, heads)
+        self.vit = nn.Sequential(*(ViTBlock(dim, heads) for _ in range(vit_depth)))
         self.proprio_embed = nn.Linear(proprio, dim)
         self.text_embed = nn.Embedding(vocab, dim)
         self.queries = nn.Parameter(torch.randn(chunk, dim) * 0.02)
@@ -155,9 +168,13 @@ class VLAPolicy(nn.Module):
                           queries], dim=1)
 
     def mask(self, pos: torch.Tensor) -> torch.Tensor:
-        """Boolean [B, 1, L, L]: pos_k <= pos_q, or the query is an action query."""
+        """Additive attention bias [B, 1, L, L]: 0 where pos_k <= pos_q or the query is an
+        action query, -inf elsewhere."""
         allowed = (pos[:, None, :] <= pos[:, :, None]) | (pos[:, :, None] >= self.action0)
-        return allowed[:, None]
+        return torch.zeros(allowed.shape).masked_fill(~allowed, float("-inf"))[:, None]
+
+    def rope(self, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return rope_tables(pos, self.config["dim"] // self.config["heads"] // 2)
 
     def forward(self, primary: torch.Tensor, wrist: torch.Tensor, proprio: torch.Tensor,
                 text: torch.Tensor, prior: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -172,21 +189,21 @@ class VLAPolicy(nn.Module):
         spec = self.method == "specprune"
         depth = len(self.blocks)
         ema_layers = {0, 1, *(layer - 1 for layer in self.prune.dynamic_layers if layer < depth)}
-        mask = self.mask(pos)
+        mask, rope = self.mask(pos), self.rope(pos)
         for layer, block in enumerate(self.blocks):
             if layer == 2 and self.method != "unpruned":
                 keep = self.static_keep(local, prior, received, score)
                 x, pos, importance = _gather(x, pos, importance, keep, nv)
-                nv, mask = keep.shape[1], self.mask(pos)
+                nv, mask, rope = keep.shape[1], self.mask(pos), self.rope(pos)
             elif spec and layer in self.prune.dynamic_layers:
                 keep_n = max(1, math.ceil(self.prune.dynamic_keep * nv))
                 keep = torch.topk(importance, keep_n, dim=-1).indices
                 x, pos, importance = _gather(x, pos, importance, keep, nv)
-                nv, mask = keep_n, self.mask(pos)
+                nv, mask, rope = keep_n, self.mask(pos), self.rope(pos)
             fastv_layer = self.method == "fastv" and layer == 1
             scored = spec and (layer in ema_layers or layer == depth - 1)
             rows = slice(None) if fastv_layer else text_rows if scored else None
-            x, attn = block(x, pos, mask, rows)
+            x, attn = block(x, rope, mask, rows)
             if fastv_layer:  # FastV: attention received from every query row
                 received, attn = attn.mean(1)[:, :nv], attn[:, text_rows]
             if attn is not None:

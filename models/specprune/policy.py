@@ -80,7 +80,8 @@ class PrunedPolicy:
         self.frames.append({cam: np.asarray(obs[cam]) for cam in CAMERAS})
         self.scores = scores[0]
         self.modes.append(self.state.mode)
-        self.kept.append(128 if self.method == "unpruned" else self.prune.budget(self.state.mode))
+        self.kept.append(2 * PER_VIEW if self.method == "unpruned"
+                         else self.prune.budget(self.state.mode))
         return np.clip(actions[0], -1.0, 1.0).astype(np.float32)
 
     def inputs(self, obs: Mapping[str, Any], prior: np.ndarray) -> dict[str, np.ndarray]:

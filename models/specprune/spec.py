@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from neuroedge.types import Efficiency, IOSpec, ModelSpec, Paper, TorchProgram
 
-IMAGE, TEXT_LEN, VISUAL, CHUNK = 64, 8, 128, 4
+IMAGE, TEXT_LEN, VISUAL, CHUNK = 64, 8, 128, 8
 
 
 def load_trained(config: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
