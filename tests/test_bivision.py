@@ -26,6 +26,17 @@ def support_needed(p: E2SParams, active: float) -> int:
     return 8
 
 
+def events_needed(p: E2SParams, mean: float) -> int:
+    """k[t] of count support: the least k >= k0 with P(Poisson(mean) >= k) <= eps."""
+    if p.false_support == 0:
+        return p.min_support
+    for k in range(p.min_support, 64):
+        tail = 1 - sum(math.exp(-mean) * mean ** j / math.factorial(j) for j in range(k))
+        if tail <= p.false_support:
+            return k
+    return 64
+
+
 def e2s_reference(counts: np.ndarray, p: E2SParams) -> np.ndarray:
     """The E2S equations written densely, step by step (module docstring of e2s)."""
     steps, pols, height, width = counts.shape
@@ -33,8 +44,12 @@ def e2s_reference(counts: np.ndarray, p: E2SParams) -> np.ndarray:
     for t in range(steps):
         active = (counts[t] > 0).astype(float)
         prev = spikes[t - 1].astype(float) if t else np.zeros_like(active)
-        neighbour = np.maximum(active, prev)  # active now or spiking one step ago, counted once
-        support = np.zeros_like(active)
+        if p.count_support:  # events of the 8 neighbours plus their spikes one step ago
+            neighbour = counts[t] + prev
+            support = counts[t] - 1.0
+        else:  # neighbours active now or spiking one step ago, counted once
+            neighbour = np.maximum(active, prev)
+            support = np.zeros_like(active)
         for dy in (-1, 0, 1):
             for dx in (-1, 0, 1):
                 if dy or dx:
@@ -45,7 +60,9 @@ def e2s_reference(counts: np.ndarray, p: E2SParams) -> np.ndarray:
                             max(-dx, 0):width + min(-dx, 0)] = src
                     support += shifted
         density = active.mean(axis=(1, 2))
-        need = np.array([support_needed(p, float(d)) for d in density])[:, None, None]
+        need = np.array([events_needed(p, 9 * float(m)) if p.count_support
+                         else support_needed(p, float(d)) for d, m in
+                         zip(density, counts[t].mean(axis=(1, 2)))])[:, None, None]
         lone = ((p.false_support == 0) | (density <= p.false_support)).astype(float)
         gain = np.where(support >= need, 1 + p.support_weight, lone[:, None, None])
         v = p.leak * v * (1 - prev) + counts[t] * gain
@@ -59,14 +76,17 @@ def random_events(n: int, width: int, height: int, span: int, seed: int) -> np.n
                        rng.integers(0, height, n), rng.integers(0, 2, n))
 
 
+@pytest.mark.parametrize("by_count", [True, False])
 @pytest.mark.parametrize("seed,min_support,eps,span,density", [
     (0, 1, 0.0, 4000, 150), (1, 2, 0.0, 4000, 150), (2, 3, 0.0, 4000, 150),
-    (3, 2, 0.05, 4000, 150), (4, 2, 0.05, 6500, 40), (5, 1, 0.02, 9000, 60)])
-def test_e2s_kernel_equals_its_equations(seed, min_support, eps, span, density):
+    (3, 2, 0.05, 4000, 150), (4, 2, 0.05, 6500, 40), (5, 1, 0.02, 9000, 60),
+    (6, 3, 0.05, 4000, 400)])
+def test_e2s_kernel_equals_its_equations(seed, min_support, eps, span, density, by_count):
     """Spans past the 4-step window check that the last step is kept when later events are
     cut off; densities from 40 to 150 events per step (of 320 pixel pairs) move the adaptive
     support requirement through several values."""
-    params = E2SParams(steps=4, step_us=1000, min_support=min_support, false_support=eps)
+    params = E2SParams(steps=4, step_us=1000, min_support=min_support, false_support=eps,
+                       count_support=by_count)
     events = random_events(density * span // 1000, 20, 16, span, seed)
     counts = event_histogram(events, 20, 16, 4, 1000)
     np.testing.assert_array_equal(e2s(events, 20, 16, params), e2s_reference(counts, params))
@@ -104,6 +124,37 @@ def test_e2s_support_requirement_rises_with_background_activity():
     adaptive = e2s(noise, 32, 32).sum()
     assert support_needed(E2SParams(), 0.01) == 2 and support_needed(E2SParams(), 0.26) == 5
     assert adaptive < 0.5 * fixed
+
+
+def test_e2s_event_support_keeps_a_moving_edge_in_dense_noise():
+    """At 30 Hz/pixel most pixels are active, so counting active neighbours loses edge pixels;
+    counting events keeps them (an edge puts several events per pixel) at no more noise."""
+    from neuroedge.events.core import SensorSize
+    from neuroedge.events.simulator import DVSParams, noise_events
+
+    rng = np.random.default_rng(0)
+    t, x, y = [], [], []
+    for step in range(5):  # a 3-pixel ON band moving right by 5 pixels per step
+        for col in range(4 + 5 * step, 7 + 5 * step):
+            for row in range(8, 24):
+                n = int(rng.integers(1, 4))
+                t += list(step * 20_000 + rng.integers(0, 20_000, n))
+                x += [col] * n
+                y += [row] * n
+    order = np.argsort(t)
+    edge = make_events(np.array(t)[order], np.array(x)[order], np.array(y)[order],
+                       np.ones(len(t), int))
+    noise = noise_events(SensorSize(32, 32), 0, 100_000, DVSParams(noise_rate_hz=30.0), rng)
+    events = np.concatenate([edge, noise])
+    events = events[np.argsort(events["t"], kind="stable")]
+    cells = np.zeros((5, 2, 32, 32), bool)
+    cells[edge["t"] // 20_000, 1, edge["y"], edge["x"]] = True
+    kept, noisy = {}, {}
+    for by_count in (True, False):
+        spikes = e2s(events, 32, 32, E2SParams(count_support=by_count)).astype(bool)
+        kept[by_count], noisy[by_count] = spikes[cells].mean(), spikes[~cells].sum()
+    assert kept[True] > 0.9 and kept[True] > kept[False] + 0.1
+    assert noisy[True] <= 1.2 * noisy[False]
 
 
 def test_e2s_rejects_unsorted_and_off_sensor_events_by_index():
