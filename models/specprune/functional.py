@@ -83,18 +83,28 @@ def check_mode(mode: str) -> str:
     return mode
 
 
+def patch_vectors(frame: np.ndarray, patch: int) -> tuple[np.ndarray, np.ndarray]:
+    """Flattened patches float [(H/p)*(W/p), p*p*3] of a uint8 [H, W, 3] frame and their L2
+    norms (a policy keeps them for the frames it may compare against later)."""
+    h, w, c = frame.shape
+    cut = frame.reshape(h // patch, patch, w // patch, patch, c).transpose(0, 2, 1, 3, 4)
+    vectors = cut.reshape(-1, patch * patch * c).astype(np.float32)
+    return vectors, np.linalg.norm(vectors, axis=1)
+
+
+def patch_cosine(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]
+                 ) -> np.ndarray:
+    """Cosine similarity per patch of two ``patch_vectors`` results (1 where a norm is 0)."""
+    num = (a[0] * b[0]).sum(1)
+    den = a[1] * b[1]
+    return np.where(den > 0, num / np.maximum(den, 1e-12), 1.0)
+
+
 def patch_similarity(frame_a: np.ndarray, frame_b: np.ndarray, patch: int) -> np.ndarray:
     """Cosine similarity per patch of two uint8 [H, W, 3] frames -> float [(H/p)*(W/p)]."""
     if frame_a.shape != frame_b.shape:
         raise ValueError(f"frames differ in shape: {frame_a.shape} vs {frame_b.shape}")
-    h, w, c = frame_a.shape
-    def cut(f: np.ndarray) -> np.ndarray:
-        f = f.astype(np.float32).reshape(h // patch, patch, w // patch, patch, c)
-        return f.transpose(0, 2, 1, 3, 4).reshape(-1, patch * patch * c)
-    a, b = cut(frame_a), cut(frame_b)
-    num = (a * b).sum(1)
-    den = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
-    return np.where(den > 0, num / np.maximum(den, 1e-12), 1.0)
+    return patch_cosine(patch_vectors(frame_a, patch), patch_vectors(frame_b, patch))
 
 
 def lookback_steps(v_t: float, v_max: float = 1.0) -> int:
@@ -124,6 +134,23 @@ def rank_confidence_score(score, k_rank: float | None = None, eps: float = 1e-6)
     ranks = torch.argsort(torch.argsort(score, dim=-1, descending=True), dim=-1).to(score.dtype)
     w_rank = torch.sigmoid(-k_rank * ranks)
     w_rank = w_rank / w_rank.sum(-1, keepdim=True)
+    w_conf = score.mean(-1, keepdim=True) / (score.std(-1, keepdim=True) + eps)
+    return w_rank * w_conf
+
+
+def rank_confidence_fast(score, eps: float = 1e-6):
+    """``rank_confidence_score`` with one sort: the normalised rank weights depend only on N,
+    so they are a constant vector c_j = sigmoid(-k j) / sum_j' sigmoid(-k j') scattered to the
+    tokens in descending score order (one TopK + ScatterElements in the exported graph instead
+    of two TopKs, a Sigmoid and a normalising sum per scored layer)."""
+    import torch
+
+    b, n = score.shape
+    ranks = torch.arange(n, dtype=score.dtype)
+    weights = torch.sigmoid(-(8.0 / n) * ranks)
+    weights = (weights / weights.sum()).expand(b, n)
+    order = torch.argsort(score, dim=-1, descending=True)
+    w_rank = torch.zeros_like(score).scatter(1, order, weights)
     w_conf = score.mean(-1, keepdim=True) / (score.std(-1, keepdim=True) + eps)
     return w_rank * w_conf
 

@@ -16,7 +16,7 @@ patches::
 * Head: an MLP regresses one action (dx, dy, dz, grip) from each action query (L1 loss).
 * Attention is written out (softmax(QK^T/sqrt(d) + bias) V) rather than the fused kernel: at
   L <= 141 tokens it is faster on a CPU, its cost falls with L^2 as tokens are pruned, and the
-  task score reads the same probabilities. RoPE tables are built once per pruning stage.
+  task score reads the same probabilities.
 
 Pruning runs inside ``forward`` with static sizes (TopK + Gather), so one exported graph per
 controller mode has fixed token budgets. Retained tokens keep their original positions for
@@ -32,6 +32,16 @@ RoPE and the mask. ``method`` selects the rule applied after layer 1:
 * ``fastv``: FastV (Chen et al. 2024): the tokens receiving the most attention (averaged over
   all query rows and heads) at layer 1 (FastV's K=2).
 * ``random``: the highest ``prior`` (the caller passes uniform noise).
+
+Graph economy (at this size ORT's per-node cost, not FLOPs, is what pruning must beat; none
+of these changes which tokens are kept, see tests/test_specprune_graph.py):
+
+* Kept visual tokens stay sorted by position (the dynamic TopK is followed by a sort), so the
+  attention bias is a function of the sequence length only and folds to a constant per stage;
+  RoPE rows are gathered by position from the table of the full sequence.
+* The rank weights of eq. 6 are a constant vector per N scattered in score order (one TopK
+  instead of a double argsort), the head mean and the instruction-row mean of eq. 1 are one
+  weighted sum, the first EMA update from 0 is a scaling, and q and k are rotated together.
 """
 
 from __future__ import annotations
@@ -40,7 +50,7 @@ import math
 
 import torch
 import torch.nn.functional as F
-from neuroedge.models.specprune.functional import PruneConfig, ema, rank_confidence_score
+from neuroedge.models.specprune.functional import PruneConfig, ema, rank_confidence_fast
 from torch import nn
 
 METHODS = ("unpruned", "specprune", "fastv", "random")
@@ -56,22 +66,26 @@ class RMSNorm(nn.Module):
 
 
 def rope_tables(pos: torch.Tensor, half: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos, sin [B, 1, L, half] of RoPE angles pos * 10000^(-i/half), computed once per
-    pruning stage (the positions only change where tokens are dropped) and shared by its layers."""
+    """cos, sin [B, 1, L, 2 half] of RoPE angles a = pos * 10000^(-i/half), laid out for
+    ``rotary``: (cos a, cos a) and (-sin a, sin a); built once per forward (pruned stages gather
+    rows of it by position)."""
     freq = torch.exp(-math.log(10000.0) * torch.arange(half, dtype=torch.float32) / half)
     ang = pos.to(torch.float32)[:, None, :, None] * freq
-    return torch.cos(ang), torch.sin(ang)
+    cos, sin = torch.cos(ang), torch.sin(ang)
+    return torch.cat([cos, cos], -1), torch.cat([-sin, sin], -1)
 
 
 def rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """RoPE on x [B, H, L, Dh] with the tables of ``rope_tables``."""
+    """RoPE on x [..., L, Dh]: (x1 cos - x2 sin, x1 sin + x2 cos) written as
+    x * (cos, cos) + (x2, x1) * (-sin, sin), the same floating-point operations in fewer
+    graph nodes (q and k are rotated together)."""
     half = x.shape[-1] // 2
-    x1, x2 = x[..., :half], x[..., half:]
-    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
+    return x * cos + torch.cat([x[..., half:], x[..., :half]], dim=-1) * sin
 
 
 class LlamaBlock(nn.Module):
-    """Pre-norm block; ``forward`` also returns the head-mean attention of query ``rows``."""
+    """Pre-norm block; ``forward`` also returns the attention probabilities [B, H, R, L] of
+    query ``rows``."""
 
     def __init__(self, dim: int, heads: int, ffn: int) -> None:
         super().__init__()
@@ -85,9 +99,9 @@ class LlamaBlock(nn.Module):
                 bias: torch.Tensor, rows: slice | None
                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
         b, n, d = x.shape
-        q, k, v = self.qkv(self.norm1(x)).view(b, n, 3, self.heads, -1).unbind(2)
-        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
-        q, k = rotary(q, *rope), rotary(k, *rope)
+        qkv = self.qkv(self.norm1(x)).view(b, n, 3, self.heads, -1).permute(2, 0, 3, 1, 4)
+        q, k = rotary(qkv[:2], *rope).unbind(0)
+        v = qkv[2]
         # Explicit attention: at these lengths (L <= 141) it is faster on a CPU than the fused
         # kernel, its cost follows L^2 as tokens are pruned, and the probabilities it forms
         # are the ones the task score reads (no second pass over the scored rows).
@@ -96,7 +110,7 @@ class LlamaBlock(nn.Module):
         x = x + self.out(y.transpose(1, 2).reshape(b, n, d))
         gate, up = self.gate_up(self.norm2(x)).chunk(2, dim=-1)
         x = x + self.down(F.silu(gate) * up)
-        return x, (None if rows is None else attn[:, :, rows].mean(1))
+        return x, (None if rows is None else attn[:, :, rows])
 
 
 class ViTBlock(nn.Module):
@@ -143,6 +157,7 @@ class VLAPolicy(nn.Module):
         self.head = nn.Sequential(nn.Linear(dim, dim), nn.GELU(), nn.Linear(dim, action))
         self.method, self.budget, self.k_local = "unpruned", self.n_visual, 0
         self.prune = PruneConfig()
+        self.record: list[torch.Tensor] | None = None  # eager only: kept positions per stage
 
     def configure(self, method: str, budget: int = 0, k_local: int = 0,
                   prune: PruneConfig | None = None) -> VLAPolicy:
@@ -167,11 +182,14 @@ class VLAPolicy(nn.Module):
         return torch.cat([tokens, self.proprio_embed(proprio)[:, None], self.text_embed(text),
                           queries], dim=1)
 
-    def mask(self, pos: torch.Tensor) -> torch.Tensor:
-        """Additive attention bias [B, 1, L, L]: 0 where pos_k <= pos_q or the query is an
-        action query, -inf elsewhere."""
-        allowed = (pos[:, None, :] <= pos[:, :, None]) | (pos[:, :, None] >= self.action0)
-        return torch.zeros(allowed.shape).masked_fill(~allowed, float("-inf"))[:, None]
+    def bias(self, length: int) -> torch.Tensor:
+        """Additive attention bias [1, 1, L, L] of a position-sorted sequence of ``length``
+        tokens ending in the action queries: 0 where k <= q or q is an action query, -inf
+        elsewhere. Kept tokens stay sorted by position, so pos_k <= pos_q iff k <= q and the
+        bias depends on L alone (a constant of each exported graph)."""
+        i = torch.arange(length)
+        allowed = (i[None, :] <= i[:, None]) | (i[:, None] >= length - self.queries.shape[0])
+        return torch.zeros(length, length).masked_fill(~allowed, float("-inf"))[None, None]
 
     def rope(self, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return rope_tables(pos, self.config["dim"] // self.config["heads"] // 2)
@@ -183,34 +201,39 @@ class VLAPolicy(nn.Module):
         pos = torch.arange(n).expand(b, n)
         nv = self.n_visual  # visual tokens in x: always the first nv entries
         text_rows = slice(self.text0 - n, self.action0 - n)  # counted from the end: stable
-        importance = torch.zeros(b, nv)
+        text_weight = self.text_weight(text)
+        importance = score = received = torch.zeros(b, nv)
         local = torch.zeros(b, nv, dtype=torch.bool)
-        score = received = torch.zeros(b, nv)
         spec = self.method == "specprune"
         depth = len(self.blocks)
         ema_layers = {0, 1, *(layer - 1 for layer in self.prune.dynamic_layers if layer < depth)}
-        mask, rope = self.mask(pos), self.rope(pos)
+        cos, sin = self.rope(pos[:1])
+        table, rope, mask = (cos[0, 0], sin[0, 0]), (cos, sin), self.bias(n)
         for layer, block in enumerate(self.blocks):
+            keep = None
             if layer == 2 and self.method != "unpruned":
                 keep = self.static_keep(local, prior, received, score)
-                x, pos, importance = _gather(x, pos, importance, keep, nv)
-                nv, mask, rope = keep.shape[1], self.mask(pos), self.rope(pos)
             elif spec and layer in self.prune.dynamic_layers:
                 keep_n = max(1, math.ceil(self.prune.dynamic_keep * nv))
-                keep = torch.topk(importance, keep_n, dim=-1).indices
+                keep = torch.sort(torch.topk(importance, keep_n, dim=-1).indices, -1).values
+            if keep is not None:  # the kept visual tokens, sorted by position
                 x, pos, importance = _gather(x, pos, importance, keep, nv)
-                nv, mask, rope = keep_n, self.mask(pos), self.rope(pos)
+                nv = keep.shape[1]
+                rope, mask = (table[0][pos][:, None], table[1][pos][:, None]), self.bias(x.shape[1])
+                if self.record is not None:
+                    self.record.append(pos[:, :nv])
             fastv_layer = self.method == "fastv" and layer == 1
             scored = spec and (layer in ema_layers or layer == depth - 1)
             rows = slice(None) if fastv_layer else text_rows if scored else None
             x, attn = block(x, rope, mask, rows)
             if fastv_layer:  # FastV: attention received from every query row
-                received, attn = attn.mean(1)[:, :nv], attn[:, text_rows]
-            if attn is not None:
-                score = self.task_score(attn, text, nv)
+                received = attn.mean(1).mean(1)[:, :nv]
+            elif attn is not None:
+                score = (attn[..., :nv] * text_weight).sum((1, 2))  # eq. 1
             if spec and layer in ema_layers:
-                importance = ema(importance, rank_confidence_score(score, eps=self.prune.eps),
-                                 self.prune.beta)
+                s = rank_confidence_fast(score, eps=self.prune.eps)
+                importance = self.prune.beta * s if layer == 0 else ema(importance, s,
+                                                                        self.prune.beta)
                 if layer < 2:
                     local = local | self.per_view_top(score)
         actions = self.head(self.norm(x[:, -self.queries.shape[0]:]))
@@ -219,11 +242,12 @@ class VLAPolicy(nn.Module):
             scores = scores.scatter(1, pos[:, :nv], score)
         return actions, scores
 
-    def task_score(self, attn: torch.Tensor, text: torch.Tensor, nv: int) -> torch.Tensor:
-        """Eq. 1: attention from the (non-padding) instruction rows to each visual key."""
-        weight = (text != 0).to(attn.dtype)
-        rows = attn[:, :, :nv] * weight[:, :, None]
-        return rows.sum(1) / weight.sum(1, keepdim=True).clamp(min=1.0)
+    def text_weight(self, text: torch.Tensor) -> torch.Tensor:
+        """[B, 1, m, 1] weights of eq. 1: 1/(H m') on the m' non-padding instruction rows, so
+        that summing attention rows x weight over heads and rows is the task score."""
+        weight = (text != 0).to(torch.float32)
+        count = weight.sum(1, keepdim=True).clamp(min=1.0) * self.config["heads"]
+        return (weight / count)[:, None, :, None]
 
     def per_view_top(self, score: torch.Tensor) -> torch.Tensor:
         """Membership mask of the top-k_local tokens of each view (layers 0/1: all present)."""

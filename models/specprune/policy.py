@@ -28,7 +28,8 @@ from neuroedge.models.specprune.functional import (
     controller_step,
     dynamic_set,
     lookback_steps,
-    patch_similarity,
+    patch_cosine,
+    patch_vectors,
     top_k_set,
 )
 from neuroedge.models.specprune.sim import CAMERAS, check_observation
@@ -50,7 +51,9 @@ class PrunedPolicy:
     def reset(self) -> None:
         """Forget the episode: queued actions, frames, scores and the controller mode."""
         self.queue: deque[np.ndarray] = deque()
-        self.frames: deque[dict[str, np.ndarray]] = deque(maxlen=4)
+        # patch vectors and norms of the frames seen at past queries, per camera
+        self.frames: deque[dict[str, tuple[np.ndarray, np.ndarray]]] = deque(maxlen=4)
+        self.current: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self.scores: np.ndarray | None = None
         self.state = ControllerState(COARSE)
         self.hand_at_query: np.ndarray | None = None
@@ -77,7 +80,9 @@ class PrunedPolicy:
         self.hand_at_query = hand
         inputs = self.inputs(obs, self.prior(obs, v_t))
         actions, scores = self.engine(self.state.mode, inputs)
-        self.frames.append({cam: np.asarray(obs[cam]) for cam in CAMERAS})
+        if self.current:  # only SpecPrune's dynamic set reads past frames
+            self.frames.append(self.current)
+        self.current = {}
         self.scores = scores[0]
         self.modes.append(self.state.mode)
         self.kept.append(2 * PER_VIEW if self.method == "unpruned"
@@ -101,11 +106,13 @@ class PrunedPolicy:
             for view in range(2):
                 part = self.scores[view * PER_VIEW:(view + 1) * PER_VIEW]
                 prior[view * PER_VIEW + top_k_set(part, self.prune.k_global)] = 1.0
+        # the current frames' patches are computed once and kept for later comparisons
+        self.current = {cam: patch_vectors(np.asarray(obs[cam]), PATCH) for cam in CAMERAS}
         if self.frames:
             back = max(1, round(lookback_steps(v_t, self.prune.v_max) / CHUNK))
             past = self.frames[-min(back, len(self.frames))]
             for view, cam in enumerate(CAMERAS):
-                sim = patch_similarity(np.asarray(obs[cam]), past[cam], PATCH)
+                sim = patch_cosine(self.current[cam], past[cam])
                 prior[view * PER_VIEW + dynamic_set(sim, self.prune.tau, self.prune.k_dynamic)] = 1
         return prior
 
