@@ -126,28 +126,18 @@ def top_k_set(scores: np.ndarray, k: int) -> np.ndarray:
 
 
 def rank_confidence_score(score, k_rank: float | None = None, eps: float = 1e-6):
-    """s_i = w_rank,i * w_conf for task scores ``score`` [B, N] (torch); see module docstring."""
-    import torch
+    """s_i = w_rank,i * w_conf for task scores ``score`` [B, N] (torch); see module docstring.
 
-    n = score.shape[-1]
-    k_rank = 8.0 / n if k_rank is None else k_rank
-    ranks = torch.argsort(torch.argsort(score, dim=-1, descending=True), dim=-1).to(score.dtype)
-    w_rank = torch.sigmoid(-k_rank * ranks)
-    w_rank = w_rank / w_rank.sum(-1, keepdim=True)
-    w_conf = score.mean(-1, keepdim=True) / (score.std(-1, keepdim=True) + eps)
-    return w_rank * w_conf
-
-
-def rank_confidence_fast(score, eps: float = 1e-6):
-    """``rank_confidence_score`` with one sort: the normalised rank weights depend only on N,
-    so they are a constant vector c_j = sigmoid(-k j) / sum_j' sigmoid(-k j') scattered to the
-    tokens in descending score order (one TopK + ScatterElements in the exported graph instead
-    of two TopKs, a Sigmoid and a normalising sum per scored layer)."""
+    w_rank,i = sigmoid(-k r_i) / sum_j sigmoid(-k r_j) with r_i the descending rank of token i
+    (k = 8/N by default). The normalised weights depend only on N, so they are one constant
+    vector scattered to the tokens in descending score order: one TopK + ScatterElements in
+    the exported graph instead of two TopKs, a Sigmoid and a normalising sum per scored layer.
+    """
     import torch
 
     b, n = score.shape
-    ranks = torch.arange(n, dtype=score.dtype)
-    weights = torch.sigmoid(-(8.0 / n) * ranks)
+    k_rank = 8.0 / n if k_rank is None else k_rank
+    weights = torch.sigmoid(-k_rank * torch.arange(n, dtype=score.dtype))
     weights = (weights / weights.sum()).expand(b, n)
     order = torch.argsort(score, dim=-1, descending=True)
     w_rank = torch.zeros_like(score).scatter(1, order, weights)

@@ -50,7 +50,7 @@ import math
 
 import torch
 import torch.nn.functional as F
-from neuroedge.models.specprune.functional import PruneConfig, ema, rank_confidence_fast
+from neuroedge.models.specprune.functional import PruneConfig, ema, rank_confidence_score
 from torch import nn
 
 METHODS = ("unpruned", "specprune", "fastv", "random")
@@ -231,7 +231,7 @@ class VLAPolicy(nn.Module):
             elif attn is not None:
                 score = (attn[..., :nv] * text_weight).sum((1, 2))  # eq. 1
             if spec and layer in ema_layers:
-                s = rank_confidence_fast(score, eps=self.prune.eps)
+                s = rank_confidence_score(score, eps=self.prune.eps)
                 importance = self.prune.beta * s if layer == 0 else ema(importance, s,
                                                                         self.prune.beta)
                 if layer < 2:
