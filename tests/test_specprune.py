@@ -263,6 +263,8 @@ def test_training_refuses_negative_step_counts_and_too_few_samples():
 
     with pytest.raises(ValueError, match="finetune_steps must be >= 0"):
         train({"finetune_steps": -1})
+    with pytest.raises(ValueError, match="nothing to train"):
+        train({"steps": 0, "finetune_steps": 0})
     cfg, policy, tensors = tiny_training_setup()
     with pytest.raises(ValueError, match="fewer than one batch"):
         run_phase(policy, [t[:2] for t in tensors], cfg, 1e-3, 1, "test")

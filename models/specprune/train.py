@@ -97,6 +97,8 @@ def train(config: Mapping[str, Any] | None = None, out: str | os.PathLike[str] |
     for key in ("steps", "finetune_steps"):
         if int(cfg[key]) < 0:
             raise ValueError(f"{key} must be >= 0, got {cfg[key]!r}")
+    if int(cfg["steps"]) + int(cfg["finetune_steps"]) == 0:  # before the costly demo generation
+        raise ValueError("nothing to train: steps and finetune_steps are both 0")
     torch.set_num_threads(int(cfg["threads"]))  # 2 threads on a loaded 2-core box spin: 5-10x
     torch.manual_seed(int(cfg["seed"]))
     demos = load_or_generate(cfg["tasks"], int(cfg["episodes"]), int(cfg["seed"]))
@@ -113,16 +115,13 @@ def train(config: Mapping[str, Any] | None = None, out: str | os.PathLike[str] |
         if steps > 0:
             losses = run_phase(policy, tensors, cfg, peak, steps, label)
             done_steps.append(len(losses))
-    if not losses:
-        raise ValueError("nothing to train: steps and finetune_steps are both 0")
     path = Path(out) if out else checkpoint_path(MODEL)
+    summary = {"final_l1": float(np.mean(losses[-50:])), "samples": len(demos),
+               "steps": done_steps}
     save_checkpoint(path, {"version": CHECKPOINT_VERSION, "state_dict": policy.state_dict(),
                            "config": {k: list(v) if isinstance(v, tuple) else v
-                                      for k, v in cfg.items()},
-                           "final_l1": float(np.mean(losses[-50:])), "samples": len(demos),
-                           "steps": done_steps})
-    return {"checkpoint": str(path), "final_l1": float(np.mean(losses[-50:])),
-            "samples": len(demos), "steps": done_steps}
+                                      for k, v in cfg.items()}, **summary})
+    return {"checkpoint": str(path), **summary}
 
 
 def run_phase(policy: Any, tensors: list[Any], cfg: Mapping[str, Any], peak: float, steps: int,
