@@ -268,3 +268,55 @@ def test_training_refuses_negative_step_counts_and_too_few_samples():
     cfg, policy, tensors = tiny_training_setup()
     with pytest.raises(ValueError, match="fewer than one batch"):
         run_phase(policy, [t[:2] for t in tensors], cfg, 1e-3, 1, "test")
+
+
+def test_budget_sweep_labels_configs_and_bad_budgets():
+    from neuroedge.models.specprune.bench import base_method, sweep_configs
+
+    configs = sweep_configs([16, 1, 16], 128)
+    assert list(configs) == ["specprune@budget=16", "fastv@budget=16", "random@budget=16",
+                             "specprune@budget=1", "fastv@budget=1", "random@budget=1"]
+    assert (configs["specprune@budget=16"].budget_coarse,
+            configs["specprune@budget=16"].budget_fine) == (11, 16)
+    assert configs["specprune@budget=1"].budget_coarse == 1
+    assert configs["fastv@budget=1"].budget("coarse") == configs["fastv@budget=1"].budget("fine")
+    assert base_method("random@budget=8") == "random" and base_method("fastv") == "fastv"
+    assert sweep_configs([], 128) == {}
+    with pytest.raises(ValueError, match=r"outside 1\.\.128"):
+        sweep_configs([0, 8], 128)
+    with pytest.raises(ValueError, match="list of integers"):
+        sweep_configs("8", 128)
+    with pytest.raises(ValueError, match="unknown method 'fastw'"):
+        base_method("fastw@budget=8")
+
+
+def test_budget_sweep_cells_are_evaluated_paired_and_plotted(monkeypatch, tmp_path):
+    from neuroedge.bench.report import build_document
+    from neuroedge.models.specprune import bench
+
+    def fake_job(job):
+        _, _, label, prune, task, n = job
+        budget = prune["budget_fine"]
+        outcomes = [ep < min(n, budget // 4) for ep in range(n)]  # success grows with budget
+        return {"method": label, "task": task, "wins": sum(outcomes), "episodes": n,
+                "outcomes": outcomes, "kept": [budget] * n, "modes": ["fine"] * n}
+
+    monkeypatch.setattr(bench, "evaluate_job", fake_job)
+    configs = {"unpruned": PruneConfig(budget_coarse=128, budget_fine=128),
+               **bench.sweep_configs([8, 16], 128)}
+    results = bench.evaluate_all(dict.fromkeys(configs, "x"), "onnxrt", configs,
+                                 ("button",), 8, workers=1)
+    assert set(results) == set(configs)
+    assert results["fastv@budget=16"]["wins"] == {"button": 4}
+    assert results["random@budget=8"]["wins"] == {"button": 2}
+    paired, lines = bench.paired_table(results, ("button",), 8)
+    assert paired["fastv@budget=8"]["only_unpruned"] == 6
+    assert any(line.startswith("| specprune@budget=8 |") for line in lines)
+    rows = [bench.sweep_row(m, results[m], 1e6, [results[m]["kept"]] * 4, "onnxrt")
+            for m in configs]
+    assert rows[1].variant == "specprune@budget=8"
+    assert rows[1].metrics["success_rate"].value == pytest.approx(2 / 8)
+    doc = build_document("vla.specprune", rows, success_evaluated_on="onnxrt")
+    path = bench.budget_plot(doc, tmp_path / "budget.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    bench.speedup_plot(doc, tmp_path / "speedup.png")  # sweep rows carry no speedup: skipped

@@ -12,11 +12,19 @@ the same OpCounter accounting (binary inputs cost SOPs, non-binary ones MACs; co
 ``e2s_signal_pass`` / ``e2s_noise_pass``: the fraction of scene / background-activity events that
 land in a spiking E2S cell (``filter_pass_fractions``), the filter's own selectivity.
 
-Noise rates (decision; the issue fixes only "at least three, including 0"): 0, 10 and 30 Hz
-per pixel. Background activity grows as light falls, and real sensors reach tens of Hz/pixel
-in low light; below ~5 Hz/pixel a 32x32 recording of 100 ms gets fewer noise events than
-scene events, so neither front end is hurt and the sweep would not test the filter. At
-30 Hz/pixel a pixel and polarity gets a noise event in 26 % of the 20 ms steps.
+Noise rates (decision; the issue fixes only "at least three, including 0"): 0, 2, 5, 10 and
+30 Hz per pixel. Background activity grows as light falls, and real sensors reach tens of
+Hz/pixel in low light; at 30 Hz/pixel a pixel and polarity gets a noise event in 26 % of the
+20 ms steps. The sweep was 0/10/30 first; 2 and 5 Hz were added because the histogram
+baseline is already hurt there (accuracy, mean of seeds 0-2: 0.684 clean, 0.625 at 2 Hz,
+0.601 at 5 Hz) and falls to chance (0.52) by 10 Hz: the margin can only be followed where the
+baseline is above chance, so the transition needs rates below 10 Hz.
+
+Variance (measured, seeds 0-2): with 192 training and 96 test recordings per task, one seed's
+accuracy moves by up to 0.17 between neighbouring rates (STATNF + E2S, seed 1: 0.719 at 5 Hz,
+0.875 at 10 Hz, 0.646 at 30 Hz), so a per-rate margin from one seed is mostly training noise;
+compare means over seeds (``--config seed=S``). Runs are deterministic: the same seed and
+rate give the same figures whatever other rates are in the sweep.
 
 Throughput: E2S against tonic's ``ToFrame`` on the same events (the real EVT 2.0 recording
 of the shared test data, tiled in time; simulated events if it is absent), timed side by side,
@@ -37,7 +45,7 @@ MODEL = "event.bivision"
 COLUMNS = ("accuracy", "map50", "map", "sops_per_sample", "macs_per_sample",
            "synaptic_ops_per_sample", "energy_uj", "e2s_signal_pass", "e2s_noise_pass",
            "firing_rate", "throughput_per_s", "throughput_per_cpu_s")
-SWEEP_DEFAULTS: dict[str, Any] = {"rates": [0, 10, 30], "size": 32, "train_samples": 192,
+SWEEP_DEFAULTS: dict[str, Any] = {"rates": [0, 2, 5, 10, 30], "size": 32, "train_samples": 192,
                                   "test_samples": 96, "epochs": 20, "batch": 16, "lr": 5e-3,
                                   "seed": 0, "throughput_tiles": 10, "throughput_repeats": 5}
 

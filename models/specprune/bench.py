@@ -14,6 +14,13 @@ Rows ``unpruned``, ``specprune``, ``fastv``, ``random``:
   inferences; visual_tokens_per_layer: mean over all decoder layers (layer-level pruning too).
 * flops_per_inference: counted from the token counts with functional.layer_flops.
 
+Budget sweep (config ``budgets``, e.g. ``--config 'budgets=[16,8,1]'``; off by default): at
+each fine budget B, rows ``specprune@budget=B`` (coarse round(2B/3)), ``fastv@budget=B`` and
+``random@budget=B`` on the same paired episodes, with success, tokens and FLOPs (not timed), and
+``budget.png`` (success vs visual tokens kept). It answers whether the benchmark needs the
+visual tokens at all: a policy that ignores vision succeeds at every budget alike, and then no
+pruning rule can be shown better than another on it.
+
 FastV and random pruning get SpecPrune's fine-mode budget (config ``baseline_budget``) at every
 step, so they never keep fewer visual tokens after layer 1 than SpecPrune does; they have no
 layer-level pruning. ``workers`` > 1 evaluates (method, task) cells in parallel processes; on the
@@ -45,6 +52,36 @@ from neuroedge.types import Measurement, Report
 METHOD_ORDER = ("unpruned", "specprune", "fastv", "random")
 COLUMNS = ("success_rate", "latency_p50_ms", "speedup", "visual_tokens_kept",
            "visual_tokens_per_layer", "flops_per_inference")
+
+
+SWEEP_METHODS = ("specprune", "fastv", "random")
+
+
+def base_method(label: str) -> str:
+    """``fastv@budget=8`` -> ``fastv``; a plain method name is its own base."""
+    method = label.split("@", 1)[0]
+    if method not in METHOD_ORDER:
+        raise ValueError(f"unknown method {method!r} in {label!r}; expected one of {METHOD_ORDER}")
+    return method
+
+
+def sweep_configs(budgets: Any, n_visual: int) -> dict[str, PruneConfig]:
+    """Configs of the budget sweep (config ``budgets``): at each fine budget B, rows
+    ``specprune@budget=B`` (coarse budget round(2B/3), the default ratio 32/48) and
+    ``fastv@budget=B`` / ``random@budget=B`` (B in both modes, as in the main rows)."""
+    if not isinstance(budgets, (list, tuple)) or not all(
+            isinstance(b, int) and not isinstance(b, bool) for b in budgets):
+        raise ValueError(f"budgets must be a list of integers, got {budgets!r}")
+    bad = [b for b in budgets if not 1 <= b <= n_visual]
+    if bad:
+        raise ValueError(f"budgets {bad} are outside 1..{n_visual} (visual tokens per inference)")
+    configs = {}
+    for b in dict.fromkeys(budgets):
+        configs[f"specprune@budget={b}"] = PruneConfig(budget_coarse=max(1, round(2 * b / 3)),
+                                                       budget_fine=b)
+        for m in ("fastv", "random"):
+            configs[f"{m}@budget={b}"] = PruneConfig(budget_coarse=b, budget_fine=b)
+    return configs
 
 
 def rollout(env: ManipulationEnv, policy: PrunedPolicy, seed: int) -> bool:
@@ -80,7 +117,8 @@ def evaluate_job(job: tuple[str, str, str, dict[str, Any], str, int]) -> dict[st
     method's exported policy directory (onnxrt)."""
     import torch
 
-    source, backend, method, prune_fields, task_name, episodes = job
+    source, backend, label, prune_fields, task_name, episodes = job
+    method = base_method(label)
     torch.set_num_threads(1)  # two threads per process spin on a loaded 2-core machine
     if backend == "onnxrt":
         from neuroedge.models.specprune.deploy import load_policy
@@ -97,20 +135,21 @@ def evaluate_job(job: tuple[str, str, str, dict[str, Any], str, int]) -> dict[st
             outcomes.append(rollout(env, policy, EVAL_SEED0 + ep))
             kept += policy.kept
             modes += policy.modes
-    return {"method": method, "task": task_name, "wins": sum(outcomes), "episodes": episodes,
+    return {"method": label, "task": task_name, "wins": sum(outcomes), "episodes": episodes,
             "outcomes": outcomes, "kept": kept, "modes": modes}
 
 
 def evaluate_all(sources: Mapping[str, str], backend: str, configs: Mapping[str, PruneConfig],
                  tasks: Sequence[str], episodes: int, workers: int) -> dict[str, dict[str, Any]]:
-    """Success per task and kept-token statistics of every method; cells run in parallel
+    """Success per task and kept-token statistics of every method (the keys of ``configs``:
+    a method name or a sweep label such as ``fastv@budget=8``); cells run in parallel
     processes (spawned: each owns its EGL context) when ``workers`` > 1."""
     from dataclasses import asdict
 
     from tqdm import tqdm
 
     jobs = [(sources[m], backend, m, asdict(configs[m]), t, episodes)
-            for m in METHOD_ORDER for t in tasks]
+            for m in configs for t in tasks]
     with tqdm(total=len(jobs), desc=f"closed-loop cells ({episodes} episodes each)") as bar:
         cells = []
         if workers <= 1:
@@ -128,7 +167,7 @@ def evaluate_all(sources: Mapping[str, str], backend: str, configs: Mapping[str,
     if len(cells) != len(jobs):
         raise RuntimeError(f"{len(jobs) - len(cells)} of {len(jobs)} evaluation cells are missing")
     results: dict[str, dict[str, Any]] = {}
-    for m in METHOD_ORDER:
+    for m in configs:
         mine = [c for c in cells if c["method"] == m]
         kept = [k for c in mine for k in c["kept"]]
         modes = [x for c in mine for x in c["modes"]]
@@ -183,7 +222,7 @@ def paired_table(results: Mapping[str, Mapping[str, Any]], tasks: Sequence[str],
                          "every method); paired against unpruned:", "",
                          f"| method | {' | '.join(tasks)} | overall | only this won | "
                          "only unpruned won |", "|---" * (len(tasks) + 4) + "|"]
-    for m in METHOD_ORDER:
+    for m in results:
         mine = np.asarray(results[m]["outcomes"], dtype=bool)
         paired[m] = {"wins": dict(results[m]["wins"]), "episodes": episodes,
                      "only_this": int((mine & ~base).sum()),
@@ -203,6 +242,8 @@ def speedup_plot(doc: dict[str, Any], path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(4.5, 3.5))
     for row in doc["rows"]:
         m = row["metrics"]
+        if "speedup" not in m:  # budget-sweep rows are not timed
+            continue
         marker = "o" if row["backend"] == "host" else "s"
         ax.scatter(m["speedup"]["value"], 100 * m["success_rate"]["value"], s=40, marker=marker)
         ax.annotate(f"{row['variant']} ({row['backend']})",
@@ -216,19 +257,26 @@ def speedup_plot(doc: dict[str, Any], path: Path) -> Path:
     return finish_figure(fig, path)
 
 
-def row(method: str, result: Mapping[str, Any], latency: Any, base_p50: float,
-        flops: float, counts: list[int], budget: int | None, backend: str = "host",
-        evaluated_on: str = "host") -> Report:
+def outcome_metrics(result: Mapping[str, Any], flops: float, counts: list[int]
+                    ) -> dict[str, Measurement]:
+    """Success (overall and per task), visual tokens and FLOPs of one evaluated method."""
     metrics = {"success_rate": Measurement(float(np.mean(list(result["per_task"].values()))),
                                            "fraction"),
-               **{k: v for k, v in latency.metrics().items() if k != "peak_rss_mb"},
-               "speedup": Measurement(base_p50 / latency.percentile(50), "x"),
                "visual_tokens_kept": Measurement(result["kept"], "tokens", "counted"),
                "visual_tokens_per_layer": Measurement(float(np.mean(counts)), "tokens",
                                                       "counted"),
                "flops_per_inference": Measurement(flops, "FLOP", "counted")}
     metrics.update({f"success_rate_{t}": Measurement(v, "fraction")
                     for t, v in result["per_task"].items()})
+    return metrics
+
+
+def row(method: str, result: Mapping[str, Any], latency: Any, base_p50: float,
+        flops: float, counts: list[int], budget: int | None, backend: str = "host",
+        evaluated_on: str = "host") -> Report:
+    metrics = {**{k: v for k, v in latency.metrics().items() if k != "peak_rss_mb"},
+               "speedup": Measurement(base_p50 / latency.percentile(50), "x"),
+               **outcome_metrics(result, flops, counts)}
     notes = [f"fine-mode fraction {result['fine_fraction']:.2f}"] if method == "specprune" else []
     if budget is not None and method in ("fastv", "random"):
         notes.append(f"static budget {budget} visual tokens (SpecPrune's fine-mode budget)")
@@ -236,6 +284,43 @@ def row(method: str, result: Mapping[str, Any], latency: Any, base_p50: float,
         notes.append(f"success_rate from the {evaluated_on} engine; this backend's actions "
                      "match it (see export.max_abs_err)")
     return Report("vla.specprune", backend, method, metrics=metrics, notes=tuple(notes))
+
+
+def sweep_row(label: str, result: Mapping[str, Any], flops: float, counts: list[int],
+              evaluated_on: str) -> Report:
+    """A budget-sweep row: success and token counts (sweep rows are not timed)."""
+    metrics = outcome_metrics(result, flops, counts)
+    notes = ["budget sweep: success and tokens only, not timed"]
+    if base_method(label) == "specprune":
+        notes.append(f"fine-mode fraction {result['fine_fraction']:.2f}")
+    return Report("vla.specprune", evaluated_on, label, metrics=metrics, notes=tuple(notes))
+
+
+def budget_plot(doc: dict[str, Any], path: Path) -> Path:
+    """Success rate against visual tokens kept: the main rows and the budget sweep, one line
+    per method (a method that uses what it keeps falls off more slowly as tokens go)."""
+    from neuroedge.bench.report import finish_figure, pyplot
+
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    backend = doc["success_evaluated_on"]
+    rows = [r for r in doc["rows"] if r["backend"] == backend]
+    for method in SWEEP_METHODS:
+        points = sorted((r["metrics"]["visual_tokens_kept"]["value"],
+                         100 * r["metrics"]["success_rate"]["value"]) for r in rows
+                        if base_method(r["variant"]) == method)
+        ax.plot(*zip(*points), marker="o", label=method)
+    base = [r for r in rows if r["variant"] == "unpruned"]
+    if base:
+        ax.axhline(100 * base[0]["metrics"]["success_rate"]["value"], color="gray", ls="--",
+                   label="unpruned")
+    ax.set_xscale("log")
+    ax.set_xlabel("visual tokens kept after layer 1 (mean, log scale)")
+    ax.set_ylabel("success rate (%)")
+    ax.set_title("vla.specprune: success vs token budget")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return finish_figure(fig, path)
 
 
 def static_counts(model: Any, method: str, result: Mapping[str, Any],
@@ -283,8 +368,9 @@ def export_methods(model: Any, configs: Mapping[str, PruneConfig], out_dir: Path
     """Every method exported for ONNX Runtime (one static graph per controller mode)."""
     from neuroedge.models.specprune.deploy import export_policy
 
-    return {m: str(export_policy(model, out_dir / m, "onnxrt", method=m, prune=configs[m]))
-            for m in METHOD_ORDER}
+    return {m: str(export_policy(model, out_dir / m, "onnxrt", method=base_method(m),
+                                 prune=configs[m]))
+            for m in configs}
 
 
 def time_methods(model: Any, configs: Mapping[str, PruneConfig], sources: Mapping[str, str],
@@ -322,13 +408,15 @@ def run_bench(out_dir: str, backends: Sequence[str] = ("host",),
     budget = int(cfg.get("baseline_budget", prune.budget_fine))
     same = PruneConfig(budget_coarse=budget, budget_fine=budget)
     configs = {"unpruned": prune, "specprune": prune, "fastv": same, "random": same}
+    sweep = sweep_configs(cfg.get("budgets", []), model.n_visual)
+    evaluated = {**configs, **sweep}
     checkpoint = str(cfg.get("checkpoint") or checkpoint_path("vla.specprune"))
-    sources = {m: checkpoint for m in METHOD_ORDER}
+    sources = dict.fromkeys(evaluated, checkpoint)
     if "onnxrt" in backends:  # the deployed graphs also run the closed-loop episodes
-        sources = export_methods(model, configs, Path(out_dir) / "policy_onnx_methods")
+        sources = export_methods(model, evaluated, Path(out_dir) / "policy_onnx_methods")
     evaluated_on = str(cfg.get("eval_backend", "onnxrt" if "onnxrt" in backends else "host"))
     results = evaluate_all(sources if evaluated_on == "onnxrt" else
-                           dict.fromkeys(METHOD_ORDER, checkpoint), evaluated_on, configs, tasks,
+                           dict.fromkeys(evaluated, checkpoint), evaluated_on, evaluated, tasks,
                            episodes, int(cfg.get("workers", 1)))
     sequences = record_observations(tasks)
     timings = time_methods(model, configs, sources, sequences, backends,
@@ -340,6 +428,10 @@ def run_bench(out_dir: str, backends: Sequence[str] = ("host",),
             flops, counts = static_counts(model, m, results[m], configs[m])
             rows.append(row(m, results[m], latency[m], base, flops + vision_flops(model), counts,
                             budget, backend, evaluated_on))
+    for label, sweep_cfg in sweep.items():
+        flops, counts = static_counts(model, base_method(label), results[label], sweep_cfg)
+        rows.append(sweep_row(label, results[label], flops + vision_flops(model), counts,
+                              evaluated_on))
     extra: dict[str, Any] = {"columns": list(COLUMNS), "episodes_per_task": episodes,
                              "success_evaluated_on": evaluated_on,
                              "tasks": list(tasks), "config": {**cfg, "train": train_cfg}}
@@ -349,6 +441,7 @@ def run_bench(out_dir: str, backends: Sequence[str] = ("host",),
     doc = build_document("vla.specprune", rows, **extra)
     sections += [f"- ONNX export parity (max abs action diff): {extra['export']['max_abs_err']}"
                 ] if "export" in extra else []
-    write_report(doc, out_dir, columns=COLUMNS, sections=sections, plots=[speedup_plot],
+    plots = [speedup_plot, budget_plot] if sweep else [speedup_plot]
+    write_report(doc, out_dir, columns=COLUMNS, sections=sections, plots=plots,
                  history=history)
     return doc
