@@ -320,3 +320,28 @@ def test_budget_sweep_cells_are_evaluated_paired_and_plotted(monkeypatch, tmp_pa
     path = bench.budget_plot(doc, tmp_path / "budget.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     bench.speedup_plot(doc, tmp_path / "speedup.png")  # sweep rows carry no speedup: skipped
+
+
+def test_rival_pairs_count_discordant_episodes_and_test_them():
+    from neuroedge.models.specprune.bench import rival_pairs
+
+    n = 40
+    spec = [True] * 30 + [False] * 10
+    fastv = [True] * 20 + [False] * 20  # 10 episodes only specprune won, none only fastv
+    rand = [False] * 2 + [True] * 28 + [True] * 2 + [False] * 8  # 2 each way
+    results = {"unpruned": {"outcomes": [True] * n}, "specprune": {"outcomes": spec},
+               "fastv": {"outcomes": fastv}, "random": {"outcomes": rand},
+               "specprune@budget=1": {"outcomes": fastv}, "fastv@budget=1": {"outcomes": spec}}
+    pairs, lines = rival_pairs(results)
+    by = {(p["specprune"], p["rival"]): p for p in pairs}
+    assert set(by) == {("specprune", "fastv"), ("specprune", "random"),
+                       ("specprune@budget=1", "fastv@budget=1")}  # random@budget=1 absent
+    top = by[("specprune", "fastv")]
+    assert (top["only_specprune"], top["only_rival"]) == (10, 0)
+    assert top["p_value"] == pytest.approx(2 * 0.5 ** 10) and top["better"]
+    tie = by[("specprune", "random")]
+    assert (tie["only_specprune"], tie["only_rival"]) == (2, 2) and not tie["better"]
+    assert tie["p_value"] == pytest.approx(1.0)
+    worse = by[("specprune@budget=1", "fastv@budget=1")]
+    assert worse["only_rival"] == 10 and not worse["better"]
+    assert any(line.startswith("| specprune | random | 2 | 2 |") for line in lines)

@@ -17,9 +17,13 @@ Rows ``unpruned``, ``specprune``, ``fastv``, ``random``:
 Budget sweep (config ``budgets``, e.g. ``--config 'budgets=[16,8,1]'``; off by default): at
 each fine budget B, rows ``specprune@budget=B`` (coarse round(2B/3)), ``fastv@budget=B`` and
 ``random@budget=B`` on the same paired episodes, with success, tokens and FLOPs (not timed), and
-``budget.png`` (success vs visual tokens kept). It answers whether the benchmark needs the
-visual tokens at all: a policy that ignores vision succeeds at every budget alike, and then no
-pruning rule can be shown better than another on it.
+``budget.png`` (success vs visual tokens kept). At every budget report.md also pairs
+SpecPrune with FastV and random on the same episodes (``specprune_vs_rivals`` in report.json:
+episodes only one of the pair won and the exact McNemar p-value; ``better`` needs more wins and
+p < 0.05), the test the claim "better success than FastV and random" is read by. The sweep
+answers whether the benchmark needs the visual tokens at all: a policy that ignores vision
+succeeds at every budget alike, and then no pruning rule can be shown better than another on
+it.
 
 FastV and random pruning get SpecPrune's fine-mode budget (config ``baseline_budget``) at every
 step, so they never keep fewer visual tokens after layer 1 than SpecPrune does; they have no
@@ -233,6 +237,35 @@ def paired_table(results: Mapping[str, Mapping[str, Any]], tasks: Sequence[str],
     return paired, lines + [""]
 
 
+def rival_pairs(results: Mapping[str, Mapping[str, Any]]) -> tuple[list[dict[str, Any]],
+                                                                   list[str]]:
+    """SpecPrune against FastV and random at each budget on the same episodes: the episodes
+    only one of the pair won, and the exact two-sided McNemar p-value (binomial test on those
+    discordant episodes). ``better`` needs more wins *and* p < 0.05."""
+    from scipy.stats import binomtest
+
+    pairs, lines = [], ["SpecPrune against the baselines at the same budget (paired episodes; "
+                        "McNemar exact test on the episodes only one of the pair won):", "",
+                        "| specprune | rival | only specprune won | only rival won | p |",
+                        "|---|---|---|---|---|"]
+    for label in results:
+        if base_method(label) != "specprune":
+            continue
+        suffix = label[len("specprune"):]
+        mine = np.asarray(results[label]["outcomes"], dtype=bool)
+        for rival in ("fastv" + suffix, "random" + suffix):
+            if rival not in results:
+                continue
+            theirs = np.asarray(results[rival]["outcomes"], dtype=bool)
+            won, lost = int((mine & ~theirs).sum()), int((theirs & ~mine).sum())
+            p = binomtest(won, won + lost).pvalue if won + lost else 1.0
+            pairs.append({"specprune": label, "rival": rival, "only_specprune": won,
+                          "only_rival": lost, "p_value": float(p),
+                          "better": bool(won > lost and p < 0.05)})
+            lines.append(f"| {label} | {rival} | {won} | {lost} | {p:.3g} |")
+    return pairs, lines + [""]
+
+
 def speedup_plot(doc: dict[str, Any], path: Path) -> Path:
     """Success rate against end-to-end speedup, one point per method."""
     from neuroedge.bench.report import finish_figure, pyplot
@@ -438,6 +471,8 @@ def run_bench(out_dir: str, backends: Sequence[str] = ("host",),
     if "onnxrt" in backends:
         extra["export"] = parity_onnx(model, prune, sequences, Path(out_dir) / "policy_onnx")
     extra["paired"], sections = paired_table(results, tasks, episodes)
+    extra["specprune_vs_rivals"], rival_lines = rival_pairs(results)
+    sections += rival_lines
     doc = build_document("vla.specprune", rows, **extra)
     sections += [f"- ONNX export parity (max abs action diff): {extra['export']['max_abs_err']}"
                 ] if "export" in extra else []
