@@ -61,6 +61,11 @@ COLUMNS = ("success_rate", "latency_p50_ms", "speedup", "visual_tokens_kept",
 SWEEP_METHODS = ("specprune", "fastv", "random")
 
 
+def sweep_label(method: str, budget: int) -> str:
+    """The row name of ``method`` at fine budget ``budget`` in the budget sweep."""
+    return f"{method}@budget={budget}"
+
+
 def base_method(label: str) -> str:
     """``fastv@budget=8`` -> ``fastv``; a plain method name is its own base."""
     method = label.split("@", 1)[0]
@@ -81,10 +86,9 @@ def sweep_configs(budgets: Any, n_visual: int) -> dict[str, PruneConfig]:
         raise ValueError(f"budgets {bad} are outside 1..{n_visual} (visual tokens per inference)")
     configs = {}
     for b in dict.fromkeys(budgets):
-        configs[f"specprune@budget={b}"] = PruneConfig(budget_coarse=max(1, round(2 * b / 3)),
-                                                       budget_fine=b)
-        for m in ("fastv", "random"):
-            configs[f"{m}@budget={b}"] = PruneConfig(budget_coarse=b, budget_fine=b)
+        for m in SWEEP_METHODS:
+            coarse = max(1, round(2 * b / 3)) if m == "specprune" else b
+            configs[sweep_label(m, b)] = PruneConfig(budget_coarse=coarse, budget_fine=b)
     return configs
 
 
@@ -251,9 +255,8 @@ def rival_pairs(results: Mapping[str, Mapping[str, Any]]) -> tuple[list[dict[str
     for label in results:
         if base_method(label) != "specprune":
             continue
-        suffix = label[len("specprune"):]
         mine = np.asarray(results[label]["outcomes"], dtype=bool)
-        for rival in ("fastv" + suffix, "random" + suffix):
+        for rival in (label.replace("specprune", m, 1) for m in SWEEP_METHODS[1:]):
             if rival not in results:
                 continue
             theirs = np.asarray(results[rival]["outcomes"], dtype=bool)
