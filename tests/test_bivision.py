@@ -301,3 +301,57 @@ def test_augmentation_names_parse_and_reject_unknown_ones():
     assert augmentations(True).tolist() == [True, False]
     with pytest.raises(ValueError, match="augment 'rotate'"):
         augmentations("rotate")
+
+
+def _sweep_rows(margins: dict[float, list[float]], ops: float = 1.0):
+    """Per-seed rows whose accuracy and map50 margins over the baseline are ``margins``."""
+    from neuroedge.types import Measurement, Report
+
+    def row(variant, acc, rate, sops):
+        metrics = {"accuracy": Measurement(acc, "fraction"), "map50": Measurement(acc / 2,
+                                                                                  "fraction"),
+                   "synaptic_ops_per_sample": Measurement(sops, "op", "counted")}
+        return Report("event.bivision", "host", f"{variant}@noise={rate:g}", metrics=metrics)
+
+    return {**{("statnf_e2s", r): [row("statnf_e2s", 0.5 + m, r, ops) for m in ms]
+               for r, ms in margins.items()},
+            **{("lif_histogram", r): [row("lif_histogram", 0.5, r, 1.0) for _ in ms]
+               for r, ms in margins.items()}}
+
+
+def test_sweep_claim_reads_margins_over_seeds_and_finds_where_they_fall():
+    from neuroedge.models.bivision.bench import claim_check, claim_section, mean_rows
+
+    growing = _sweep_rows({0.0: [0.02, 0.04], 5.0: [0.05, 0.09], 10.0: [0.10, 0.14]})
+    claim = claim_check(growing, [0, 5, 10])
+    assert claim["holds"] and claim["seeds"] == 2
+    assert claim["accuracy"]["margin"] == pytest.approx([0.03, 0.07, 0.12])
+    assert claim["accuracy"]["margin_sem"][1] == pytest.approx(0.02)
+    assert claim["map50"]["margin"] == pytest.approx([0.015, 0.035, 0.06])
+
+    falling = _sweep_rows({0.0: [0.02, 0.04], 5.0: [0.10, 0.12], 10.0: [0.05, 0.07]})
+    claim = claim_check(falling, [0, 5, 10])
+    assert not claim["holds"] and claim["accuracy"]["beats_at_every_rate"]
+    assert claim["accuracy"]["falls_at"] == [10.0]
+    assert "falls at 10 Hz" in "\n".join(claim_section(claim))
+
+    costly = claim_check(_sweep_rows({0.0: [0.02], 5.0: [0.05], 10.0: [0.1]}, ops=2.0),
+                         [0, 5, 10])
+    assert not costly["ops_at_most_baseline"] and not costly["holds"]
+    assert not claim_check(_sweep_rows({0.0: [0.02], 5.0: [0.05]}), [0, 5])["holds"]
+
+    means = {r.variant: r.metrics for r in mean_rows(growing)}
+    assert means["statnf_e2s@noise=5"]["accuracy"].value == pytest.approx(0.57)
+    assert means["statnf_e2s@noise=5"]["accuracy_sd"].value == pytest.approx(0.02 * 2 ** 0.5)
+    assert "synaptic_ops_per_sample_sd" not in means["statnf_e2s@noise=5"]
+
+
+def test_sweep_seeds_config_is_checked():
+    from neuroedge.models.bivision.bench import sweep_label, sweep_seeds
+
+    assert sweep_seeds({"seed": 3}) == [3]
+    assert sweep_seeds({"seed": 0, "seeds": [0, 1, 2]}) == [0, 1, 2]
+    for bad in ([0, 0], "0,1", [0.5], [True]):
+        with pytest.raises(ValueError, match="seeds must"):
+            sweep_seeds({"seed": 0, "seeds": bad})
+    assert sweep_label("lif_histogram", 2.0, 1) == "lif_histogram@noise=2@seed=1"
