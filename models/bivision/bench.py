@@ -56,6 +56,7 @@ SWEEP_DEFAULTS: dict[str, Any] = {"rates": [0, 2, 5, 10, 30], "size": 32, "train
                                   "test_samples": 384, "epochs": 20, "batch": 16, "lr": 5e-3,
                                   "seed": 0, "throughput_tiles": 10, "throughput_repeats": 5}
 SPREAD_METRICS = ("accuracy", "map50")  # mean rows also carry their spread over seeds
+SWEEP_VARIANTS = ("statnf_e2s", "lif_histogram")  # the paper's design, then the baseline
 
 
 def shared_recording() -> Path:
@@ -261,7 +262,7 @@ def sweep_seeds(cfg: Mapping[str, Any]) -> list[int]:
     return [int(s) for s in seeds]
 
 
-def sweep_label(variant: str, rate: float, seed: int | None = None) -> str:
+def sweep_label(variant: str, rate: float, seed: int | str | None = None) -> str:
     """``<variant>@noise=R`` (the mean over seeds, or the only seed), ``...@seed=S`` per seed."""
     label = f"{variant}@noise={rate:g}"
     return label if seed is None else f"{label}@seed={seed}"
@@ -281,7 +282,7 @@ def mean_rows(per_seed: Mapping[tuple[str, float], list[Report]]) -> list[Report
                 metrics[f"{name}_sd"] = Measurement(float(np.std(values, ddof=1)), first.unit)
         rows.append(Report(MODEL, "host", sweep_label(variant, rate), metrics=metrics,
                            notes=(f"mean of {len(reps)} seeds; per seed in rows "
-                                  f"{sweep_label(variant, rate)}@seed=S",)))
+                                  f"{sweep_label(variant, rate, 'S')}",)))
     return rows
 
 
@@ -298,12 +299,13 @@ def claim_check(per_seed: Mapping[tuple[str, float], list[Report]], rates: Seque
     visible as such.
     """
     rates = sorted(float(r) for r in rates)
-    out: dict[str, Any] = {"rates": rates, "seeds": len(per_seed[("statnf_e2s", rates[0])])}
+    model, baseline = SWEEP_VARIANTS
+    out: dict[str, Any] = {"rates": rates, "seeds": len(per_seed[(model, rates[0])])}
     holds = len(rates) >= 3 and rates[0] == 0.0
     for metric in ("accuracy", "map50"):
         diffs = np.array([[a.metrics[metric].value - b.metrics[metric].value
-                           for a, b in zip(per_seed[("statnf_e2s", r)],
-                                           per_seed[("lif_histogram", r)])] for r in rates])
+                           for a, b in zip(per_seed[(model, r)], per_seed[(baseline, r)])]
+                          for r in rates])
         margin = diffs.mean(1)
         sem = (diffs.std(1, ddof=1) / np.sqrt(diffs.shape[1]) if diffs.shape[1] > 1
                else np.full(len(rates), np.nan))
@@ -315,7 +317,7 @@ def claim_check(per_seed: Mapping[tuple[str, float], list[Report]], rates: Seque
         holds = holds and beats and grows
     ops = {v: [float(np.mean([r.metrics["synaptic_ops_per_sample"].value
                               for r in per_seed[(v, rate)]])) for rate in rates]
-           for v in ("statnf_e2s", "lif_histogram")}
+           for v in SWEEP_VARIANTS}
     out["ops_at_most_baseline"] = bool(all(a <= b for a, b in zip(*ops.values())))
     out["holds"] = bool(holds and out["ops_at_most_baseline"])
     return out
@@ -360,15 +362,15 @@ def bench(out_dir: str, backends: Sequence[str] = ("host",), config: Mapping[str
         seed_cfg = {**cfg, "seed": seed}
         folders = sweep_datasets(out, seed_cfg, progress)
         for rate in cfg["rates"]:
-            for variant in ("statnf_e2s", "lif_histogram"):
+            for variant in SWEEP_VARIANTS:
                 row = variant_row(variant, float(rate), folders, seed_cfg, progress)
                 per_seed.setdefault((variant, float(rate)), []).append(row)
     if len(seeds) == 1:
         rows += [reps[0] for reps in per_seed.values()]
     else:
         rows += mean_rows(per_seed)
-        rows += [replace(r, variant=f"{r.variant}@seed={seed}")
-                 for reps in per_seed.values() for seed, r in zip(seeds, reps)]
+        rows += [replace(r, variant=sweep_label(variant, rate, seed))
+                 for (variant, rate), reps in per_seed.items() for seed, r in zip(seeds, reps)]
     claim = claim_check(per_seed, cfg["rates"])
     doc = build_document(MODEL, rows, config=json.loads(json.dumps(cfg)), columns=list(COLUMNS),
                          backends=list(backends), summary=[ratio_line], claim=claim)
