@@ -27,12 +27,13 @@ the margins were training noise; at 768 / 384, seeds 0-5, STATNF + E2S reaches a
 compare means over seeds: one run's map50 moves by up to 0.08 between neighbouring rates
 (training scatter; E2S passes 96-98 % of scene events at every rate), while the baseline's
 map50 falls by only 0.012 from 2 to 5 Hz (mean of seeds 0-5), a step six seeds do not resolve
-(map50 margin +0.235 +- 0.025 at 2 Hz, +0.217 +- 0.028 at 5 Hz). ``--config 'seeds=[0,1,2]'`` runs the whole sweep once per seed
-(each seed generates its own scenes and noise and initialises the nets from it): rows
-``<variant>@noise=R`` are then the means over the seeds (with ``accuracy_sd`` / ``map50_sd``),
-rows ``<variant>@noise=R@seed=S`` the single runs, and ``claim`` in report.json (a table in
-report.md) gives the margins with their standard error over seeds and the claim check
-(``claim_check``). Runs are deterministic: the same seed and rate give the same figures
+(map50 margin +0.235 +- 0.025 at 2 Hz, +0.217 +- 0.028 at 5 Hz).
+
+``--config 'seeds=[0,1,2]'`` runs the whole sweep once per seed (each seed generates its own
+scenes and noise and initialises the nets from it): rows ``<variant>@noise=R`` are then the
+means over the seeds (with ``accuracy_sd`` / ``map50_sd``), rows ``<variant>@noise=R@seed=S``
+the single runs, and ``claim`` in report.json (a table in report.md) gives the margins with
+their standard error over seeds and the claim check (``claim_check``). Runs are deterministic: the same seed and rate give the same figures
 whatever other rates or seeds are in the sweep.
 
 Throughput: E2S against tonic's ``ToFrame`` on the same events (the real EVT 2.0 recording
