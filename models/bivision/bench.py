@@ -33,8 +33,8 @@ map50 falls by only 0.012 from 2 to 5 Hz (mean of seeds 0-5), a step six seeds d
 scenes and noise and initialises the nets from it): rows ``<variant>@noise=R`` are then the
 means over the seeds (with ``accuracy_sd`` / ``map50_sd``), rows ``<variant>@noise=R@seed=S``
 the single runs, and ``claim`` in report.json (a table in report.md) gives the margins with
-their standard error over seeds and the claim check (``claim_check``). Runs are deterministic: the same seed and rate give the same figures
-whatever other rates or seeds are in the sweep.
+their standard error over seeds and the claim check (``claim_check``). Runs are deterministic:
+the same seed and rate give the same figures whatever other rates or seeds are in the sweep.
 
 Throughput: E2S against tonic's ``ToFrame`` on the same events (the real EVT 2.0 recording
 of the shared test data, tiled in time; simulated events if it is absent), timed side by side,
