@@ -49,9 +49,9 @@ seeds of three, with equal mean accuracy at ~4% less energy. Ten seeds do not co
 0-9, each with its own split and dense net, the bench's default config): unisparse 94.53% mean
 at 5.5-6.2x, 2.2 points below dense (96.75%); weight_only 95.00% at 5.1-6.2x; paired
 difference -0.47 +- 0.42 points (SE), 4 wins and 6 losses; spike_only 69.4%. Also tried, not
-adopted: the spike route only in the fine-tune (masks search alone first): 94.7% / 93.3%; BN statistics
-frozen at the dense net's during the constrained phases (train = deploy normalisation): 91.7%
-(seed 0); budget 1/5.2 with the model route: 90.6% (weight_only 94.4%).
+adopted: the spike route only in the fine-tune (masks search alone first): 94.7% / 93.3%;
+BN statistics frozen at the dense net's during the constrained phases (train = deploy
+normalisation): 91.7% (seed 0); budget 1/5.2 with the model route: 90.6% (weight_only 94.4%).
 
 ``spike_scale`` (unisparse only) scales the share of the energy gradient that reaches the BN
 affine parameters; the default 1 is the paper's single objective. With the model route on
