@@ -81,3 +81,39 @@ def test_unknown_task_and_bad_action_are_refused():
         env.reset(seed=0, with_images=False)
         with pytest.raises(ValueError, match="action must be 4 finite numbers"):
             env.step(np.array([0, np.nan, 0, 0]))
+
+
+def test_view_ablation_feeds_the_policy_a_gray_camera_and_only_that_camera():
+    from neuroedge.models.specprune import bench
+    from neuroedge.models.specprune.functional import PruneConfig
+
+    seen = []
+
+    class Recorder:  # stands in for PrunedPolicy: records the views each re-plan is given
+        def reset(self):
+            self.queue = []
+
+        def select_action(self, obs):
+            if not self.queue:  # a re-plan: the only steps with fresh images
+                seen.append({cam: np.asarray(obs[cam]).copy() for cam in ("primary", "wrist")})
+                self.queue = [np.zeros(4, dtype=np.float32)] * CHUNK
+            return self.queue.pop()
+
+    with ManipulationEnv("reach") as env:
+        bench.rollout(env, Recorder(), seed=3, blank_view="wrist")
+        blanked = seen[:]
+        seen.clear()
+        bench.rollout(env, Recorder(), seed=3)
+    assert blanked and all((s["wrist"] == bench.BLANK_VALUE).all() for s in blanked)
+    assert all(np.array_equal(a["primary"], b["primary"]) for a, b in zip(blanked, seen))
+    assert not (seen[0]["wrist"] == bench.BLANK_VALUE).all()  # the real view is not gray
+    cfg = PruneConfig()
+    assert list(bench.ablation_configs(["wrist", "primary", "wrist"], cfg)) == [
+        "unpruned@blank=wrist", "unpruned@blank=primary"]
+    assert bench.base_method("unpruned@blank=wrist") == "unpruned"
+    assert bench.blanked_view("unpruned@blank=primary") == "primary"
+    assert bench.blanked_view("fastv@budget=8") is None
+    with pytest.raises(ValueError, match=r"\['top'\] are not cameras"):
+        bench.ablation_configs(["top"], cfg)
+    with pytest.raises(ValueError, match="list of camera names"):
+        bench.ablation_configs("wrist", cfg)

@@ -50,7 +50,7 @@ from neuroedge.models.specprune.functional import (
     layer_flops,
 )
 from neuroedge.models.specprune.policy import PrunedPolicy, torch_engine
-from neuroedge.models.specprune.sim import MAX_STEPS, ManipulationEnv
+from neuroedge.models.specprune.sim import CAMERAS, MAX_STEPS, ManipulationEnv
 from neuroedge.types import Measurement, Report
 
 METHOD_ORDER = ("unpruned", "specprune", "fastv", "random")
@@ -92,12 +92,45 @@ def sweep_configs(budgets: Any, n_visual: int) -> dict[str, PruneConfig]:
     return configs
 
 
-def rollout(env: ManipulationEnv, policy: PrunedPolicy, seed: int) -> bool:
-    """One closed-loop episode; True on Meta-World's success signal."""
+BLANK_VALUE = 128  # the uniform gray of a blanked camera view
+
+
+def ablation_label(view: str) -> str:
+    """The row name of the unpruned policy with camera ``view`` blanked."""
+    return f"unpruned@blank={view}"
+
+
+def blanked_view(label: str) -> str | None:
+    """``unpruned@blank=wrist`` -> ``wrist``; None for a row that blanks nothing."""
+    _, _, view = label.partition("@blank=")
+    return view or None
+
+
+def ablation_configs(views: Any, prune: PruneConfig) -> dict[str, PruneConfig]:
+    """Rows of the view ablation (config ``blank_views``): one per camera name."""
+    if not isinstance(views, (list, tuple)) or not all(isinstance(v, str) for v in views):
+        raise ValueError(f"blank_views must be a list of camera names, got {views!r}")
+    bad = [v for v in views if v not in CAMERAS]
+    if bad:
+        raise ValueError(f"blank_views {bad} are not cameras; valid: {list(CAMERAS)}")
+    return {ablation_label(v): prune for v in dict.fromkeys(views)}
+
+
+def blank(obs: Mapping[str, Any], view: str | None) -> Mapping[str, Any]:
+    """The observation with camera ``view`` replaced by a uniform gray frame (None: as is)."""
+    if view is None or view not in obs:
+        return obs
+    return {**obs, view: np.full_like(np.asarray(obs[view]), BLANK_VALUE)}
+
+
+def rollout(env: ManipulationEnv, policy: PrunedPolicy, seed: int,
+            blank_view: str | None = None) -> bool:
+    """One closed-loop episode (camera ``blank_view`` blanked, if given); True on Meta-World's
+    success signal."""
     obs, success = env.reset(seed), False
     policy.reset()
     while not success and not env.done_by_time:
-        action = policy.select_action(obs)
+        action = policy.select_action(blank(obs, blank_view))
         need_images = len(policy.queue) == 0  # render only when the next step re-plans
         obs, success = env.step(action, with_images=need_images)
     return success
@@ -140,7 +173,7 @@ def evaluate_job(job: tuple[str, str, str, dict[str, Any], str, int]) -> dict[st
     outcomes, kept, modes = [], [], []
     with ManipulationEnv(task_name) as env:
         for ep in range(episodes):  # the same layouts for every method: paired comparison
-            outcomes.append(rollout(env, policy, EVAL_SEED0 + ep))
+            outcomes.append(rollout(env, policy, EVAL_SEED0 + ep, blanked_view(label)))
             kept += policy.kept
             modes += policy.modes
     return {"method": label, "task": task_name, "wins": sum(outcomes), "episodes": episodes,
@@ -324,9 +357,12 @@ def row(method: str, result: Mapping[str, Any], latency: Any, base_p50: float,
 
 def sweep_row(label: str, result: Mapping[str, Any], flops: float, counts: list[int],
               evaluated_on: str) -> Report:
-    """A budget-sweep row: success and token counts (sweep rows are not timed)."""
+    """A budget-sweep or view-ablation row: success and token counts (not timed)."""
     metrics = outcome_metrics(result, flops, counts)
-    notes = ["budget sweep: success and tokens only, not timed"]
+    view = blanked_view(label)
+    notes = [f"view ablation: the {view} camera is a uniform gray frame ({BLANK_VALUE}) at "
+             "every query; success and tokens only, not timed" if view else
+             "budget sweep: success and tokens only, not timed"]
     if base_method(label) == "specprune":
         notes.append(f"fine-mode fraction {result['fine_fraction']:.2f}")
     return Report("vla.specprune", evaluated_on, label, metrics=metrics, notes=tuple(notes))
@@ -445,11 +481,14 @@ def run_bench(out_dir: str, backends: Sequence[str] = ("host",),
     same = PruneConfig(budget_coarse=budget, budget_fine=budget)
     configs = {"unpruned": prune, "specprune": prune, "fastv": same, "random": same}
     sweep = sweep_configs(cfg.get("budgets", []), model.n_visual)
-    evaluated = {**configs, **sweep}
+    ablation = ablation_configs(cfg.get("blank_views", []), prune)
+    evaluated = {**configs, **sweep, **ablation}
     checkpoint = str(cfg.get("checkpoint") or checkpoint_path("vla.specprune"))
     sources = dict.fromkeys(evaluated, checkpoint)
     if "onnxrt" in backends:  # the deployed graphs also run the closed-loop episodes
-        sources = export_methods(model, evaluated, Path(out_dir) / "policy_onnx_methods")
+        sources = export_methods(model, {**configs, **sweep},
+                                 Path(out_dir) / "policy_onnx_methods")
+        sources.update(dict.fromkeys(ablation, sources["unpruned"]))  # the same graphs
     evaluated_on = str(cfg.get("eval_backend", "onnxrt" if "onnxrt" in backends else "host"))
     results = evaluate_all(sources if evaluated_on == "onnxrt" else
                            dict.fromkeys(evaluated, checkpoint), evaluated_on, evaluated, tasks,
@@ -464,7 +503,7 @@ def run_bench(out_dir: str, backends: Sequence[str] = ("host",),
             flops, counts = static_counts(model, m, results[m], configs[m])
             rows.append(row(m, results[m], latency[m], base, flops + vision_flops(model), counts,
                             budget, backend, evaluated_on))
-    for label, sweep_cfg in sweep.items():
+    for label, sweep_cfg in {**sweep, **ablation}.items():
         flops, counts = static_counts(model, base_method(label), results[label], sweep_cfg)
         rows.append(sweep_row(label, results[label], flops + vision_flops(model), counts,
                               evaluated_on))

@@ -21,6 +21,12 @@ Design decisions (sizes chosen for the 2-core CPU):
   been benchmarked end to end). ``max_minutes`` (0: off)
   is an optional wall-time cap for a quick run; each phase then anneals within whichever
   budget runs out first.
+* 50 layouts per task (``episodes``): six times as many (300 per task, 30577 samples, the same
+  800 + 700 steps) trained a policy that does no better: unpruned 93 of 150 either way
+  (button 31, drawer 50, reach 12 of 50 against 33/50/10), and pruning rules still tie at
+  the default budget (``vla.specprune`` bench, 2026-12-03). The reach goal stays hard to
+  localise in 64x64 views, and more layouts did not change what the policy reads (see the
+  view ablation in bench.py).
 
 The checkpoint holds the state dict, the model config, the training config and the task list,
 and is loaded with ``weights_only=True``.
