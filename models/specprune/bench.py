@@ -117,7 +117,9 @@ def ablation_configs(views: Any, prune: PruneConfig) -> dict[str, PruneConfig]:
 
 
 def blank(obs: Mapping[str, Any], view: str | None) -> Mapping[str, Any]:
-    """The observation with camera ``view`` replaced by a uniform gray frame (None: as is)."""
+    """The observation with camera ``view`` replaced by a uniform gray frame (None: as is).
+    Steps between re-plans carry no frames (the environment renders only for a re-plan): those
+    observations pass unchanged."""
     if view is None or view not in obs:
         return obs
     return {**obs, view: np.full_like(np.asarray(obs[view]), BLANK_VALUE)}
