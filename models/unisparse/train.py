@@ -53,6 +53,16 @@ adopted: the spike route only in the fine-tune (masks search alone first): 94.7%
 BN statistics frozen at the dense net's during the constrained phases (train = deploy
 normalisation): 91.7% (seed 0); budget 1/5.2 with the model route: 90.6% (weight_only 94.4%).
 
+**Budget 1/5.2 (the default; was 1/5.5).** At 1/5.5 (target 5.79x with ``aim``) the measured
+test-set reductions were 5.5-6.2x: the budget spent ~0.8x more than the claim's 5x. 1/5.2
+(target 5.47x) is the loosest budget whose seed scatter still stays above 5x; it was chosen,
+and the reading rule written down, before its runs. Ten seeds (0-9, the same splits and dense
+nets, 96.75%): unisparse 95.19% at 5.2-6.1x fewer SOPs (drop 1.56 points, per seed -0.8 to
+3.6); weight_only 94.58% at 5.2-5.7x; unisparse - weight_only +0.61 +- 0.60 points (paired SE;
+4 wins, 2 ties, 4 losses); spike_only 69.0% (unisparse +26.2 +- 0.6). Every part of the claim
+moved towards it (drop 2.22 -> 1.56; vs weight_only -0.47 -> +0.61) but the drop is still
+above 1.5 and the margin over weight_only is within one SE.
+
 ``spike_scale`` (unisparse only) scales the share of the energy gradient that reaches the BN
 affine parameters; the default 1 is the paper's single objective. With the model route on
 digits (one seed, budget 1/5.5) 0.1 / 0.3 / 1 gave 92.8% / 94.4% / 92.8%: within the
@@ -91,7 +101,7 @@ DEFAULTS: dict[str, Any] = {
     "dense_epochs": 16, "sparse_epochs": 10, "finetune_epochs": 16, "mask_lr": 1e-2,
     "bn_lr": 2e-3,
     "mask_gate": "ste", "aim": 0.95, "temp_start": 4.0, "temp_end": 200.0, "dual_lr": 0.02,
-    "budget_ratio": 1 / 5.5,
+    "budget_ratio": 1 / 5.2,
     "e_ac_pj": 0.9, "device": "cpu", "augment": False,
     "kd_weight": 0.7, "kd_temp": 4.0, "target_anneal": 0.5, "penalty_rho": 2.0,
     "spike_grad": "surrogate",
