@@ -186,8 +186,9 @@ def test_every_evaluation_cell_is_run_and_paired_on_the_same_seeds(monkeypatch):
     seen = []
 
     def fake_job(job):
-        source, backend, method, _, task, n = job
+        source, backend, method, _, task, n, seed0 = job
         seen.append((method, task))
+        assert seed0 == 20_000  # every cell runs the layouts asked for
         outcomes = [(ep * len(method)) % 4 < 2 for ep in range(n)]
         return {"method": method, "task": task, "wins": sum(outcomes), "episodes": n,
                 "outcomes": outcomes, "kept": [48] * n, "modes": ["fine"] * n}
@@ -195,7 +196,7 @@ def test_every_evaluation_cell_is_run_and_paired_on_the_same_seeds(monkeypatch):
     monkeypatch.setattr(bench, "evaluate_job", fake_job)
     configs = dict.fromkeys(bench.METHOD_ORDER, PruneConfig())
     results = bench.evaluate_all(dict.fromkeys(bench.METHOD_ORDER, "x"), "host", configs,
-                                 ("button", "reach"), 6, workers=1)
+                                 ("button", "reach"), 6, workers=1, seed0=20_000)
     assert len(seen) == 8 and len(set(seen)) == 8  # none skipped (tqdm.update once did that)
     for m in bench.METHOD_ORDER:
         assert set(results[m]["per_task"]) == {"button", "reach"}
@@ -290,12 +291,75 @@ def test_budget_sweep_labels_configs_and_bad_budgets():
         base_method("fastw@budget=8")
 
 
+def test_candidates_replace_fields_and_bad_ones_name_the_valid_fields():
+    from neuroedge.models.specprune.bench import base_method, candidate_configs
+
+    base = PruneConfig()
+    configs = candidate_configs([{"budget_coarse": 40, "budget_fine": 56},
+                                 {"dynamic_layers": [2, 4], "dynamic_keep": 1.0}], base)
+    assert list(configs) == ["specprune@candidate=0", "specprune@candidate=1"]
+    first, second = configs.values()
+    assert (first.budget_coarse, first.budget_fine, first.k_global) == (40, 56, base.k_global)
+    assert second.dynamic_layers == (2, 4) and second.budget_fine == base.budget_fine
+    assert base_method("specprune@candidate=1") == "specprune"
+    assert candidate_configs([], base) == {}
+    with pytest.raises(ValueError, match=r"candidate 0: \['budget'\] are not PruneConfig "
+                                         r"fields; valid: \['budget_coarse'"):
+        candidate_configs([{"budget": 40}], base)
+    with pytest.raises(ValueError, match="list of objects"):
+        candidate_configs({"budget_fine": 40}, base)
+    with pytest.raises(ValueError, match=r"budget_coarse \(64\) <= budget_fine \(48\)"):
+        candidate_configs([{"budget_coarse": 64}], base)
+
+
+def test_seed0_must_not_reuse_training_layouts():
+    from neuroedge.models.specprune.bench import layout_seed0
+    from neuroedge.models.specprune.data import EVAL_SEED0, TUNE_SEED0
+
+    assert layout_seed0(EVAL_SEED0, 300) == EVAL_SEED0
+    assert layout_seed0(TUNE_SEED0, 300) == TUNE_SEED0
+    assert TUNE_SEED0 >= EVAL_SEED0 + 1000  # room for 1000 evaluation episodes per task
+    with pytest.raises(ValueError, match=r"overlaps the training layouts 0\.\.299"):
+        layout_seed0(299, 300)
+    with pytest.raises(ValueError, match="integer layout seed"):
+        layout_seed0("20000", 300)
+
+
+def test_candidate_selection_takes_the_best_success_among_fast_enough_settings():
+    from neuroedge.models.specprune.bench import select_candidate, selection_lines
+    from neuroedge.types import Measurement, Report
+
+    def timed(variant, speedup, success, backend="onnxrt"):
+        return Report("vla.specprune", backend, variant,
+                      metrics={"speedup": Measurement(speedup, "x"),
+                               "success_rate": Measurement(success, "fraction")})
+
+    rows = [timed("unpruned", 1.0, 0.70), timed("specprune", 1.6, 0.62),
+            timed("fastv", 1.55, 0.69),  # not a SpecPrune setting: never picked
+            timed("specprune@candidate=0", 1.47, 0.66),
+            timed("specprune@candidate=1", 1.30, 0.70),  # best success but too slow
+            timed("specprune@candidate=2", 1.52, 0.66),  # ties candidate 0 and is faster
+            timed("specprune@candidate=1", 9.0, 0.99, backend="host")]  # other backend
+    sel = select_candidate(rows, "onnxrt", min_speedup=1.45)
+    assert sel["pick"] == "specprune@candidate=2"
+    assert [c["variant"] for c in sel["candidates"]] == [
+        "specprune", "specprune@candidate=0", "specprune@candidate=1", "specprune@candidate=2"]
+    assert sel["candidates"][0]["drop_points"] == pytest.approx(8.0)
+    assert select_candidate(rows, "onnxrt", min_speedup=2.0)["pick"] is None
+    configs = {"specprune": PruneConfig(),
+               **{f"specprune@candidate={i}": PruneConfig(budget_fine=48 + i) for i in range(3)}}
+    lines = selection_lines(sel, configs)
+    assert "| specprune | 1.60 | 0.620 | 8.0 | defaults |" in lines
+    assert "| specprune@candidate=2 | 1.52 | 0.660 | 4.0 | {'budget_fine': 50} |" in lines
+    assert "Pick: specprune@candidate=2" in lines
+
+
 def test_budget_sweep_cells_are_evaluated_paired_and_plotted(monkeypatch, tmp_path):
     from neuroedge.bench.report import build_document
     from neuroedge.models.specprune import bench
 
     def fake_job(job):
-        _, _, label, prune, task, n = job
+        _, _, label, prune, task, n, _ = job
         budget = prune["budget_fine"]
         outcomes = [ep < min(n, budget // 4) for ep in range(n)]  # success grows with budget
         return {"method": label, "task": task, "wins": sum(outcomes), "episodes": n,

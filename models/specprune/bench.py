@@ -25,6 +25,18 @@ answers whether the benchmark needs the visual tokens at all: a policy that igno
 succeeds at every budget alike, and then no pruning rule can be shown better than another on
 it.
 
+Choosing SpecPrune's settings without fitting the evaluation episodes (config ``seed0``, the
+layout seed of the first episode, and ``candidates``): ``--config seed0=20000`` (data.TUNE_SEED0)
+runs every row on held-out layouts that are neither demonstrations (0..n-1, refused) nor the
+evaluation (from EVAL_SEED0). ``'candidates=[{"budget_coarse": 40, "budget_fine": 56}, ...]'``
+adds rows ``specprune@candidate=K`` (PruneConfig fields replaced; unknown fields are refused
+with the valid list), evaluated on the same episodes and timed side by side with the main rows;
+``candidate_selection`` in report.json and report.md applies the rule fixed before any
+candidate was run (``select_candidate``): the highest success among SpecPrune settings timed at
+least SELECT_MIN_SPEEDUP (1.45x, the claim's 1.4x plus run-to-run timing noise) faster than
+unpruned on onnxrt; ties go to the faster. The pick becomes PruneConfig's default, and the
+claim is then read on a fresh run on the evaluation layouts.
+
 FastV and random pruning get SpecPrune's fine-mode budget (config ``baseline_budget``) at every
 step, so they never keep fewer visual tokens after layer 1 than SpecPrune does; they have no
 layer-level pruning. ``workers`` > 1 evaluates (method, task) cells in parallel processes; on the
@@ -43,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from neuroedge.models.specprune.data import CHUNK, EVAL_SEED0
+from neuroedge.models.specprune.data import CHUNK, EVAL_SEED0, TUNE_SEED0
 from neuroedge.models.specprune.functional import (
     PruneConfig,
     kept_after_dynamic,
@@ -106,6 +118,81 @@ def blanked_view(label: str) -> str | None:
     return view or None
 
 
+def candidate_label(index: int) -> str:
+    """The row name of SpecPrune candidate ``index`` (config ``candidates``)."""
+    return f"specprune@candidate={index}"
+
+
+def candidate_configs(candidates: Any, prune: PruneConfig) -> dict[str, PruneConfig]:
+    """Rows of the candidate comparison (config ``candidates``): each entry is a dict of
+    PruneConfig fields that replace the defaults, e.g. ``{"budget_coarse": 40,
+    "budget_fine": 56}``."""
+    from dataclasses import fields, replace
+
+    if not isinstance(candidates, (list, tuple)) or not all(
+            isinstance(c, Mapping) for c in candidates):
+        raise ValueError(f"candidates must be a list of objects of PruneConfig fields, got "
+                         f"{candidates!r}")
+    names = [f.name for f in fields(PruneConfig)]
+    configs = {}
+    for i, fields_i in enumerate(candidates):
+        bad = sorted(set(fields_i) - set(names))
+        if bad:
+            raise ValueError(f"candidate {i}: {bad} are not PruneConfig fields; valid: {names}")
+        values = {k: tuple(v) if isinstance(v, list) else v for k, v in fields_i.items()}
+        configs[candidate_label(i)] = replace(prune, **values)
+    return configs
+
+
+def layout_seed0(value: Any, demo_episodes: int) -> int:
+    """The layout seed of the first evaluation episode (config ``seed0``): EVAL_SEED0 for the
+    evaluation, TUNE_SEED0 for the held-out set that choices are made on. The demonstrations
+    used layouts 0..n-1; evaluating on them is refused."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"seed0 must be an integer layout seed, got {value!r}")
+    if value < demo_episodes:
+        raise ValueError(f"seed0 {value} overlaps the training layouts 0..{demo_episodes - 1}; "
+                         f"use {EVAL_SEED0} (evaluation) or {TUNE_SEED0} (held-out selection)")
+    return value
+
+
+SELECT_MIN_SPEEDUP = 1.45  # the claim's 1.4x plus a margin for run-to-run timing noise
+
+
+def select_candidate(rows: Sequence[Report], backend: str,
+                     min_speedup: float = SELECT_MIN_SPEEDUP) -> dict[str, Any]:
+    """The rule SpecPrune's settings are chosen by, on the held-out layouts (``seed0`` =
+    TUNE_SEED0), fixed before any candidate was run: among the SpecPrune rows (the default
+    and every candidate) timed at least ``min_speedup`` faster than unpruned on ``backend``,
+    the one with the highest success; ties go to the faster. None qualifies: no pick."""
+    timed = {r.variant: r for r in rows if r.backend == backend and "speedup" in r.metrics}
+    pool = [r for label, r in timed.items() if base_method(label) == "specprune"
+            and r.metrics["speedup"].value >= min_speedup]
+    base = timed["unpruned"].metrics["success_rate"].value
+    table = [{"variant": r.variant, "speedup": r.metrics["speedup"].value,
+              "success_rate": r.metrics["success_rate"].value,
+              "drop_points": 100 * (base - r.metrics["success_rate"].value)}
+             for label, r in timed.items() if base_method(label) == "specprune"]
+    best = max(pool, key=lambda r: (r.metrics["success_rate"].value,
+                                    r.metrics["speedup"].value), default=None)
+    return {"backend": backend, "min_speedup": min_speedup, "unpruned_success": base,
+            "candidates": table, "pick": best.variant if best else None}
+
+
+def selection_lines(selection: Mapping[str, Any], configs: Mapping[str, PruneConfig]
+                    ) -> list[str]:
+    lines = [f"Candidate selection ({selection['backend']}; rule: highest success among "
+             f"SpecPrune settings at least {selection['min_speedup']}x faster than unpruned):",
+             "", "| variant | speedup | success | drop (points) | settings |", "|---|---|---|---|---|"]
+    default = PruneConfig()
+    for c in selection["candidates"]:
+        changed = {k: v for k, v in vars(configs[c["variant"]]).items()
+                   if getattr(default, k) != v}
+        lines.append(f"| {c['variant']} | {c['speedup']:.2f} | {c['success_rate']:.3f} | "
+                     f"{c['drop_points']:.1f} | {changed or 'defaults'} |")
+    return lines + ["", f"Pick: {selection['pick']}", ""]
+
+
 def ablation_configs(views: Any, prune: PruneConfig) -> dict[str, PruneConfig]:
     """Rows of the view ablation (config ``blank_views``): one per camera name."""
     if not isinstance(views, (list, tuple)) or not all(isinstance(v, str) for v in views):
@@ -154,13 +241,13 @@ def decoder_flops(model: Any, static_kept: int | None, prune: PruneConfig | None
     return float(sum(layer_flops(n + other, dim, ffn) for n in counts)), counts
 
 
-def evaluate_job(job: tuple[str, str, str, dict[str, Any], str, int]) -> dict[str, Any]:
+def evaluate_job(job: tuple[str, str, str, dict[str, Any], str, int, int]) -> dict[str, Any]:
     """One (method, task) cell in its own process:
-    ``(source, backend, method, prune, task, n)``; ``source`` is the checkpoint (host) or the
-    method's exported policy directory (onnxrt)."""
+    ``(source, backend, method, prune, task, n, seed0)``; ``source`` is the checkpoint (host)
+    or the method's exported policy directory (onnxrt); episodes use layouts seed0..seed0+n-1."""
     import torch
 
-    source, backend, label, prune_fields, task_name, episodes = job
+    source, backend, label, prune_fields, task_name, episodes, seed0 = job
     method = base_method(label)
     torch.set_num_threads(1)  # two threads per process spin on a loaded 2-core machine
     if backend == "onnxrt":
@@ -175,7 +262,7 @@ def evaluate_job(job: tuple[str, str, str, dict[str, Any], str, int]) -> dict[st
     outcomes, kept, modes = [], [], []
     with ManipulationEnv(task_name) as env:
         for ep in range(episodes):  # the same layouts for every method: paired comparison
-            outcomes.append(rollout(env, policy, EVAL_SEED0 + ep, blanked_view(label)))
+            outcomes.append(rollout(env, policy, seed0 + ep, blanked_view(label)))
             kept += policy.kept
             modes += policy.modes
     return {"method": label, "task": task_name, "wins": sum(outcomes), "episodes": episodes,
@@ -183,7 +270,8 @@ def evaluate_job(job: tuple[str, str, str, dict[str, Any], str, int]) -> dict[st
 
 
 def evaluate_all(sources: Mapping[str, str], backend: str, configs: Mapping[str, PruneConfig],
-                 tasks: Sequence[str], episodes: int, workers: int) -> dict[str, dict[str, Any]]:
+                 tasks: Sequence[str], episodes: int, workers: int, seed0: int = EVAL_SEED0
+                 ) -> dict[str, dict[str, Any]]:
     """Success per task and kept-token statistics of every method (the keys of ``configs``:
     a method name or a sweep label such as ``fastv@budget=8``); cells run in parallel
     processes (spawned: each owns its EGL context) when ``workers`` > 1."""
@@ -191,7 +279,7 @@ def evaluate_all(sources: Mapping[str, str], backend: str, configs: Mapping[str,
 
     from tqdm import tqdm
 
-    jobs = [(sources[m], backend, m, asdict(configs[m]), t, episodes)
+    jobs = [(sources[m], backend, m, asdict(configs[m]), t, episodes, seed0)
             for m in configs for t in tasks]
     with tqdm(total=len(jobs), desc=f"closed-loop cells ({episodes} episodes each)") as bar:
         cells = []
@@ -348,8 +436,9 @@ def row(method: str, result: Mapping[str, Any], latency: Any, base_p50: float,
     metrics = {**{k: v for k, v in latency.metrics().items() if k != "peak_rss_mb"},
                "speedup": Measurement(base_p50 / latency.percentile(50), "x"),
                **outcome_metrics(result, flops, counts)}
-    notes = [f"fine-mode fraction {result['fine_fraction']:.2f}"] if method == "specprune" else []
-    if budget is not None and method in ("fastv", "random"):
+    base = base_method(method)
+    notes = [f"fine-mode fraction {result['fine_fraction']:.2f}"] if base == "specprune" else []
+    if budget is not None and base in ("fastv", "random"):
         notes.append(f"static budget {budget} visual tokens (SpecPrune's fine-mode budget)")
     if backend != evaluated_on:
         notes.append(f"success_rate from the {evaluated_on} engine; this backend's actions "
@@ -450,16 +539,17 @@ def export_methods(model: Any, configs: Mapping[str, PruneConfig], out_dir: Path
 def time_methods(model: Any, configs: Mapping[str, PruneConfig], sources: Mapping[str, str],
                  sequences: list[list[dict]], backends: Sequence[str], repeats: int
                  ) -> dict[str, dict[str, Any]]:
-    """End-to-end latency of every method, eager and (if asked) the exported ONNX graphs."""
+    """End-to-end latency of every method in ``configs`` (labels such as
+    ``specprune@candidate=0`` too), eager and (if asked) the exported ONNX graphs."""
     import copy
 
-    policies = {m: PrunedPolicy(torch_engine(copy.deepcopy(model), m, configs[m]), m,
-                                configs[m]) for m in METHOD_ORDER}
+    policies = {m: PrunedPolicy(torch_engine(copy.deepcopy(model), base_method(m), configs[m]),
+                                base_method(m), configs[m]) for m in configs}
     timings = {"host": latency_side_by_side(policies, sequences, repeats)}
     if "onnxrt" in backends:
         from neuroedge.models.specprune.deploy import load_policy
 
-        graphs = {m: load_policy(sources[m], "onnxrt") for m in METHOD_ORDER}
+        graphs = {m: load_policy(sources[m], "onnxrt") for m in configs}
         timings["onnxrt"] = latency_side_by_side(graphs, sequences, repeats)
     return timings
 
@@ -482,27 +572,30 @@ def run_bench(out_dir: str, backends: Sequence[str] = ("host",),
     budget = int(cfg.get("baseline_budget", prune.budget_fine))
     same = PruneConfig(budget_coarse=budget, budget_fine=budget)
     configs = {"unpruned": prune, "specprune": prune, "fastv": same, "random": same}
+    candidates = candidate_configs(cfg.get("candidates", []), prune)
+    timed = {**configs, **candidates}  # the candidates are timed side by side too
+    seed0 = layout_seed0(cfg.get("seed0", EVAL_SEED0), int(train_cfg.get("episodes", 0)))
     sweep = sweep_configs(cfg.get("budgets", []), model.n_visual)
     ablation = ablation_configs(cfg.get("blank_views", []), prune)
-    evaluated = {**configs, **sweep, **ablation}
+    evaluated = {**timed, **sweep, **ablation}
     checkpoint = str(cfg.get("checkpoint") or checkpoint_path("vla.specprune"))
     sources = dict.fromkeys(evaluated, checkpoint)
     if "onnxrt" in backends:  # the deployed graphs also run the closed-loop episodes
-        sources = export_methods(model, {**configs, **sweep},
+        sources = export_methods(model, {**timed, **sweep},
                                  Path(out_dir) / "policy_onnx_methods")
         sources.update(dict.fromkeys(ablation, sources["unpruned"]))  # the same graphs
     evaluated_on = str(cfg.get("eval_backend", "onnxrt" if "onnxrt" in backends else "host"))
     results = evaluate_all(sources if evaluated_on == "onnxrt" else
                            dict.fromkeys(evaluated, checkpoint), evaluated_on, evaluated, tasks,
-                           episodes, int(cfg.get("workers", 1)))
+                           episodes, int(cfg.get("workers", 1)), seed0)
     sequences = record_observations(tasks)
-    timings = time_methods(model, configs, sources, sequences, backends,
+    timings = time_methods(model, timed, sources, sequences, backends,
                            int(cfg.get("repeats", 60)))
     rows = []
     for backend, latency in timings.items():
         base = latency["unpruned"].percentile(50)
-        for m in METHOD_ORDER:
-            flops, counts = static_counts(model, m, results[m], configs[m])
+        for m in timed:
+            flops, counts = static_counts(model, base_method(m), results[m], timed[m])
             rows.append(row(m, results[m], latency[m], base, flops + vision_flops(model), counts,
                             budget, backend, evaluated_on))
     for label, sweep_cfg in {**sweep, **ablation}.items():
@@ -510,13 +603,17 @@ def run_bench(out_dir: str, backends: Sequence[str] = ("host",),
         rows.append(sweep_row(label, results[label], flops + vision_flops(model), counts,
                               evaluated_on))
     extra: dict[str, Any] = {"columns": list(COLUMNS), "episodes_per_task": episodes,
-                             "success_evaluated_on": evaluated_on,
+                             "success_evaluated_on": evaluated_on, "seed0": seed0,
                              "tasks": list(tasks), "config": {**cfg, "train": train_cfg}}
     if "onnxrt" in backends:
         extra["export"] = parity_onnx(model, prune, sequences, Path(out_dir) / "policy_onnx")
     extra["paired"], sections = paired_table(results, tasks, episodes)
     extra["specprune_vs_rivals"], rival_lines = rival_pairs(results)
     sections += rival_lines
+    if candidates:
+        extra["candidate_selection"] = select_candidate(
+            rows, "onnxrt" if "onnxrt" in backends else "host")
+        sections += selection_lines(extra["candidate_selection"], timed)
     doc = build_document("vla.specprune", rows, **extra)
     sections += [f"- ONNX export parity (max abs action diff): {extra['export']['max_abs_err']}"
                 ] if "export" in extra else []

@@ -9,7 +9,8 @@ Demonstrations come from Meta-World's scripted experts. Design decisions:
   (OpenVLA-OFT's action chunking), padded by repeating the last label at the episode end.
 * Only episodes in which the (noise-perturbed) expert succeeds are kept: a failed episode
   teaches the policy to fail.
-* Demonstrations use seeds 0..n-1; evaluations use seeds from ``EVAL_SEED0`` on (unseen layouts).
+* Demonstrations use seeds 0..n-1; evaluations use seeds from ``EVAL_SEED0`` on (unseen layouts);
+  settings such as SpecPrune's budgets are chosen on layouts from ``TUNE_SEED0`` on.
 * Generated files live under ``neuroedge.paths.home()/specprune`` and are written atomically.
 """
 
@@ -31,6 +32,7 @@ CHUNK = 8  # actions predicted and executed per policy query (OpenVLA-OFT's chun
 STRIDE = 2  # a training sample every STRIDE steps (neighbouring frames are near duplicates)
 TEXT_LEN = 8  # instruction tokens, padded
 EVAL_SEED0 = 10_000  # first evaluation seed; demonstrations use 0..n-1
+TUNE_SEED0 = 20_000  # first held-out layout for choosing settings (never the evaluation seeds)
 NOISE_STD = 0.15
 
 
