@@ -166,27 +166,27 @@ def select_candidate(rows: Sequence[Report], backend: str,
     and every candidate) timed at least ``min_speedup`` faster than unpruned on ``backend``,
     the one with the highest success; ties go to the faster. None qualifies: no pick."""
     timed = {r.variant: r for r in rows if r.backend == backend and "speedup" in r.metrics}
-    pool = [r for label, r in timed.items() if base_method(label) == "specprune"
-            and r.metrics["speedup"].value >= min_speedup]
     base = timed["unpruned"].metrics["success_rate"].value
-    table = [{"variant": r.variant, "speedup": r.metrics["speedup"].value,
+    table = [{"variant": label, "speedup": r.metrics["speedup"].value,
               "success_rate": r.metrics["success_rate"].value,
               "drop_points": 100 * (base - r.metrics["success_rate"].value)}
              for label, r in timed.items() if base_method(label) == "specprune"]
-    best = max(pool, key=lambda r: (r.metrics["success_rate"].value,
-                                    r.metrics["speedup"].value), default=None)
+    best = max((c for c in table if c["speedup"] >= min_speedup),
+               key=lambda c: (c["success_rate"], c["speedup"]), default=None)
     return {"backend": backend, "min_speedup": min_speedup, "unpruned_success": base,
-            "candidates": table, "pick": best.variant if best else None}
+            "candidates": table, "pick": best["variant"] if best else None}
 
 
 def selection_lines(selection: Mapping[str, Any], configs: Mapping[str, PruneConfig]
                     ) -> list[str]:
+    from dataclasses import asdict
+
     lines = [f"Candidate selection ({selection['backend']}; rule: highest success among "
              f"SpecPrune settings at least {selection['min_speedup']}x faster than unpruned):",
              "", "| variant | speedup | success | drop (points) | settings |", "|---|---|---|---|---|"]
     default = PruneConfig()
     for c in selection["candidates"]:
-        changed = {k: v for k, v in vars(configs[c["variant"]]).items()
+        changed = {k: v for k, v in asdict(configs[c["variant"]]).items()
                    if getattr(default, k) != v}
         lines.append(f"| {c['variant']} | {c['speedup']:.2f} | {c['success_rate']:.3f} | "
                      f"{c['drop_points']:.1f} | {changed or 'defaults'} |")
