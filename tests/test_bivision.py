@@ -346,12 +346,7 @@ def test_sweep_claim_reads_margins_over_seeds_and_finds_where_they_fall():
     assert "synaptic_ops_per_sample_sd" not in means["statnf_e2s@noise=5"]
 
 
-def test_sweep_seeds_config_is_checked():
-    from neuroedge.models.bivision.bench import sweep_label, sweep_seeds
+def test_sweep_label_names_rate_and_seed():
+    from neuroedge.models.bivision.bench import sweep_label
 
-    assert sweep_seeds({"seed": 3}) == [3]
-    assert sweep_seeds({"seed": 0, "seeds": [0, 1, 2]}) == [0, 1, 2]
-    for bad in ([0, 0], "0,1", [0.5], [True]):
-        with pytest.raises(ValueError, match="seeds must"):
-            sweep_seeds({"seed": 0, "seeds": bad})
     assert sweep_label("lif_histogram", 2.0, 1) == "lif_histogram@noise=2@seed=1"

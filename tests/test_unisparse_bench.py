@@ -59,3 +59,60 @@ def test_claim_on_digits_holds(tmp_path: Path) -> None:
     assert claim["sop_reduction"] >= 5.0
     assert claim["accuracy_drop_pts"] <= 1.5
     assert all(claim["beats"].values()), claim
+
+
+def _results(accs: dict[str, float], sops: dict[str, float]) -> dict:
+    from neuroedge.models.unisparse.pipeline import VariantResult
+    from neuroedge.types import Measurement
+
+    return {n: VariantResult(n, None, [], {"accuracy": Measurement(a, "fraction"),
+                                           "sops_per_sample_no_first": Measurement(sops[n],
+                                                                                   "SOPs")}, [])
+            for n, a in accs.items()}
+
+
+def test_claim_over_seeds_reads_mean_drop_every_seed_reduction_and_paired_se() -> None:
+    from neuroedge.models.unisparse.seeds import claim_over_seeds
+
+    sops = {"dense": 600.0, "unisparse": 100.0, "spike_only": 100.0, "weight_only": 100.0}
+    per_seed = {s: _results({"dense": 0.96, "unisparse": 0.95 + d, "spike_only": 0.70,
+                             "weight_only": 0.95}, sops)
+                for s, d in zip(range(4), (0.002, 0.004, 0.006, 0.008))}
+    claim = claim_over_seeds(per_seed)
+    assert claim["sop_reduction_min"] == pytest.approx(6.0) and claim["reduction_holds"]
+    assert claim["accuracy_drop_pts"] == pytest.approx(0.5) and claim["drop_holds"]
+    wo = claim["rivals"]["weight_only"]
+    assert wo["diff_pts"] == pytest.approx(0.5) and wo["wins"] == 4
+    assert wo["se_pts"] == pytest.approx(np.std([0.2, 0.4, 0.6, 0.8], ddof=1) / 2)
+    assert wo["beats"] and claim["holds"]
+    # one seed under 5x fails the reduction; a margin inside 2 SE is no win
+    per_seed[3]["unisparse"].metrics["sops_per_sample_no_first"] = \
+        per_seed[0]["dense"].metrics["sops_per_sample_no_first"].__class__(130.0, "SOPs")
+    per_seed[0]["unisparse"].metrics["accuracy"] = \
+        per_seed[0]["dense"].metrics["accuracy"].__class__(0.93, "fraction")
+    claim = claim_over_seeds(per_seed)
+    assert not claim["reduction_holds"] and claim["sop_reduction_min"] == pytest.approx(600 / 130)
+    assert not claim["rivals"]["weight_only"]["beats"] and not claim["holds"]
+
+
+def test_bench_over_two_seeds_in_two_workers_writes_mean_and_per_seed_rows(tmp_path: Path
+                                                                           ) -> None:
+    doc = run_bench(str(tmp_path), ["host"], {**QUICK, "seeds": [0, 1], "workers": 2})
+    variants = [r["variant"] for r in doc["rows"] if r["backend"] == "host"]
+    assert variants == ["dense", "unisparse", "dense@seed=0", "unisparse@seed=0",
+                        "dense@seed=1", "unisparse@seed=1"]
+    rows = {r["variant"]: r["metrics"] for r in doc["rows"]}
+    mean = np.mean([rows[f"unisparse@seed={s}"]["accuracy"]["value"] for s in (0, 1)])
+    assert rows["unisparse"]["accuracy"]["value"] == pytest.approx(mean)
+    assert "accuracy_sd" in rows["unisparse"]
+    assert doc["claim"]["seeds"] == [0, 1] and len(doc["claim"]["drop_pts_per_seed"]) == 2
+    md = (tmp_path / "report.md").read_text()
+    assert "## Claim on digits over 2 seeds (0..1)" in md and "(seed 0 alone)" in md
+
+
+def test_bench_over_seeds_refuses_bad_workers_and_a_run_without_unisparse(tmp_path: Path
+                                                                          ) -> None:
+    with pytest.raises(ValueError, match="workers must be a positive integer"):
+        run_bench(str(tmp_path), ["host"], {**QUICK, "seeds": [0, 1], "workers": 0})
+    with pytest.raises(ValueError, match="needs the unisparse variant"):
+        run_bench(str(tmp_path), ["host"], {**QUICK, "seeds": [0, 1], "variants": ["dense"]})

@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from neuroedge.bench.seeds import mean_report, paired_difference, seed_list
 from neuroedge.types import Measurement, Report
 
 MODEL = "event.bivision"
@@ -254,18 +255,6 @@ def noise_sweep_plot(doc: dict[str, Any], path: Path) -> Path | None:
     return finish_figure(fig, path)
 
 
-def sweep_seeds(cfg: Mapping[str, Any]) -> list[int]:
-    """The seeds of the sweep: ``seeds`` (a list) if given, else ``[seed]``."""
-    seeds = cfg.get("seeds")
-    seeds = [cfg["seed"]] if seeds in (None, "", []) else seeds
-    if not isinstance(seeds, (list, tuple)) or any(isinstance(s, bool) or not isinstance(s, int)
-                                                   for s in seeds):
-        raise ValueError(f"seeds must be a list of integers, got {seeds!r}")
-    if len(set(seeds)) != len(seeds):
-        raise ValueError(f"seeds must be distinct, got {seeds!r}")
-    return [int(s) for s in seeds]
-
-
 def sweep_label(variant: str, rate: float, seed: int | str | None = None) -> str:
     """``<variant>@noise=R`` (the mean over seeds, or the only seed), ``...@seed=S`` per seed."""
     label = f"{variant}@noise={rate:g}"
@@ -275,19 +264,9 @@ def sweep_label(variant: str, rate: float, seed: int | str | None = None) -> str
 def mean_rows(per_seed: Mapping[tuple[str, float], list[Report]]) -> list[Report]:
     """One ``<variant>@noise=R`` row per (variant, rate): each metric's mean over the seeds,
     plus ``<metric>_sd`` (sample standard deviation) for accuracy and map50."""
-    rows = []
-    for (variant, rate), reps in per_seed.items():
-        metrics: dict[str, Measurement] = {}
-        for name in reps[0].metrics:
-            values = [r.metrics[name].value for r in reps if name in r.metrics]
-            first = reps[0].metrics[name]
-            metrics[name] = Measurement(float(np.mean(values)), first.unit, first.how)
-            if name in SPREAD_METRICS and len(values) > 1:
-                metrics[f"{name}_sd"] = Measurement(float(np.std(values, ddof=1)), first.unit)
-        rows.append(Report(MODEL, "host", sweep_label(variant, rate), metrics=metrics,
-                           notes=(f"mean of {len(reps)} seeds; per seed in rows "
-                                  f"{sweep_label(variant, rate, 'S')}",)))
-    return rows
+    return [mean_report(reps, sweep_label(variant, rate), SPREAD_METRICS,
+                        f"per seed in rows {sweep_label(variant, rate, 'S')}")
+            for (variant, rate), reps in per_seed.items()]
 
 
 def claim_check(per_seed: Mapping[tuple[str, float], list[Report]], rates: Sequence[float]
@@ -307,12 +286,9 @@ def claim_check(per_seed: Mapping[tuple[str, float], list[Report]], rates: Seque
     out: dict[str, Any] = {"rates": rates, "seeds": len(per_seed[(model, rates[0])])}
     holds = len(rates) >= 3 and rates[0] == 0.0
     for metric in ("accuracy", "map50"):
-        diffs = np.array([[a.metrics[metric].value - b.metrics[metric].value
-                           for a, b in zip(per_seed[(model, r)], per_seed[(baseline, r)])]
-                          for r in rates])
-        margin = diffs.mean(1)
-        sem = (diffs.std(1, ddof=1) / np.sqrt(diffs.shape[1]) if diffs.shape[1] > 1
-               else np.full(len(rates), np.nan))
+        margin, sem = np.array([paired_difference(
+            [a.metrics[metric].value for a in per_seed[(model, r)]],
+            [b.metrics[metric].value for b in per_seed[(baseline, r)]]) for r in rates]).T
         beats = bool(np.all(margin > 0))
         grows = bool(np.all(np.diff(margin) >= 0) and margin[-1] > margin[0])
         out[metric] = {"margin": margin.round(4).tolist(), "margin_sem": sem.round(4).tolist(),
@@ -358,7 +334,7 @@ def bench(out_dir: str, backends: Sequence[str] = ("host",), config: Mapping[str
     cfg = {**SWEEP_DEFAULTS, **(config or {})}
     if len(cfg["rates"]) < 1 or any(float(r) < 0 for r in cfg["rates"]):
         raise ValueError(f"rates must be non-negative noise rates in Hz/pixel, got {cfg['rates']}")
-    seeds = sweep_seeds(cfg)
+    seeds = seed_list(cfg)
     out = Path(out_dir)
     rows, ratio_line = throughput_rows(cfg)
     per_seed: dict[tuple[str, float], list[Report]] = {}

@@ -183,7 +183,8 @@ def selection_lines(selection: Mapping[str, Any], configs: Mapping[str, PruneCon
 
     lines = [f"Candidate selection ({selection['backend']}; rule: highest success among "
              f"SpecPrune settings at least {selection['min_speedup']}x faster than unpruned):",
-             "", "| variant | speedup | success | drop (points) | settings |", "|---|---|---|---|---|"]
+             "", "| variant | speedup | success | drop (points) | settings |",
+             "|---|---|---|---|---|"]
     default = PruneConfig()
     for c in selection["candidates"]:
         changed = {k: v for k, v in asdict(configs[c["variant"]]).items()

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from neuroedge.bench.seeds import seed_list
+from neuroedge.models.unisparse import seeds as seeds_mod
 from neuroedge.models.unisparse import train
 from neuroedge.models.unisparse.pipeline import ORDER, VariantResult, run_variants
 from neuroedge.types import Measurement, Report
@@ -153,10 +155,10 @@ def layer_sections(results: Mapping[str, VariantResult]) -> list[str]:
     return lines
 
 
-def summary_sections(claim: Mapping[str, Any], target: float, extra: Mapping[str, Any]
-                     ) -> list[str]:
+def summary_sections(claim: Mapping[str, Any], target: float, extra: Mapping[str, Any],
+                     scope: str = "") -> list[str]:
     verdict = "HOLDS" if claim["holds"] else "DOES NOT HOLD"
-    lines = [f"## Claim on digits: {verdict}", "",
+    lines = [f"## Claim on digits{f' ({scope})' if scope else ''}: {verdict}", "",
              (f"- SOP reduction (no first layer) vs dense: {claim['sop_reduction']:.2f}x "
               f"(need >= {CLAIM_REDUCTION:g}x): {claim['reduction_holds']}"),
              (f"- accuracy drop: {claim['accuracy_drop_pts']:.2f} points (need <= "
@@ -175,7 +177,8 @@ def pareto_plot(doc: dict[str, Any], path: Path) -> Path | None:
 
     plt = pyplot()
 
-    rows = [r for r in doc["rows"] if r["backend"] == "host" and "accuracy" in r["metrics"]]
+    rows = [r for r in doc["rows"] if r["backend"] == "host" and "accuracy" in r["metrics"]
+            and "@seed=" not in r["variant"]]  # several seeds: their means
     if not rows:
         return None
     pts = sorted((r["metrics"]["sops_per_sample_no_first"]["value"],
@@ -214,11 +217,24 @@ def run_bench(out_dir: str, backends: Sequence[str], config: Mapping[str, Any],
     cfg = {**train.DEFAULTS, **config}
     torch.set_num_threads(int(cfg.get("threads", 1)))
     out = Path(out_dir)
-    results, target = run_variants(cfg, tuple(cfg.get("variants", ORDER)))
-    rows = host_rows("snn.unisparse", results)
+    seeds = seed_list(cfg)
+    if len(seeds) == 1:
+        results, target = run_variants(cfg, tuple(cfg.get("variants", ORDER)))
+        rows = host_rows("snn.unisparse", results)
+        claim = claim_check(results) if "unisparse" in results else {"holds": False}
+        claim_lines: list[str] = []
+    else:  # the claim over seeds; exports, NIR and per-layer tables from the first seed
+        if "unisparse" not in cfg.get("variants", ORDER):
+            raise ValueError("a claim over seeds needs the unisparse variant")
+        per_seed = seeds_mod.run_seeds(cfg, seeds, cfg.get("workers", 1))
+        results, target = per_seed[seeds[0]]
+        rows = seeds_mod.seed_rows("snn.unisparse", {s: host_rows("snn.unisparse", r)
+                                                      for s, (r, _) in per_seed.items()})
+        claim = seeds_mod.claim_over_seeds({s: r for s, (r, _) in per_seed.items()})
+        claim_lines = seeds_mod.claim_section(claim)
+        cfg["seed"] = seeds[0]
     if "onnxrt" in backends:
         rows += onnx_rows("snn.unisparse", results, out, cfg)
-    claim = claim_check(results) if "unisparse" in results else {"holds": False}
     from neuroedge.models.unisparse.data import load_digits
 
     overhead = counter_overhead(fold(results["dense"].net).cpu(),
@@ -235,8 +251,14 @@ def run_bench(out_dir: str, backends: Sequence[str], config: Mapping[str, Any],
                          sop_counter={k: m.to_json() for k, m in overhead.items()},
                          extra={k: {kk: str(vv) for kk, vv in v.items()}
                                 for k, v in extra.items()})
-    sections = [*summary_sections(claim, target, extra), *layer_sections(results)] \
-        if "unisparse" in results else layer_sections(results)
+    if claim_lines:
+        sections = [*claim_lines, *summary_sections(claim_check(results), target, extra,
+                                                    f"seed {seeds[0]} alone"),
+                    *layer_sections(results)]
+    elif "unisparse" in results:
+        sections = [*summary_sections(claim, target, extra), *layer_sections(results)]
+    else:
+        sections = layer_sections(results)
     write_report(doc, out, columns=COLUMNS, sections=sections, plots=[pareto_plot],
                  history=history)
     for name, r in results.items():

@@ -1,0 +1,58 @@
+"""Experiments repeated over seeds: the seed list of a config, rows averaged over seeds and the
+paired difference of two methods with its standard error.
+
+A claim read on one seed reads its training scatter. A bench with ``seeds=[...]`` runs once
+per seed, keeps every seed's row and adds the mean; two methods are compared paired by seed
+(the same split and the same dense start), so the scatter they share cancels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from neuroedge.types import Measurement, Report
+
+
+def seed_list(cfg: Mapping[str, Any]) -> list[int]:
+    """The seeds of a run: ``seeds`` (a list of distinct integers) if given, else ``[seed]``."""
+    seeds = cfg.get("seeds")
+    seeds = [cfg["seed"]] if seeds in (None, "", []) else seeds
+    if not isinstance(seeds, (list, tuple)) or any(isinstance(s, bool) or not isinstance(s, int)
+                                                   for s in seeds):
+        raise ValueError(f"seeds must be a list of integers, got {seeds!r}")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must be distinct, got {seeds!r}")
+    return [int(s) for s in seeds]
+
+
+def seed_label(variant: str, seed: int | str) -> str:
+    """The per-seed row label ``<variant>@seed=S``."""
+    return f"{variant}@seed={seed}"
+
+
+def mean_report(reps: Sequence[Report], variant: str, spread: Sequence[str] = (),
+                note: str = "") -> Report:
+    """One row with each metric's mean over ``reps`` (the same variant on several seeds), plus
+    ``<metric>_sd`` (sample standard deviation) for the metrics named in ``spread``."""
+    if not reps:
+        raise ValueError(f"no per-seed rows to average for {variant!r}")
+    metrics: dict[str, Measurement] = {}
+    for name, first in reps[0].metrics.items():
+        values = [r.metrics[name].value for r in reps if name in r.metrics]
+        metrics[name] = Measurement(float(np.mean(values)), first.unit, first.how)
+        if name in spread and len(values) > 1:
+            metrics[f"{name}_sd"] = Measurement(float(np.std(values, ddof=1)), first.unit)
+    notes = (f"mean of {len(reps)} seeds" + (f"; {note}" if note else ""),)
+    return Report(reps[0].model, reps[0].backend, variant, metrics=metrics, notes=notes)
+
+
+def paired_difference(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
+    """Mean of ``a - b`` over seeds and its standard error (nan for a single seed)."""
+    diffs = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    if diffs.ndim != 1 or diffs.size == 0 or len(a) != len(b):
+        raise ValueError(f"paired values need two equal-length lists, got {len(a)} and {len(b)}")
+    sem = float(diffs.std(ddof=1) / np.sqrt(diffs.size)) if diffs.size > 1 else float("nan")
+    return float(diffs.mean()), sem

@@ -1,0 +1,39 @@
+"""neuroedge.bench.seeds: seed lists, rows averaged over seeds, paired differences."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from neuroedge.bench.seeds import mean_report, paired_difference, seed_label, seed_list
+from neuroedge.types import Measurement, Report
+
+
+def test_seed_list_takes_seeds_or_the_single_seed_and_refuses_bad_lists() -> None:
+    assert seed_list({"seed": 3}) == [3]
+    assert seed_list({"seed": 0, "seeds": [4, 2]}) == [4, 2]
+    for bad in ([0, 0], "0,1", [0.5], [True]):
+        with pytest.raises(ValueError, match="seeds must"):
+            seed_list({"seed": 0, "seeds": bad})
+
+
+def test_mean_report_averages_each_metric_and_adds_the_named_spreads() -> None:
+    reps = [Report("m", "host", seed_label("v", s), metrics={
+        "accuracy": Measurement(a, "fraction"), "sops": Measurement(10.0 * s, "SOPs")})
+        for s, a in ((1, 0.9), (2, 0.8))]
+    row = mean_report(reps, "v", ("accuracy",), "per seed in rows v@seed=S")
+    assert row.variant == "v" and row.backend == "host"
+    assert row.metrics["accuracy"].value == pytest.approx(0.85)
+    assert row.metrics["accuracy_sd"].value == pytest.approx(np.std([0.9, 0.8], ddof=1))
+    assert row.metrics["sops"].value == pytest.approx(15.0) and "sops_sd" not in row.metrics
+    assert row.notes == ("mean of 2 seeds; per seed in rows v@seed=S",)
+    with pytest.raises(ValueError, match="no per-seed rows"):
+        mean_report([], "v")
+
+
+def test_paired_difference_is_the_mean_and_standard_error_of_the_differences() -> None:
+    mean, sem = paired_difference([3.0, 5.0, 10.0], [1.0, 2.0, 4.0])
+    assert mean == pytest.approx(11 / 3)
+    assert sem == pytest.approx(np.std([2.0, 3.0, 6.0], ddof=1) / np.sqrt(3))
+    assert np.isnan(paired_difference([1.0], [0.0])[1])
+    with pytest.raises(ValueError, match="equal-length"):
+        paired_difference([1.0, 2.0], [1.0])
