@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from neuroedge.bench.seeds import seed_list
 from neuroedge.models.unisparse import seeds as seeds_mod
+from neuroedge.models.unisparse.seeds import CLAIM_DROP_PTS, CLAIM_REDUCTION, RIVALS
 from neuroedge.models.unisparse import train
 from neuroedge.models.unisparse.pipeline import ORDER, VariantResult, run_variants
 from neuroedge.types import Measurement, Report
@@ -22,7 +23,6 @@ from neuroedge.types import Measurement, Report
 COLUMNS = ("accuracy", "sops_per_sample_no_first", "sops_per_sample", "sop_reduction",
            "energy_uj", "firing_rate", "weight_density", "budget_met", "spike_agreement",
            "train_s_per_epoch")
-CLAIM_REDUCTION, CLAIM_DROP_PTS = 5.0, 1.5
 
 
 def claim_check(results: Mapping[str, VariantResult]) -> dict[str, Any]:
@@ -32,7 +32,7 @@ def claim_check(results: Mapping[str, VariantResult]) -> dict[str, Any]:
     dense, uni = val["dense"], val["unisparse"]
     reduction = dense["sops_per_sample_no_first"] / max(uni["sops_per_sample_no_first"], 1e-9)
     drop = 100 * (dense["accuracy"] - uni["accuracy"])
-    rivals = {n: val[n]["accuracy"] for n in ("spike_only", "weight_only") if n in val}
+    rivals = {n: val[n]["accuracy"] for n in RIVALS if n in val}
     parts = {
         "sop_reduction": reduction, "accuracy_drop_pts": drop,
         "reduction_holds": reduction >= CLAIM_REDUCTION, "drop_holds": drop <= CLAIM_DROP_PTS,
@@ -40,7 +40,7 @@ def claim_check(results: Mapping[str, VariantResult]) -> dict[str, Any]:
         "rival_sops": {n: val[n]["sops_per_sample_no_first"] for n in rivals},
     }
     parts["holds"] = bool(parts["reduction_holds"] and parts["drop_holds"]
-                          and all(parts["beats"].values()) and len(rivals) == 2)
+                          and all(parts["beats"].values()) and len(rivals) == len(RIVALS))
     return parts
 
 
