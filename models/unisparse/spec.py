@@ -28,7 +28,7 @@ Choices made here, each with its reason:
    counts' surrogate gradient (the Gaussian firing model ``Phi((beta - theta) / gamma)``
    over-raised the thresholds; measured calibration in ``train``) and the masks through the
    gate (see ``functional``). Default ``E_target = E_dense / 5.2`` (the claim asks for
-   >= 5x; measured 5.2-6.1x over ten seeds, see ``train``). Measured on the way (digits,
+   >= 5x; measured 5.0-6.1x in two ten-seed runs, see ``train``). Measured on the way (digits,
    this CPU): faster steps (BN learning rate 5e-3 or 1e-2, dual step 0.03-0.05) or a penalty
    in ``log E`` hit a cliff: the per-layer thresholds rise together, spike counts compound
    towards zero and the net goes silent (energy 4-10x below the target, or 0; accuracy

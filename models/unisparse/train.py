@@ -87,6 +87,10 @@ Held-out seeds 10-19 (one thread, dense + unisparse + weight_only): drop 2.47 +-
 2.17 +- 0.38, unisparse - weight_only -0.31 +- 0.18. Tried there, not adopted: the
 threshold constraint off during the fine-tune (BN trained by the task loss only, as in
 weight_only): unisparse 94.44% (94.53% with it) and reductions fall to 4.90-5.63x, under 5x.
+A BN learning rate of 5e-4 in the constrained phases instead of 2e-3 (every variant; under
+Adam the step size, not ``spike_scale``, bounds how far the thresholds move): unisparse
+94.47%, weight_only 94.92% (-0.44 +- 0.51); unisparse's firing rate stays near dense (0.077
+against 0.074) and its masks carry the budget (density 0.50), with no gain in accuracy.
 A mini-ResNet of twice the width (stem 32, stages 32/64/128; seeds 10, 11) makes the dense
 net better (98.06 / 97.50%) and weight_only better still relative to it (98.89 / 96.94%),
 while unisparse stays ~2 points below dense (96.11 / 95.83%): where the energy gradient
