@@ -93,8 +93,8 @@ Adam the step size, not ``spike_scale``, bounds how far the thresholds move): un
 against 0.074) and its masks carry the budget (density 0.50), with no gain in accuracy.
 A mini-ResNet of twice the width (stem 32, stages 32/64/128; seeds 10, 11) makes the dense
 net better (98.06 / 97.50%) and weight_only better still relative to it (98.89 / 96.94%),
-while unisparse stays ~2 points below dense (96.11 / 95.83%): where the energy gradient
-reaches the BN thresholds this recipe loses accuracy that pruning alone does not.
+while unisparse stays ~2 points below dense (96.11 / 95.83%): at this width the joint route
+loses accuracy that pruning alone does not (two seeds).
 
 ``spike_scale`` (unisparse only) scales the share of the energy gradient that reaches the BN
 affine parameters; the default 1 is the paper's single objective. With the model route on
