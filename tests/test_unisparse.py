@@ -8,7 +8,7 @@ import torch
 from neuroedge.models.neurons.functional import LIFParams, LIFState, lif_step
 from neuroedge.models.unisparse import functional as fn
 from neuroedge.models.unisparse import train
-from neuroedge.models.unisparse.measure import BatchSummedSopCounter
+from neuroedge.models.unisparse.measure import BatchSummedSopCounter, is_binary
 from neuroedge.models.unisparse.module import MINI, SpikingResNet, fold
 from neuroedge.models.unisparse.pipeline import (
     EnergyBudgetError,
@@ -83,6 +83,31 @@ def test_layer_sops_equals_opcounter_count_for_masked_layers() -> None:
     assert ops.sops_per_sample > 0
     assert fast["sops"] == pytest.approx(ops.sops_per_sample, rel=1e-9)
     assert fast["macs"] == pytest.approx(ops.macs_per_sample, rel=1e-9)
+
+
+def test_is_binary_accepts_only_zeros_and_ones() -> None:
+    spikes = (torch.rand(8, 4, 5, 5) > 0.7).float()
+    assert is_binary(spikes) and is_binary(torch.zeros(3)) and is_binary(torch.ones(2, 2))
+    assert is_binary(torch.zeros(0))
+    for bad in (0.5, 1.0 - 2.0 ** -24, 1e-30, -1.0, 2.0, float("nan")):
+        x = spikes.clone()
+        x[3, 1, 2, 2] = bad
+        assert not is_binary(x), bad
+
+
+def test_batch_summed_counter_flush_keeps_the_count_exact() -> None:
+    """Flushing the float32 partial map into the float64 total after every few rows gives the
+    same counts as one partial map for the whole run."""
+    folded = fold(_spiking_net())
+    xs = torch.rand(4, 8, 1, 8, 8)
+    with torch.no_grad(), BatchSummedSopCounter(folded) as whole:
+        folded.forward_sequence(xs)
+    flushing = BatchSummedSopCounter(folded)
+    flushing.FLUSH_ROWS = 10  # flush before a call would take the partial past 10 rows
+    with torch.no_grad(), flushing:
+        folded.forward_sequence(xs)
+    assert whole.per_sample(8)["sops"] > 0
+    assert flushing.per_sample(8) == whole.per_sample(8)
 
 
 def test_fold_reproduces_training_network_spikes() -> None:
