@@ -8,7 +8,7 @@ per seed, keeps every seed's row and adds the mean; two methods are compared pai
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -26,6 +26,41 @@ def seed_list(cfg: Mapping[str, Any]) -> list[int]:
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds must be distinct, got {seeds!r}")
     return [int(s) for s in seeds]
+
+
+def check_workers(workers: Any) -> int:
+    """``workers`` of a config: a positive integer, else ValueError naming the value."""
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    return workers
+
+
+def map_seeds(fn: Callable[[Any], Any], cfgs: Mapping[int, Any], workers: int = 1,
+              desc: str = "seeds", progress: bool = True) -> dict[int, Any]:
+    """``{seed: fn(cfgs[seed])}``, ``workers`` processes at a time (spawned, so no forked torch
+    state; ``fn`` must be a module-level function and its argument and result picklable). The
+    result keeps the order of ``cfgs``."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from tqdm import tqdm
+
+    check_workers(workers)
+    bar = tqdm(total=len(cfgs), desc=desc, disable=not progress)
+    out: dict[int, Any] = {}
+    if workers == 1 or len(cfgs) == 1:
+        for seed, cfg in cfgs.items():
+            out[seed] = fn(cfg)
+            bar.update()
+    else:
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(min(workers, len(cfgs)), mp_context=ctx) as pool:
+            futures = {seed: pool.submit(fn, cfg) for seed, cfg in cfgs.items()}
+            for seed in cfgs:
+                out[seed] = futures[seed].result()
+                bar.update()
+    bar.close()
+    return {seed: out[seed] for seed in cfgs}
 
 
 def seed_label(variant: str, seed: int | str) -> str:

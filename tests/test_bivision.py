@@ -350,3 +350,26 @@ def test_sweep_label_names_rate_and_seed():
     from neuroedge.models.bivision.bench import sweep_label
 
     assert sweep_label("lif_histogram", 2.0, 1) == "lif_histogram@noise=2@seed=1"
+
+
+def test_sweep_over_seeds_in_two_workers_matches_one_seed_run_alone(tmp_path):
+    """``workers=2`` runs each seed in its own process; a seed's rows equal the same seed's
+    sweep run alone in this process (one torch thread each: deterministic)."""
+    import json
+
+    from neuroedge.models.bivision.bench import SWEEP_DEFAULTS, bench, sweep_seed
+
+    small = {"rates": [0, 5], "train_samples": 8, "test_samples": 4, "epochs": 1,
+             "throughput_tiles": 1, "throughput_repeats": 1}
+    doc = bench(str(tmp_path / "two"), config={**small, "seeds": [0, 1], "workers": 2},
+                progress=False)
+    rows = {r["variant"]: r["metrics"] for r in json.loads(json.dumps(doc))["rows"]}
+    alone = sweep_seed((str(tmp_path / "alone"), {**SWEEP_DEFAULTS, **small, "seed": 1}, False))
+    assert len(alone) == 4
+    for (variant, rate), row in alone.items():
+        got = rows[f"{variant}@noise={rate:g}@seed=1"]
+        for metric in ("accuracy", "map50", "sops_per_sample"):
+            assert got[metric]["value"] == row.metrics[metric].value, (variant, rate, metric)
+    with pytest.raises(ValueError, match="workers must be a positive integer"):
+        bench(str(tmp_path / "bad"), config={**small, "seeds": [0, 1], "workers": 0},
+              progress=False)

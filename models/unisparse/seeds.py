@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from neuroedge.bench.seeds import mean_report, paired_difference, seed_label
+from neuroedge.bench.seeds import map_seeds, mean_report, paired_difference, seed_label
 from neuroedge.models.unisparse.pipeline import ORDER, VariantResult, run_variants
 from neuroedge.types import Report
 
@@ -43,29 +43,8 @@ def run_seed(cfg: Mapping[str, Any]) -> tuple[dict[str, VariantResult], float]:
 def run_seeds(cfg: Mapping[str, Any], seeds: Sequence[int], workers: int = 1,
               progress: bool = True) -> PerSeed:
     """``run_seed`` for every seed, ``workers`` processes at a time (spawned: no forked torch)."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    from tqdm import tqdm
-
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"workers must be a positive integer, got {workers!r}")
-    cfgs = {s: {**cfg, "seed": s} for s in seeds}
-    bar = tqdm(total=len(seeds), desc="unisparse seeds", disable=not progress)
-    out: PerSeed = {}
-    if workers == 1:
-        for s in seeds:
-            out[s] = run_seed(cfgs[s])
-            bar.update()
-    else:
-        ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(min(workers, len(seeds)), mp_context=ctx) as pool:
-            futures = {s: pool.submit(run_seed, cfgs[s]) for s in seeds}
-            for s in seeds:
-                out[s] = futures[s].result()
-                bar.update()
-    bar.close()
-    return {s: out[s] for s in seeds}
+    return map_seeds(run_seed, {s: {**cfg, "seed": s} for s in seeds}, workers,
+                     "unisparse seeds", progress)
 
 
 def seed_rows(model: str, per_seed: Mapping[int, Sequence[Report]]) -> list[Report]:
