@@ -39,7 +39,7 @@ def map_seeds(fn: Callable[[Any], Any], cfgs: Mapping[int, Any], workers: int = 
               desc: str = "seeds", progress: bool = True) -> dict[int, Any]:
     """``{seed: fn(cfgs[seed])}``, ``workers`` processes at a time (spawned, so no forked torch
     state; ``fn`` must be a module-level function and its argument and result picklable). The
-    result keeps the order of ``cfgs``."""
+    result is in the order of ``cfgs``."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
@@ -60,7 +60,7 @@ def map_seeds(fn: Callable[[Any], Any], cfgs: Mapping[int, Any], workers: int = 
                 out[seed] = futures[seed].result()
                 bar.update()
     bar.close()
-    return {seed: out[seed] for seed in cfgs}
+    return out
 
 
 def seed_label(variant: str, seed: int | str) -> str:

@@ -95,21 +95,6 @@ def test_is_binary_accepts_only_zeros_and_ones() -> None:
         assert not is_binary(x), bad
 
 
-def test_batch_summed_counter_flush_keeps_the_count_exact() -> None:
-    """Flushing the float32 partial map into the float64 total after every few rows gives the
-    same counts as one partial map for the whole run."""
-    folded = fold(_spiking_net())
-    xs = torch.rand(4, 8, 1, 8, 8)
-    with torch.no_grad(), BatchSummedSopCounter(folded) as whole:
-        folded.forward_sequence(xs)
-    flushing = BatchSummedSopCounter(folded)
-    flushing.FLUSH_ROWS = 10  # flush before a call would take the partial past 10 rows
-    with torch.no_grad(), flushing:
-        folded.forward_sequence(xs)
-    assert whole.per_sample(8)["sops"] > 0
-    assert flushing.per_sample(8) == whole.per_sample(8)
-
-
 def test_fold_reproduces_training_network_spikes() -> None:
     net = _spiking_net()
     folded = fold(net)

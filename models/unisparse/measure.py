@@ -100,20 +100,16 @@ class BatchSummedSopCounter:
 
     Whether a layer's input is spikes is decided on its first call (a layer does not switch
     between spikes and analog input within a run). Per call, a spiking layer's input is summed
-    over the batch in float32 into a float32 map; spike counts are integers, which float32
-    holds exactly up to 2**24, so the map is moved into a float64 total before any element
-    could pass that (``FLUSH_ROWS``). The per-call float64 cast this replaces was the counter's
-    main cost (20-22% of the mini-ResNet forward at batch 64; see ``counter_overhead``). An
-    analog layer only counts rows (every input element is one MAC source)."""
-
-    FLUSH_ROWS = 1 << 24  # a float32 sum of 0/1 values is exact below this many rows
+    over the batch in float32 (exact: integer counts below 2**24) and added to a float64 map;
+    the per-call float64 cast of the whole input this replaces was the counter's main cost
+    (20-22% of the mini-ResNet forward at batch 64; see ``counter_overhead``). An analog layer
+    only counts rows (every input element is one MAC source)."""
 
     def __init__(self, module: torch.nn.Module) -> None:
         self.module = module
         self._handles: list[Any] = []
-        self._sums: dict[str, torch.Tensor] = {}  # float64 totals
-        self._partial: dict[str, torch.Tensor] = {}  # float32 sums since the last flush
-        self._rows: dict[str, int] = {}  # rows in the partial (spiking) or in all (analog)
+        self._sums: dict[str, torch.Tensor] = {}  # float64 spike maps (spiking layers)
+        self._rows: dict[str, int] = {}  # rows seen (analog layers)
         self._binary: dict[str, bool] = {}
         self._layers: dict[str, torch.nn.Module] = {}
 
@@ -132,36 +128,22 @@ class BatchSummedSopCounter:
     def _hook(self, name: str) -> Any:
         def hook(module: torch.nn.Module, args: tuple[torch.Tensor, ...]) -> None:
             x = args[0]
-            binary = self._binary.get(name)
-            if binary is None:  # first call: decide, and start the float32 map with it
-                binary = self._binary[name] = is_binary(x)
+            if name not in self._binary:
+                self._binary[name] = is_binary(x)
                 self._sums[name] = torch.zeros(x.shape[1:], dtype=torch.float64)
-                self._rows[name] = x.shape[0]
-                if binary:
-                    self._partial[name] = x.sum(0, dtype=torch.float32)
-            elif not binary:
-                self._rows[name] += x.shape[0]
+                self._rows[name] = 0
+            if self._binary[name]:
+                self._sums[name] += x.sum(0, dtype=torch.float32)
             else:
-                if self._rows[name] + x.shape[0] >= self.FLUSH_ROWS:
-                    self._flush(name)
-                self._partial[name] += x.sum(0, dtype=torch.float32)
                 self._rows[name] += x.shape[0]
         return hook
-
-    def _flush(self, name: str) -> None:
-        self._sums[name] += self._partial[name].to(torch.float64)
-        self._partial[name].zero_()
-        self._rows[name] = 0
 
     def per_sample(self, samples: int) -> Mapping[str, float]:
         """``{"sops": ..., "macs": ...}`` per sample, counted from the summed maps."""
         totals = {"sops": 0.0, "macs": 0.0}
-        for name in self._sums:
-            if self._binary[name]:
-                self._flush(name)
-                summed = self._sums[name]
-            else:
-                summed = torch.full_like(self._sums[name], float(self._rows[name]))
+        for name, summed in self._sums.items():
+            if not self._binary[name]:
+                summed = torch.full_like(summed, float(self._rows[name]))
             layer = self._layers[name]
             conv = isinstance(layer, torch.nn.Conv2d)
             gate = (layer.weight != 0).to(torch.float64)
