@@ -96,6 +96,19 @@ net better (98.06 / 97.50%) and weight_only better still relative to it (98.89 /
 while unisparse stays ~2 points below dense (96.11 / 95.83%): at this width the joint route
 loses accuracy that pruning alone does not (two seeds).
 
+**T = 8 instead of 4 (tried 2026-12-04 in the one-command bench, ``steps=8``; not adopted,
+the default stays the recipe's T = 4).** Chosen to try on held-out seeds 10-11 (budget 1/5.2,
+dense + unisparse + weight_only): dense 96.39%, unisparse 95.69% at 5.23-5.89x (drop 0.70),
+weight_only 95.28%; at budget 1/10.4 unisparse 95.56% at 9.6-10.4x (one seed missed the
+budget), weight_only 95.42%. The declared test, seeds 0-9 with all four variants, does not
+confirm it: dense 97.89% (T = 4: 96.72%), unisparse 96.33% at 4.97-5.87x (drop 1.56 +- 0.37,
+one seed under 5x), weight_only 96.67%: unisparse - weight_only -0.33 +- 0.21 (2 wins, 3 ties,
+5 losses), spike_only 75.9%; SOP counter overhead 10.3%. More steps lift every variant by
+1.5-2 points but not the drop, and the dense baseline's SOPs double with T: the T = 8
+unisparse nets spend 5.7e4 SOPs per sample (no first layer), only 2.7x fewer than the T = 4
+dense nets (1.55e5, the same seeds), so a T = 8 pass would have been against a costlier
+baseline, not a cheaper sparse net.
+
 ``spike_scale`` (unisparse only) scales the share of the energy gradient that reaches the BN
 affine parameters; the default 1 is the paper's single objective. With the model route on
 digits (one seed, budget 1/5.5) 0.1 / 0.3 / 1 gave 92.8% / 94.4% / 92.8%: within the
