@@ -66,6 +66,12 @@ cancer and 0.16 on wine (the "comparable" bound is 0.08; digits 0.04, the regres
   point, MC predictive; gap 0.15 / 0.14, and digits full NLL 0.35 -> 0.31 at 3x the full fit
   time).
 
+* The notes' other OOD construction, test inputs scaled x3 (measured 2026-12-04, seed 0,
+  evidence tuning, entropy score; a throwaway patch of ``Split.x_ood``, not kept): neither GLM
+  detects those; both grow more confident along the ray (AUROC LL 0.31 / 0.49 / 0.44 and
+  full 0.50 / 0.72 / 0.57 on breast cancer / wine / digits; validation-NLL tuning 0.26-0.48
+  for both), so the gap there is larger (0.19 / 0.23 / 0.14), and 3 N(0, I) stays the OOD set.
+
 What remains is the mechanism, not a bug (measured on wine, breast cancer in brackets): the
 training predictions are confident (mean top probability 0.96 [0.985]), so Lambda and the GGN
 are small and both posteriors stay near the prior in most directions. The LL variance then
