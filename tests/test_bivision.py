@@ -328,6 +328,10 @@ def test_sweep_claim_reads_margins_over_seeds_and_finds_where_they_fall():
     assert claim["accuracy"]["margin"] == pytest.approx([0.03, 0.07, 0.12])
     assert claim["accuracy"]["margin_sem"][1] == pytest.approx(0.02)
     assert claim["map50"]["margin"] == pytest.approx([0.015, 0.035, 0.06])
+    # steps paired by seed: 0 -> 5 is +0.03 and +0.05, 5 -> 10 is +0.05 twice
+    assert claim["accuracy"]["step"] == pytest.approx([0.04, 0.05])
+    assert claim["accuracy"]["step_sem"] == pytest.approx([0.01, 0.0], abs=1e-12)
+    assert "| 0 -> 5 | +0.040 +- 0.010 | +0.020 +- 0.005 |" in "\n".join(claim_section(claim))
 
     falling = _sweep_rows({0.0: [0.02, 0.04], 5.0: [0.10, 0.12], 10.0: [0.05, 0.07]})
     claim = claim_check(falling, [0, 5, 10])
