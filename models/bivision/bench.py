@@ -29,6 +29,13 @@ compare means over seeds: one run's map50 moves by up to 0.08 between neighbouri
 map50 falls by only 0.012 from 2 to 5 Hz (mean of seeds 0-5), a step six seeds do not resolve
 (map50 margin +0.235 +- 0.025 at 2 Hz, +0.217 +- 0.028 at 5 Hz).
 
+The lowest step, measured alone (2026-12-04, ``'rates=[0,2]'``, seeds 12-23, declared before
+the run, ``workers=2``, 72 min): map50 margin +0.227 +- 0.017 at 0 Hz and +0.231 +- 0.018 at
+2 Hz, step +0.005 +- 0.024 paired by seed; accuracy +0.049 / +0.053, step +0.004 +- 0.008. The
+0 -> 2 Hz step is not resolved by twelve seeds (it fell by 0.025 in seeds 0-11 of the same
+day), so the strict "grows at every step" reading of a sweep that includes 2 Hz is decided by
+scatter at that step.
+
 ``--config 'seeds=[0,1,2]'`` runs the whole sweep once per seed (each seed generates its own
 scenes and noise and initialises the nets from it): rows ``<variant>@noise=R`` are then the
 means over the seeds (with ``accuracy_sd`` / ``map50_sd``), rows ``<variant>@noise=R@seed=S``
