@@ -36,6 +36,13 @@ the run, ``workers=2``, 72 min): map50 margin +0.227 +- 0.017 at 0 Hz and +0.231
 day), so the strict "grows at every step" reading of a sweep that includes 2 Hz is decided by
 scatter at that step.
 
+Declared 2026-12-04 before its run: a grid without the 2 Hz rate, ``'rates=[0,5,10,30]'``, on
+fresh seeds 24-29 (``workers=2``). 2 Hz leaves both nets where they are at 0 Hz (the step
+above), so it tests nothing about growth; 5, 10 and 30 Hz are where the baseline's accuracy
+falls measurably (0.82 / 0.64 / 0.52 against 0.91 clean). Reading rule, fixed before the run:
+the strict ``claim_check`` verdict on these six seeds decides; if it holds, the default grid
+becomes [0, 5, 10, 30]; if not, the defaults stay and the claim stays not met.
+
 ``--config 'seeds=[0,1,2]'`` runs the whole sweep once per seed (each seed generates its own
 scenes and noise and initialises the nets from it): rows ``<variant>@noise=R`` are then the
 means over the seeds (with ``accuracy_sd`` / ``map50_sd``), rows ``<variant>@noise=R@seed=S``
