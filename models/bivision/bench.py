@@ -42,6 +42,15 @@ above), so it tests nothing about growth; 5, 10 and 30 Hz are where the baseline
 falls measurably (0.82 / 0.64 / 0.52 against 0.91 clean). Reading rule, fixed before the run:
 the strict ``claim_check`` verdict on these six seeds decides; if it holds, the default grid
 becomes [0, 5, 10, 30]; if not, the defaults stay and the claim stays not met.
+Result (``workers=2``, 52 min): it does not hold. Accuracy margin +0.043 / +0.099 / +0.354 /
++0.440 (steps +0.056 +- 0.009, +0.255 +- 0.030, +0.086 +- 0.024: grows, every step resolved);
+map50 margin +0.230 / +0.226 / +0.227 / +0.308 (steps -0.003 +- 0.049, +0.000 +- 0.009,
++0.081 +- 0.032): flat from 0 to 10 Hz, up only at 30 Hz. The detection margin is flat because
+STATNF + E2S loses map50 with noise at the baseline's pace up to 10 Hz (0.570 / 0.521 / 0.504 /
+0.472 against 0.341 / 0.295 / 0.277 / 0.164; E2S lets 12 % of background events through at
+every rate), so the grid was not the reason: what the claim needs is a detector whose map50
+holds under noise as its classifier's accuracy does (0.953 / 0.960 / 0.951 / 0.945). The
+defaults stay.
 
 ``--config 'seeds=[0,1,2]'`` runs the whole sweep once per seed (each seed generates its own
 scenes and noise and initialises the nets from it): rows ``<variant>@noise=R`` are then the
