@@ -377,3 +377,29 @@ def test_sweep_over_seeds_in_two_workers_matches_one_seed_run_alone(tmp_path):
     with pytest.raises(ValueError, match="workers must be a positive integer"):
         bench(str(tmp_path / "bad"), config={**small, "seeds": [0, 1], "workers": 0},
               progress=False)
+
+
+def test_sweep_train_noise_clean_trains_once_and_matches_same_at_zero(tmp_path, monkeypatch):
+    """``train_noise="clean"`` trains each variant once per task on the clean split and tests
+    that net at every rate; its 0 Hz rows equal the per-rate protocol's (same training); an
+    unknown protocol is refused with the valid names."""
+    from neuroedge.models.bivision import train
+    from neuroedge.models.bivision.bench import SWEEP_DEFAULTS, bench, sweep_seed
+
+    small = {**SWEEP_DEFAULTS, "rates": [0, 5, 10], "train_samples": 8, "test_samples": 4,
+             "epochs": 1, "seed": 3}
+    fits: list[int] = []
+    real_fit = train.fit
+    monkeypatch.setattr(train, "fit", lambda *a, **k: fits.append(len(a[1].x)) or real_fit(*a, **k))
+    same = sweep_seed((str(tmp_path / "same"), small, False))
+    assert len(fits) == 3 * 2 * 2  # rates x variants x tasks
+    fits.clear()
+    clean = sweep_seed((str(tmp_path / "clean"), {**small, "train_noise": "clean"}, False))
+    assert len(fits) == 2 * 2  # variants x tasks, whatever the number of rates
+    for variant in ("statnf_e2s", "lif_histogram"):
+        for metric in ("accuracy", "map50", "sops_per_sample"):
+            assert (clean[(variant, 0.0)].metrics[metric].value
+                    == same[(variant, 0.0)].metrics[metric].value), (variant, metric)
+        assert "trained once on the clean training split" in clean[(variant, 10.0)].notes[0]
+    with pytest.raises(ValueError, match="train_noise must be one of same, clean"):
+        bench(str(tmp_path / "bad"), config={**small, "train_noise": "noisy"}, progress=False)

@@ -52,6 +52,20 @@ every rate), so the grid was not the reason: what the claim needs is a detector 
 holds under noise as its classifier's accuracy does (0.953 / 0.960 / 0.951 / 0.945). The
 defaults stay.
 
+Training protocol (config ``train_noise``). "same" (the default so far): each rate's nets are
+trained on that rate's training split and tested on its test split. Its map50 steps are
+dominated by training scatter, not by the inputs: per seed (24-29), STATNF + E2S map50 moves by
+up to 0.16 between 0 and 5 Hz (seed 24: 0.666 -> 0.504), while its E2S input at 5 Hz differs
+from the clean one in 4.6 % of the spikes (3.5 % added, 1.1 % lost; 10 Hz 7.9 %, 30 Hz 18 %,
+detection test split of seed 24). "clean": each variant is trained once per task on the clean
+training split and that net is tested at every rate, so each step of the margin compares one
+trained net with itself on the same scenes with more background activity: the robustness to
+noise the front end was not trained on, which is what a noise filter is for (and ~4x less
+training per seed). Declared 2026-12-04 before its run: ``train_noise=clean`` on the default
+grid 0/2/5/10/30 Hz, fresh seeds 30-35, ``workers=2``; reading rule fixed before the run: the
+strict ``claim_check`` verdict decides; if it holds, "clean" becomes the default protocol (the
+"same" results stay reported); if not, the claim stays not met.
+
 ``--config 'seeds=[0,1,2]'`` runs the whole sweep once per seed (each seed generates its own
 scenes and noise and initialises the nets from it): rows ``<variant>@noise=R`` are then the
 means over the seeds (with ``accuracy_sd`` / ``map50_sd``), rows ``<variant>@noise=R@seed=S``
@@ -90,7 +104,9 @@ COLUMNS = ("accuracy", "map50", "map", "sops_per_sample", "macs_per_sample",
            "firing_rate", "throughput_per_s", "throughput_per_cpu_s")
 SWEEP_DEFAULTS: dict[str, Any] = {"rates": [0, 2, 5, 10, 30], "size": 32, "train_samples": 768,
                                   "test_samples": 384, "epochs": 20, "batch": 16, "lr": 5e-3,
-                                  "seed": 0, "throughput_tiles": 10, "throughput_repeats": 5}
+                                  "seed": 0, "throughput_tiles": 10, "throughput_repeats": 5,
+                                  "train_noise": "same"}
+TRAIN_NOISE = ("same", "clean")  # train at each tested rate, or once on clean data
 SPREAD_METRICS = ("accuracy", "map50")  # mean rows also carry their spread over seeds
 SWEEP_VARIANTS = ("statnf_e2s", "lif_histogram")  # the paper's design, then the baseline
 
@@ -207,21 +223,39 @@ def filter_pass_fractions(clean: Path, rate: float, seed: int) -> dict[str, Meas
     return out
 
 
+def check_train_noise(value: Any) -> str:
+    """``train_noise`` of a config: one of TRAIN_NOISE, else ValueError naming the value."""
+    if value not in TRAIN_NOISE:
+        raise ValueError(f"train_noise must be one of {', '.join(TRAIN_NOISE)}, got {value!r}")
+    return str(value)
+
+
 def variant_row(variant: str, rate: float, folders: Mapping[tuple, Path],
-                cfg: Mapping[str, Any], progress: bool) -> Report:
-    """Train and test one variant at one noise rate on both tasks."""
+                cfg: Mapping[str, Any], progress: bool,
+                trained: dict[tuple[str, str], Any] | None = None) -> Report:
+    """Test one variant at one noise rate on both tasks. ``train_noise`` "same": trained on
+    that rate's training split; "clean": trained once on the clean training split (kept in
+    ``trained``, keyed by (variant, task), and reused at every rate)."""
     from neuroedge.bench.energy import HOROWITZ_45NM
     from neuroedge.bench.sops import OpCounter
     from neuroedge.models.bivision import train
     from neuroedge.models.bivision.data import load_task
 
     rep = train.VARIANTS[variant][1]
+    protocol = check_train_noise(cfg.get("train_noise", "same"))
+    trained = {} if trained is None else trained
     metrics: dict[str, Measurement] = {}
     for task in ("classification", "detection"):
-        root = folders[(task, rate)]
-        train_set, test_set = (load_task(root, task, s, rep) for s in ("train", "test"))
-        net = train.make_net({**cfg, "variant": variant})
-        train.fit(net, train_set, task, {**cfg, "variant": variant}, progress)
+        test_set = load_task(folders[(task, rate)], task, "test", rep)
+        key = (variant, task)
+        net = trained.get(key) if protocol == "clean" else None
+        if net is None:
+            train_root = folders[(task, rate if protocol == "same" else "clean")]
+            net = train.make_net({**cfg, "variant": variant})
+            train.fit(net, load_task(train_root, task, "train", rep), task,
+                      {**cfg, "variant": variant}, progress)
+            if protocol == "clean":
+                trained[key] = net
         if task == "classification":
             with OpCounter(net) as counter:
                 outputs = train.predict(net, test_set.x)
@@ -242,8 +276,10 @@ def variant_row(variant: str, rate: float, folders: Mapping[tuple, Path],
     if rep == "e2s":
         metrics.update(filter_pass_fractions(folders[("classification", "clean")], rate,
                                              int(cfg["seed"]) + 2))
+    trained_on = (f"trained on {rate:g} Hz/pixel noise" if protocol == "same"
+                  else "trained once on the clean training split")
     return Report(MODEL, "host", sweep_label(variant, rate), metrics=metrics,
-                  notes=(f"trained on {rate:g} Hz/pixel noise, tested at the same rate",))
+                  notes=(f"{trained_on}, tested at {rate:g} Hz/pixel",))
 
 
 def noise_sweep_plot(doc: dict[str, Any], path: Path) -> Path | None:
@@ -376,7 +412,9 @@ def sweep_seed(job: tuple[str, Mapping[str, Any], bool]) -> dict[tuple[str, floa
     beside another."""
     out_dir, cfg, progress = job
     folders = sweep_datasets(Path(out_dir), cfg, progress)
-    return {(variant, float(rate)): variant_row(variant, float(rate), folders, cfg, progress)
+    trained: dict[tuple[str, str], Any] = {}  # train_noise "clean": one net per variant, task
+    return {(variant, float(rate)): variant_row(variant, float(rate), folders, cfg, progress,
+                                                trained)
             for rate in cfg["rates"] for variant in SWEEP_VARIANTS}
 
 
@@ -391,6 +429,7 @@ def bench(out_dir: str, backends: Sequence[str] = ("host",), config: Mapping[str
         raise ValueError(f"rates must be non-negative noise rates in Hz/pixel, got {cfg['rates']}")
     seeds = seed_list(cfg)
     workers = check_workers(cfg.get("workers", 1))
+    check_train_noise(cfg.get("train_noise", "same"))
     out = Path(out_dir)
     rows, ratio_line = throughput_rows(cfg)
     jobs = {seed: (str(out), {**cfg, "seed": seed}, progress and workers == 1)
