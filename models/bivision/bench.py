@@ -65,6 +65,17 @@ training per seed). Declared 2026-12-04 before its run: ``train_noise=clean`` on
 grid 0/2/5/10/30 Hz, fresh seeds 30-35, ``workers=2``; reading rule fixed before the run: the
 strict ``claim_check`` verdict decides; if it holds, "clean" becomes the default protocol (the
 "same" results stay reported); if not, the claim stays not met.
+Result (16 min): it does not hold, and the defaults stay. Accuracy margin +0.056 / +0.073 /
++0.105 / +0.149 / +0.411, every step resolved (+0.017 +- 0.005, +0.033 +- 0.008, +0.043 +-
+0.013, +0.262 +- 0.029); map50 margin +0.251 / +0.263 / +0.252 / +0.298 / +0.383, steps
++0.012 +- 0.012, -0.011 +- 0.019, +0.046 +- 0.015, +0.085 +- 0.026: it falls (unresolved) from
+2 to 5 Hz. Even within one trained net the map50 of either variant moves by 0.02-0.08 between
+neighbouring rates (the baseline of seed 31: 0.223 at 2 Hz, 0.237 at 5 Hz), and STATNF + E2S
+loses map50 as the baseline does at the low rates (0.555 / 0.549 / 0.527 against 0.305 / 0.286
+/ 0.276), so at 2 -> 5 Hz both fall by about as much. Stricter E2S support does not change its
+input there (detection test split of seed 30, spikes added / lost against clean at 5 Hz:
+eps 0.05 +3.4 % / -1.2 %, eps 0.01 +2.7 % / -1.8 %, k0 = 3 with eps 0.02 +3.0 % / -1.5 %), so
+tuning the filter is not the lever: the detection head's sensitivity is.
 
 ``--config 'seeds=[0,1,2]'`` runs the whole sweep once per seed (each seed generates its own
 scenes and noise and initialises the nets from it): rows ``<variant>@noise=R`` are then the
