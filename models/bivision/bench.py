@@ -329,7 +329,10 @@ def noise_sweep_plot(doc: dict[str, Any], path: Path) -> Path | None:
         ax.legend()
     ax.set_xlabel("background activity (Hz per pixel)")
     ax.set_title("margin statnf_e2s - lif_histogram (+- SE)")
-    fig.suptitle("event.bivision on simulated events: noise sweep")
+    protocol = doc.get("config", {}).get("train_noise", "same")
+    fig.suptitle("event.bivision on simulated events: noise sweep "
+                 f"({'trained at each rate' if protocol == 'same' else 'trained on clean data'})")
+    fig.tight_layout()
     return finish_figure(fig, path)
 
 
