@@ -391,7 +391,7 @@ def test_sweep_train_noise_clean_trains_once_and_matches_same_at_zero(tmp_path, 
     fits: list[int] = []
     real_fit = train.fit
     monkeypatch.setattr(train, "fit", lambda *a, **k: fits.append(len(a[1].x)) or real_fit(*a, **k))
-    same = sweep_seed((str(tmp_path / "same"), small, False))
+    same = sweep_seed((str(tmp_path / "same"), {**small, "train_noise": "same"}, False))
     assert len(fits) == 3 * 2 * 2  # rates x variants x tasks
     fits.clear()
     clean = sweep_seed((str(tmp_path / "clean"), {**small, "train_noise": "clean"}, False))
@@ -403,3 +403,25 @@ def test_sweep_train_noise_clean_trains_once_and_matches_same_at_zero(tmp_path, 
         assert "trained once on the clean training split" in clean[(variant, 10.0)].notes[0]
     with pytest.raises(ValueError, match="train_noise must be one of same, clean"):
         bench(str(tmp_path / "bad"), config={**small, "train_noise": "noisy"}, progress=False)
+
+
+def test_sweep_defaults_read_the_claim_over_seeds_and_seed_picks_one(monkeypatch, tmp_path):
+    """The default sweep runs seeds 0-5 (the claim is read over seeds) with nets trained on
+    clean data; ``--config seed=S`` alone runs that one seed, not the default list."""
+    from neuroedge.models.bivision import bench as bb
+
+    assert bb.SWEEP_DEFAULTS["train_noise"] == "clean"
+    assert bb.seed_list(bb.SWEEP_DEFAULTS) == [0, 1, 2, 3, 4, 5]
+    seen: list[list[int]] = []
+
+    def fake_map_seeds(fn, jobs, workers, desc, progress):
+        seen.append(list(jobs))
+        raise RuntimeError("stop")  # the seeds are all this test needs
+
+    monkeypatch.setattr(bb, "map_seeds", fake_map_seeds)
+    monkeypatch.setattr(bb, "throughput_rows", lambda cfg: ([], ""))
+    for config, want in (({"seed": 7}, [7]), ({}, [0, 1, 2, 3, 4, 5]),
+                         ({"seed": 7, "seeds": [1, 2]}, [1, 2])):
+        with pytest.raises(RuntimeError, match="stop"):
+            bb.bench(str(tmp_path), config=config, progress=False)
+        assert seen[-1] == want, config
