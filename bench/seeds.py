@@ -16,10 +16,15 @@ import numpy as np
 from neuroedge.types import Measurement, Report
 
 
-def seed_list(cfg: Mapping[str, Any]) -> list[int]:
-    """The seeds of a run: ``seeds`` (a list of distinct integers) if given, else ``[seed]``."""
+def seed_list(cfg: Mapping[str, Any], default: Sequence[int] | None = None) -> list[int]:
+    """The seeds of a run: ``seeds`` (a list of distinct integers) if given, else ``[seed]``.
+
+    ``default``: a bench's own seed list, used when ``cfg`` (the user's config, not merged with
+    the bench's defaults) names neither ``seeds`` nor ``seed``; ``seed=S`` then runs that seed.
+    """
     seeds = cfg.get("seeds")
-    seeds = [cfg["seed"]] if seeds in (None, "", []) else seeds
+    if seeds in (None, "", []):
+        seeds = list(default) if default is not None and "seed" not in cfg else [cfg["seed"]]
     if not isinstance(seeds, (list, tuple)) or any(isinstance(s, bool) or not isinstance(s, int)
                                                    for s in seeds):
         raise ValueError(f"seeds must be a list of integers, got {seeds!r}")

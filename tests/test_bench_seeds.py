@@ -11,6 +11,9 @@ from neuroedge.types import Measurement, Report
 def test_seed_list_takes_seeds_or_the_single_seed_and_refuses_bad_lists() -> None:
     assert seed_list({"seed": 3}) == [3]
     assert seed_list({"seed": 0, "seeds": [4, 2]}) == [4, 2]
+    assert seed_list({}, (0, 1)) == [0, 1]  # a bench's own default list
+    assert seed_list({"seed": 5}, (0, 1)) == [5]  # seed=S alone runs that seed
+    assert seed_list({"seeds": [3]}, (0, 1)) == [3]
     for bad in ([0, 0], "0,1", [0.5], [True]):
         with pytest.raises(ValueError, match="seeds must"):
             seed_list({"seed": 0, "seeds": bad})

@@ -411,7 +411,7 @@ def test_sweep_defaults_read_the_claim_over_seeds_and_seed_picks_one(monkeypatch
     from neuroedge.models.bivision import bench as bb
 
     assert bb.SWEEP_DEFAULTS["train_noise"] == "clean"
-    assert bb.seed_list(bb.SWEEP_DEFAULTS) == [0, 1, 2, 3, 4, 5]
+    assert bb.seed_list({}, bb.DEFAULT_SEEDS) == [0, 1, 2, 3, 4, 5]
     seen: list[list[int]] = []
 
     def fake_map_seeds(fn, jobs, workers, desc, progress):
