@@ -96,3 +96,19 @@ def paired_difference(a: Sequence[float], b: Sequence[float]) -> tuple[float, fl
         raise ValueError(f"paired values need two equal-length lists, got {len(a)} and {len(b)}")
     sem = float(diffs.std(ddof=1) / np.sqrt(diffs.size)) if diffs.size > 1 else float("nan")
     return float(diffs.mean()), sem
+
+
+def seed_rows(per_seed: Mapping[int, Sequence[Report]], spread: Sequence[str] = ()
+              ) -> list[Report]:
+    """Mean rows ``<variant>`` (with ``<metric>_sd`` for the metrics in ``spread``), then every
+    seed's rows as ``<variant>@seed=S``, from each seed's rows (the same variants per seed)."""
+    by_variant: dict[str, list[Report]] = {}
+    for rows in per_seed.values():
+        for row in rows:
+            by_variant.setdefault(row.variant, []).append(row)
+    means = [mean_report(reps, name, spread, f"per seed in rows {seed_label(name, 'S')}")
+             for name, reps in by_variant.items()]
+    each = [Report(r.model, r.backend, seed_label(r.variant, s), r.device, r.metrics,
+                   r.fallbacks, r.rejections, r.notes)
+            for s, rows in per_seed.items() for r in rows]
+    return means + each

@@ -253,3 +253,63 @@ def test_validation_tuning_minimises_held_out_nll_and_never_reads_test_data(
     with pytest.raises(ValueError, match="validation set: .* do not match"):
         F.fit_glm(f, jac, split.y_train, F.theta_of(net, "last_layer"), task,
                   validation=(f_val, j_val[:, :, :-1], split.y_train[:n_val]))
+
+
+def _compare_rows(seed: int, gap: float, rho: float, ratio: float) -> list:
+    """Rows of one seed for one dataset ("d") under both tunings, with the given figures."""
+    from neuroedge.types import Measurement, Report
+
+    rows = []
+    for tuning in F.TUNINGS:
+        for subset, auroc in (("last_layer", 0.7), ("full", 0.7 + gap)):
+            rows.append(Report("uq.last_layer", "host", f"d/{tuning}/{subset}",
+                               metrics={"ood_auroc": Measurement(auroc, "fraction")}))
+        rows.append(Report("uq.last_layer", "host", f"d/{tuning}/compare", metrics={
+            "auroc_diff": Measurement(gap, "full-LL"),
+            "spearman_var": Measurement(rho, "rank corr"),
+            "time_ratio": Measurement(ratio, "full/last-layer")}))
+    return rows
+
+
+@pytest.mark.parametrize(("gaps", "rhos", "ratios", "holds"), [
+    ((0.05, 0.10), (0.9, 0.9), (30.0, 30.0), True),  # mean gap 0.075 <= 0.08
+    ((0.05, 0.12), (0.9, 0.9), (30.0, 30.0), False),  # mean gap 0.085
+    ((0.0, 0.0), (0.95, 0.6), (30.0, 30.0), False),  # mean Spearman 0.775
+    ((0.0, 0.0), (0.9, 0.9), (30.0, 9.0), False),  # mean time ratio 19.5
+])
+def test_claim_over_seeds_reads_the_means_of_gap_spearman_and_time_ratio(gaps, rhos, ratios,
+                                                                         holds):
+    from neuroedge.models.uq_last_layer.experiment import claim_over_seeds
+
+    per_seed = {s: _compare_rows(s, g, r, t) for s, g, r, t in zip((3, 4), gaps, rhos, ratios)}
+    claim = claim_over_seeds(per_seed)
+    cell = claim["tunings"]["evidence"]["datasets"]["d"]
+    assert claim["seeds"] == [3, 4] and claim["holds"] is holds
+    assert cell["gap"] == pytest.approx(np.mean(gaps))
+    assert cell["gap_se"] == pytest.approx(abs(gaps[0] - gaps[1]) / 2)
+    assert cell["spearman"] == pytest.approx(np.mean(rhos))
+    assert cell["time_ratio_min"] == min(ratios)
+
+
+def test_bench_over_two_seeds_writes_mean_and_per_seed_rows(tmp_path):
+    import json
+
+    from neuroedge.models.uq_last_layer.experiment import bench
+
+    doc = bench(str(tmp_path), config={"seeds": [0, 1], "datasets": ["wine"], "steps": 60,
+                                       "rmt_sizes": [[40, 20, 40]], "rmt_seeds": 1,
+                                       "timing_repeats": 1})
+    rows = {r["variant"]: r["metrics"] for r in doc["rows"]}
+    for key in ("wine/evidence/full", "wine/val_nll/compare"):
+        for metric in rows[key]:
+            if metric.endswith("_sd"):
+                continue
+            each = [rows[f"{key}@seed={s}"][metric]["value"] for s in (0, 1)]
+            assert rows[key][metric]["value"] == pytest.approx(np.mean(each))
+    gaps = [rows[f"wine/evidence/compare@seed={s}"]["auroc_diff"]["value"] for s in (0, 1)]
+    cell = doc["claim"]["tunings"]["evidence"]["datasets"]["wine"]
+    assert cell["gap"] == pytest.approx(np.mean(gaps))
+    assert json.loads((tmp_path / "report.json").read_text())["claim"]["seeds"] == [0, 1]
+    assert "## Claim over 2 seeds (0..1)" in (tmp_path / "report.md").read_text()
+    with pytest.raises(ValueError, match="seeds must be distinct"):
+        bench(str(tmp_path), config={"seeds": [1, 1], "datasets": ["wine"]})

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from neuroedge.bench.seeds import seed_list
+from neuroedge.bench.seeds import seed_list, seed_rows
 from neuroedge.models.unisparse import seeds as seeds_mod
 from neuroedge.models.unisparse.seeds import CLAIM_DROP_PTS, CLAIM_REDUCTION, RIVALS
 from neuroedge.models.unisparse import train
@@ -228,8 +228,8 @@ def run_bench(out_dir: str, backends: Sequence[str], config: Mapping[str, Any],
             raise ValueError("a claim over seeds needs the unisparse variant")
         per_seed = seeds_mod.run_seeds(cfg, seeds, cfg.get("workers", 1))
         results, target = per_seed[seeds[0]]
-        rows = seeds_mod.seed_rows("snn.unisparse", {s: host_rows("snn.unisparse", r)
-                                                      for s, (r, _) in per_seed.items()})
+        rows = seed_rows({s: host_rows("snn.unisparse", r) for s, (r, _) in per_seed.items()},
+                         seeds_mod.SPREAD)
         claim = seeds_mod.claim_over_seeds({s: r for s, (r, _) in per_seed.items()})
         claim_lines = seeds_mod.claim_section(claim)
         cfg["seed"] = seeds[0]

@@ -21,9 +21,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from neuroedge.bench.seeds import map_seeds, mean_report, paired_difference, seed_label
+from neuroedge.bench.seeds import map_seeds, paired_difference
 from neuroedge.models.unisparse.pipeline import ORDER, VariantResult, run_variants
-from neuroedge.types import Report
 
 CLAIM_REDUCTION, CLAIM_DROP_PTS, CLAIM_SE = 5.0, 1.5, 2.0
 RIVALS = ("spike_only", "weight_only")
@@ -45,21 +44,6 @@ def run_seeds(cfg: Mapping[str, Any], seeds: Sequence[int], workers: int = 1,
     """``run_seed`` for every seed, ``workers`` processes at a time (spawned: no forked torch)."""
     return map_seeds(run_seed, {s: {**cfg, "seed": s} for s in seeds}, workers,
                      "unisparse seeds", progress)
-
-
-def seed_rows(model: str, per_seed: Mapping[int, Sequence[Report]]) -> list[Report]:
-    """Mean rows ``<variant>`` (with ``accuracy_sd``, ``sop_reduction_sd``), then every seed's
-    rows as ``<variant>@seed=S``."""
-    by_variant: dict[str, list[Report]] = {}
-    for rows in per_seed.values():
-        for row in rows:
-            by_variant.setdefault(row.variant, []).append(row)
-    means = [mean_report(reps, name, SPREAD, f"per seed in rows {seed_label(name, 'S')}")
-             for name, reps in by_variant.items()]
-    each = [Report(r.model, r.backend, seed_label(r.variant, s), r.device, r.metrics,
-                   r.fallbacks, r.rejections, r.notes)
-            for s, rows in per_seed.items() for r in rows]
-    return means + each
 
 
 def claim_over_seeds(per_seed: Mapping[int, Mapping[str, VariantResult]]) -> dict[str, Any]:
