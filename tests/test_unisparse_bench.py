@@ -110,9 +110,15 @@ def test_bench_over_two_seeds_in_two_workers_writes_mean_and_per_seed_rows(tmp_p
     assert "## Claim on digits over 2 seeds (0..1)" in md and "(seed 0 alone)" in md
 
 
-def test_bench_over_seeds_refuses_bad_workers_and_a_run_without_unisparse(tmp_path: Path
-                                                                          ) -> None:
+def test_bench_over_seeds_refuses_bad_workers_and_averages_a_run_without_unisparse(
+        tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="workers must be a positive integer"):
         run_bench(str(tmp_path), ["host"], {**QUICK, "seeds": [0, 1], "workers": 0})
-    with pytest.raises(ValueError, match="needs the unisparse variant"):
-        run_bench(str(tmp_path), ["host"], {**QUICK, "seeds": [0, 1], "variants": ["dense"]})
+    doc = run_bench(str(tmp_path), ["host"], {**QUICK, "seeds": [0, 1], "variants": ["dense"]})
+    rows = {r["variant"]: r["metrics"] for r in doc["rows"] if r["backend"] == "host"}
+    assert list(rows) == ["dense", "dense@seed=0", "dense@seed=1"]
+    mean = np.mean([rows[f"dense@seed={s}"]["accuracy"]["value"] for s in (0, 1)])
+    assert rows["dense"]["accuracy"]["value"] == pytest.approx(mean)
+    assert doc["claim"] == {"holds": False, "seeds": [0, 1],
+                            "reason": "no unisparse variant in the run"}
+    assert "No claim: the run has no unisparse variant" in (tmp_path / "report.md").read_text()
