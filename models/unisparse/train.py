@@ -109,6 +109,40 @@ unisparse nets spend 5.7e4 SOPs per sample (no first layer), only 2.7x fewer tha
 dense nets (1.55e5, the same seeds), so a T = 8 pass would have been against a costlier
 baseline, not a cheaper sparse net.
 
+**Why unisparse does not beat weight_only on digits: the two costs measured apart (2026-12-04,
+seeds 0-9, one torch thread, the default recipe at T = 4; each point is one command,
+``neuroedge bench snn.unisparse --out DIR --config 'seeds=[0,...,9]' workers=2
+'variants=[...]' budget_ratio=R``).** Mean test accuracy over the ten seeds (dense 96.72%),
+with the measured SOP reduction (no first layer):
+
+==============  ==================  ===============  ===================
+budget_ratio    weight_only         spike_only       unisparse
+==============  ==================  ===============  ===================
+1.0             1.07x, 96.83%       -                -
+1/1.2           -                   1.37x, 95.92%    -
+1/2.6           2.76x, 96.42%       -                2.88x, 95.81%
+1/4.3           4.54x, 94.97%       -                -
+1/5.2 (*)       5.30-5.89x, 95.36%  69.5%            5.05-5.64x, 94.28%
+==============  ==================  ===============  ===================
+
+(*) the ten-seed run above; the other rows are means of the measured reductions.
+
+* The sparsification pipeline itself costs nothing: with a budget of 1.0 (only the ``aim``
+  margin, 1.03-1.10x) weight_only ends 0.11 +- 0.34 points *above* dense. The drop is the
+  price of the sparsity.
+* Weight pruning is nearly free to ~2.8x (drop 0.30) and costs ~1.4-1.8 points at 4.5-5.6x
+  (1.75 +- 0.61 at 1/4.3, 1.36 at 1/5.2: within each other's scatter).
+* Spike sparsification is dear from the start: the first 1.37x costs 0.81 +- 0.40 points
+  (firing rate 0.072 -> 0.054), 2.6 points per unit of log-reduction against weight
+  pruning's ~1 on average to 5x; 5x by spikes alone costs 27 points.
+* So every split of the budget that moves SOPs from the masks to the thresholds trades cheap
+  savings for dear ones, and unisparse falls behind weight_only at both budgets measured:
+  -0.61 +- 0.21 points at 1/2.6 (1 win, 1 tie, 8 losses; its firing rate 0.071 against
+  weight_only's 0.089, density 0.74 against 0.69) and -1.08 +- 0.40 at 1/5.2. On digits with
+  this net the claim's "more accurate than weight-only at that budget" cannot hold; where
+  the paper's claim comes from (a CIFAR-10 ResNet-18 whose spikes are cheaper to remove) is
+  not measured here (no GPU).
+
 ``spike_scale`` (unisparse only) scales the share of the energy gradient that reaches the BN
 affine parameters; the default 1 is the paper's single objective. With the model route on
 digits (one seed, budget 1/5.5) 0.1 / 0.3 / 1 gave 92.8% / 94.4% / 92.8%: within the
