@@ -289,6 +289,8 @@ def test_claim_over_seeds_reads_the_means_of_gap_spearman_and_time_ratio(gaps, r
     assert cell["gap_se"] == pytest.approx(abs(gaps[0] - gaps[1]) / 2)
     assert cell["spearman"] == pytest.approx(np.mean(rhos))
     assert cell["time_ratio_min"] == min(ratios)
+    one = claim_over_seeds({3: per_seed[3]})["tunings"]["evidence"]["datasets"]["d"]
+    assert one["gap"] == pytest.approx(gaps[0]) and one["gap_se"] is None  # JSON-safe
 
 
 def test_bench_over_two_seeds_writes_mean_and_per_seed_rows(tmp_path):
