@@ -37,6 +37,12 @@ least SELECT_MIN_SPEEDUP (1.45x, the claim's 1.4x plus run-to-run timing noise) 
 unpruned on onnxrt; ties go to the faster. The pick becomes PruneConfig's default, and the
 claim is then read on a fresh run on the evaluation layouts.
 
+Matched FLOPs (declared run, 2026-12-04, checkpoint retrained by the default recipe, layouts
+from 10200, 150 per task, ``baseline_budget=31``: SpecPrune's mean visual tokens per layer after
+layer 1): FLOPs 2.64e8 vs 2.67e8; success unpruned 278 / SpecPrune 270 / FastV 265 / random 257
+of 450; onnxrt 1.66x; SpecPrune beats random (20 vs 7, p = 0.019) but not FastV (13 vs 8,
+p = 0.38), so the claim's "better than FastV" is not met at matched FLOPs either.
+
 FastV and random pruning get SpecPrune's fine-mode budget (config ``baseline_budget``) at every
 step, so they never keep fewer visual tokens after layer 1 than SpecPrune does; they have no
 layer-level pruning. ``workers`` > 1 evaluates (method, task) cells in parallel processes; on the
