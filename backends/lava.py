@@ -12,8 +12,14 @@ Design decisions, and why:
 
 * Batch: one Lava network per batch size, the batch laid side by side in the neuron axis with
   block-diagonal synapses (``kron(I_B, W)``): a whole batch runs in one Lava run.
-* Each synaptic process delays by one step, so population k's step t appears at Lava step
-  t + k; a run lasts T + depth steps (zero input at the end) and outputs are realigned.
+* Each synaptic process delays by one step, so a population at depth d (longest path from
+  the input, see lava_map) shows host step t at Lava step t + d; a run lasts T + max depth
+  steps (zero input at the end) and outputs are realigned. Graphs with shortcuts (a
+  population fed by several edges, as a residual net's membrane shortcut) get one synapse
+  per edge into the same ``a_in``, the shorter paths delayed by ``DelaySparse``/``DelayDense``
+  so every input of a population carries the same host step.
+* Outputs: the graph's Output nodes, plus any ``"concat:<name>"`` metadata entry (an output
+  that is several populations flattened and concatenated, which NIR cannot express as a node).
 * The network is compiled once per (batch, T) and reused: each call writes the new input
   into the source ring buffer and runs T + depth steps; ``LIFReset`` zeroes each population's
   u and v at the step its input starts (so a bias never integrates alone during the pipeline
@@ -117,13 +123,13 @@ class LavaBackend(MeasuredBackend):
         if not fit.fits:
             raise ExportRefused(f"{spec.name} does not fit Loihi 2: {fit.reason}")
         input_scale = float(options.get("input_scale", DEFAULT_INPUT_SCALE))
-        fixed = [quantize(lay, input_scale if i == 0 else 1.0) for i, lay in enumerate(layers)] \
-            if variant == "fixed_pt" else None
+        scales = {n: input_scale for n, v in graph.nodes.items() if type(v).__name__ == "Input"}
+        fixed = [quantize(lay, scales) for lay in layers] if variant == "fixed_pt" else None
         outputs = _output_sources(graph)
         meta = {"device": "cpu", "variant": variant, "config": config, "chip_fit": fit,
                 "dt": dt, "input_scale": input_scale, "outputs": outputs,
                 "weight_quant_err": [f.weight_err for f in fixed] if fixed else []}
-        handle = LavaNetwork(layers, fixed, variant, config, input_scale, outputs)
+        handle = LavaNetwork(layers, fixed, variant, config, input_scale, outputs, set(scales))
         return Artifact(self.name, "lava", spec, meta=meta, handle=handle)
 
     def run(self, artifact: Artifact, inputs: Mapping[str, Any]) -> dict[str, Any]:
@@ -144,22 +150,41 @@ def _graph_of(program: Program, spec: ModelSpec) -> tuple[Any, float]:
     raise TypeError(f"lava compiles SNN torch programs or NIR graphs, got {program.kind}")
 
 
-def _output_sources(graph: Any) -> dict[str, str]:
-    """``{output name: population name}`` for every Output node of the graph."""
-    found = {}
+def _output_sources(graph: Any) -> dict[str, str | tuple[str, ...]]:
+    """``{output name: population name}`` for every Output node of the graph, plus every
+    ``"concat:<output>": "pop,pop,..."`` metadata entry: an output that is the named
+    populations flattened and concatenated (NIR has no concatenating node)."""
+    found: dict[str, str | tuple[str, ...]] = {}
     for name, node in graph.nodes.items():
         if type(node).__name__ == "Output":
             found[name] = next(s for s, d in graph.edges if d == name)
+    for key, value in (graph.metadata or {}).items():
+        if key.startswith("concat:"):
+            parts = tuple(str(value).split(","))
+            missing = [p for p in parts if p not in graph.nodes]
+            if missing:
+                raise ExportRefused(f"graph metadata {key!r} names populations {missing} that "
+                                    "are not nodes of the graph")
+            found[key.split(":", 1)[1]] = parts
     return found
+
+
+def _assemble(pops: dict[str, np.ndarray], source: str | tuple[str, ...]) -> np.ndarray:
+    if isinstance(source, str):
+        return pops[source]
+    steps, batch = pops[source[0]].shape[:2]
+    return np.concatenate([pops[p].reshape(steps, batch, -1) for p in source], axis=-1)
 
 
 class LavaNetwork:
     """Lava processes for one mapping, built per (batch, T) on first use and reused."""
 
     def __init__(self, layers: list[Layer], fixed: list[Any] | None, variant: str,
-                 config: str, input_scale: float, outputs: dict[str, str]) -> None:
+                 config: str, input_scale: float,
+                 outputs: dict[str, str | tuple[str, ...]], inputs: set[str]) -> None:
         self.layers, self.fixed, self.variant = layers, fixed, variant
         self.config, self.input_scale, self.outputs = config, input_scale, outputs
+        self.inputs = inputs  # names of the graph's Input nodes (graded sources)
         self._built: dict[tuple[int, int], dict[str, Any]] = {}
         # Lava's runtime keeps worker processes alive until stopped; without this an
         # interpreter that never calls close() would hang at exit.
@@ -192,12 +217,14 @@ class LavaNetwork:
             return graded
         return data
 
-    def run(self, x: np.ndarray) -> dict[str, np.ndarray]:
-        """Step the network over ``x`` (T, batch, ...); outputs realigned to host steps."""
+    def run(self, x: np.ndarray, every_population: bool = False) -> dict[str, np.ndarray]:
+        """Step the network over ``x`` (T, batch, ...); outputs realigned to host steps.
+        ``every_population``: every population by NIR node name (spikes, or the readout's
+        value) instead of the graph's outputs, for per-layer parity."""
         from lava.magma.core.run_conditions import RunSteps
 
         steps, batch = int(x.shape[0]), int(x.shape[1])
-        depth = len(self.layers)
+        depth = max(layer.depth for layer in self.layers)
         data = self._encode(x, depth)
         key = (batch, steps)
         net = self._built.get(key)
@@ -206,11 +233,15 @@ class LavaNetwork:
         else:
             net["source"].data.set(data)
         net["source"].run(condition=RunSteps(num_steps=steps + depth), run_cfg=self._run_cfg())
-        return self._collect(net, steps, batch)
+        pops = self._collect(net, steps, batch)
+        if every_population:
+            return pops
+        return {out: _assemble(pops, src) for out, src in self.outputs.items()}
 
     def _collect(self, net: dict[str, Any], steps: int, batch: int) -> dict[str, np.ndarray]:
         pops: dict[str, np.ndarray] = {}
-        for k, layer in enumerate(self.layers, start=1):
+        for i, layer in enumerate(self.layers):
+            k = layer.depth
             rec = np.asarray(net["sinks"][layer.name].data.get(), dtype=np.float64)
             if layer.spiking:  # packed 8 spikes per value, one step later (packing Dense)
                 bits = unpack_spikes(rec[:, k + 1:k + 1 + steps], batch * int(np.prod(
@@ -218,9 +249,9 @@ class LavaNetwork:
                 pops[layer.name] = bits.T.reshape(steps, batch, *layer.shape)
             else:
                 rec = rec[:, k:k + steps].T.reshape(steps, batch, -1)
-                pops[layer.name] = _integrate(layer, rec, self.fixed[k - 1].scale
+                pops[layer.name] = _integrate(layer, rec, self.fixed[i].scale
                                               if self.fixed else 1.0)
-        return {out: pops[src] for out, src in self.outputs.items()}
+        return pops
 
 
 def packing_matrix(n: int) -> Any:
@@ -259,10 +290,10 @@ def _integrate(layer: Layer, synaptic: np.ndarray, scale: float) -> np.ndarray:
     return np.stack(trace).astype(np.float32).reshape(len(trace), -1, *layer.shape)
 
 
-def _synapse(weight: np.ndarray, batch: int, graded: bool, fixed: bool) -> Any:
+def _synapse(weight: np.ndarray, batch: int, graded: bool, fixed: bool, delay: int) -> Any:
     import scipy.sparse as sp
-    from lava.proc.dense.process import Dense
-    from lava.proc.sparse.process import Sparse
+    from lava.proc.dense.process import DelayDense, Dense
+    from lava.proc.sparse.process import DelaySparse, Sparse
 
     # Spikes travel as 1-bit graded messages: the same 0/1 values, but Lava's Dense/Sparse
     # models then take the matrix-vector path instead of slicing columns of a CSR matrix per
@@ -270,9 +301,16 @@ def _synapse(weight: np.ndarray, batch: int, graded: bool, fixed: bool) -> Any:
     bits = 8 if graded else 1
     dense_ratio = np.count_nonzero(weight) / max(weight.size, 1)
     if batch == 1 and dense_ratio > 0.5:
+        if delay:
+            return DelayDense(weights=weight, delays=np.full(weight.shape, delay, dtype=int),
+                              num_message_bits=bits)
         return Dense(weights=weight, num_message_bits=bits)
     block = sp.kron(sp.identity(batch, format="csr"), sp.csr_matrix(weight), format="csr")
     block = block.astype(np.int32 if fixed else np.float64)
+    if delay:  # the same sparsity structure as the weights (Lava warns on any other)
+        delays = sp.csr_matrix((np.full(block.nnz, delay, dtype=int), block.indices.copy(),
+                                block.indptr.copy()), shape=block.shape)
+        return DelaySparse(weights=block, delays=delays, num_message_bits=bits)
     return Sparse(weights=block, num_message_bits=bits)
 
 
@@ -292,16 +330,22 @@ def _build(net: LavaNetwork, batch: int, data: np.ndarray) -> dict[str, Any]:
     sinks = {}
     for k, layer in enumerate(net.layers):
         q = net.fixed[k] if fixed else None
-        syn = _synapse(q.weight if q else layer.weight, batch, graded=(k == 0), fixed=fixed)
-        (source.s_out if k == 0 else pops[layer.source].s_out).connect(syn.s_in)
+        synapses = []
+        for j, edge in enumerate(layer.synapses):
+            graded = edge.source in net.inputs
+            syn = _synapse(q.weights[j] if q else edge.weight, batch, graded=graded,
+                           fixed=fixed, delay=edge.delay)
+            (source.s_out if graded else pops[edge.source].s_out).connect(syn.s_in)
+            synapses.append(syn)
         n = int(np.prod(layer.shape)) * batch
         if layer.spiking:
             lif = LIFReset(shape=(n,), du=4095 if fixed else 1.0, dv=q.dv if q else layer.dv,
                            vth=q.vth if q else 1.0,
                            bias_mant=np.tile(q.bias_mant if q else layer.bias, batch),
                            bias_exp=q.bias_exp if q else 0, reset_interval=length,
-                           reset_offset=(k + 2) % length)
-            syn.a_out.connect(lif.a_in)
+                           reset_offset=(layer.depth + 1) % length)
+            for syn in synapses:  # Lava sums every connection into a_in
+                syn.a_out.connect(lif.a_in)
             weights = packing_matrix(n)
             packer = Sparse(weights=weights.astype(np.int32 if fixed else np.float64),
                             num_message_bits=1)
@@ -311,7 +355,8 @@ def _build(net: LavaNetwork, batch: int, data: np.ndarray) -> dict[str, Any]:
             pops[layer.name] = lif
         else:
             sink = Sink(shape=(n,), buffer=length)
-            syn.a_out.connect(sink.a_in)
+            for syn in synapses:
+                syn.a_out.connect(sink.a_in)
         sinks[layer.name] = sink
     return {"source": source, "sinks": sinks}
 

@@ -2,12 +2,23 @@
 
 Pure numpy (no lava import): the Lava backend builds processes from the :class:`Layer` list.
 
-Each neuron population becomes one Lava ``LIF``; the chain of linear nodes feeding it (Conv2d,
+Each neuron population becomes one Lava ``LIF``; each chain of linear nodes feeding it (Conv2d,
 AvgPool2d/SumPool2d, Flatten, Affine/Linear/Scale) is composed into one synaptic matrix
 ``W = f(I) - f(0)`` and bias ``b = f(0)`` by applying the chain to the identity, so a conv and
 the pooling after it become a single ``Sparse`` process with exactly torch's arithmetic (Lava's
 own ``Conv`` computes a flipped-kernel convolution in (x, y, c) layout; the composed sparse
 matrix needs neither the flip nor the layout change). Dense matrices (< 50% zeros) use ``Dense``.
+
+Graphs, not only chains. A population with several incoming edges (a residual net's membrane
+shortcut: NIR sums a node's inputs) gets one synapse per edge, all into its ``a_in`` (Lava sums
+the messages of every connection into a port). Every synaptic process delays by one step, so a
+population at depth ``d`` (longest path from the input, in populations) sees step ``t`` of the
+host at Lava step ``t + d``; an edge from a population at depth ``d_s`` therefore carries
+``d - d_s - 1`` extra steps of synaptic delay (``DelaySparse``/``DelayDense``; Loihi 2 has 6-bit
+axonal/synaptic delays, so up to 62 extra steps). A linear readout straight into an Output
+(an ``Affine`` with no neuron after it) is a non-spiking population with ``dv = 1``: its value
+is the synaptic input of the step plus the bias, computed on the host from the recorded
+``a_out`` like the LI readout.
 
 Neuron equations. NIR LIF with Euler step dt, ``v' = v + dt/tau (v_leak - v + r i)``, equals
 Lava's LIF ``u = a_in`` (du = 1), ``v' = (1 - dv) v + u + bias`` with::
@@ -46,29 +57,37 @@ BIAS_MANT_MAX = 4095
 
 
 @dataclass(frozen=True)
+class Synapse:
+    """One incoming edge of a population: composed weights from one source population."""
+
+    source: str  # NIR node name of the source population (or the Input node)
+    weight: np.ndarray  # (out, in) float64, threshold folded in
+    delay: int = 0  # extra steps on top of the one step every synaptic process takes
+
+
+@dataclass(frozen=True)
 class Layer:
     """One neuron population and the synapses feeding it, in Lava's float units."""
 
-    name: str  # NIR node name of the neurons
-    source: str  # NIR node name of the input population (or the Input node)
-    weight: np.ndarray  # (out, in) float64, threshold folded in
+    name: str  # NIR node name of the neurons (the last linear node for a bare readout)
+    synapses: tuple[Synapse, ...]
     bias: np.ndarray  # (out,) per-step bias current, threshold folded in
-    dv: float  # voltage decay per step, dt / tau
-    spiking: bool  # False: LI readout (integrated on the host)
+    dv: float  # voltage decay per step, dt / tau (1: no memory)
+    spiking: bool  # False: readout (integrated on the host)
     shape: tuple[int, ...]  # population shape without batch
-
+    depth: int = 1  # populations on the longest path from the input, this one included
 
 @dataclass(frozen=True)
 class FixedLayer:
     """A Layer quantised to Loihi's formats."""
 
-    weight: np.ndarray  # (out, in) int32, even, in [-256, 254]
+    weights: tuple[np.ndarray, ...]  # per synapse (out, in) int32, even, in [-256, 254]
     bias_mant: np.ndarray  # (out,) int, 13-bit signed
     bias_exp: int  # 0..7
     vth: int  # 17-bit
     dv: int  # 12-bit
     scale: float  # integer membrane / 64 = scale * float membrane
-    weight_err: float  # max |W_int / scale * s_in - W| (float units)
+    weight_err: float  # max |W_int / scale * s_in - W| over the synapses (float units)
 
 
 @dataclass(frozen=True)
@@ -124,30 +143,43 @@ def compose_chain(graph: Any, chain: list[str], in_shape: tuple[int, ...]) -> tu
     return (eye - zero).T.numpy(), zero[0].numpy()
 
 
-def _walk_back(graph: Any, name: str, preds: dict[str, list[str]]) -> tuple[str, list[str]]:
+def _walk_back(graph: Any, start: str, preds: dict[str, list[str]]) -> tuple[str, list[str]]:
+    """``(source population, linear chain)`` of the edge that ends in node ``start``'s output."""
     chain: list[str] = []
-    node = name
+    node = start
     while True:
+        kind = type(graph.nodes[node]).__name__
+        if kind in (*NEURON_KINDS, "Input"):
+            return node, chain
+        if kind not in LINEAR_KINDS:
+            raise ExportRefused(f"Lava mapping: node {node!r} of type {kind!r} has no Lava "
+                                "mapping")
+        chain.insert(0, node)
         sources = preds[node]
         if len(sources) != 1:
-            raise ExportRefused(f"Lava mapping: node {node!r} has {len(sources)} inputs "
-                                f"({sources}); only chains with one input per node are mapped")
-        src = sources[0]
-        kind = type(graph.nodes[src]).__name__
-        if kind in LINEAR_KINDS:
-            chain.insert(0, src)
-            node = src
-        elif kind in (*NEURON_KINDS, "Input"):
-            return src, chain
-        else:
-            raise ExportRefused(f"Lava mapping: edge {src!r} -> {node!r}: node {src!r} of type "
-                                f"{kind!r} has no Lava mapping")
+            raise ExportRefused(f"Lava mapping: linear node {node!r} has {len(sources)} inputs "
+                                f"({sources}); only neurons may sum several inputs")
+        node = sources[0]
 
 
 def _out_shape(node: Any) -> tuple[int, ...]:
     from neuroedge.export.nir_run import _node_shape
 
     return _node_shape(node, "output_type")
+
+
+def _synapses(graph: Any, name: str, preds: dict[str, list[str]], depths: dict[str, int]
+              ) -> tuple[list[tuple[str, np.ndarray]], np.ndarray, int]:
+    """The composed ``(source, W)`` of every edge into ``name``, the summed bias, the depth."""
+    found, bias = [], 0.0
+    for pred in preds[name]:
+        source, chain = _walk_back(graph, pred, preds)
+        w, b = compose_chain(graph, chain, _out_shape(graph.nodes[source]))
+        found.append((source, w))
+        bias = bias + b
+    if not found:
+        raise ExportRefused(f"Lava mapping: node {name!r} has no inputs")
+    return found, np.asarray(bias, np.float64), 1 + max(depths[s] for s, _ in found)
 
 
 def plan(graph: Any, dt: float) -> list[Layer]:
@@ -158,24 +190,37 @@ def plan(graph: Any, dt: float) -> list[Layer]:
     if back:
         raise ExportRefused(f"Lava mapping: recurrent edges {sorted(back)} are not mapped")
     preds = {n: [s for s, d in graph.edges if d == n] for n in graph.nodes}
+    depths = {n: 0 for n, v in graph.nodes.items() if type(v).__name__ == "Input"}
     layers = []
     for name in order:
         node = graph.nodes[name]
         kind = type(node).__name__
-        if kind in ("Input", "Output") or kind in LINEAR_KINDS:
+        if kind == "Output":
+            if not any(type(graph.nodes[p]).__name__ in LINEAR_KINDS for p in preds[name]):
+                continue  # fed by a population: the output reads that population
+            if len(preds[name]) != 1:
+                raise ExportRefused(f"Lava mapping: output {name!r} sums {len(preds[name])} "
+                                    f"inputs ({preds[name]}); a readout takes one")
+            pred = preds[name][0]
+            found, bias, depth = _synapses(graph, name, preds, depths)
+            shape = tuple(int(v) for v in np.atleast_1d(bias.shape))
+            layers.append(Layer(pred, tuple(Synapse(s, w) for s, w in found), bias, 1.0, False,
+                                shape, depth))
+            continue
+        if kind == "Input" or kind in LINEAR_KINDS:
             continue
         if kind not in NEURON_KINDS:
             raise ExportRefused(f"Lava mapping: node {name!r} of type {kind!r} is not mapped "
                                 f"(neurons: {', '.join(NEURON_KINDS)}, synapses: "
                                 f"{', '.join(LINEAR_KINDS)})")
-        source, chain = _walk_back(graph, name, preds)
-        w, b = compose_chain(graph, chain, _out_shape(graph.nodes[source]))
-        layers.append(_fold(name, node, kind, source, w, b, dt))
+        found, bias, depth = _synapses(graph, name, preds, depths)
+        depths[name] = depth
+        layers.append(_fold(name, node, kind, found, bias, depth, depths, dt))
     return layers
 
 
-def _fold(name: str, node: Any, kind: str, source: str, w: np.ndarray, b: np.ndarray,
-          dt: float) -> Layer:
+def _fold(name: str, node: Any, kind: str, found: list[tuple[str, np.ndarray]],
+          b: np.ndarray, depth: int, depths: dict[str, int], dt: float) -> Layer:
     shape = _out_shape(node)
     flat = (lambda a: np.broadcast_to(np.asarray(a, np.float64), shape).reshape(-1))
     r = flat(node.r)
@@ -189,36 +234,52 @@ def _fold(name: str, node: Any, kind: str, source: str, w: np.ndarray, b: np.nda
         dv = float(dt / tau[0])
         gain, leak = dv * r, dv * flat(node.v_leak)
     if kind == "LI":
-        return Layer(name, source, gain[:, None] * w, gain * b + leak, dv, False, shape)
-    if (node.metadata or {}).get("reset", "zero") != "zero" or np.any(flat(node.v_reset)):
-        raise ExportRefused(f"Lava mapping: node {name!r} resets by subtraction or to a nonzero "
-                            "v_reset; Lava's LIF resets to 0")
-    theta = flat(node.v_threshold)
-    if np.any(theta <= 0):
-        raise ExportRefused(f"Lava mapping: node {name!r} has a threshold <= 0")
-    g = gain / theta
-    return Layer(name, source, g[:, None] * w, g * b + leak / theta, dv, True, shape)
+        g, spiking, offset = gain, False, leak
+    else:
+        if (node.metadata or {}).get("reset", "zero") != "zero" or np.any(flat(node.v_reset)):
+            raise ExportRefused(f"Lava mapping: node {name!r} resets by subtraction or to a "
+                                "nonzero v_reset; Lava's LIF resets to 0")
+        theta = flat(node.v_threshold)
+        if np.any(theta <= 0):
+            raise ExportRefused(f"Lava mapping: node {name!r} has a threshold <= 0")
+        g, spiking, offset = gain / theta, True, leak / theta
+    synapses = tuple(Synapse(s, g[:, None] * w, depth - depths[s] - 1) for s, w in found)
+    return Layer(name, synapses, g * b + offset, dv, spiking, shape, depth)
 
 
-def quantize(layer: Layer, input_scale: float = 1.0) -> FixedLayer:
-    """Loihi 2 fixed-point form of ``layer``; ``input_scale``: integer input per unit input."""
-    w = layer.weight
-    row_bound = max(np.clip(w, 0, None).sum(1).max(), -np.clip(w, None, 0).sum(1).min(), 1e-12)
-    max_in = max(input_scale, 1.0)
-    s = math.floor(min(WEIGHT_MAX / max(np.abs(w).max(), 1e-12),
-                       DENDRITE_MAX / (row_bound * max_in)) * input_scale)
+def quantize(layer: Layer, input_scales: dict[str, float] | float = 1.0) -> FixedLayer:
+    """Loihi 2 fixed-point form of ``layer``. ``input_scales``: integer input per unit input of
+    each graded source (by name; a number applies to every synapse), 1 for spikes."""
+    def scale_of(syn: Synapse) -> float:
+        if isinstance(input_scales, dict):
+            return float(input_scales.get(syn.source, 1.0))
+        return float(input_scales)
+
+    q = [scale_of(syn) for syn in layer.synapses]
+    # the largest integer input is max(q, 1): an integer weight W s / q then adds up to
+    # |W| s max(q, 1) / q to the 16-bit dendrite per input
+    per_in = [max(qk, 1.0) / qk for qk in q]
+    pos = sum(np.clip(syn.weight, 0, None).sum(1) * k for syn, k in zip(layer.synapses, per_in))
+    neg = sum(-np.clip(syn.weight, None, 0).sum(1) * k for syn, k in zip(layer.synapses, per_in))
+    row_bound = max(float(np.max(pos, initial=0.0)), float(np.max(neg, initial=0.0)), 1e-12)
+    s = math.floor(min([DENDRITE_MAX / row_bound]
+                       + [WEIGHT_MAX * qk / max(np.abs(syn.weight).max(initial=0.0), 1e-12)
+                          for syn, qk in zip(layer.synapses, q)]))
     if s < 1:
         raise ExportRefused(f"Lava fixed_pt: layer {layer.name!r} cannot be quantised (scale "
                             f"{s} < 1: weights span too wide a range for 8 bits)")
-    w_int = (2 * np.round(w * s / input_scale / 2)).astype(np.int32)
-    w_int = np.clip(w_int, -WEIGHT_MAX - 2, WEIGHT_MAX)
+    weights, err = [], 0.0
+    for syn, qk in zip(layer.synapses, q):
+        w_int = (2 * np.round(syn.weight * s / qk / 2)).astype(np.int32)
+        weights.append(np.clip(w_int, -WEIGHT_MAX - 2, WEIGHT_MAX))
+        if syn.weight.size:
+            err = max(err, float(np.abs(weights[-1] * qk / s - syn.weight).max()))
     bias = np.round(layer.bias * s * 64)
     exp = 0
     while np.abs(bias).max(initial=0) / 2 ** exp > BIAS_MANT_MAX and exp < 7:
         exp += 1
     mant = np.clip(np.round(bias / 2 ** exp), -BIAS_MANT_MAX - 1, BIAS_MANT_MAX).astype(int)
-    err = float(np.abs(w_int * input_scale / s - w).max()) if w.size else 0.0
-    return FixedLayer(w_int, mant, exp, int(s), round(layer.dv * 4096), float(s), err)
+    return FixedLayer(tuple(weights), mant, exp, int(s), round(layer.dv * 4096), float(s), err)
 
 
 def chip_fit(layers: list[Layer], limits: Loihi2Limits = Loihi2Limits()) -> ChipFit:
@@ -226,7 +287,7 @@ def chip_fit(layers: list[Layer], limits: Loihi2Limits = Loihi2Limits()) -> Chip
     rows, total_cores = [], 0
     for layer in layers:
         neurons = int(np.prod(layer.shape))
-        synapses = int(np.count_nonzero(layer.weight))
+        synapses = sum(int(np.count_nonzero(syn.weight)) for syn in layer.synapses)
         cores = max(math.ceil(neurons / limits.neurons_per_core),
                     math.ceil(synapses / limits.synapses_per_core), 1)
         rows.append((layer.name, neurons, synapses, cores))

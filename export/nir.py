@@ -27,7 +27,11 @@ Design decisions NIR leaves open, and why:
   the averaged kernel, exact) for consumers without AvgPool2d (norse 1.1's importer).
 
 The torch side is traced with torch.fx; LIF/LI cells are leaves, state graph inputs and state
-outputs are dropped (NIR neurons own their state). Running an imported graph is in
+outputs are dropped (NIR neurons own their state). A program whose step torch.fx cannot trace
+(a loop over blocks and state tuples, as snn.unisparse's folded ResNet) carries its own
+description instead: ``program.meta["nir"]``, a callable returning the graph (or an
+``NIRProgram``), which :func:`to_nir` validates and returns, so every consumer (the Lava
+backend, ``neuroedge export --target nir``) takes one path. Running an imported graph is in
 neuroedge.export.nir_run.
 """
 
@@ -147,6 +151,16 @@ def to_nir(program: TorchProgram, spec: ModelSpec, dt: float | None = None,
     import torch
     from neuroedge.export.nir_fold import fold_avgpool
 
+    own = program.meta.get("nir")
+    if own is not None:  # the model writes its own graph (one torch.fx cannot trace)
+        described = own()
+        graph = getattr(described, "graph", described)
+        if pool == "fold":
+            graph = fold_avgpool(graph)
+        elif pool != "keep":
+            raise ValueError(f"pool {pool!r} is not one of ('keep', 'fold')")
+        validate(graph, where=spec.name)
+        return graph
     if not program.stateful:
         raise ExportRefused(f"{spec.name}: NIR export needs a stateful SNN step program")
     example = spec.example(0) if example is None else example

@@ -11,7 +11,7 @@ from neuroedge.errors import BackendUnavailable, ExportRefused
 from neuroedge.registry import get_backend, get_model, model_table
 from neuroedge.types import Artifact, ModelSpec, Report, TorchProgram
 
-EXPORT_TARGETS = ("onnx",)
+EXPORT_TARGETS = ("onnx", "nir")
 
 
 def models() -> dict[str, str]:
@@ -56,6 +56,12 @@ def export(name: str, target: str = "onnx", out: str | os.PathLike[str] | None =
         if not isinstance(program, TorchProgram):
             raise ExportRefused(f"{name} builds a {program.kind} program; ONNX needs torch")
         return export_onnx(program, spec, path)
+    if target == "nir":
+        from neuroedge.export.nir import to_nir, write_nir
+
+        if not isinstance(program, TorchProgram):
+            raise ExportRefused(f"{name} builds a {program.kind} program; NIR needs a torch SNN")
+        return write_nir(to_nir(program, spec), path)
     raise ExportRefused(f"unknown export target {target!r}; valid: {', '.join(EXPORT_TARGETS)}")
 
 

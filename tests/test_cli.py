@@ -47,6 +47,20 @@ def test_export_writes_an_onnx_file(tmp_path: Path) -> None:
     assert out.stat().st_size > 1000
 
 
+@pytest.mark.parametrize("model", ["snn.lif_convnet", "snn.unisparse"])
+def test_export_writes_a_nir_file_that_reads_back(tmp_path: Path, model: str) -> None:
+    pytest.importorskip("nir")
+    from neuroedge.export.nir import read_nir
+
+    out = tmp_path / "net.nir"
+    assert main(["export", model, "--target", "nir", "--out", str(out),
+                 "--config", "untrained=true", "smoke=true"]) == 0
+    graph = read_nir(out)
+    kinds = {type(node).__name__ for node in graph.nodes.values()}
+    assert {"Input", "Output", "Conv2d", "LIF"} <= kinds
+    assert graph.metadata["dt"] > 0
+
+
 def test_bench_writes_report_rows_for_each_backend(tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["bench", "snn.lif_convnet", "--backend", "host", "--backend", "onnxrt,null",

@@ -95,17 +95,18 @@ def test_lif_convnet_torch_program_maps_to_three_populations():
 
 
 def test_fixed_point_formats_fit_loihi():
-    from neuroedge.backends.lava_map import Layer, quantize
+    from neuroedge.backends.lava_map import Layer, Synapse, quantize
 
     rng = np.random.default_rng(0)
-    layer = Layer("l", "x", rng.normal(size=(20, 30)), rng.normal(size=20) * 0.1, 0.5, True,
-                  (20,))
+    layer = Layer("l", (Synapse("x", rng.normal(size=(20, 30))),), rng.normal(size=20) * 0.1,
+                  0.5, True, (20,))
     q = quantize(layer)
-    assert q.weight.min() >= -256 and q.weight.max() <= 254 and not np.any(q.weight % 2)
-    assert np.abs(q.weight).sum(1).max() <= 2 ** 15 - 1
+    (w,) = q.weights
+    assert w.min() >= -256 and w.max() <= 254 and not np.any(w % 2)
+    assert np.abs(w).sum(1).max() <= 2 ** 15 - 1
     assert 0 <= q.bias_exp <= 7 and np.abs(q.bias_mant).max() <= 4096
     assert q.dv == 2048 and q.vth == int(q.scale)
-    np.testing.assert_allclose(q.weight / q.scale, layer.weight, atol=2 / q.scale)
+    np.testing.assert_allclose(w / q.scale, layer.synapses[0].weight, atol=2 / q.scale)
 
 
 def test_per_channel_thresholds_fold_into_weights():
@@ -121,18 +122,20 @@ def test_per_channel_thresholds_fold_into_weights():
                "output": nir.Output({"output": np.array([3])})},
         edges=[("input", "fc"), ("fc", "lif"), ("lif", "output")])
     (layer,) = plan(graph, dt=1e-3)
-    np.testing.assert_allclose(layer.weight[:, 0], 0.5 / theta)
+    np.testing.assert_allclose(layer.synapses[0].weight[:, 0], 0.5 / theta)
     np.testing.assert_allclose(layer.bias, 0.5 / theta)
     assert layer.dv == pytest.approx(0.5)
 
 
 def test_chip_fit_refuses_an_oversized_net_with_a_reason():
-    from neuroedge.backends.lava_map import Layer, Loihi2Limits, chip_fit
+    from neuroedge.backends.lava_map import Layer, Loihi2Limits, Synapse, chip_fit
 
-    big = Layer("huge", "x", np.ones((9000, 100)), np.zeros(9000), 0.5, True, (9000,))
+    big = Layer("huge", (Synapse("x", np.ones((9000, 100))),), np.zeros(9000), 0.5, True,
+                (9000,))
     fit = chip_fit([big], Loihi2Limits(cores_per_chip=4))
     assert not fit.fits and "'huge'" in fit.reason and "cores" in fit.reason
-    small = chip_fit([Layer("s", "x", np.ones((10, 10)), np.zeros(10), 0.5, True, (10,))])
+    small = chip_fit([Layer("s", (Synapse("x", np.ones((10, 10))),), np.zeros(10), 0.5, True,
+                            (10,))])
     assert small.fits and small.cores == 1 and small.synapses == 100
 
 
@@ -206,3 +209,39 @@ def test_fixed_point_input_beyond_8_bits_is_refused(nir_case):
     art = lava.compile(program, spec, {"variant": "fixed_pt"})
     with pytest.raises(ValueError, match="8-bit graded"):
         lava.run(art, {"x": inputs["x"] * 2.0})
+
+
+def test_shortcut_edges_become_delayed_synapses_and_a_bare_readout_a_population():
+    import nir
+    from neuroedge.backends.lava_map import chip_fit, plan, quantize
+
+    def lif(n: int) -> nir.LIF:
+        return nir.LIF(tau=np.full(n, 2e-3), r=np.ones(n), v_leak=np.zeros(n),
+                       v_threshold=np.full(n, 2.0))
+
+    rng = np.random.default_rng(0)
+    w1, w2, w3, w4 = (rng.normal(size=s) for s in ((4, 3), (4, 4), (4, 4), (2, 4)))
+    graph = nir.NIRGraph(
+        nodes={"input": nir.Input({"input": np.array([3])}),
+               "fc1": nir.Affine(w1, np.zeros(4)), "a": lif(4),
+               "fc2": nir.Affine(w2, np.zeros(4)), "b": lif(4),
+               "fc3": nir.Affine(w3, np.full(4, 0.5)), "c": lif(4),
+               "fc4": nir.Affine(w4, np.ones(2)), "logits": nir.Output({"output": np.array([2])})},
+        edges=[("input", "fc1"), ("fc1", "a"), ("a", "fc2"), ("fc2", "b"), ("b", "fc3"),
+               ("fc3", "c"), ("a", "c"), ("c", "fc4"), ("fc4", "logits")])
+    a, b, c, readout = plan(graph, dt=1e-3)
+    assert (a.depth, b.depth, c.depth, readout.depth) == (1, 2, 3, 4)
+    edges = {syn.source: syn for syn in c.synapses}
+    assert set(edges) == {"a", "b"}
+    assert (edges["a"].delay, edges["b"].delay) == (1, 0)  # the shortcut skips population b
+    np.testing.assert_allclose(edges["a"].weight, 0.25 * np.eye(4))  # dt/tau / threshold
+    np.testing.assert_allclose(edges["b"].weight, 0.25 * w3, rtol=1e-5)
+    np.testing.assert_allclose(c.bias, 0.25 * 0.5)
+    assert readout.name == "fc4" and not readout.spiking and readout.dv == 1.0
+    np.testing.assert_allclose(readout.synapses[0].weight, w4, rtol=1e-5)
+    assert chip_fit([a, b, c, readout]).synapses == 12 + 16 + 16 + 4 + 8
+    q = quantize(c)
+    dendrite = np.abs(q.weights[0]).sum(1) + np.abs(q.weights[1]).sum(1)
+    assert dendrite.max() <= 2 ** 15 - 1
+    for w, syn in zip(q.weights, c.synapses):
+        np.testing.assert_allclose(w / q.scale, syn.weight, atol=2 / q.scale)

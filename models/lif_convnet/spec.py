@@ -78,5 +78,5 @@ SPEC = ModelSpec(
     default_config={"train_if_missing": True},
     train="neuroedge.models.lif_convnet.train:train",
     evaluate=evaluate,
-    exportable=("onnx",),
+    exportable=("onnx", "nir"),
 )

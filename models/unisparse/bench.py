@@ -2,8 +2,11 @@
 
 Rows: dense, unisparse, spike_only, weight_only, random_mask on ``host`` (trained and measured
 in this run), plus ONNX Runtime rows (spike agreement with the host over every step) when
-``onnxrt`` is asked for. report.md adds per-layer tables, the learned thresholds, the claim
-check, the NIR round trip and the SOP counter's overhead; pareto.png plots accuracy vs SOPs.
+``onnxrt`` is asked for, and Lava rows ``<variant>/floating_pt`` and ``<variant>/fixed_pt``
+(Loihi 2 simulator: spike agreement overall and per layer, accuracy change, chip fit; on the
+first ``lava_samples`` test digits, default 64) when ``lava`` is. report.md adds per-layer
+tables, the learned thresholds, the claim check, the NIR round trip and the SOP counter's
+overhead; pareto.png plots accuracy vs SOPs.
 """
 
 from __future__ import annotations
@@ -92,6 +95,85 @@ def onnx_rows(model: str, results: Mapping[str, VariantResult], out: Path,
     return rows
 
 
+LAVA_MODES = ("floating_pt", "fixed_pt")
+
+
+def lava_rows(model: str, results: Mapping[str, VariantResult], cfg: Mapping[str, Any]
+              ) -> tuple[list[Report], list[str]]:
+    """Each folded variant's NIR graph (``export.to_nir``, membrane shortcuts as summed edges
+    with synaptic delays) run as Lava processes under Loihi 2's simulator configuration, in
+    floating_pt and fixed_pt: spike agreement with the host over all T steps (overall and per
+    LIF layer), logit error, accuracy on the same digits, chip fit. Returns the rows and a
+    report.md section with the per-layer agreement."""
+    import time
+
+    from neuroedge.backends.host import run_torch_program
+    from neuroedge.models.unisparse import spec as spec_mod
+    from neuroedge.models.unisparse.data import direct_encoding, load_digits
+    from neuroedge.models.unisparse.export import to_nir
+    from neuroedge.models.unisparse.module import fold
+    from neuroedge.registry import get_backend
+    from neuroedge.types import TorchProgram
+
+    backend = get_backend("lava")
+    available = backend.probe()
+    if not available.ok:
+        return [Report(model, "lava", rejections=(available.reason,))], []
+    split = load_digits(int(cfg["seed"]))
+    n, steps = min(int(cfg.get("lava_samples", 64)), len(split.y_test)), int(cfg["steps"])
+    xs, labels = direct_encoding(split.x_test[:n], steps), split.y_test[:n]
+    rows, table = [], {}
+    for name, r in results.items():
+        folded = fold(r.net).cpu()
+        program = TorchProgram(folded, ("x",), ("logits", "spikes"), spec_mod.STATE_NAMES,
+                               folded.init_state, meta={"nir": lambda f=folded: to_nir(f)})
+        host = run_torch_program(program, {"x": xs})
+        host_acc = float((host["logits"].mean(0).argmax(-1) == labels).mean())
+        for mode in LAVA_MODES:
+            start = time.perf_counter()
+            art = backend.compile(program, spec_mod.SPEC, {"variant": mode})
+            try:
+                pops = art.handle.run(xs.astype(np.float32), every_population=True)
+            finally:
+                art.handle.close()
+            seconds = time.perf_counter() - start
+            spiking = [layer.name for layer in art.handle.layers if layer.spiking]
+            got = np.concatenate([pops[k].reshape(steps, n, -1) for k in spiking], -1)
+            if got.shape != host["spikes"].shape:
+                raise ValueError(f"lava spikes {got.shape} vs host {host['spikes'].shape}")
+            logits = pops[art.meta["outputs"]["logits"]]
+            acc = float((logits.mean(0).argmax(-1) == labels).mean())
+            cuts = np.cumsum([0] + [pops[k][0, 0].size for k in spiking])
+            per_layer = [float((got[..., a:b] == host["spikes"][..., a:b]).mean())
+                         for a, b in zip(cuts[:-1], cuts[1:])]
+            table[(name, mode)] = dict(zip(spiking, per_layer))
+            fit = art.meta["chip_fit"]
+            rows.append(Report(model, "lava", f"{name}/{mode}", metrics={
+                "spike_agreement": Measurement(float((got == host["spikes"]).mean()),
+                                               "fraction", "measured"),
+                "min_layer_spike_agreement": Measurement(min(per_layer), "fraction",
+                                                         "measured"),
+                "max_abs_err": Measurement(float(np.abs(logits - host["logits"]).max()), "abs",
+                                           "measured"),
+                "accuracy": Measurement(acc, "fraction", "measured"),
+                "accuracy_change_pts": Measurement(100 * (acc - host_acc), "points",
+                                                   "measured"),
+                "loihi2_cores": Measurement(fit.cores, "cores", "counted"),
+                "loihi2_synapses": Measurement(fit.synapses, "synapses", "counted"),
+                "sim_s_per_sample": Measurement(seconds / n, "s", "measured")},
+                notes=(f"{n} test digits x {steps} steps compared with host (compile + "
+                       f"Loihi2SimCfg run); host accuracy on them {host_acc:.4f}",)))
+    layers = list(next(iter(table.values()))) if table else []
+    lines = ["## Lava (Loihi 2 simulator): spike agreement with host per LIF layer", "",
+             f"{n} test digits x {steps} steps; membrane shortcuts are summed edges with one "
+             "step of synaptic delay (DelaySparse).", "",
+             "| variant / mode | " + " | ".join(layers) + " |",
+             "|---|" + "---|" * len(layers)]
+    lines += [f"| {v} / {m} | " + " | ".join(f"{a:.4f}" for a in per.values()) + " |"
+              for (v, m), per in table.items()]
+    return rows, [*lines, ""]
+
+
 def nir_check(result: VariantResult, out: Path, cfg: Mapping[str, Any]) -> dict[str, Any]:
     """Write the unisparse net as .nir, read it back and run it with neuroedge's NIR runner
     (neuroedge.export.nir_run) and with norse; compare logits and final membranes with host."""
@@ -100,13 +182,14 @@ def nir_check(result: VariantResult, out: Path, cfg: Mapping[str, Any]) -> dict[
     from neuroedge.backends.host import run_torch_program
     from neuroedge.models.unisparse import spec as spec_mod
     from neuroedge.models.unisparse.data import direct_encoding, load_digits
-    from neuroedge.models.unisparse.export import norse_logits, to_nir, write_nir
+    from neuroedge.export.nir import write_nir
+    from neuroedge.models.unisparse.export import norse_logits, to_nir
     from neuroedge.models.unisparse.module import fold
     from neuroedge.types import NIRProgram, TorchProgram
 
     folded = fold(result.net).cpu()
     written = to_nir(folded)
-    path = write_nir(written, out / "unisparse.nir")
+    path = write_nir(written.graph, out / "unisparse.nir")
     program = NIRProgram(nir.read(str(path)), dt=written.dt)
     split = load_digits(int(cfg["seed"]))
     xs = direct_encoding(split.x_test[:64], int(cfg["steps"]))
@@ -124,7 +207,7 @@ def nir_check(result: VariantResult, out: Path, cfg: Mapping[str, Any]) -> dict[
     ran = run_nir(program.graph, {"input": xs})
     nir_names = ["stem_lif"] + [f"b{i}_lif{j}" for i in range(len(folded.blocks)) for j in (1, 2)]
     report["neuroedge_nir_run_max_abs_err"] = max(
-        [float(np.abs(ran["output"] - host["logits"]).max())]
+        [float(np.abs(ran["logits"] - host["logits"]).max())]
         + [float(np.abs(ran[f"{n}_v_final"] - host[f"{s}_final"]).max())
            for n, s in zip(nir_names, spec_mod.STATE_NAMES)])
     return report
@@ -237,6 +320,10 @@ def run_bench(out_dir: str, backends: Sequence[str], config: Mapping[str, Any],
         cfg["seed"] = seeds[0]
     if "onnxrt" in backends:
         rows += onnx_rows("snn.unisparse", results, out, cfg)
+    lava_lines: list[str] = []
+    if "lava" in backends:
+        lava_part, lava_lines = lava_rows("snn.unisparse", results, cfg)
+        rows += lava_part
     from neuroedge.models.unisparse.data import load_digits
 
     overhead = counter_overhead(fold(results["dense"].net).cpu(),
@@ -261,7 +348,8 @@ def run_bench(out_dir: str, backends: Sequence[str], config: Mapping[str, Any],
                     *layer_sections(results)]
     else:
         sections = [*summary_sections(claim, target, extra), *layer_sections(results)]
-    write_report(doc, out, columns=COLUMNS, sections=sections, plots=[pareto_plot],
+    write_report(doc, out, columns=COLUMNS, sections=[*sections, *lava_lines],
+                 plots=[pareto_plot],
                  history=history)
     for name, r in results.items():
         _save(out / "checkpoints" / f"{name}.pt", r, cfg)

@@ -8,15 +8,18 @@ as zeros, threshold 1. The NIR graph describes exactly that network:
   ``v_threshold = 1``, ``v_reset = 0``: forward Euler with ``dt = 1 ms`` of
   ``tau dv/dt = (v_leak - v) + r I`` reproduces ``neurons.functional.lif_step`` exactly;
 * a membrane shortcut is a second edge into the block's output LIF (NIR sums the inputs of
-  a node): ``shortcut -> lif2`` (a 1x1 ``Conv2d``) or the previous LIF straight into ``lif2``.
+  a node): ``shortcut -> lif2`` (a 1x1 ``Conv2d``) or the previous LIF straight into ``lif2``;
+* the ``Output`` node is named ``logits``, after the program output it carries; the program's
+  other output, ``spikes`` (every LIF layer flattened and concatenated), is not a node (NIR
+  sums a node's inputs, it cannot concatenate them): the graph's metadata names its parts,
+  ``"concat:spikes": "stem_lif,b0_lif1,..."``, and a consumer that records populations (the
+  Lava backend) assembles it from them.
 
 It is returned as an ``NIRProgram`` (graph + dt), the description the NIR/Lava tooling consumes.
 """
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -71,23 +74,14 @@ def to_nir(folded: FoldedResNet) -> NIRProgram:
     nodes["flatten"] = nir.Flatten(input_type={"input": np.array(shapes[-1])}, start_dim=0)
     nodes["fc"] = nir.Affine(weight=folded.fc.weight.detach().numpy().copy(),
                              bias=folded.fc.bias.detach().numpy().copy())
-    nodes["output"] = nir.Output(output_type={"output": np.array([arch.classes])})
-    edges += [(prev, "flatten"), ("flatten", "fc"), ("fc", "output")]
+    nodes["logits"] = nir.Output(output_type={"output": np.array([arch.classes])})
+    edges += [(prev, "flatten"), ("flatten", "fc"), ("fc", "logits")]
+    lifs = [n for n in nodes if n.endswith(("_lif", "_lif1", "_lif2"))]
     graph = nir.NIRGraph(nodes=nodes, edges=edges, metadata={
-        "model": "snn.unisparse", "arch": arch.name, "dt": LIF.dt, "reset": LIF.reset,
-        "discretisation": "forward Euler", "bn": "folded into Conv2d weight and bias"})
+        "concat:spikes": ",".join(lifs), "model": "snn.unisparse", "arch": arch.name,
+        "dt": LIF.dt, "reset": LIF.reset, "discretisation": "forward Euler",
+        "bn": "folded into Conv2d weight and bias"})
     return NIRProgram(graph, dt=LIF.dt, meta={"arch": arch.name})
-
-
-def write_nir(program: NIRProgram, path: str | os.PathLike[str]) -> Path:
-    """Write the graph as .nir (HDF5) atomically and read it back to validate it."""
-    import nir
-    from neuroedge.atomic import atomic_path
-
-    with atomic_path(path) as tmp:
-        nir.write(str(tmp), program.graph)
-        nir.read(str(tmp))
-    return Path(path)
 
 
 def _topological(order: list[Any], edges: list[tuple[str, str]]) -> list[Any]:
