@@ -265,6 +265,18 @@ def test_lif_backbone_exports_to_nir_and_statnf_is_refused_with_its_reason():
     assert "E2S front end" in NOT_MAPPED
 
 
+def test_full_detector_refuses_nir_and_lava_naming_the_parts_that_do_not_map():
+    from neuroedge.backends.lava import LavaBackend
+    from neuroedge.errors import ExportRefused
+    from neuroedge.export.nir import to_nir
+    from neuroedge.models.bivision.spec import SPEC
+
+    with pytest.raises(ExportRefused, match="STATNF adaptive threshold .*upsampling"):
+        to_nir(SPEC.build({"smoke": True}), SPEC)
+    support = LavaBackend().supports(SPEC)
+    assert not support.ok and "backbone_to_nir" in support.reason
+
+
 def test_training_augmentation_mirrors_inputs_and_boxes_together():
     from neuroedge.models.bivision.train import _augment, _mirrored
 

@@ -122,3 +122,24 @@ def test_bench_over_seeds_refuses_bad_workers_and_averages_a_run_without_unispar
     assert doc["claim"] == {"holds": False, "seeds": [0, 1],
                             "reason": "no unisparse variant in the run"}
     assert "No claim: the run has no unisparse variant" in (tmp_path / "report.md").read_text()
+
+
+@pytest.mark.loihi
+def test_bench_lava_rows_agree_with_host_in_floating_point(tmp_path: Path, require) -> None:
+    require("lava")
+    firing = {**QUICK, "train_subset": 300, "dense_epochs": 3}  # nets that fire (~4%)
+    doc = run_bench(str(tmp_path), ["host", "lava"], {**firing, "lava_samples": 12})
+    lava = {r["variant"]: r["metrics"] for r in doc["rows"] if r["backend"] == "lava"}
+    host = {r["variant"]: r["metrics"] for r in doc["rows"] if r["backend"] == "host"}
+    assert min(host[v]["firing_rate"]["value"] for v in ("dense", "unisparse")) > 0.01
+    assert set(lava) == {f"{v}/{m}" for v in ("dense", "unisparse")
+                         for m in ("floating_pt", "fixed_pt")}
+    for variant in ("dense", "unisparse"):
+        exact = lava[f"{variant}/floating_pt"]
+        assert exact["spike_agreement"]["value"] == 1.0
+        assert exact["max_abs_err"]["value"] < 1e-4
+        assert exact["accuracy_change_pts"]["value"] == 0.0
+        assert 0.5 < lava[f"{variant}/fixed_pt"]["spike_agreement"]["value"] <= 1.0
+    md = (tmp_path / "report.md").read_text()
+    assert "## Lava (Loihi 2 simulator): spike agreement with host per LIF layer" in md
+    assert "| unisparse / fixed_pt |" in md

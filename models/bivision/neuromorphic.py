@@ -37,6 +37,15 @@ NOT_MAPPED = {
 }
 
 
+def refuse_full_graph() -> Any:
+    """The detector's ``program.meta["nir"]``: the whole net has no NIR graph; say why."""
+    from neuroedge.errors import ExportRefused
+
+    raise ExportRefused("the full detector does not map to NIR: " + "; ".join(
+        f"{part} ({why.split(';')[0]})" for part, why in NOT_MAPPED.items())
+        + ". Its LIF backbone does: models/bivision/neuromorphic.backbone_to_nir")
+
+
 def backbone_program(net: Any) -> TorchProgram:
     """The LIF backbone of ``net`` (a ``BiSNet`` with ``neuron="lif"``) as its own program."""
     from torch import nn

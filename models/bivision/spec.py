@@ -18,7 +18,7 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
     is given (``checkpoint``) or exists at the default path; ``smoke`` forces untrained."""
     import torch
     from neuroedge.checkpoints import load_checkpoint
-    from neuroedge.models.bivision import train
+    from neuroedge.models.bivision import neuromorphic, train
     from neuroedge.paths import checkpoint_path
 
     cfg = {**train.DEFAULTS, "size": SIZE, **config}
@@ -39,7 +39,8 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
     net.eval()
     return TorchProgram(net, ("x",), ("logits", "detection"), net.state_names(), net.init_state,
                         meta={"trained": trained, "variant": cfg["variant"],
-                              "checkpoint": str(path) if trained else None})
+                              "checkpoint": str(path) if trained else None,
+                              "nir": neuromorphic.refuse_full_graph})
 
 
 def example(seed: int = 0) -> dict[str, np.ndarray]:
