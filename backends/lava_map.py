@@ -14,11 +14,11 @@ shortcut: NIR sums a node's inputs) gets one synapse per edge, all into its ``a_
 the messages of every connection into a port). Every synaptic process delays by one step, so a
 population at depth ``d`` (longest path from the input, in populations) sees step ``t`` of the
 host at Lava step ``t + d``; an edge from a population at depth ``d_s`` therefore carries
-``d - d_s - 1`` extra steps of synaptic delay (``DelaySparse``/``DelayDense``; Loihi 2 has 6-bit
-axonal/synaptic delays, so up to 62 extra steps). A linear readout straight into an Output
-(an ``Affine`` with no neuron after it) is a non-spiking population with ``dv = 1``: its value
-is the synaptic input of the step plus the bias, computed on the host from the recorded
-``a_out`` like the LI readout.
+``d - d_s - 1`` extra steps of synaptic delay (``DelaySparse``/``DelayDense``; Loihi 2 has
+6-bit synaptic delays: up to 63 extra steps, checked by ``chip_fit``). A linear readout
+straight into an Output (an ``Affine`` with no neuron after it) is a non-spiking population
+with ``dv = 1``: its value is the synaptic input of the step plus the bias, computed on the
+host from the recorded ``a_out`` like the LI readout.
 
 Neuron equations. NIR LIF with Euler step dt, ``v' = v + dt/tau (v_leak - v + r i)``, equals
 Lava's LIF ``u = a_in`` (du = 1), ``v' = (1 - dv) v + u + bias`` with::
@@ -100,6 +100,7 @@ class Loihi2Limits:
     synapses_per_core: int = 131072
     cores_per_chip: int = 128
     chips: int = 1
+    max_delay: int = 63  # synaptic delay field, 6 bits (steps on top of the one of every synapse)
 
 
 @dataclass(frozen=True)
@@ -294,7 +295,12 @@ def chip_fit(layers: list[Layer], limits: Loihi2Limits = Loihi2Limits()) -> Chip
         total_cores += cores
     available = limits.cores_per_chip * limits.chips
     reason = ""
-    if total_cores > available:
+    late = [(layer.name, syn.source, syn.delay) for layer in layers for syn in layer.synapses
+            if syn.delay > limits.max_delay]
+    if late:
+        reason = (f"synapses {late[0][1]!r} -> {late[0][0]!r} need a delay of {late[0][2]} "
+                  f"steps; Loihi 2 delays at most {limits.max_delay} (6 bits)")
+    elif total_cores > available:
         worst = max(rows, key=lambda r: r[3])
         reason = (f"needs {total_cores} Loihi 2 cores, {available} available "
                   f"({limits.chips} chip(s) x {limits.cores_per_chip}); largest: layer "

@@ -213,7 +213,7 @@ def test_fixed_point_input_beyond_8_bits_is_refused(nir_case):
 
 def test_shortcut_edges_become_delayed_synapses_and_a_bare_readout_a_population():
     import nir
-    from neuroedge.backends.lava_map import chip_fit, plan, quantize
+    from neuroedge.backends.lava_map import Loihi2Limits, chip_fit, plan, quantize
 
     def lif(n: int) -> nir.LIF:
         return nir.LIF(tau=np.full(n, 2e-3), r=np.ones(n), v_leak=np.zeros(n),
@@ -240,6 +240,8 @@ def test_shortcut_edges_become_delayed_synapses_and_a_bare_readout_a_population(
     assert readout.name == "fc4" and not readout.spiking and readout.dv == 1.0
     np.testing.assert_allclose(readout.synapses[0].weight, w4, rtol=1e-5)
     assert chip_fit([a, b, c, readout]).synapses == 12 + 16 + 16 + 4 + 8
+    late = chip_fit([a, b, c, readout], Loihi2Limits(max_delay=0))
+    assert not late.fits and "'a' -> 'c' need a delay of 1" in late.reason
     q = quantize(c)
     dendrite = np.abs(q.weights[0]).sum(1) + np.abs(q.weights[1]).sum(1)
     assert dendrite.max() <= 2 ** 15 - 1
