@@ -224,7 +224,8 @@ class LavaNetwork:
         from lava.magma.core.run_conditions import RunSteps
 
         steps, batch = int(x.shape[0]), int(x.shape[1])
-        depth = max(layer.depth for layer in self.layers)
+        # a spiking population's record arrives one step after it (the packing synapse)
+        depth = max(layer.depth + int(layer.spiking) for layer in self.layers)
         data = self._encode(x, depth)
         key = (batch, steps)
         net = self._built.get(key)

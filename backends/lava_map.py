@@ -77,6 +77,7 @@ class Layer:
     shape: tuple[int, ...]  # population shape without batch
     depth: int = 1  # populations on the longest path from the input, this one included
 
+
 @dataclass(frozen=True)
 class FixedLayer:
     """A Layer quantised to Loihi's formats."""

@@ -247,3 +247,42 @@ def test_shortcut_edges_become_delayed_synapses_and_a_bare_readout_a_population(
     assert dendrite.max() <= 2 ** 15 - 1
     for w, syn in zip(q.weights, c.synapses):
         np.testing.assert_allclose(w / q.scale, syn.weight, atol=2 / q.scale)
+
+
+@pytest.mark.loihi
+@pytest.mark.parametrize("batch", [1, 3])  # batch 1: Dense/DelayDense; else Sparse/DelaySparse
+def test_shortcut_graph_runs_on_lava_as_the_nir_reference(batch, require):
+    require("lava")
+    import nir
+    from neuroedge.export.nir_run import run_nir
+    from neuroedge.registry import get_backend
+    from neuroedge.types import IOSpec, ModelSpec, NIRProgram
+
+    rng = np.random.default_rng(3)
+
+    def lif(n):
+        return nir.LIF(tau=np.full(n, 2e-3), r=np.ones(n), v_leak=np.zeros(n),
+                       v_threshold=np.full(n, 1.0))
+
+    nodes = {"x": nir.Input({"input": np.array([6])}),
+             "fa": nir.Affine(rng.normal(1.0, 1.0, (8, 6)), np.zeros(8)), "a": lif(8),
+             "fb": nir.Affine(rng.normal(0.5, 1.0, (8, 8)), np.zeros(8)), "b": lif(8),
+             "fc": nir.Affine(rng.normal(0.3, 1.0, (8, 8)), np.zeros(8)), "c": lif(8),
+             "skip": nir.Affine(rng.normal(0.5, 1.0, (8, 8)), np.zeros(8)),
+             "spikes": nir.Output({"output": np.array([8])})}
+    edges = [("x", "fa"), ("fa", "a"), ("a", "fb"), ("fb", "b"), ("b", "fc"), ("fc", "c"),
+             ("a", "skip"), ("skip", "c"), ("c", "spikes")]
+    graph = nir.NIRGraph(nodes, edges, metadata={"dt": 1e-3})
+    xs = rng.random((8, batch, 6)).astype(np.float32)
+    ref = run_nir(graph, {"x": xs})
+    assert 0 < ref["spikes"].mean() < 1
+    spec = ModelSpec("snn.skip_test", "snn", "dense shortcut", (IOSpec("x", ("T", "batch", 6)),),
+                     (IOSpec("spikes", ("T", "batch", 8)),),
+                     build=lambda cfg: NIRProgram(graph, 1e-3), example=lambda s: {"x": xs})
+    lava = get_backend("lava")
+    art = lava.compile(NIRProgram(graph, 1e-3), spec, {"variant": "floating_pt"})
+    try:
+        got = lava.run(art, {"x": xs})
+    finally:
+        art.handle.close()
+    np.testing.assert_array_equal(got["spikes"], ref["spikes"])
