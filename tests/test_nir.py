@@ -204,6 +204,33 @@ def test_sinabs_cnn_graph_imports_and_runs():
     assert out["output"].shape == (3, 1, 10)
 
 
+@pytest.mark.loihi
+def test_sinabs_cnn_graph_runs_on_lava_as_the_nir_reference(require):
+    """Sinabs' N-MNIST convnet ends in a spiking IF population (no readout neuron): Lava's run
+    must last one step longer to record it; its output equals neuroedge's NIR runner."""
+    require("lava")
+    from neuroedge.export.nir import read_nir
+    from neuroedge.export.nir_run import run_nir
+    from neuroedge.registry import get_backend
+    from neuroedge.types import IOSpec, ModelSpec, NIRProgram
+
+    graph = read_nir(shared("cnn/cnn_sinabs.nir"))
+    xs = (np.random.default_rng(0).random((6, 2, 2, 34, 34)) < 0.2).astype(np.float32)
+    ref = run_nir(graph, {"input": xs}, dt=1.0)["output"]
+    assert ref.sum() > 0
+    spec = ModelSpec("snn.cnn_sinabs", "snn", "Sinabs N-MNIST convnet",
+                     (IOSpec("input", ("T", "batch", 2, 34, 34)),),
+                     (IOSpec("output", ("T", "batch", 10)),),
+                     build=lambda cfg: NIRProgram(graph, 1.0), example=lambda s: {"input": xs})
+    lava = get_backend("lava")
+    art = lava.compile(NIRProgram(graph, 1.0), spec, {"variant": "floating_pt"})
+    try:
+        out = lava.run(art, {"input": xs})["output"]
+    finally:
+        art.handle.close()
+    np.testing.assert_array_equal(out, ref)
+
+
 @pytest.mark.parametrize("name,reset", [("braille_noDelay_bias_zero", "zero"),
                                         ("braille_noDelay_noBias_subtract", "subtract")])
 def test_braille_recurrent_graph_runs_with_its_reset(name, reset):
