@@ -11,7 +11,8 @@ Choices made here, each with its reason:
 2. **Order and residuals.** conv -> BN -> LIF, with membrane shortcuts: a block's output LIF
    receives ``BN2(conv2(z1)) + shortcut(z_in)`` (identity spikes or 1x1 conv + BN), so every
    synaptic layer after the stem sees binary spikes (SEW's spike + spike would not be binary)
-   and the net maps onto NIR as edges summed into one LIF node.
+   and the net maps onto NIR as edges summed into one LIF node, and from there onto Lava /
+   Loihi 2 as one synapse per edge, the shortcut delayed one step (``backends/lava_map``).
 3. **BN per time step**, on the step's batch (the step function is the unit of export);
    ``gamma = softplus(gamma_raw)`` keeps the identity's sign (abstract: BN affine = threshold).
 4. **Readout.** a masked linear layer on the flattened last spikes (not average pooling, whose
