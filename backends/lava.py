@@ -41,7 +41,14 @@ from typing import Any, ClassVar
 
 import numpy as np
 from neuroedge.backends.base import MeasuredBackend
-from neuroedge.backends.lava_map import Layer, Loihi2Limits, chip_fit, plan, quantize
+from neuroedge.backends.lava_map import (
+    BIAS_SOURCE,
+    Layer,
+    Loihi2Limits,
+    chip_fit,
+    plan,
+    quantize,
+)
 from neuroedge.errors import BackendUnavailable, ExportRefused
 from neuroedge.shapes import bind_inputs
 from neuroedge.types import (
@@ -124,7 +131,8 @@ class LavaBackend(MeasuredBackend):
             raise ExportRefused(f"{spec.name} does not fit Loihi 2: {fit.reason}")
         input_scale = float(options.get("input_scale", DEFAULT_INPUT_SCALE))
         scales = {n: input_scale for n, v in graph.nodes.items() if type(v).__name__ == "Input"}
-        fixed = [quantize(lay, scales) for lay in layers] if variant == "fixed_pt" else None
+        fixed = [quantize(lay, {**scales, BIAS_SOURCE: input_scale}) for lay in layers] \
+            if variant == "fixed_pt" else None
         outputs = _output_sources(graph)
         meta = {"device": "cpu", "variant": variant, "config": config, "chip_fit": fit,
                 "dt": dt, "input_scale": input_scale, "outputs": outputs,
@@ -185,6 +193,8 @@ class LavaNetwork:
         self.layers, self.fixed, self.variant = layers, fixed, variant
         self.config, self.input_scale, self.outputs = config, input_scale, outputs
         self.inputs = inputs  # names of the graph's Input nodes (graded sources)
+        self.recurrent = any(syn.source == layer.name for layer in layers
+                             for syn in layer.synapses)
         self._built: dict[tuple[int, int], dict[str, Any]] = {}
         # Lava's runtime keeps worker processes alive until stopped; without this an
         # interpreter that never calls close() would hang at exit.
@@ -229,8 +239,11 @@ class LavaNetwork:
         data = self._encode(x, depth)
         key = (batch, steps)
         net = self._built.get(key)
+        if net is not None and self.recurrent:  # spikes of the last run's tail would circle
+            net["source"].stop()                # back into step 0: a fresh network per call
+            net = None
         if net is None:
-            net = self._built[key] = _build(self, batch, data)
+            net = self._built[key] = _build(self, batch, data, steps)
         else:
             net["source"].data.set(data)
         net["source"].run(condition=RunSteps(num_steps=steps + depth), run_cfg=self._run_cfg())
@@ -282,11 +295,14 @@ def _stop_all(built: dict[tuple[int, int], dict[str, Any]]) -> None:
 
 
 def _integrate(layer: Layer, synaptic: np.ndarray, scale: float) -> np.ndarray:
-    """The LI readout on the host: ``v_t = (1 - dv) v_{t-1} + a_t / scale + bias``."""
+    """The readout on the host, Lava's LIF equations without a threshold:
+    ``u_t = (1 - du) u_{t-1} + a_t / scale``, ``v_t = (1 - dv) v_{t-1} + u_t + bias``."""
+    u = np.zeros(synaptic.shape[1:], dtype=np.float64)
     v = np.zeros(synaptic.shape[1:], dtype=np.float64)
     trace = []
     for a in synaptic:
-        v = (1.0 - layer.dv) * v + a / scale + layer.bias
+        u = (1.0 - layer.du) * u + a / scale
+        v = (1.0 - layer.dv) * v + u + layer.bias
         trace.append(v.copy())
     return np.stack(trace).astype(np.float32).reshape(len(trace), -1, *layer.shape)
 
@@ -315,10 +331,12 @@ def _synapse(weight: np.ndarray, batch: int, graded: bool, fixed: bool, delay: i
     return Sparse(weights=block, num_message_bits=bits)
 
 
-def _build(net: LavaNetwork, batch: int, data: np.ndarray) -> dict[str, Any]:
-    """Processes for one batch size; population k (1-based) first gets input at Lava step k,
+def _build(net: LavaNetwork, batch: int, data: np.ndarray, steps: int) -> dict[str, Any]:
+    """Processes for one batch size; a population at depth d first gets input at Lava step d,
     so ``LIFReset`` zeroes its u and v right then, every run of ``length`` steps: no state
-    has to be reset (or bias set) through Lava's slow Var.set between calls."""
+    has to be reset (or bias set) through Lava's slow Var.set between calls. A bias into a
+    synaptic current comes from a second source, one constant channel per sample during the
+    ``steps`` input steps (``BIAS_SOURCE``)."""
     from lava.proc.io.sink import RingBuffer as Sink
     from lava.proc.io.source import RingBuffer as Source
     from lava.proc.lif.process import LIFReset
@@ -327,37 +345,40 @@ def _build(net: LavaNetwork, batch: int, data: np.ndarray) -> dict[str, Any]:
     fixed = net.fixed is not None
     length = data.shape[1]
     source = Source(data=data)
+    sources = {name: source for name in net.inputs}
+    if any(syn.source == BIAS_SOURCE for layer in net.layers for syn in layer.synapses):
+        ones = np.zeros((batch, length))
+        ones[:, :steps] = 1.0
+        sources[BIAS_SOURCE] = Source(data=np.round(ones * net.input_scale).astype(np.int32)
+                                      if fixed else ones)
     pops: dict[str, Any] = {}
     sinks = {}
     for k, layer in enumerate(net.layers):
         q = net.fixed[k] if fixed else None
-        synapses = []
-        for j, edge in enumerate(layer.synapses):
-            graded = edge.source in net.inputs
+        n = int(np.prod(layer.shape)) * batch
+        if layer.spiking:  # built first: a recurrent synapse reads its own spikes
+            target = pops[layer.name] = LIFReset(
+                shape=(n,), du=q.du if q else layer.du, dv=q.dv if q else layer.dv,
+                vth=q.vth if q else 1.0,
+                bias_mant=np.tile(q.bias_mant if q else layer.bias, batch),
+                bias_exp=q.bias_exp if q else 0, reset_interval=length,
+                reset_offset=(layer.depth + 1) % length)
+        else:
+            target = sink = Sink(shape=(n,), buffer=length)
+        for j, edge in enumerate(layer.synapses):  # Lava sums every connection into a_in
+            graded = edge.source in sources
             syn = _synapse(q.weights[j] if q else edge.weight, batch, graded=graded,
                            fixed=fixed, delay=edge.delay)
-            (source.s_out if graded else pops[edge.source].s_out).connect(syn.s_in)
-            synapses.append(syn)
-        n = int(np.prod(layer.shape)) * batch
+            (sources[edge.source] if graded else pops[edge.source]).s_out.connect(syn.s_in)
+            syn.a_out.connect(target.a_in)
         if layer.spiking:
-            lif = LIFReset(shape=(n,), du=4095 if fixed else 1.0, dv=q.dv if q else layer.dv,
-                           vth=q.vth if q else 1.0,
-                           bias_mant=np.tile(q.bias_mant if q else layer.bias, batch),
-                           bias_exp=q.bias_exp if q else 0, reset_interval=length,
-                           reset_offset=(layer.depth + 1) % length)
-            for syn in synapses:  # Lava sums every connection into a_in
-                syn.a_out.connect(lif.a_in)
+            lif = target
             weights = packing_matrix(n)
             packer = Sparse(weights=weights.astype(np.int32 if fixed else np.float64),
                             num_message_bits=1)
             lif.s_out.connect(packer.s_in)
             sink = Sink(shape=(weights.shape[0],), buffer=length)
             packer.a_out.connect(sink.a_in)
-            pops[layer.name] = lif
-        else:
-            sink = Sink(shape=(n,), buffer=length)
-            for syn in synapses:
-                syn.a_out.connect(sink.a_in)
         sinks[layer.name] = sink
     return {"source": source, "sinks": sinks}
 

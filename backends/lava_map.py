@@ -50,7 +50,8 @@ import numpy as np
 from neuroedge.errors import ExportRefused
 
 LINEAR_KINDS = ("Conv2d", "AvgPool2d", "SumPool2d", "Flatten", "Affine", "Linear", "Scale")
-NEURON_KINDS = ("LIF", "IF", "LI")
+NEURON_KINDS = ("LIF", "IF", "LI", "CubaLIF", "CubaLI")
+BIAS_SOURCE = "<bias>"  # a constant-1 input channel: a bias into a synaptic current
 WEIGHT_MAX = 254  # even 8-bit weights, mixed sign
 DENDRITE_MAX = 2 ** 15 - 1
 BIAS_MANT_MAX = 4095
@@ -76,6 +77,7 @@ class Layer:
     spiking: bool  # False: readout (integrated on the host)
     shape: tuple[int, ...]  # population shape without batch
     depth: int = 1  # populations on the longest path from the input, this one included
+    du: float = 1.0  # synaptic current decay per step, dt / tau_syn (1: u = a_in, no memory)
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,7 @@ class FixedLayer:
     bias_exp: int  # 0..7
     vth: int  # 17-bit
     dv: int  # 12-bit
+    du: int  # 12-bit; Lava decays u by (du + 1) / 4096
     scale: float  # integer membrane / 64 = scale * float membrane
     weight_err: float  # max |W_int / scale * s_in - W| over the synapses (float units)
 
@@ -171,26 +174,34 @@ def _out_shape(node: Any) -> tuple[int, ...]:
 
 
 def _synapses(graph: Any, name: str, preds: dict[str, list[str]], depths: dict[str, int]
-              ) -> tuple[list[tuple[str, np.ndarray]], np.ndarray, int]:
-    """The composed ``(source, W)`` of every edge into ``name``, the summed bias, the depth."""
-    found, bias = [], 0.0
+              ) -> tuple[list[tuple[str, np.ndarray]], np.ndarray, int, np.ndarray]:
+    """The composed ``(source, W)`` of every edge into ``name``, the summed bias of the
+    feed-forward edges, the depth, and the summed bias of the recurrent edges."""
+    found, bias, recurrent = [], 0.0, 0.0
     for pred in preds[name]:
         source, chain = _walk_back(graph, pred, preds)
+        if source != name and source not in depths:
+            raise ExportRefused(f"Lava mapping: edge {source!r} -> {name!r} feeds back from a "
+                                "later population; only a population's edges onto itself are "
+                                "mapped as recurrence")
         w, b = compose_chain(graph, chain, _out_shape(graph.nodes[source]))
         found.append((source, w))
-        bias = bias + b
-    if not found:
-        raise ExportRefused(f"Lava mapping: node {name!r} has no inputs")
-    return found, np.asarray(bias, np.float64), 1 + max(depths[s] for s, _ in found)
+        if source == name:
+            recurrent = recurrent + b
+        else:
+            bias = bias + b
+    forward = [depths[s] for s, _ in found if s != name]
+    if not forward:
+        raise ExportRefused(f"Lava mapping: node {name!r} has no feed-forward input")
+    return (found, np.asarray(bias, np.float64), 1 + max(forward),
+            np.asarray(recurrent, np.float64))
 
 
 def plan(graph: Any, dt: float) -> list[Layer]:
     """The populations of ``graph`` in order, with composed, threshold-folded synapses."""
     from neuroedge.export.nir_run import graph_order
 
-    order, back = graph_order(graph)
-    if back:
-        raise ExportRefused(f"Lava mapping: recurrent edges {sorted(back)} are not mapped")
+    order, _ = graph_order(graph)  # back edges: checked per population in _synapses
     preds = {n: [s for s, d in graph.edges if d == n] for n in graph.nodes}
     depths = {n: 0 for n, v in graph.nodes.items() if type(v).__name__ == "Input"}
     layers = []
@@ -204,7 +215,7 @@ def plan(graph: Any, dt: float) -> list[Layer]:
                 raise ExportRefused(f"Lava mapping: output {name!r} sums {len(preds[name])} "
                                     f"inputs ({preds[name]}); a readout takes one")
             pred = preds[name][0]
-            found, bias, depth = _synapses(graph, name, preds, depths)
+            found, bias, depth, _ = _synapses(graph, name, preds, depths)
             shape = tuple(int(v) for v in np.atleast_1d(bias.shape))
             layers.append(Layer(pred, tuple(Synapse(s, w) for s, w in found), bias, 1.0, False,
                                 shape, depth))
@@ -215,27 +226,35 @@ def plan(graph: Any, dt: float) -> list[Layer]:
             raise ExportRefused(f"Lava mapping: node {name!r} of type {kind!r} is not mapped "
                                 f"(neurons: {', '.join(NEURON_KINDS)}, synapses: "
                                 f"{', '.join(LINEAR_KINDS)})")
-        found, bias, depth = _synapses(graph, name, preds, depths)
+        found, bias, depth, recurrent_bias = _synapses(graph, name, preds, depths)
         depths[name] = depth
-        layers.append(_fold(name, node, kind, found, bias, depth, depths, dt))
+        layers.append(_fold(name, node, kind, found, (bias, recurrent_bias), depth, depths, dt))
     return layers
 
 
 def _fold(name: str, node: Any, kind: str, found: list[tuple[str, np.ndarray]],
-          b: np.ndarray, depth: int, depths: dict[str, int], dt: float) -> Layer:
+          biases: tuple[np.ndarray, np.ndarray], depth: int, depths: dict[str, int],
+          dt: float) -> Layer:
     shape = _out_shape(node)
     flat = (lambda a: np.broadcast_to(np.asarray(a, np.float64), shape).reshape(-1))
-    r = flat(node.r)
+
+    def one(values: Any, what: str) -> float:
+        v = flat(values)
+        if not np.allclose(v, v[0]):
+            raise ExportRefused(f"Lava mapping: node {name!r} has per-neuron {what}; Lava's LIF "
+                                "takes one decay per population")
+        return float(v[0])
+
+    r, du = flat(node.r), 1.0
     if kind == "IF":
         gain, dv, leak = dt * r, 0.0, np.zeros_like(r)
+    elif kind.startswith("Cuba"):  # u = dv r / theta i: the current decays by du, feeds v
+        du, dv = dt / one(node.tau_syn, "tau_syn"), dt / one(node.tau_mem, "tau_mem")
+        gain, leak = dv * r * du * flat(node.w_in), dv * flat(node.v_leak)
     else:
-        tau = flat(node.tau)
-        if not np.allclose(tau, tau[0]):
-            raise ExportRefused(f"Lava mapping: node {name!r} has per-neuron tau; Lava's LIF "
-                                "takes one dv per population")
-        dv = float(dt / tau[0])
+        dv = dt / one(node.tau, "tau")
         gain, leak = dv * r, dv * flat(node.v_leak)
-    if kind == "LI":
+    if kind in ("LI", "CubaLI"):
         g, spiking, offset = gain, False, leak
     else:
         if (node.metadata or {}).get("reset", "zero") != "zero" or np.any(flat(node.v_reset)):
@@ -245,8 +264,25 @@ def _fold(name: str, node: Any, kind: str, found: list[tuple[str, np.ndarray]],
         if np.any(theta <= 0):
             raise ExportRefused(f"Lava mapping: node {name!r} has a threshold <= 0")
         g, spiking, offset = gain / theta, True, leak / theta
-    synapses = tuple(Synapse(s, g[:, None] * w, depth - depths[s] - 1) for s, w in found)
-    return Layer(name, synapses, g * b + offset, dv, spiking, shape, depth)
+    # a recurrent edge (source == name) arrives one step later by itself: no extra delay
+    synapses = [Synapse(s, g[:, None] * w, 0 if s == name else depth - depths[s] - 1)
+                for s, w in found]
+    b, b_rec = biases
+    recurrent = any(s == name for s, _ in found)
+    if recurrent and np.any(offset):
+        raise ExportRefused(f"Lava mapping: recurrent node {name!r} has a leak bias: it would "
+                            "fire before its input starts and feed that back into step 0")
+    # A bias into u (du < 1) accumulates there, so it comes in as a constant input channel,
+    # aligned like the edge it belongs to; so does any bias of a recurrent population (a
+    # voltage bias would make it fire before its input starts). Otherwise a feed-forward bias
+    # is a voltage bias. A recurrent edge's bias starts one step later: the edge carries the
+    # previous step's output of its chain, zero at step 0 (neuroedge's NIR runner, nirtorch).
+    if np.any(b) and (du != 1.0 or recurrent):
+        synapses.append(Synapse(BIAS_SOURCE, (g * b)[:, None], depth - 1))
+        b = np.zeros_like(b)
+    if np.any(b_rec):
+        synapses.append(Synapse(BIAS_SOURCE, (g * b_rec)[:, None], depth))
+    return Layer(name, tuple(synapses), g * b + offset, dv, spiking, shape, depth, du)
 
 
 def quantize(layer: Layer, input_scales: dict[str, float] | float = 1.0) -> FixedLayer:
@@ -281,7 +317,9 @@ def quantize(layer: Layer, input_scales: dict[str, float] | float = 1.0) -> Fixe
     while np.abs(bias).max(initial=0) / 2 ** exp > BIAS_MANT_MAX and exp < 7:
         exp += 1
     mant = np.clip(np.round(bias / 2 ** exp), -BIAS_MANT_MAX - 1, BIAS_MANT_MAX).astype(int)
-    return FixedLayer(tuple(weights), mant, exp, int(s), round(layer.dv * 4096), float(s), err)
+    du = int(np.clip(round(layer.du * 4096) - 1, 0, 4095))
+    return FixedLayer(tuple(weights), mant, exp, int(s), round(layer.dv * 4096), du, float(s),
+                      err)
 
 
 def chip_fit(layers: list[Layer], limits: Loihi2Limits = Loihi2Limits()) -> ChipFit:
