@@ -307,7 +307,8 @@ def _integrate(layer: Layer, synaptic: np.ndarray, scale: float) -> np.ndarray:
     return np.stack(trace).astype(np.float32).reshape(len(trace), -1, *layer.shape)
 
 
-def _synapse(weight: np.ndarray, batch: int, graded: bool, fixed: bool, delay: int) -> Any:
+def _synapse(weight: np.ndarray, batch: int, graded: bool, fixed: bool, delay: int,
+             weight_exp: int = 0) -> Any:
     import scipy.sparse as sp
     from lava.proc.dense.process import DelayDense, Dense
     from lava.proc.sparse.process import DelaySparse, Sparse
@@ -316,19 +317,20 @@ def _synapse(weight: np.ndarray, batch: int, graded: bool, fixed: bool, delay: i
     # models then take the matrix-vector path instead of slicing columns of a CSR matrix per
     # step, which is ~100x slower for the block-diagonal batch matrices.
     bits = 8 if graded else 1
+    scaled = {"weight_exp": weight_exp} if weight_exp else {}  # bit-accurate models only
     dense_ratio = np.count_nonzero(weight) / max(weight.size, 1)
     if batch == 1 and dense_ratio > 0.5:
         if delay:
             return DelayDense(weights=weight, delays=np.full(weight.shape, delay, dtype=int),
-                              num_message_bits=bits)
-        return Dense(weights=weight, num_message_bits=bits)
+                              num_message_bits=bits, **scaled)
+        return Dense(weights=weight, num_message_bits=bits, **scaled)
     block = sp.kron(sp.identity(batch, format="csr"), sp.csr_matrix(weight), format="csr")
     block = block.astype(np.int32 if fixed else np.float64)
     if delay:  # the same sparsity structure as the weights (Lava warns on any other)
         delays = sp.csr_matrix((np.full(block.nnz, delay, dtype=int), block.indices.copy(),
                                 block.indptr.copy()), shape=block.shape)
         return DelaySparse(weights=block, delays=delays, num_message_bits=bits)
-    return Sparse(weights=block, num_message_bits=bits)
+    return Sparse(weights=block, num_message_bits=bits, **scaled)
 
 
 def _build(net: LavaNetwork, batch: int, data: np.ndarray, steps: int) -> dict[str, Any]:
@@ -368,7 +370,7 @@ def _build(net: LavaNetwork, batch: int, data: np.ndarray, steps: int) -> dict[s
         for j, edge in enumerate(layer.synapses):  # Lava sums every connection into a_in
             graded = edge.source in sources
             syn = _synapse(q.weights[j] if q else edge.weight, batch, graded=graded,
-                           fixed=fixed, delay=edge.delay)
+                           fixed=fixed, delay=edge.delay, weight_exp=q.weight_exps[j] if q else 0)
             (sources[edge.source] if graded else pops[edge.source]).s_out.connect(syn.s_in)
             syn.a_out.connect(target.a_in)
         if layer.spiking:

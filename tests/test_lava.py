@@ -101,12 +101,15 @@ def test_fixed_point_formats_fit_loihi():
     layer = Layer("l", (Synapse("x", rng.normal(size=(20, 30))),), rng.normal(size=20) * 0.1,
                   0.5, True, (20,))
     q = quantize(layer)
-    (w,) = q.weights
+    (w,), (exp,) = q.weights, q.weight_exps
     assert w.min() >= -256 and w.max() <= 254 and not np.any(w % 2)
-    assert np.abs(w).sum(1).max() <= 2 ** 15 - 1
+    assert np.abs(w).max() >= 127  # the exponent puts the largest weight in the top bit
+    eff = w * 2.0 ** exp  # worst binary input: every positive (or every negative) weight on
+    assert max(np.clip(eff, 0, None).sum(1).max(), -np.clip(eff, None, 0).sum(1).min()) <= 32767
     assert 0 <= q.bias_exp <= 7 and np.abs(q.bias_mant).max() <= 4096
     assert q.dv == 2048 and q.vth == int(q.scale)
-    np.testing.assert_allclose(w / q.scale, layer.synapses[0].weight, atol=2 / q.scale)
+    step = 2.0 ** (exp + 1) / q.scale  # even integers: two units of 2^exp
+    np.testing.assert_allclose(w * 2.0 ** exp / q.scale, layer.synapses[0].weight, atol=step)
 
 
 def test_per_channel_thresholds_fold_into_weights():
@@ -300,10 +303,13 @@ def test_shortcut_edges_become_delayed_synapses_and_a_bare_readout_a_population(
     late = chip_fit([a, b, c, readout], Loihi2Limits(max_delay=0))
     assert not late.fits and "'a' -> 'c' need a delay of 1" in late.reason
     q = quantize(c)
-    dendrite = np.abs(q.weights[0]).sum(1) + np.abs(q.weights[1]).sum(1)
-    assert dendrite.max() <= 2 ** 15 - 1
-    for w, syn in zip(q.weights, c.synapses):
-        np.testing.assert_allclose(w / q.scale, syn.weight, atol=2 / q.scale)
+    exps = {syn.source: e for syn, e in zip(c.synapses, q.weight_exps)}
+    assert exps["a"] == 0  # the delayed shortcut: DelaySparse applies no exponent
+    eff = [w * 2.0 ** e for w, e in zip(q.weights, q.weight_exps)]
+    assert sum(np.clip(x, 0, None).sum(1) for x in eff).max() <= 32767
+    assert sum(-np.clip(x, None, 0).sum(1) for x in eff).max() <= 32767
+    for w, e, syn in zip(q.weights, q.weight_exps, c.synapses):
+        np.testing.assert_allclose(w * 2.0 ** e / q.scale, syn.weight, atol=2 ** (e + 1) / q.scale)
 
 
 @pytest.mark.loihi
