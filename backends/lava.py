@@ -20,6 +20,12 @@ Design decisions, and why:
   so every input of a population carries the same host step.
 * Outputs: the graph's Output nodes, plus any ``"concat:<name>"`` metadata entry (an output
   that is several populations flattened and concatenated, which NIR cannot express as a node).
+* Recurrence (a population's edge onto itself): a plain synapse from its spikes back into it,
+  which arrives at the next step by itself. Such a network is rebuilt for every call: a loop
+  that keeps firing through the zero padding after the input would otherwise carry the last
+  call's spikes into the next call's first step (tested with a self-exciting population).
+* A bias into a CubaLIF's synaptic current cannot be a voltage bias (it accumulates in u):
+  it comes from a second source, a constant channel per sample during the input steps.
 * The network is compiled once per (batch, T) and reused: each call writes the new input
   into the source ring buffer and runs T + depth steps; ``LIFReset`` zeroes each population's
   u and v at the step its input starts (so a bias never integrates alone during the pipeline
