@@ -70,3 +70,77 @@ def profile(artifact: Artifact, inputs: Mapping[str, Any] | None = None,
     """Latency of ``artifact`` on its backend (the spec's example input by default)."""
     inputs = artifact.spec.example(0) if inputs is None else inputs
     return get_backend(artifact.backend).profile(artifact, inputs, repeats)
+
+
+def check_nir(path: str | os.PathLike[str], backend: str = "lava",
+              inputs: str | os.PathLike[str] | None = None, dt: float | None = None,
+              steps: int = 20, batch: int = 2, density: float = 0.3, seed: int = 0,
+              options: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Run a NIR file (written by any framework) on ``backend`` and compare every output with
+    neuroedge's NIR runner on the host, step by step.
+
+    Inputs: a ``.npy`` of shape (T, batch, *input shape) (``inputs``), else random binary
+    spikes (``steps`` x ``batch``, each on with probability ``density``). Returns, per graph
+    output, its shape, the fraction of equal values (spike agreement for spike trains) and
+    the max abs error; plus the backend's chip fit where it reports one.
+    """
+    import time
+
+    import numpy as np
+    from neuroedge.export.nir import read_nir
+    from neuroedge.export.nir_run import _node_shape, run_nir
+    from neuroedge.types import IOSpec, NIRProgram
+
+    graph = read_nir(path)
+    dt = dt if dt is not None else (graph.metadata or {}).get("dt")
+    if dt is None:
+        raise ValueError(f"{path}: the graph carries no dt in its metadata; give dt (seconds "
+                         "per step): frameworks disagree on the default")
+    names = [n for n, v in graph.nodes.items() if type(v).__name__ == "Input"]
+    if len(names) != 1:
+        raise ValueError(f"{path}: expected one Input node, found {names}")
+    shape = _node_shape(graph.nodes[names[0]], "output_type") or _node_shape(
+        graph.nodes[names[0]], "input_type")
+    if inputs is None:
+        x = (np.random.default_rng(seed).random((steps, batch, *shape)) < density)
+        x = x.astype(np.float32)
+    else:
+        x = np.load(inputs, allow_pickle=False).astype(np.float32)
+        if x.ndim != 2 + len(shape) or tuple(x.shape[2:]) != shape:
+            raise ValueError(f"{inputs}: input of shape {list(x.shape)}; {path} expects "
+                             f"(T, batch, {', '.join(map(str, shape))})")
+    reference = run_nir(graph, {names[0]: x}, dt=float(dt))
+    outputs = [n for n, v in graph.nodes.items() if type(v).__name__ == "Output"]
+    program = NIRProgram(graph, float(dt))
+    spec = ModelSpec(f"nir:{Path(path).name}", "snn", f"NIR graph {path}",
+                     (IOSpec(names[0], ("T", "batch", *shape)),),
+                     tuple(IOSpec(o, ("T", "batch", *np.shape(reference[o])[2:]))
+                           for o in outputs),
+                     build=lambda cfg: program, example=lambda s: {names[0]: x})
+    be = get_backend(backend)
+    availability = be.probe()
+    if not availability.ok:
+        raise BackendUnavailable(f"backend {backend!r} is not available: {availability.reason}")
+    start = time.perf_counter()
+    artifact = be.compile(program, spec, options)
+    try:
+        got = be.run(artifact, {names[0]: x})
+    finally:
+        close = getattr(artifact.handle, "close", None)
+        if close is not None:
+            close()
+    seconds = time.perf_counter() - start
+    report: dict[str, Any] = {"file": str(path), "backend": backend, "dt": float(dt),
+                              "steps": int(x.shape[0]), "batch": int(x.shape[1]),
+                              "seconds": seconds, "outputs": {}}
+    for name in outputs:
+        ref, out = np.asarray(reference[name]), np.asarray(got[name])
+        report["outputs"][name] = {
+            "shape": list(ref.shape), "equal_fraction": float(np.mean(ref == out)),
+            "max_abs_err": float(np.abs(ref.astype(np.float64) - out).max()) if ref.size else 0.0,
+            "reference_mean": float(ref.mean()) if ref.size else 0.0}
+    fit = artifact.meta.get("chip_fit")
+    if fit is not None:
+        report["chip_fit"] = {"neurons": fit.neurons, "synapses": fit.synapses,
+                              "cores": fit.cores}
+    return report

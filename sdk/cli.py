@@ -1,4 +1,4 @@
-"""The ``neuroedge`` command: list, info, doctor, train, export, bench, run."""
+"""The ``neuroedge`` command: list, info, doctor, train, export, bench, run, nir."""
 
 from __future__ import annotations
 
@@ -109,6 +109,31 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_nir(args: argparse.Namespace) -> int:
+    from neuroedge.api import check_nir
+
+    options = {"variant": args.variant}
+    if args.input_scale is not None:
+        options["input_scale"] = args.input_scale
+    report = check_nir(args.file, args.backend, args.input, args.dt, args.steps, args.batch,
+                       args.density, args.seed, options)
+    print(f"{report['file']} on {report['backend']} ({args.variant}), {report['steps']} steps x "
+          f"{report['batch']} samples, dt {report['dt']:g} s, {report['seconds']:.1f} s")
+    for name, row in report["outputs"].items():
+        print(f"{name:<14} shape {row['shape']}  equal {row['equal_fraction']:.6f}  "
+              f"max abs err {row['max_abs_err']:.3g}  (reference mean {row['reference_mean']:.4g})")
+    if "chip_fit" in report:
+        fit = report["chip_fit"]
+        print(f"chip fit: {fit['neurons']} neurons, {fit['synapses']} synapses, "
+              f"{fit['cores']} cores")
+    if args.out:
+        from neuroedge.atomic import atomic_path
+
+        with atomic_path(args.out) as tmp:
+            tmp.write_text(json.dumps(report, indent=2))
+    return 0
+
+
 def _config(items: Sequence[str] | None) -> dict[str, Any]:
     """``key=value`` pairs; values parsed as JSON when they parse, else kept as strings."""
     config: dict[str, Any] = {}
@@ -154,6 +179,19 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--backend", default="host")
     s.add_argument("--seed", type=int, default=0)
     s.set_defaults(fn=cmd_run)
+    s = sub.add_parser("nir", help="run a NIR file on a backend and compare it with the host")
+    s.add_argument("file")
+    s.add_argument("--backend", default="lava")
+    s.add_argument("--variant", default="floating_pt", help="lava: floating_pt or fixed_pt")
+    s.add_argument("--input", default=None, help=".npy of shape (T, batch, *input shape)")
+    s.add_argument("--dt", type=float, default=None, help="seconds per step if the file has none")
+    s.add_argument("--steps", type=int, default=20)
+    s.add_argument("--batch", type=int, default=2)
+    s.add_argument("--density", type=float, default=0.3, help="random spike input density")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--input-scale", default=None, help="lava fixed_pt: integer input per unit")
+    s.add_argument("--out", default=None, help="write the comparison as JSON")
+    s.set_defaults(fn=cmd_nir)
     for action in sub.choices.values():
         if action.prog.split()[-1] in ("train", "export", "bench", "run"):
             action.add_argument("--config", nargs="*", metavar="KEY=VALUE", default=None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from neuroedge.cli import main
@@ -82,3 +83,46 @@ def test_run_prints_outputs(capsys: pytest.CaptureFixture[str]) -> None:
                  "untrained=true"]) == 0
     out = capsys.readouterr().out
     assert "logits" in out and "latency p50" in out
+
+
+def _tiny_nir(path: Path, dt: float | None) -> Path:
+    import nir
+    from neuroedge.export.nir import write_nir
+
+    graph = nir.NIRGraph(
+        nodes={"x": nir.Input({"input": np.array([3])}),
+               "fc": nir.Affine(np.full((2, 3), 1.5), np.zeros(2)),
+               "lif": nir.LIF(tau=np.full(2, 2e-3), r=np.ones(2), v_leak=np.zeros(2),
+                              v_threshold=np.ones(2), v_reset=np.zeros(2)),
+               "spikes": nir.Output({"output": np.array([2])})},
+        edges=[("x", "fc"), ("fc", "lif"), ("lif", "spikes")],
+        metadata={} if dt is None else {"dt": dt})
+    return write_nir(graph, path)
+
+
+@pytest.mark.loihi
+def test_nir_command_runs_a_file_on_lava_against_the_host(tmp_path: Path, require,
+                                                          capsys: pytest.CaptureFixture[str]):
+    require("lava")
+    path = _tiny_nir(tmp_path / "tiny.nir", 1e-3)
+    out = tmp_path / "check.json"
+    assert main(["nir", str(path), "--steps", "12", "--batch", "3", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    row = report["outputs"]["spikes"]
+    assert row["shape"] == [12, 3, 2] and row["reference_mean"] > 0.05
+    assert row["equal_fraction"] == 1.0 and report["chip_fit"]["neurons"] == 2
+    assert "equal 1.000000" in capsys.readouterr().out
+
+
+def test_nir_command_names_a_missing_dt_and_a_wrong_input_shape(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("nir")
+    bare = _tiny_nir(tmp_path / "bare.nir", None)
+    assert main(["nir", str(bare)]) == 2
+    assert "carries no dt" in capsys.readouterr().err
+    timed = _tiny_nir(tmp_path / "timed.nir", 1e-3)
+    wrong = tmp_path / "x.npy"
+    np.save(wrong, np.zeros((5, 2, 4), np.float32))
+    assert main(["nir", str(timed), "--input", str(wrong)]) == 2
+    err = capsys.readouterr().err
+    assert "x.npy" in err and "[5, 2, 4]" in err and "(T, batch, 3)" in err
