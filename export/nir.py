@@ -148,19 +148,26 @@ def _meta_shape(node: Any) -> tuple[int, ...]:
 def to_nir(program: TorchProgram, spec: ModelSpec, dt: float | None = None,
            example: Mapping[str, Any] | None = None, pool: str = "keep") -> Any:
     """The NIR graph of a stateful torch SNN (``pool``: "keep" AvgPool2d or "fold" it)."""
-    import torch
     from neuroedge.export.nir_fold import fold_avgpool
 
+    if pool not in ("keep", "fold"):
+        raise ValueError(f"pool {pool!r} is not one of ('keep', 'fold')")
     own = program.meta.get("nir")
     if own is not None:  # the model writes its own graph (one torch.fx cannot trace)
         described = own()
         graph = getattr(described, "graph", described)
-        if pool == "fold":
-            graph = fold_avgpool(graph)
-        elif pool != "keep":
-            raise ValueError(f"pool {pool!r} is not one of ('keep', 'fold')")
-        validate(graph, where=spec.name)
-        return graph
+    else:
+        graph = _traced_graph(program, spec, dt, example)
+    if pool == "fold":
+        graph = fold_avgpool(graph)
+    validate(graph, where=spec.name)
+    return graph
+
+
+def _traced_graph(program: TorchProgram, spec: ModelSpec, dt: float | None,
+                  example: Mapping[str, Any] | None) -> Any:
+    import torch
+
     if not program.stateful:
         raise ExportRefused(f"{spec.name}: NIR export needs a stateful SNN step program")
     example = spec.example(0) if example is None else example
@@ -176,13 +183,7 @@ def to_nir(program: TorchProgram, spec: ModelSpec, dt: float | None = None,
         if len(dts) != 1:
             raise ExportRefused(f"{spec.name}: neurons use dt {sorted(dts)}; give dt=")
         dt = dts.pop()
-    graph = _graph(nodes, edges, {"dt": float(dt), "producer": "neuroedge", "model": spec.name})
-    if pool == "fold":
-        graph = fold_avgpool(graph)
-    elif pool != "keep":
-        raise ValueError(f"pool {pool!r} is not one of ('keep', 'fold')")
-    validate(graph, where=spec.name)
-    return graph
+    return _graph(nodes, edges, {"dt": float(dt), "producer": "neuroedge", "model": spec.name})
 
 
 def _convert(gm: Any, program: TorchProgram, x0: list[Any]) -> tuple[dict, list, set]:
