@@ -137,7 +137,7 @@ def lava_rows(model: str, results: Mapping[str, VariantResult], cfg: Mapping[str
             finally:
                 art.handle.close()
             seconds = time.perf_counter() - start
-            spiking = [layer.name for layer in art.handle.layers if layer.spiking]
+            spiking = art.meta["outputs"]["spikes"]  # the graph's "concat:spikes" parts
             got = np.concatenate([pops[k].reshape(steps, n, -1) for k in spiking], -1)
             if got.shape != host["spikes"].shape:
                 raise ValueError(f"lava spikes {got.shape} vs host {host['spikes'].shape}")
