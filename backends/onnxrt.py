@@ -147,12 +147,18 @@ def _provider_options(provider: str, model_path: Path) -> dict[str, str]:
 
 
 def _load_state_init(path: Path, session: Any, state_names: tuple[str, ...]) -> list[Any]:
-    """Initial state saved beside the model, else zeros of the graph's state shapes."""
+    """Initial state saved beside the model. A neuroedge export declares that file in its
+    metadata and is refused without it; a foreign graph without one starts from zeros."""
     if not state_names:
         return []
-    from neuroedge.export.onnx import state_file
+    from neuroedge.export.onnx import STATE_KEY, state_file
 
     side = state_file(path)
+    declared = session.get_modelmeta().custom_metadata_map.get(STATE_KEY)
+    if declared is not None and not side.is_file():
+        raise ArtifactError(f"{path}: the model's learned initial state {declared!r} is not "
+                            f"beside it (expected {side}); copy it with the .onnx file "
+                            "(starting from zeros would change the outputs)")
     if side.is_file():
         with np.load(side) as saved:
             missing = [n for n in state_names if n not in saved]

@@ -34,6 +34,8 @@ from neuroedge.types import ModelSpec, TorchProgram
 DEFAULT_OPSET = 17
 FORMS = ("step", "sequence")
 FORM_KEY = "neuroedge.form"
+# set on stateful exports: the name of the initial-state file that must sit beside the model
+STATE_KEY = "neuroedge.state_file"
 
 
 def onnx_io_names(program: TorchProgram) -> tuple[list[str], list[str]]:
@@ -182,6 +184,9 @@ def export_onnx(program: TorchProgram, spec: ModelSpec, path: str | os.PathLike[
         model = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
         entry = model.metadata_props.add()
         entry.key, entry.value = FORM_KEY, form if program.stateful else "step"
+        if program.stateful:
+            entry = model.metadata_props.add()
+            entry.key, entry.value = STATE_KEY, state_file(path).name
         onnx.save(model, str(tmp))
     if program.stateful:
         _save_initial_state(program, Path(path))

@@ -57,6 +57,13 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     path = export(args.name, args.target, args.out, _config(args.config))
     print(f"wrote {path}")
+    if args.target == "onnx":
+        import onnx
+        from neuroedge.export.onnx import STATE_KEY, state_file
+
+        meta = {p.key for p in onnx.load(str(path), load_external_data=False).metadata_props}
+        if STATE_KEY in meta:
+            print(f"wrote {state_file(path)} (the initial state: keep it beside the .onnx)")
     return 0
 
 

@@ -150,6 +150,16 @@ def test_reader_checks_events_against_the_header_sensor(tmp_path):
     np.testing.assert_array_equal(read_events(path), events)
 
 
+def test_invalid_event_in_a_later_chunk_is_numbered_from_the_file_start(tmp_path):
+    n, bad = 5000, 3210  # .dat words are 8 bytes: 1 KiB chunks hold 128 events
+    x = np.full(n, 3)
+    x[bad] = 50
+    events = make_events(np.arange(n), x, np.ones(n, int), np.zeros(n, int))
+    path = write_events(tmp_path / "x.dat", events, sensor=SensorSize(64, 64))
+    with pytest.raises(ValueError, match=rf"x\.dat \(chunk at byte offset \d+\): event {bad} "):
+        list(stream_events(path, chunk_bytes=1024, sensor=SensorSize(40, 40)))
+
+
 def test_gen1_boxes_round_trip_and_accept_the_t_field_name(tmp_path):
     boxes = np.zeros(2, BOX_DTYPE)
     boxes[:] = [(100, 1.5, 2, 10, 5, 0, 1.0, 0), (200, 3, 4, 6, 7, 1, 0.5, 1)]

@@ -127,3 +127,11 @@ def test_wrong_input_shape_names_the_expected_shape(tmp_path: Path) -> None:
     art = backend.compile(program, spec, {"path": str(tmp_path / "m.onnx")})
     with pytest.raises(ValueError, match=r"expected shape x\[T, batch, 5\]"):
         backend.run(art, {"x": np.zeros((STEPS, BATCH, 3), np.float32)})
+
+
+def test_missing_initial_state_file_is_refused_not_zeroed(tmp_path: Path) -> None:
+    spec, program = toy_spec(ExplicitNet())
+    path = export_onnx(program, spec, tmp_path / "m.onnx")
+    (tmp_path / "m.state.npz").unlink()  # copied the .onnx alone, as onto a robot
+    with pytest.raises(ArtifactError, match=r"m\.state\.npz.* is not beside it"):
+        OnnxRuntimeBackend().load(path, spec)

@@ -76,11 +76,14 @@ def as_events(events: np.ndarray) -> np.ndarray:
 
 def check_events(events: np.ndarray, sensor: SensorSize | None = None, *,
                  on_unsorted: Literal["raise", "sort"] = "raise",
-                 on_invalid: Literal["raise", "drop"] = "raise") -> EventCheck:
+                 on_invalid: Literal["raise", "drop"] = "raise", first_index: int = 0,
+                 source: str = "") -> EventCheck:
     """Validate time order, timestamps >= 0, polarity in {0, 1} and coordinates on the sensor.
 
     ``on_unsorted="sort"`` sorts stably by t; ``on_invalid="drop"`` removes events with negative
-    t, bad polarity or coordinates off the sensor. Otherwise the first problem raises ValueError.
+    t, bad polarity or coordinates off the sensor. Otherwise the first problem raises ValueError,
+    numbering events from ``first_index`` and prefixed with ``source`` (a file reader passes the
+    events of earlier chunks and the file with the chunk's byte offset).
     """
     if on_unsorted not in ("raise", "sort") or on_invalid not in ("raise", "drop"):
         raise ValueError(f"on_unsorted must be 'raise'|'sort' and on_invalid 'raise'|'drop', "
@@ -93,8 +96,9 @@ def check_events(events: np.ndarray, sensor: SensorSize | None = None, *,
     if bad.any():
         if on_invalid == "raise":
             i = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"event {i} {ev[i].tolist()} (t, x, y, p) is invalid: negative "
-                             f"timestamp, polarity not 0/1 or off the sensor {sensor}; "
+            raise ValueError(f"{source}event {first_index + i} {ev[i].tolist()} (t, x, y, p) "
+                             f"is invalid: negative timestamp, polarity not 0/1 or off the "
+                             f"sensor {sensor}; "
                              f"{int(bad.sum())} such events (pass on_invalid='drop' to drop)")
         ev, dropped = ev[~bad], int(bad.sum())
     steps = np.diff(ev["t"])
@@ -102,8 +106,9 @@ def check_events(events: np.ndarray, sensor: SensorSize | None = None, *,
     if (steps < 0).any():
         if on_unsorted == "raise":
             i = int(np.flatnonzero(steps < 0)[0]) + 1
-            raise ValueError(f"events out of time order at index {i}: t={int(ev['t'][i])} us "
-                             f"after t={int(ev['t'][i - 1])} us (pass on_unsorted='sort')")
+            raise ValueError(f"{source}events out of time order at index {first_index + i}: "
+                             f"t={int(ev['t'][i])} us after t={int(ev['t'][i - 1])} us "
+                             f"(pass on_unsorted='sort')")
         ev, repaired = ev[np.argsort(ev["t"], kind="stable")], True
     return EventCheck(ev, repaired, dropped)
 

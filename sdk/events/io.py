@@ -90,7 +90,7 @@ def stream_events(path: str | os.PathLike[str], fmt: str | None = None, *,
     codec = CODECS[fmt]
     sensor = sensor or (header_sensor(read_header(path)[0]) if fmt != "atis" else None)
     step = max(codec.word_bytes, chunk_bytes // codec.word_bytes * codec.word_bytes)
-    offset, state, last_t = _body_start(path, codec), codec.new_state(), -1
+    offset, state, last_t, count = _body_start(path, codec), codec.new_state(), -1, 0
     size = path.stat().st_size
     with open(path, "rb") as fh:
         fh.seek(offset)
@@ -101,8 +101,11 @@ def stream_events(path: str | os.PathLike[str], fmt: str | None = None, *,
                 raise EventFormatError(path, offset + usable, f"truncated: {len(body) - usable} "
                                        f"trailing bytes do not make a whole {codec.word_bytes}"
                                        f"-byte {fmt} word")
-            events = check_events(codec.decode(body, state, offset, str(path)), sensor,
-                                  on_unsorted=on_unsorted, on_invalid=on_invalid).events
+            decoded = codec.decode(body, state, offset, str(path))
+            events = check_events(decoded, sensor, on_unsorted=on_unsorted,
+                                  on_invalid=on_invalid, first_index=count,
+                                  source=f"{path} (chunk at byte offset {offset}): ").events
+            count += len(decoded)
             if len(events) and events["t"][0] < last_t:
                 raise ValueError(f"{path}: events out of time order at the chunk starting at "
                                  f"byte offset {offset}: t={int(events['t'][0])} us after "
