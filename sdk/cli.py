@@ -32,6 +32,8 @@ def cmd_info(args: argparse.Namespace) -> int:
              if spec.efficiency.ops_per_sample else ""))
     print(f"exports:    {', '.join(spec.exportable) or 'none'}")
     print(f"tolerance:  {dict(spec.tolerance) or 'default 1e-4'}")
+    print("bench:      " + (f"its own, on {', '.join(spec.bench_backends)}" if spec.bench
+                            else "the generic latency/parity bench, any backend"))
     return 0
 
 
@@ -67,6 +69,21 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+DEFAULT_REPEATS = 100
+
+
+def _bench_backends(spec: Any, asked: list[str], explicit: bool) -> list[str]:
+    """The backends a model's own benchmark runs: the default ones it measures, or every one
+    asked for, refusing any it does not measure (it would leave them out of the report)."""
+    if not explicit:
+        return [b for b in asked if b in spec.bench_backends]
+    other = [b for b in asked if b not in spec.bench_backends]
+    if other:
+        raise NeuroedgeError(f"{spec.name}'s benchmark measures the backends "
+                             f"{', '.join(spec.bench_backends)}; not {', '.join(other)}")
+    return asked
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from neuroedge.bench.report import build_document, text_table, write_report
     from neuroedge.bench.runner import bench_model, speedups
@@ -77,14 +94,20 @@ def cmd_bench(args: argparse.Namespace) -> int:
     config = _config(args.config)
     bench = spec.hook("bench")
     if bench is not None:
+        backends = _bench_backends(spec, backends, explicit=bool(args.backend))
+        if args.repeats is not None:
+            raise NeuroedgeError(f"{spec.name} has its own benchmark, which sets its own "
+                                 "repetitions (a --config key of that benchmark); --repeats "
+                                 "applies to the generic latency bench only")
         doc = bench(out_dir=args.out, backends=backends, config=config,
                          history=args.history)
         print(text_table(doc, doc.get("columns", ())))
         print(f"\nreport: {args.out}/report.json, report.md")
         return 0
-    rows = bench_model(spec, backends, config=config, repeats=args.repeats)
+    repeats = DEFAULT_REPEATS if args.repeats is None else args.repeats
+    rows = bench_model(spec, backends, config=config, repeats=repeats)
     ratios = speedups(rows)
-    doc = build_document(spec.name, rows, config=config, repeats=args.repeats,
+    doc = build_document(spec.name, rows, config=config, repeats=repeats,
                          speedup_vs_host=ratios)
     write_report(doc, args.out, history=args.history)
     print(text_table(doc))
@@ -178,7 +201,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--backend", action="append", default=None,
                    help="backend name; repeat or comma-separate (default host,onnxrt)")
     s.add_argument("--out", required=True, help="report folder")
-    s.add_argument("--repeats", type=int, default=100)
+    s.add_argument("--repeats", type=int, default=None,
+                   help=f"timed calls per backend of the generic bench (default {DEFAULT_REPEATS})")
     s.add_argument("--history", default=None, help="SQLite history file")
     s.set_defaults(fn=cmd_bench)
     s = sub.add_parser("run", help="run a model once on its example input")
@@ -209,7 +233,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return int(args.fn(args))
-    except (NeuroedgeError, ValueError) as err:
+    except (NeuroedgeError, ValueError, FileNotFoundError) as err:
         print(f"neuroedge: error: {err}", file=sys.stderr)
         return 2
 

@@ -171,6 +171,8 @@ class ModelSpec:
     host reference. ``train(config, out)`` and ``bench(out_dir=, backends=, config=, history=)``
     are optional hooks used by the CLI, given as callables or as ``"module:function"`` strings
     so a spec never imports its heavy training or benchmark code; read them with ``hook()``.
+    ``bench_backends`` names the backends a ``bench`` hook measures: the CLI refuses others
+    rather than hand them to a benchmark that would leave them out.
     """
 
     name: str
@@ -186,6 +188,7 @@ class ModelSpec:
     default_config: Mapping[str, Any] = field(default_factory=dict)
     train: Hook = None
     bench: Hook = None
+    bench_backends: tuple[str, ...] = ("host",)  # the backends the ``bench`` hook measures
     # evaluate(run, config) -> {metric: Measurement}: task metrics (accuracy, mAP, ...) computed
     # with ``run(inputs) -> outputs`` of whichever backend is being measured.
     evaluate: Callable[..., Mapping[str, Measurement]] | None = None

@@ -126,3 +126,27 @@ def test_nir_command_names_a_missing_dt_and_a_wrong_input_shape(
     assert main(["nir", str(timed), "--input", str(wrong)]) == 2
     err = capsys.readouterr().err
     assert "x.npy" in err and "[5, 2, 4]" in err and "(T, batch, 3)" in err
+
+
+def test_own_benchmark_refuses_backends_and_repeats_it_would_ignore(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from neuroedge import cli
+    from neuroedge.registry import get_model
+
+    spec = get_model("stats.self_distill")  # a host-only method with its own benchmark
+    assert main(["bench", spec.name, "--backend", "host,onnxrt", "--out", str(tmp_path)]) == 2
+    assert "measures the backends host; not onnxrt" in capsys.readouterr().err
+    assert main(["bench", spec.name, "--backend", "host", "--repeats", "5",
+                 "--out", str(tmp_path)]) == 2
+    assert "sets its own repetitions" in capsys.readouterr().err
+    assert not (tmp_path / "report.json").exists()
+    # without --backend the default (host, onnxrt) narrows to what the benchmark measures
+    assert cli._bench_backends(spec, ["host", "onnxrt"], explicit=False) == ["host"]
+    lava_too = get_model("snn.unisparse")
+    assert cli._bench_backends(lava_too, ["host", "lava"], explicit=True) == ["host", "lava"]
+
+
+def test_missing_input_file_is_an_error_line_not_a_traceback(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["nir", str(tmp_path / "absent.nir")]) == 2
+    assert "absent.nir" in capsys.readouterr().err

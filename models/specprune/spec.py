@@ -81,5 +81,6 @@ SPEC = ModelSpec(
     default_config={"train_if_missing": True},
     train="neuroedge.models.specprune.train:train",
     bench="neuroedge.models.specprune.bench:run_bench",
+    bench_backends=("host", "onnxrt"),
     exportable=("onnx",),  # one static-budget graph per (method, mode); see deploy.py
 )

@@ -72,5 +72,6 @@ SPEC = ModelSpec(
     default_config=DEFAULTS,
     train=_train,
     bench="neuroedge.models.ttt.throughput:bench",
+    bench_backends=("host", "onnxrt"),
     exportable=("onnx",),
 )
