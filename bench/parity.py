@@ -18,12 +18,14 @@ from neuroedge.types import Measurement
 
 
 def compare(reference: Mapping[str, Any], candidate: Mapping[str, Any]) -> dict[str, Measurement]:
-    """Metrics over the outputs both sides produced (``max_abs_err``, ``spike_agreement``)."""
+    """Metrics over the outputs both sides produced: ``max_abs_err``, ``max_rel_err`` (each
+    output's largest error over its largest reference magnitude; the absolute error where the
+    reference is all zeros) and ``spike_agreement``."""
     shared = sorted(set(reference) & set(candidate))
     if not shared:
         raise ParityError(f"no common outputs: reference {sorted(reference)}, "
                           f"candidate {sorted(candidate)}")
-    worst, agree, slots = 0.0, 0.0, 0
+    worst, worst_rel, agree, slots = 0.0, 0.0, 0.0, 0
     for name in shared:
         ref, got = np.asarray(reference[name]), np.asarray(candidate[name])
         if ref.shape != got.shape:
@@ -33,8 +35,12 @@ def compare(reference: Mapping[str, Any], candidate: Mapping[str, Any]) -> dict[
             slots += ref.size
         else:
             diff = np.abs(ref.astype(np.float64) - got.astype(np.float64))
-            worst = max(worst, float(diff.max()) if diff.size else 0.0)
-    metrics = {"max_abs_err": Measurement(worst, "abs", "measured")}
+            err = float(diff.max()) if diff.size else 0.0
+            scale = float(np.abs(ref).max()) if ref.size else 0.0
+            worst = max(worst, err)
+            worst_rel = max(worst_rel, err / scale if scale > 0 else err)
+    metrics = {"max_abs_err": Measurement(worst, "abs", "measured"),
+               "max_rel_err": Measurement(worst_rel, "rel", "measured")}
     if slots:
         metrics["spike_agreement"] = Measurement(agree / slots, "fraction", "measured")
     return metrics

@@ -133,10 +133,36 @@ def _measure_row(spec: ModelSpec, cfg: Mapping[str, Any], backend: Any, art: Any
         notes: tuple[str, ...] = ()
     else:
         metrics = dict(spec.evaluate(run, cfg)) if spec.evaluate else {}
-        metrics.update(compare(reference, run(example)))
-        notes = ("SOPs, MACs, firing rate and energy counted on the host reference",)
+        outputs = run(example)
+        metrics.update(compare(reference, outputs))
+        notes = ("SOPs, MACs, firing rate and energy counted on the host reference",
+                 *parity_notes(spec, name, variant, reference, outputs, metrics))
     return Report(spec.name, name, variant, device=str(art.meta.get("device", "cpu")),
                   metrics=metrics, fallbacks=tuple(art.meta.get("fallbacks", ())), notes=notes)
+
+
+def parity_notes(spec: ModelSpec, backend: str, variant: str, reference: Mapping[str, Any],
+                 outputs: Mapping[str, Any], metrics: dict[str, Measurement]) -> list[str]:
+    """Sets ``within_tolerance`` (1 or 0) against the spec's tolerance for this backend and
+    full spike agreement; returns a "parity: ..." note for each breach and for reference
+    outputs the backend did not return (those are not compared)."""
+    tol = spec.tolerance_for(backend)
+    err = metrics["max_abs_err"].value
+    agree = metrics["spike_agreement"].value if "spike_agreement" in metrics else 1.0
+    notes = []
+    if err > tol:
+        notes.append(f"parity: max abs error {err:.3g} exceeds {spec.name}'s tolerance "
+                     f"{tol:.3g} for {backend}" + (f" ({variant})" if variant != "default"
+                                                    else ""))
+    if agree < 1.0:
+        notes.append(f"parity: spike agreement {agree:.4f} < 1 on {backend}"
+                     + (f" ({variant})" if variant != "default" else ""))
+    missing = sorted(set(reference) - set(outputs))
+    if missing:
+        notes.append(f"parity: {backend} returned no {', '.join(missing)} (not compared)")
+    metrics["within_tolerance"] = Measurement(float(err <= tol and agree == 1.0), "bool",
+                                              "measured")
+    return notes
 
 
 def speedups(rows: Sequence[Report], reference: str = "host") -> dict[str, float]:

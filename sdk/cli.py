@@ -115,7 +115,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         if not label.endswith("/host"):
             print(f"speedup {label} vs host (p50, same run): {ratio:.2f}x")
     for row in rows:
-        for reason in (*row.rejections, *row.fallbacks):
+        parity = [n for n in row.notes if n.startswith("parity:")]
+        for reason in (*row.rejections, *row.fallbacks, *parity):
             print(f"{row.backend}: {reason}")
     print(f"\nreport: {args.out}/report.json, report.md, latency.png")
     return 0

@@ -60,3 +60,27 @@ def test_interrupted_atomic_write_leaves_the_old_file(tmp_path: Path) -> None:
             raise RuntimeError("interrupted")
     assert target.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
+
+
+def test_parity_notes_flag_tolerance_breaches_and_unreturned_outputs() -> None:
+    import numpy as np
+    from neuroedge.bench.parity import compare
+    from neuroedge.bench.runner import parity_notes
+    from neuroedge.registry import get_model
+
+    spec = get_model("snn.lif_convnet")  # tolerance 1e-4
+    ref = {"logits": np.array([[2.0, -4.0]]), "spikes": np.array([1.0, 0.0]),
+           "v_final": np.ones(2)}
+    close = {"logits": ref["logits"] + 5e-5, "spikes": ref["spikes"], "v_final": ref["v_final"]}
+    metrics = compare(ref, close)
+    assert parity_notes(spec, "onnxrt", "default", ref, close, metrics) == []
+    assert metrics["within_tolerance"].value == 1.0
+    assert abs(metrics["max_rel_err"].value - 5e-5 / 4.0) < 1e-12
+    off = {"logits": ref["logits"] + 0.01, "spikes": np.array([1.0, 1.0])}
+    metrics = compare(ref, off)
+    notes = parity_notes(spec, "lava", "fixed_pt", ref, off, metrics)
+    assert metrics["within_tolerance"].value == 0.0
+    assert any("0.01 exceeds snn.lif_convnet's tolerance 0.0001 for lava (fixed_pt)" in n
+               for n in notes)
+    assert any("spike agreement 0.5000" in n for n in notes)
+    assert any("returned no v_final" in n for n in notes)
