@@ -113,7 +113,7 @@ class LavaBackend(MeasuredBackend):
         try:
             graph, dt = _graph_of(spec.build({"smoke": True}), spec)
             plan(graph, dt)
-        except (ExportRefused, TypeError) as err:
+        except ExportRefused as err:
             return Support(False, f"{spec.name} does not map to Lava: {err}")
         return Support(True)
 
@@ -161,7 +161,7 @@ def _graph_of(program: Program, spec: ModelSpec) -> tuple[Any, float]:
 
         graph = to_nir(program, spec)
         return graph, float(graph.metadata["dt"])
-    raise TypeError(f"lava compiles SNN torch programs or NIR graphs, got {program.kind}")
+    raise ExportRefused(f"lava compiles SNN torch programs or NIR graphs, got {program.kind}")
 
 
 def _output_sources(graph: Any) -> dict[str, str | tuple[str, ...]]:

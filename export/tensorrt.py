@@ -327,7 +327,15 @@ def calibration_feeds(session: Any, meta: Mapping[str, Any], examples: Sequence[
 
 def quantize_int8(src: str | os.PathLike[str], dst: str | os.PathLike[str],
                   feeds: Sequence[Mapping[str, Any]]) -> Path:
-    """Explicit Q/DQ int8 graph of ``src`` at ``dst`` (atomically), calibrated on ``feeds``."""
+    """Explicit Q/DQ int8 graph of ``src`` at ``dst`` (atomically), calibrated on ``feeds``.
+
+    Inputs and weights of Conv/Gemm/MatMul are quantized, their outputs are not (as NVIDIA's
+    pytorch-quantization places its quantizers): an SNN's synaptic current feeds a membrane
+    that is compared with a threshold, and rounding it to 8 bits each step flipped spikes.
+    Measured on the ``make demo`` lif_convnet checkpoint (ONNX Runtime CPU, 10 test digits):
+    spike agreement with fp32 0.933 / 0.830 (layer 1 / 2) with output Q/DQ, 0.998 / 0.987
+    without.
+    """
     import onnx
     from onnxruntime.quantization import (
         CalibrationDataReader,
@@ -355,7 +363,8 @@ def quantize_int8(src: str | os.PathLike[str], dst: str | os.PathLike[str],
             extra_options={"ActivationSymmetric": True, "WeightSymmetric": True,
                            "AddQDQPairToWeight": True, "DedicatedQDQPair": True,
                            "QuantizeBias": False,  # int32 bias DQ: TensorRT rejects it
-                           "QDQOpTypePerChannelSupportToAxis": {"MatMul": 1}})
+                           "QDQOpTypePerChannelSupportToAxis": {"MatMul": 1},
+                           "OpTypesToExcludeOutputQuantization": list(QUANTIZED_OPS)})
         model = onnx.load(str(tmp))
         _set_meta(model, PRECISION_KEY, json.dumps({"precision": "int8", "calibration": {
             "feeds": len(feeds), "method": "minmax", "symmetric": True}}))

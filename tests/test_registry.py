@@ -46,3 +46,20 @@ def test_every_registered_model_has_a_matching_name() -> None:
         spec = registry.get_model(name)
         assert spec.name == name
         assert spec.summary and spec.inputs and spec.outputs
+
+
+@pytest.mark.parametrize("name", ["snn.unisparse", "snn.lif_convnet", "event.bivision",
+                                  "ttt.linear_attention", "vla.specprune"])
+def test_untrained_builds_repeat_and_leave_the_callers_rng_alone(name: str) -> None:
+    import torch
+
+    def weights() -> list:
+        torch.manual_seed(5)
+        program = registry.get_model(name).build({"smoke": True, "untrained": True})
+        after = torch.rand(4)  # what user code draws next
+        return [*program.module.state_dict().values()], after
+
+    (first, drawn), (second, _) = weights(), weights()
+    torch.manual_seed(5)
+    assert torch.equal(drawn, torch.rand(4)), "building a model reseeded the caller's RNG"
+    assert all(torch.equal(a, b) for a, b in zip(first, second, strict=True))

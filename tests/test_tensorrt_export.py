@@ -49,8 +49,14 @@ def matmul_add(weight: np.ndarray | None = None) -> Any:
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The LIF convnet exported in both forms, with its ONNX Runtime (CPU) artifacts."""
+    import torch
+
     spec = get_model(MODEL)
     program = spec.build({"smoke": True})
+    with torch.no_grad():  # untrained weights barely fire; x4 gives layer 1 ~6-10 % spikes
+        for layer in program.module.modules():
+            if isinstance(layer, torch.nn.Conv2d | torch.nn.Linear):
+                layer.weight.mul_(4.0)
     out = tmp_path_factory.mktemp("trt_prep")
     arts = {form: get_backend("onnxrt").compile(program, spec, {
         "form": form, "path": str(out / f"{form}.onnx"), "providers": "CPUExecutionProvider"})
@@ -208,7 +214,7 @@ def test_int8_graph_keeps_spikes_and_logits_close(exported: dict[str, Any],
     names = art.meta["outputs"]
     ref = dict(zip(names, run_cpu(Path(art.path), test_feed)))
     got = dict(zip(names, run_cpu(path, test_feed)))
-    assert ref["spikes1"].any(), "no spikes: the comparison would be vacuous"
+    assert ref["spikes1"].mean() > 0.02, "too few spikes: the comparison would be vacuous"
     assert float((ref["spikes1"] == got["spikes1"]).mean()) >= 0.99
     assert float(np.abs(ref["logits"] - got["logits"]).max()) <= \
         0.05 * float(np.abs(ref["logits"]).max())

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from neuroedge.seeding import seeded
 from neuroedge.types import Efficiency, IOSpec, Measurement, ModelSpec, Paper, TorchProgram
 
 SIZE = 32  # sensor pixels per side of the registered model
@@ -16,7 +17,6 @@ STEPS = 5  # E2S time steps (20 ms each over a 100 ms window)
 def build(config: Mapping[str, Any]) -> TorchProgram:
     """BiSNet (``variant`` statnf_e2s or lif_histogram), with a checkpoint's weights when one
     is given (``checkpoint``) or exists at the default path; ``smoke`` forces untrained."""
-    import torch
     from neuroedge.checkpoints import load_checkpoint
     from neuroedge.models.bivision import neuromorphic, train
     from neuroedge.paths import checkpoint_path
@@ -31,8 +31,8 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
         net.load_state_dict(ckpt["state_dict"])
         trained = True
     else:
-        torch.manual_seed(int(cfg["seed"]))
-        net = train.make_net(cfg)
+        with seeded(int(cfg["seed"])):
+            net = train.make_net(cfg)
     if net.size != SIZE:
         raise ValueError(f"checkpoint {path} is for {net.size}x{net.size} inputs; the registered"
                          f" model takes {SIZE}x{SIZE}")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from neuroedge.seeding import seeded
 from neuroedge.types import Efficiency, HostProgram, IOSpec, ModelSpec, Paper
 
 DX, DZ, DOMAINS, LENGTH = 8, 2, 4, 5
@@ -35,8 +36,9 @@ def build(config: Mapping[str, Any]) -> HostProgram:
     from neuroedge.models.cadre import functional as F
     from neuroedge.models.cadre.module import CaDRe
 
-    torch.manual_seed(0)
-    model, trained, path = CaDRe(DX, DZ, DOMAINS), False, _checkpoint(config)
+    with seeded(0):
+        model = CaDRe(DX, DZ, DOMAINS)
+    trained, path = False, _checkpoint(config)
     if path.is_file() and not config.get("smoke"):
         model.load_state_dict(load_checkpoint(path, required=("state_dict",))["state_dict"])
         trained = True

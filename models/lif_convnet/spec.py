@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from neuroedge.seeding import seeded
 from neuroedge.types import Efficiency, IOSpec, Measurement, ModelSpec, TorchProgram
 
 STEPS = 8
@@ -34,7 +35,8 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
         net.load_state_dict(ckpt["state_dict"])
         trained = True
     else:
-        net = train.make_net(cfg)
+        with seeded(int(config.get("seed", 0))):
+            net = train.make_net(cfg)
     net.eval()
     return TorchProgram(net, ("x",), module.OUTPUT_NAMES, module.STATE_NAMES, net.init_state,
                         meta={"trained": trained, "checkpoint": str(path) if trained else None})

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from neuroedge.seeding import seeded
 from neuroedge.types import Efficiency, IOSpec, ModelSpec, Paper, TorchProgram
 
 IMAGE, TEXT_LEN, VISUAL, CHUNK = 64, 8, 128, 8
@@ -38,7 +39,8 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
     from neuroedge.models.specprune.functional import PruneConfig
 
     if config.get("smoke"):
-        model, trained = train.make_policy(train.DEFAULTS).eval(), False
+        with seeded(int(config.get("seed", 0))):
+            model, trained = train.make_policy(train.DEFAULTS).eval(), False
     else:
         model, trained = load_trained(config)[0], True
     prune, mode = PruneConfig(), str(config.get("mode", "coarse"))

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from neuroedge.seeding import seeded
 from neuroedge.types import Efficiency, IOSpec, ModelSpec, Paper, TorchProgram
 
 DEFAULTS: dict[str, Any] = {"variant": "v6", "d_model": 32, "heads": 2, "head_dim": 16,
@@ -24,13 +25,12 @@ EXAMPLE_STEPS, EXAMPLE_BATCH = 16, 2
 
 def make_layer(config: Mapping[str, Any]) -> Any:
     """The seeded token-level layer described by ``config`` (merged over DEFAULTS)."""
-    import torch
     from neuroedge.models.ttt.module import TTTLayer
 
     cfg = {**DEFAULTS, **config}
-    torch.manual_seed(int(cfg["seed"]))
-    return TTTLayer(int(cfg["d_model"]), int(cfg["heads"]), int(cfg["head_dim"]),
-                    str(cfg["variant"]), chunk=1, order="update_then_apply").eval()
+    with seeded(int(cfg["seed"])):
+        return TTTLayer(int(cfg["d_model"]), int(cfg["heads"]), int(cfg["head_dim"]),
+                        str(cfg["variant"]), chunk=1, order="update_then_apply").eval()
 
 
 def build(config: Mapping[str, Any]) -> TorchProgram:

@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from neuroedge.seeding import seeded
 from neuroedge.types import Efficiency, IOSpec, Measurement, ModelSpec, Paper, TorchProgram
 
 STEPS = 4
@@ -67,7 +68,6 @@ STATE_NAMES = ("v_stem", "v_b0a", "v_b0b", "v_b1a", "v_b1b", "v_b2a", "v_b2b")
 
 def build(config: Mapping[str, Any]) -> TorchProgram:
     """The folded (deployed) mini-ResNet: trained from a checkpoint, or untrained for smoke."""
-    import torch
     from neuroedge.checkpoints import load_checkpoint
     from neuroedge.models.unisparse import export, module, train
     from neuroedge.paths import checkpoint_path
@@ -80,13 +80,12 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
     if trained:
         ckpt = load_checkpoint(path, required=("state_dict", "config"))
         cfg.update(ckpt["config"])
-    net = train.make_net(cfg)
-    if trained:
-        net.load_state_dict(ckpt["state_dict"])
-        train.fixed_masks_mode(net)
-    else:
-        torch.manual_seed(int(config.get("seed", 0)))
-    folded = module.fold(net.eval())
+    with seeded(int(config.get("seed", 0))):  # untrained weights follow the seed; folding
+        net = train.make_net(cfg)              # draws too (fresh layers, then overwritten)
+        if trained:
+            net.load_state_dict(ckpt["state_dict"])
+            train.fixed_masks_mode(net)
+        folded = module.fold(net.eval())
     if len(folded.arch.neuron_shapes()) != len(STATE_NAMES):
         raise ValueError(f"{path}: arch {folded.arch.name!r} is not the registered mini-ResNet")
     return TorchProgram(folded, ("x",), ("logits", "spikes"), STATE_NAMES, folded.init_state,
