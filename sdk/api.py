@@ -25,7 +25,13 @@ def model(name: str) -> ModelSpec:
 
 def deploy(name: str, backend: str = "host", config: Mapping[str, Any] | None = None,
            options: Mapping[str, str] | None = None) -> tuple[Artifact, Report]:
-    """Build ``name``, compile it for ``backend`` and profile it on the example input."""
+    """Build ``name``, compile it for ``backend`` and profile it on the example input.
+
+    The report has the latency percentiles and throughput, the SOPs, MACs and energy
+    estimate counted on the host reference for that input (torch models), and, off the host,
+    parity with it: ``max_abs_err``, ``max_rel_err``, ``spike_agreement``,
+    ``within_tolerance`` against the model's tolerance, with a "parity: ..." note per breach.
+    """
     spec = get_model(name)
     be = get_backend(backend)
     availability = be.probe()
@@ -36,7 +42,44 @@ def deploy(name: str, backend: str = "host", config: Mapping[str, Any] | None = 
         raise BackendUnavailable(f"backend {backend!r} does not take {name}: {support.reason}")
     program = spec.build({**spec.default_config, **(config or {})})
     artifact = be.compile(program, spec, options)
-    return artifact, be.profile(artifact, spec.example(0))
+    example = spec.example(0)
+    report = be.profile(artifact, example)
+    metrics, notes = _reference_metrics(program, spec, artifact, example)
+    return artifact, Report(report.model, report.backend, report.variant, report.device,
+                            {**report.metrics, **metrics}, report.fallbacks,
+                            report.rejections, (*report.notes, *notes))
+
+
+def _reference_metrics(program: Any, spec: ModelSpec, artifact: Artifact,
+                       example: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """Ops counted on a host run of ``example`` and the artifact's parity with it."""
+    from neuroedge.bench.energy import HOROWITZ_45NM
+    from neuroedge.bench.parity import compare
+    from neuroedge.bench.runner import parity_notes
+    from neuroedge.bench.sops import OpCounter
+    from neuroedge.shapes import bind_inputs
+    from neuroedge.types import Measurement
+
+    host = get_backend("host")
+    host_art = artifact if artifact.backend == "host" else host.compile(program, spec)
+    metrics: dict[str, Any] = {}
+    if isinstance(program, TorchProgram):
+        with OpCounter(program.module) as counter:
+            reference = host.run(host_art, example)
+        ops = counter.totals(bind_inputs(spec, example).get("batch", 1))
+        metrics.update({
+            "sops_per_sample": Measurement(ops.sops_per_sample, "SOP", "counted"),
+            "macs_per_sample": Measurement(ops.macs_per_sample, "MAC", "counted"),
+            "energy_uj": HOROWITZ_45NM.measurement(ops.macs_per_sample, ops.sops_per_sample)})
+    else:
+        reference = host.run(host_art, example)
+    if artifact.backend == "host":
+        return metrics, []
+    outputs = get_backend(artifact.backend).run(artifact, example)
+    metrics.update(compare(reference, outputs))
+    return metrics, parity_notes(spec, artifact.backend, str(artifact.meta.get("variant",
+                                                                               "default")),
+                                 reference, outputs, metrics)
 
 
 def export(name: str, target: str = "onnx", out: str | os.PathLike[str] | None = None,
@@ -67,7 +110,8 @@ def export(name: str, target: str = "onnx", out: str | os.PathLike[str] | None =
 
 def profile(artifact: Artifact, inputs: Mapping[str, Any] | None = None,
             repeats: int = 50) -> Report:
-    """Latency of ``artifact`` on its backend (the spec's example input by default)."""
+    """Latency of ``artifact`` on its backend (the spec's example input by default); ``deploy``
+    adds the counted ops and the parity with the host."""
     inputs = artifact.spec.example(0) if inputs is None else inputs
     return get_backend(artifact.backend).profile(artifact, inputs, repeats)
 

@@ -137,6 +137,12 @@ def cmd_run(args: argparse.Namespace) -> int:
               f"max {arr.max():.4g}")
     print(f"latency p50 {report.metrics['latency_p50_ms'].value:.3f} ms "
           f"({report.metrics['latency_p50_ms'].how}) on {args.backend}")
+    shown = [k for k in ("sops_per_sample", "energy_uj", "max_abs_err", "spike_agreement",
+                         "within_tolerance") if k in report.metrics]
+    if shown:
+        print("  ".join(f"{k} {report.metrics[k].value:.4g}" for k in shown))
+    for note in (*report.fallbacks, *(n for n in report.notes if n.startswith("parity:"))):
+        print(f"{args.backend}: {note}")
     return 0
 
 

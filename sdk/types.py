@@ -269,6 +269,7 @@ class Report:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "model": self.model,
             "variant": self.variant,
             "backend": self.backend,
             "device": self.device,

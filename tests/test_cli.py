@@ -150,3 +150,17 @@ def test_missing_input_file_is_an_error_line_not_a_traceback(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["nir", str(tmp_path / "absent.nir")]) == 2
     assert "absent.nir" in capsys.readouterr().err
+
+
+def test_deploy_reports_counted_ops_and_parity_with_host() -> None:
+    import neuroedge as ne
+
+    art, report = ne.deploy("snn.lif_convnet", "onnxrt", {"untrained": True})
+    m = report.metrics
+    assert m["sops_per_sample"].how == "counted" and m["macs_per_sample"].value > 0
+    assert m["energy_uj"].how == "estimated"
+    assert m["max_abs_err"].value < 1e-4 and m["spike_agreement"].value == 1.0
+    assert m["within_tolerance"].value == 1.0 and report.to_json()["model"] == "snn.lif_convnet"
+    _, host = ne.deploy("snn.lif_convnet", "host", {"untrained": True})
+    assert "max_abs_err" not in host.metrics  # the host is the reference
+    assert host.metrics["sops_per_sample"].value == m["sops_per_sample"].value
