@@ -59,24 +59,13 @@ class OnnxRuntimeBackend(MeasuredBackend):
     def load(self, path: str | os.PathLike[str], spec: ModelSpec,
              options: Mapping[str, str] | None = None) -> Artifact:
         """An artifact from an existing .onnx file; corrupt files raise ArtifactError."""
-        import onnxruntime as ort
         from neuroedge.export.onnx import FORM_KEY, load_onnx
 
         options = dict(options or {})
         model = load_onnx(path)
-        requested = _requested_providers(options.get("providers"))
-        sess_opts = ort.SessionOptions()
-        sess_opts.intra_op_num_threads = int(options.get("threads", 1))
-        sess_opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        try:
-            session = ort.InferenceSession(
-                str(path), sess_options=sess_opts, providers=requested,
-                provider_options=[_provider_options(p, Path(path)) for p in requested])
-        except Exception as err:  # onnxruntime raises its own untyped errors here
-            raise ArtifactError(f"{path}: ONNX Runtime cannot load this model: {err}") from err
+        session, fallbacks = open_session(path, options.get("providers"),
+                                          int(options.get("threads", 1)), checked=True)
         active = session.get_providers()
-        fallbacks = tuple(f"asked for {p}, session runs without it (active: {', '.join(active)})"
-                          for p in requested if p not in active)
         graph_inputs = [i.name for i in session.get_inputs()]
         output_names = [o.name for o in session.get_outputs()]
         state_names = tuple(n for n in graph_inputs if f"{n}_out" in output_names)
@@ -123,6 +112,34 @@ class OnnxRuntimeBackend(MeasuredBackend):
         result = dict(zip(outs, ys))
         result.update({f"{n}_final": s for n, s in zip(state_names, final)})
         return result
+
+
+def open_session(path: str | os.PathLike[str], providers: str | None = None, threads: int = 1,
+                 *, checked: bool = False) -> tuple[Any, tuple[str, ...]]:
+    """An ONNX Runtime session on ``path`` and a note per requested provider it runs without.
+
+    ``providers`` is a comma list (default: the accelerated ones present, then CPU); threads
+    do not spin. A missing, corrupt or unloadable file raises ArtifactError naming it
+    (``checked``: the caller has already run ``load_onnx`` on it).
+    """
+    import onnxruntime as ort
+    from neuroedge.export.onnx import load_onnx
+
+    if not checked:
+        load_onnx(path)
+    requested = _requested_providers(providers)
+    sess_opts = ort.SessionOptions()
+    sess_opts.intra_op_num_threads = threads
+    sess_opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    try:
+        session = ort.InferenceSession(
+            str(path), sess_options=sess_opts, providers=requested,
+            provider_options=[_provider_options(p, Path(path)) for p in requested])
+    except Exception as err:  # onnxruntime raises its own untyped errors here
+        raise ArtifactError(f"{path}: ONNX Runtime cannot load this model: {err}") from err
+    active = session.get_providers()
+    return session, tuple(f"asked for {p}, session runs without it (active: "
+                          f"{', '.join(active)})" for p in requested if p not in active)
 
 
 def _requested_providers(option: str | None) -> list[str]:

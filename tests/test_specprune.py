@@ -172,6 +172,11 @@ def test_exported_onnx_policy_matches_eager_and_refuses_other_versions(tmp_path)
         assert np.abs(exported.plan(obs) - eager.plan(obs)).max() < 1e-4
     assert exported.modes == eager.modes
     manifest = json.loads((tmp_path / "policy.json").read_text())
+    coarse = (tmp_path / "coarse.onnx").read_bytes()
+    (tmp_path / "coarse.onnx").write_bytes(coarse[: len(coarse) // 3])  # a truncated copy
+    with pytest.raises(ArtifactError, match=r"coarse\.onnx.*(corrupt|truncated)"):
+        load_policy(tmp_path, "onnxrt")
+    (tmp_path / "coarse.onnx").write_bytes(coarse)
     manifest["version"] = 99
     (tmp_path / "policy.json").write_text(json.dumps(manifest))
     with pytest.raises(ArtifactError, match="version 99 was written by another neuroedge"):

@@ -120,21 +120,28 @@ def onnx_engine(sessions: Mapping[str, Any]) -> Engine:
 
 
 def load_policy(policy_dir: str | os.PathLike[str], backend: str = "onnxrt", *,
-                controller: bool = True, seed: int = 0) -> PrunedPolicy:
-    """A ``PrunedPolicy`` (``select_action(obs)``) from a directory written by export_policy."""
+                controller: bool = True, seed: int = 0,
+                providers: str | None = "CPUExecutionProvider") -> PrunedPolicy:
+    """A ``PrunedPolicy`` (``select_action(obs)``) from a directory written by export_policy.
+
+    ``providers`` (onnxrt): ONNX Runtime execution providers, a comma list; None takes the
+    accelerated ones present (CUDA, TensorRT) before the CPU. A provider asked for and not
+    running is an error, not a silent CPU fallback. A missing or corrupt graph raises
+    ArtifactError naming the file.
+    """
     manifest = read_manifest(policy_dir, backend)
     fields = PruneConfig.__dataclass_fields__
     prune = PruneConfig(**{k: tuple(v) if isinstance(v, list) else v
                            for k, v in manifest["prune"].items() if k in fields})
     base = Path(policy_dir)
     if backend == "onnxrt":
-        import onnxruntime as ort
+        from neuroedge.backends.onnxrt import open_session
 
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = 1
-        sessions = {mode: ort.InferenceSession(str(base / name), opts,
-                                               providers=["CPUExecutionProvider"])
-                    for mode, name in manifest["files"].items()}
+        sessions = {}
+        for mode, name in manifest["files"].items():
+            sessions[mode], missed = open_session(base / name, providers)
+            if missed and providers is not None:
+                raise ArtifactError(f"{base / name}: {'; '.join(missed)}")
         engine = onnx_engine(sessions)
     else:
         from neuroedge.checkpoints import load_checkpoint

@@ -54,12 +54,6 @@ def export_parallel_onnx(layer: Any, path: str | os.PathLike[str], *, tokens: in
 
 def onnx_session(path: str | os.PathLike[str], threads: int = 1) -> Any:
     """A CPU ONNX Runtime session on ``path`` (single-threaded by default, like the host)."""
-    import onnxruntime as ort
-    from neuroedge.export.onnx import load_onnx
+    from neuroedge.backends.onnxrt import open_session
 
-    load_onnx(path)
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return ort.InferenceSession(str(path), sess_options=opts,
-                                providers=["CPUExecutionProvider"])
+    return open_session(path, "CPUExecutionProvider", threads)[0]
