@@ -391,8 +391,3 @@ def _build(net: LavaNetwork, batch: int, data: np.ndarray, steps: int) -> dict[s
     return {"source": source, "sinks": sinks}
 
 
-def require_lava() -> None:
-    """Raise BackendUnavailable with the probe's reason unless Lava runs here."""
-    availability = LavaBackend().probe()
-    if not availability.ok:
-        raise BackendUnavailable(availability.reason)

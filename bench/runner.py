@@ -128,9 +128,13 @@ def _measure_row(spec: ModelSpec, cfg: Mapping[str, Any], backend: Any, art: Any
         return Report(spec.name, name, variant, notes=(
             "null backend: fake timing and zero outputs; no task metrics or parity",))
     run = (lambda inputs: backend.run(art, inputs))
+    meta = getattr(program, "meta", {}) or {}
+    weights = (f"weights: {meta['checkpoint']}" if meta.get("trained") and meta.get("checkpoint")
+               else "weights: untrained (random initialisation)" if meta.get("trained") is False
+               else None)
     if name == "host":
         metrics = count_metrics(program, spec, cfg, run, energy)
-        notes: tuple[str, ...] = ()
+        notes: tuple[str, ...] = (weights,) if weights else ()
     else:
         metrics = dict(spec.evaluate(run, cfg)) if spec.evaluate else {}
         outputs = run(example)

@@ -107,7 +107,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     repeats = DEFAULT_REPEATS if args.repeats is None else args.repeats
     rows = bench_model(spec, backends, config=config, repeats=repeats)
     ratios = speedups(rows)
-    doc = build_document(spec.name, rows, config=config, repeats=repeats,
+    doc = build_document(spec.name, rows, config={**spec.default_config, **config},
+                         repeats=repeats,
                          speedup_vs_host=ratios)
     write_report(doc, args.out, history=args.history)
     print(text_table(doc))

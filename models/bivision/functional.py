@@ -25,7 +25,7 @@ Decisions and reasons:
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -48,14 +48,6 @@ class STATNFParams(NamedTuple):
 
 
 CENTRE_MASK = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 1.0], [1.0, 1.0, 1.0]])
-
-
-def lateral_support(s: torch.Tensor, kernel: torch.Tensor, conv: Any = None) -> torch.Tensor:
-    """``K * s`` with the centre tap removed (a neuron does not support itself)."""
-    if conv is not None:  # an nn.Conv2d holding the kernel, so SOP hooks see the call
-        return conv(s)
-    weight = kernel * CENTRE_MASK.to(kernel)
-    return F.conv2d(s, weight, padding=1, groups=s.shape[1])
 
 
 def statnf_step(i: torch.Tensor, state: STATNFState, p: STATNFParams,

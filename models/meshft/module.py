@@ -172,5 +172,3 @@ class MeshGraphNet(nn.Module):
         return q + 0.5 * dt * (dq1 + dq2), p + 0.5 * dt * (dp1 + dp2)
 
 
-def parameters_count(model: nn.Module) -> int:
-    return sum(int(p.numel()) for p in model.parameters())

@@ -170,10 +170,3 @@ class ManipulationEnv:
         return self.steps >= MAX_STEPS
 
 
-def end_effector_speed(hand_before: np.ndarray, hand_after: np.ndarray, steps: int) -> float:
-    """Translational speed v_t in cm per environment step over the last executed chunk."""
-    if steps <= 0:
-        return 0.0
-    return 100.0 * float(np.linalg.norm(np.asarray(hand_after) - np.asarray(hand_before))) / steps
-
-

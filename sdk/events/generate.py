@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-from neuroedge.atomic import write_text
+from neuroedge.atomic import write_bytes, write_text
 from neuroedge.events.core import SensorSize
 from neuroedge.events.datasets import BOX_DTYPE, NCARS_CLASSES, write_boxes
 from neuroedge.events.io import write_events
@@ -121,7 +121,6 @@ def add_noise_to_dataset(src: str | os.PathLike[str], dst: str | os.PathLike[str
     """Copy a generated dataset folder, adding background activity (and hot pixels) to every
     ``.dat`` recording; box files and config are copied. Same scenes, more noise: a controlled
     noise sweep."""
-    import shutil
 
     from neuroedge.events.io import read_events
     from neuroedge.events.simulator import noise_events
@@ -136,7 +135,7 @@ def add_noise_to_dataset(src: str | os.PathLike[str], dst: str | os.PathLike[str
             continue
         if path.suffix != ".dat":
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, target)
+            write_bytes(target, path.read_bytes())
             continue
         events = read_events(path, sensor=sensor)
         noise = noise_events(sensor, 0, int(cfg["duration_us"]), params,
