@@ -38,15 +38,19 @@ def count_metrics(program: Any, spec: ModelSpec, config: Mapping[str, Any],
 
     with OpCounter(program.module) as counter:
         metrics = dict(spec.evaluate(counting_run, config))
-    ops = counter.totals(max(seen["samples"], 1))
-    metrics.update({
+    metrics.update(ops_metrics(counter.totals(max(seen["samples"], 1)), energy))
+    return metrics
+
+
+def ops_metrics(ops: Any, energy: EnergyModel = HOROWITZ_45NM) -> dict[str, Measurement]:
+    """The COUNTED metrics of an ``OpCounter.totals`` result."""
+    return {
         "sops_per_sample": Measurement(ops.sops_per_sample, "SOP", "counted"),
         "macs_per_sample": Measurement(ops.macs_per_sample, "MAC", "counted"),
         "sops_per_sample_no_first": Measurement(ops.sops_per_sample_no_first, "SOP", "counted"),
         "firing_rate": Measurement(ops.firing_rate, "spikes/neuron/step", "measured"),
         "energy_uj": energy.measurement(ops.macs_per_sample, ops.sops_per_sample),
-    })
-    return metrics
+    }
 
 
 def bench_model(spec: ModelSpec, backends: Sequence[str], *, config: Mapping[str, Any] | None

@@ -53,12 +53,10 @@ def deploy(name: str, backend: str = "host", config: Mapping[str, Any] | None = 
 def _reference_metrics(program: Any, spec: ModelSpec, artifact: Artifact,
                        example: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """Ops counted on a host run of ``example`` and the artifact's parity with it."""
-    from neuroedge.bench.energy import HOROWITZ_45NM
     from neuroedge.bench.parity import compare
-    from neuroedge.bench.runner import parity_notes
+    from neuroedge.bench.runner import ops_metrics, parity_notes
     from neuroedge.bench.sops import OpCounter
     from neuroedge.shapes import bind_inputs
-    from neuroedge.types import Measurement
 
     host = get_backend("host")
     host_art = artifact if artifact.backend == "host" else host.compile(program, spec)
@@ -66,11 +64,7 @@ def _reference_metrics(program: Any, spec: ModelSpec, artifact: Artifact,
     if isinstance(program, TorchProgram):
         with OpCounter(program.module) as counter:
             reference = host.run(host_art, example)
-        ops = counter.totals(bind_inputs(spec, example).get("batch", 1))
-        metrics.update({
-            "sops_per_sample": Measurement(ops.sops_per_sample, "SOP", "counted"),
-            "macs_per_sample": Measurement(ops.macs_per_sample, "MAC", "counted"),
-            "energy_uj": HOROWITZ_45NM.measurement(ops.macs_per_sample, ops.sops_per_sample)})
+        metrics.update(ops_metrics(counter.totals(bind_inputs(spec, example).get("batch", 1))))
     else:
         reference = host.run(host_art, example)
     if artifact.backend == "host":
