@@ -235,3 +235,18 @@ def test_step_form_calibration_sees_the_state_move(exported: dict[str, Any]) -> 
 def test_unknown_variant_is_refused(exported: dict[str, Any], tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="fp32, fp16, int8"):
         prepare_precision(exported["arts"]["sequence"].path, "bf16", tmp_path)
+
+
+def test_precision_bench_compares_every_output_of_both_reduced_graphs() -> None:
+    from neuroedge.bench.precision import compare_precisions
+
+    result = compare_precisions(MODEL, calibration=2, samples=2, config={"untrained": True})
+    assert result["weights"] == "untrained"
+    for variant in ("fp16", "int8"):
+        rows = result["outputs"][variant]
+        assert {"logits", "spikes1", "spikes2"} <= set(rows)
+        assert rows["spikes1"]["metric"] == "spike_agreement"
+        assert 0.9 <= rows["spikes1"]["value"] <= 1.0
+        assert rows["logits"]["metric"] == "max_rel_err" and rows["logits"]["value"] < 0.2
+    with pytest.raises(ValueError, match="must be >= 1"):
+        compare_precisions(MODEL, calibration=0)
