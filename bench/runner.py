@@ -65,7 +65,7 @@ def bench_model(spec: ModelSpec, backends: Sequence[str], *, config: Mapping[str
     program = spec.build(cfg)
     host = get_backend("host")
     host_art = host.compile(program, spec)
-    example = spec.example(0)
+    example = spec.example_for(0, cfg)
     reference = host.run(host_art, example)
     require_nonzero_state(reference)
     rows: dict[tuple[str, str], Report] = {}

@@ -170,7 +170,8 @@ def _traced_graph(program: TorchProgram, spec: ModelSpec, dt: float | None,
 
     if not program.stateful:
         raise ExportRefused(f"{spec.name}: NIR export needs a stateful SNN step program")
-    example = spec.example(0) if example is None else example
+    example = (spec.example_for(0, (program.meta or {}).get("config")) if example is None
+               else example)
     x0 = [torch.as_tensor(example[n])[0] for n in program.input_names]
     try:
         gm = _Tracer.trace(program.module)

@@ -161,7 +161,8 @@ def export_onnx(program: TorchProgram, spec: ModelSpec, path: str | os.PathLike[
         raise ValueError(f"ONNX export form {form!r} is not one of {FORMS}")
     if opset < DEFAULT_OPSET:
         raise ValueError(f"opset {opset} is too old; neuroedge exports opset >= {DEFAULT_OPSET}")
-    example = spec.example(0) if example is None else example
+    example = (spec.example_for(0, program.meta.get("config")) if example is None
+               else example)
     args = step_arguments(program, example)
     program.module.eval()
     reason = find_hidden_state(program, args)

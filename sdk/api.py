@@ -40,9 +40,10 @@ def deploy(name: str, backend: str = "host", config: Mapping[str, Any] | None = 
     support = be.supports(spec)
     if not support.ok:
         raise BackendUnavailable(f"backend {backend!r} does not take {name}: {support.reason}")
-    program = spec.build({**spec.default_config, **(config or {})})
+    cfg = {**spec.default_config, **(config or {})}
+    program = spec.build(cfg)
     artifact = be.compile(program, spec, options)
-    example = spec.example(0)
+    example = spec.example_for(0, cfg)
     report = be.profile(artifact, example)
     metrics, notes = _reference_metrics(program, spec, artifact, example)
     return artifact, Report(report.model, report.backend, report.variant, report.device,

@@ -128,10 +128,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from neuroedge.api import deploy
 
-    artifact, report = deploy(args.name, args.backend, _config(args.config))
+    config = _config(args.config)
+    artifact, report = deploy(args.name, args.backend, config)
     from neuroedge.registry import get_backend
 
-    outputs = get_backend(args.backend).run(artifact, artifact.spec.example(args.seed))
+    spec = artifact.spec
+    example = spec.example_for(args.seed, {**spec.default_config, **config})
+    outputs = get_backend(args.backend).run(artifact, example)
     for name, value in outputs.items():
         arr = np.asarray(value)
         print(f"{name:<14} shape {list(arr.shape)}  mean {arr.mean():.4g}  "

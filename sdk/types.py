@@ -209,6 +209,15 @@ class ModelSpec:
         value = getattr(self, name)
         return load_target(value) if isinstance(value, str) else value
 
+    def example_for(self, seed: int, config: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """``example(seed)``, or ``example(seed, config=config)`` where the example function
+        takes a ``config`` (its shapes follow the build config, e.g. a model width)."""
+        import inspect
+
+        if config and "config" in inspect.signature(self.example).parameters:
+            return self.example(seed, config=config)
+        return self.example(seed)
+
     def tolerance_for(self, backend: str) -> float:
         return float(self.tolerance.get(backend, self.tolerance.get("default", 1e-4)))
 

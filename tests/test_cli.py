@@ -164,3 +164,11 @@ def test_deploy_reports_counted_ops_and_parity_with_host() -> None:
     _, host = ne.deploy("snn.lif_convnet", "host", {"untrained": True})
     assert "max_abs_err" not in host.metrics  # the host is the reference
     assert host.metrics["sops_per_sample"].value == m["sops_per_sample"].value
+
+
+def test_example_follows_the_build_config_through_run_and_onnx_export(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "ttt.linear_attention", "--backend", "onnxrt",
+                 "--config", "d_model=64", "smoke=true"]) == 0
+    out = capsys.readouterr().out
+    assert "y              shape [16, 2, 64]" in out and "within_tolerance 1" in out

@@ -40,13 +40,16 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
     layer = make_layer(config)
     step = TTTStreamingStep(layer).eval()
     return TorchProgram(step, ("x",), ("y",), step.state_names, step.init_state,
-                        meta={"variant": layer.variant.name, "trained": False})
+                        meta={"variant": layer.variant.name, "trained": False,
+                              "config": {**DEFAULTS, **config}})
 
 
-def example(seed: int = 0) -> dict[str, np.ndarray]:
-    """A (T=16, batch=2, d_model=32) float32 sequence of Gaussian tokens."""
+def example(seed: int = 0, config: Mapping[str, Any] | None = None) -> dict[str, np.ndarray]:
+    """A (T=16, batch=2, d_model) float32 sequence of Gaussian tokens (d_model from
+    ``config``, else the default 32)."""
     rng = np.random.default_rng(seed)
-    x = rng.standard_normal((EXAMPLE_STEPS, EXAMPLE_BATCH, DEFAULTS["d_model"]))
+    width = int({**DEFAULTS, **(config or {})}["d_model"])
+    x = rng.standard_normal((EXAMPLE_STEPS, EXAMPLE_BATCH, width))
     return {"x": x.astype(np.float32)}
 
 
@@ -61,8 +64,8 @@ SPEC = ModelSpec(
     name="ttt.linear_attention",
     family="ttt",
     summary="TTT layer (LaCT ladder baseline..V6) as learned linear attention; streaming state",
-    inputs=(IOSpec("x", ("T", "batch", DEFAULTS["d_model"])),),
-    outputs=(IOSpec("y", ("T", "batch", DEFAULTS["d_model"])),),
+    inputs=(IOSpec("x", ("T", "batch", "d_model")),),
+    outputs=(IOSpec("y", ("T", "batch", "d_model")),),
     build=build,
     example=example,
     paper=Paper("Test-Time Training with KV Binding Is Secretly Linear Attention", "ICML", 2026,
