@@ -11,7 +11,7 @@ from neuroedge.errors import BackendUnavailable, ExportRefused
 from neuroedge.registry import get_backend, get_model, model_table
 from neuroedge.types import Artifact, ModelSpec, Report, TorchProgram
 
-EXPORT_TARGETS = ("onnx", "nir")
+EXPORT_TARGETS = ("onnx", "nir", "tensorrt")
 
 
 def models() -> dict[str, str]:
@@ -78,11 +78,18 @@ def _reference_metrics(program: Any, spec: ModelSpec, artifact: Artifact,
 
 
 def export(name: str, target: str = "onnx", out: str | os.PathLike[str] | None = None,
-           config: Mapping[str, Any] | None = None) -> Path:
-    """Export ``name`` to ``target`` at ``out``; returns the written path."""
+           config: Mapping[str, Any] | None = None, precision: str = "fp32") -> Path:
+    """Export ``name`` to ``target`` at ``out``; returns the written path.
+
+    ``tensorrt`` builds a serialized engine (``precision`` fp32, fp16 or int8, calibrated on
+    the model's examples) for the GPU it runs on, from the model's ONNX export; it needs
+    TensorRT and an NVIDIA GPU and is refused with the probe's reason elsewhere.
+    """
     from neuroedge.paths import artifact_dir
 
     spec = get_model(name)
+    if target == "tensorrt":
+        return _export_engine(spec, out, config, precision)
     if target not in spec.exportable:
         raise ExportRefused(f"{name} cannot be exported to {target!r} (exportable: "
                             f"{', '.join(spec.exportable) or 'none'})")
@@ -101,6 +108,24 @@ def export(name: str, target: str = "onnx", out: str | os.PathLike[str] | None =
             raise ExportRefused(f"{name} builds a {program.kind} program; NIR needs a torch SNN")
         return write_nir(to_nir(program, spec), path)
     raise ExportRefused(f"unknown export target {target!r}; valid: {', '.join(EXPORT_TARGETS)}")
+
+
+def _export_engine(spec: ModelSpec, out: str | os.PathLike[str] | None,
+                   config: Mapping[str, Any] | None, precision: str) -> Path:
+    from neuroedge.paths import artifact_dir
+
+    if "onnx" not in spec.exportable:
+        raise ExportRefused(f"{spec.name} has no ONNX export, which a TensorRT engine is "
+                            f"built from (exportable: {', '.join(spec.exportable) or 'none'})")
+    backend = get_backend("tensorrt")
+    availability = backend.probe()
+    if not availability.ok:
+        raise BackendUnavailable(f"a TensorRT engine is built on the GPU it will run on; "
+                                 f"not here: {availability.reason}")
+    program = spec.build({**spec.default_config, **(config or {})})
+    path = Path(out) if out else artifact_dir(spec.name, "tensorrt") / f"{precision}.engine"
+    art = backend.compile(program, spec, {"variant": precision, "engine_path": str(path)})
+    return Path(str(art.path))
 
 
 def profile(artifact: Artifact, inputs: Mapping[str, Any] | None = None,

@@ -57,7 +57,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from neuroedge.api import export
 
-    path = export(args.name, args.target, args.out, _config(args.config))
+    path = export(args.name, args.target, args.out, _config(args.config), args.precision)
     print(f"wrote {path}")
     if args.target == "onnx":
         import onnx
@@ -204,7 +204,8 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_train)
     s = sub.add_parser("export", help="export a model")
     s.add_argument("name")
-    s.add_argument("--target", default="onnx")
+    s.add_argument("--target", default="onnx", help="onnx, nir or tensorrt (an engine; GPU)")
+    s.add_argument("--precision", default="fp32", help="tensorrt: fp32, fp16 or int8")
     s.add_argument("--out", default=None)
     s.set_defaults(fn=cmd_export)
     s = sub.add_parser("bench", help="measure a model on backends; writes a report folder")

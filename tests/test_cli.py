@@ -172,3 +172,35 @@ def test_example_follows_the_build_config_through_run_and_onnx_export(
                  "--config", "d_model=64", "smoke=true"]) == 0
     out = capsys.readouterr().out
     assert "y              shape [16, 2, 64]" in out and "within_tolerance 1" in out
+
+
+def test_tensorrt_engine_export_builds_or_is_refused_with_the_probe_reason(
+        tmp_path: Path) -> None:
+    import neuroedge as ne
+    from neuroedge.errors import BackendUnavailable, ExportRefused
+    from neuroedge.registry import get_backend
+
+    availability = get_backend("tensorrt").probe()
+    out = tmp_path / "lif.fp16.engine"
+    if availability.ok:  # a GPU machine: the engine is written where asked
+        path = ne.export("snn.lif_convnet", "tensorrt", out, {"untrained": True}, "fp16")
+        assert path == out and out.stat().st_size > 0
+    else:
+        with pytest.raises(BackendUnavailable, match=availability.reason[:40].replace("(", ".")):
+            ne.export("snn.lif_convnet", "tensorrt", out, {"untrained": True}, "fp16")
+        assert not out.exists()
+    with pytest.raises(ExportRefused, match="no ONNX export"):
+        ne.export("stats.self_distill", "tensorrt", tmp_path / "x.engine")
+
+
+def test_verbs_stay_callable_after_their_namesake_subpackages_are_imported(
+        tmp_path: Path) -> None:
+    import neuroedge as ne
+    import neuroedge.export.onnx  # noqa: F401  (binds the subpackage on neuroedge)
+    import neuroedge.models.lif_convnet.spec  # noqa: F401
+
+    assert "snn.lif_convnet" in ne.models()
+    out = ne.export("snn.lif_convnet", target="onnx", out=tmp_path / "lif.onnx",
+                    config={"untrained": True})
+    assert out == tmp_path / "lif.onnx" and out.stat().st_size > 0
+    assert ne.export.onnx.state_file(out).is_file()  # still the package too
