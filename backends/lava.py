@@ -136,6 +136,10 @@ class LavaBackend(MeasuredBackend):
         if not fit.fits:
             raise ExportRefused(f"{spec.name} does not fit Loihi 2: {fit.reason}")
         input_scale = float(options.get("input_scale", DEFAULT_INPUT_SCALE))
+        if variant == "fixed_pt" and not (1 <= input_scale <= 255 and input_scale.is_integer()):
+            raise ValueError(f"input_scale {options.get('input_scale')!r}: fixed_pt inputs are "
+                             "graded spikes round(x * input_scale), so it must be an integer "
+                             "in 1..255")
         scales = {n: input_scale for n, v in graph.nodes.items() if type(v).__name__ == "Input"}
         fixed = [quantize(lay, {**scales, BIAS_SOURCE: input_scale}) for lay in layers] \
             if variant == "fixed_pt" else None

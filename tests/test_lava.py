@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from itertools import pairwise
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -385,3 +386,15 @@ def test_self_exciting_population_does_not_carry_activity_into_the_next_call(req
     assert first[-1].all()  # still firing when the input ends
     np.testing.assert_array_equal(second, run_nir(graph, {"x": quiet})["spikes"])
     assert not second.any()
+
+
+@pytest.mark.parametrize("scale", ["-3", "0", "2.5", "300"])
+def test_fixed_point_input_scale_outside_graded_spikes_is_refused(scale: str) -> None:
+    from neuroedge.api import check_nir
+
+    path = Path(__file__).resolve().parents[2] / "shared/data/nir/lif/lif_norse.nir"
+    if not path.is_file():
+        pytest.fail(f"shared NIR graphs missing at {path} (expected <repo>/../shared)")
+    with pytest.raises(ValueError, match=f"input_scale '{scale}'.*integer in 1..255"):
+        check_nir(path, "lava", dt=1e-4, steps=4, options={"variant": "fixed_pt",
+                                                            "input_scale": scale})
