@@ -160,6 +160,13 @@ def check_nir(path: str | os.PathLike[str], backend: str = "lava",
     if dt is None:
         raise ValueError(f"{path}: the graph carries no dt in its metadata; give dt (seconds "
                          "per step): frameworks disagree on the default")
+    if steps < 1 or batch < 1 or not 0.0 <= density <= 1.0:
+        raise ValueError(f"steps ({steps}) and batch ({batch}) must be >= 1 and density "
+                         f"({density}) a fraction in [0, 1]")
+    if backend not in ("lava",):
+        raise ValueError(f"backend {backend!r}: NIR files run on 'lava' here (the host "
+                         "reference is neuroedge's NIR runner, which every output is compared "
+                         "with)")
     names = [n for n, v in graph.nodes.items() if type(v).__name__ == "Input"]
     if len(names) != 1:
         raise ValueError(f"{path}: expected one Input node, found {names}")
@@ -169,7 +176,12 @@ def check_nir(path: str | os.PathLike[str], backend: str = "lava",
         x = (np.random.default_rng(seed).random((steps, batch, *shape)) < density)
         x = x.astype(np.float32)
     else:
-        x = np.load(inputs, allow_pickle=False).astype(np.float32)
+        try:
+            x = np.load(inputs, allow_pickle=False).astype(np.float32)
+        except (ValueError, OSError) as err:
+            raise ValueError(f"{inputs}: not a numeric .npy array ({err})") from err
+        if x.shape[:1] == (0,) or not np.isfinite(x).all():
+            raise ValueError(f"{inputs}: needs at least one step and finite values")
         if x.ndim != 2 + len(shape) or tuple(x.shape[2:]) != shape:
             raise ValueError(f"{inputs}: input of shape {list(x.shape)}; {path} expects "
                              f"(T, batch, {', '.join(map(str, shape))})")

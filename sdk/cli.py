@@ -63,7 +63,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         import onnx
         from neuroedge.export.onnx import STATE_KEY, state_file
 
-        meta = {p.key for p in onnx.load(str(path), load_external_data=False).metadata_props}
+        model = onnx.load(str(path), format="protobuf", load_external_data=False)
+        meta = {p.key for p in model.metadata_props}
         if STATE_KEY in meta:
             print(f"wrote {state_file(path)} (the initial state: keep it beside the .onnx)")
     return 0
@@ -245,7 +246,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return int(args.fn(args))
-    except (NeuroedgeError, ValueError, FileNotFoundError) as err:
+    except (NeuroedgeError, ValueError, OSError) as err:  # OSError: paths the user gave
         print(f"neuroedge: error: {err}", file=sys.stderr)
         return 2
 

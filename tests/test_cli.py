@@ -204,3 +204,33 @@ def test_verbs_stay_callable_after_their_namesake_subpackages_are_imported(
                     config={"untrained": True})
     assert out == tmp_path / "lif.onnx" and out.stat().st_size > 0
     assert ne.export.onnx.state_file(out).is_file()  # still the package too
+
+
+def test_bad_nir_options_and_output_paths_are_error_lines(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    nir_file = Path(__file__).resolve().parents[2] / "shared/data/nir/lif/lif_norse.nir"
+    if not nir_file.is_file():
+        pytest.fail(f"shared NIR graphs missing at {nir_file} (expected <repo>/../shared)")
+    for extra, said in ((["--steps", "0"], "steps (0)"), (["--density", "2"], "density (2.0)"),
+                        (["--backend", "host"], "run on 'lava'")):
+        assert main(["nir", str(nir_file), "--dt", "1e-4", *extra]) == 2
+        assert said in capsys.readouterr().err
+    (tmp_path / "adir").mkdir()
+    assert main(["export", "snn.lif_convnet", "--out", str(tmp_path / "adir"),
+                 "--config", "untrained=true"]) == 2
+    assert "is a directory" in capsys.readouterr().err
+    assert main(["export", "snn.lif_convnet", "--out", str(tmp_path / "m.json"),
+                 "--config", "untrained=true"]) == 0  # any extension: the file is protobuf
+
+
+def test_atomic_writes_get_the_usual_file_mode(tmp_path: Path) -> None:
+    import os
+
+    from neuroedge.atomic import write_text
+
+    old = os.umask(0o022)
+    try:
+        path = write_text(tmp_path / "r.json", "{}")
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o644

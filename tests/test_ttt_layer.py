@@ -145,3 +145,13 @@ def test_bench_hook_writes_rows_ratios_and_plot(tmp_path):
 def test_layer_names_the_expected_input_width():
     with pytest.raises(ValueError, match=r"\(batch, tokens, 16\), got \[2, 5, 12\]"):
         layer("v6")(torch.randn(2, 5, 12))
+
+
+def test_bench_hook_onnxrt_rows_stream_and_parallel(tmp_path):
+    spec = get_model("ttt.linear_attention")
+    doc = spec.hook("bench")(out_dir=tmp_path, backends=["host", "onnxrt"], history=None,
+                     config={"lengths": [256], "repeats": 1, "stream_steps": 8,
+                             "onnx_length": 256})
+    rows = {(r["variant"], r["backend"]): r["metrics"] for r in doc["rows"]}
+    assert rows[("step@T=8", "onnxrt")]["max_abs_err"]["value"] < 1e-4
+    assert ("parallel@L=256", "onnxrt") in rows

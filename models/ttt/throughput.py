@@ -112,7 +112,7 @@ def bench_stream(cfg: Mapping[str, Any], out_dir: Path) -> list[Report]:
                                                   "path": str(out_dir / "step.onnx")})
     steps = int(cfg["stream_steps"])
     x = np.random.default_rng(int(cfg["seed"])).standard_normal(
-        (steps, 1, SPEC.inputs[0].shape[2])).astype(np.float32)
+        (steps, 1, int(program.meta["config"]["d_model"]))).astype(np.float32)
     err = compare(host.run(host_art, {"x": x}),
                   ort_backend.run(ort_art, {"x": x}))["max_abs_err"].value
     timing = measure_side_by_side({"host": lambda: host.run(host_art, {"x": x}),
