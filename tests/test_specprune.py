@@ -177,6 +177,14 @@ def test_exported_onnx_policy_matches_eager_and_refuses_other_versions(tmp_path)
     with pytest.raises(ArtifactError, match=r"coarse\.onnx.*(corrupt|truncated)"):
         load_policy(tmp_path, "onnxrt")
     (tmp_path / "coarse.onnx").write_bytes(coarse)
+    for broken, said in ((b"\xff\xfe", "not UTF-8"), (b"[1, 2]", "a JSON list"),
+                         (json.dumps({**manifest, "files": {"coarse": "coarse.onnx"}}).encode(),
+                          "one per controller mode"),
+                         (json.dumps({k: v for k, v in manifest.items() if k != "prune"}).encode(),
+                          "lacks \\['prune'\\]")):
+        (tmp_path / "policy.json").write_bytes(broken)
+        with pytest.raises(ArtifactError, match=said):
+            load_policy(tmp_path, "onnxrt")
     manifest["version"] = 99
     (tmp_path / "policy.json").write_text(json.dumps(manifest))
     with pytest.raises(ArtifactError, match="version 99 was written by another neuroedge"):

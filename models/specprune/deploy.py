@@ -94,9 +94,13 @@ def read_manifest(policy_dir: str | os.PathLike[str], backend: str) -> dict[str,
     if not path.is_file():
         raise ArtifactError(f"{path}: no policy manifest (not a policy directory)")
     try:
-        manifest = json.loads(path.read_text())
+        manifest = json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise ArtifactError(f"{path}: not UTF-8 text at byte {err.start}") from err
     except json.JSONDecodeError as err:
         raise ArtifactError(f"{path}: not JSON at byte {err.pos} ({err.msg})") from err
+    if not isinstance(manifest, dict):
+        raise ArtifactError(f"{path}: a JSON {type(manifest).__name__}, expected an object")
     if manifest.get("format") != FORMAT:
         raise ArtifactError(f"{path}: format {manifest.get('format')!r}, expected {FORMAT!r}")
     if manifest.get("version") != VERSION:
@@ -105,6 +109,13 @@ def read_manifest(policy_dir: str | os.PathLike[str], backend: str) -> dict[str,
     if manifest.get("backend") != backend:
         raise ArtifactError(f"{path}: exported for backend {manifest.get('backend')!r}, "
                             f"asked to load it on {backend!r}")
+    missing = [k for k in ("method", "prune", "files") if k not in manifest]
+    files = manifest.get("files")
+    if missing or not isinstance(manifest["prune"], dict) or not isinstance(files, dict):
+        raise ArtifactError(f"{path}: manifest lacks {missing or 'a prune/files object'}")
+    if sorted(files) != sorted((COARSE, FINE)):
+        raise ArtifactError(f"{path}: files for modes {sorted(files)}, expected one per "
+                            f"controller mode {[COARSE, FINE]}")
     return manifest
 
 
