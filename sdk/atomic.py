@@ -12,6 +12,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 
+def _read_umask() -> int:
+    mask = os.umask(0)  # the only way to read it; done once, at import (umask is per process)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it onto ``path`` only on success."""
@@ -26,16 +35,10 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
         yield tmp_path
         with open(tmp_path, "rb+") as fh:
             os.fsync(fh.fileno())
-        os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp makes 0600; a file gets the usual mode
+        os.chmod(tmp_path, 0o666 & ~_UMASK)  # mkstemp makes 0600; a file gets the usual mode
         os.replace(tmp_path, target)
     finally:
         tmp_path.unlink(missing_ok=True)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
