@@ -265,7 +265,8 @@ def _shape(types: Mapping[str, Any] | None) -> tuple[int, ...] | None:
 
 
 def validate(graph: Any, where: str = "graph") -> None:
-    """Edges name existing nodes, node types are known, shapes agree along every edge."""
+    """Edges name existing nodes, node types are known, no parameter holds NaN, shapes agree
+    along every edge."""
     names = set(graph.nodes)
     for name, node in graph.nodes.items():
         kind = type(node).__name__
@@ -274,6 +275,12 @@ def validate(graph: Any, where: str = "graph") -> None:
                                 f"(NIR types: {', '.join(NODE_TYPES)})")
         if kind == "NIRGraph":
             validate(node, where=f"{where}/{name}")
+            continue
+        for param, value in vars(node).items():
+            if isinstance(value, np.ndarray) and value.dtype.kind == "f" and \
+                    np.isnan(value).any():
+                raise ArtifactError(f"{where}: node {name!r} parameter {param!r} holds "
+                                    f"{int(np.isnan(value).sum())} NaN value(s)")
     for src, dst in graph.edges:
         for end in (src, dst):
             if end not in names:
@@ -344,7 +351,7 @@ def read_nir(path: str | os.PathLike[str]) -> Any:
             graph = nir.read(str(path), type_check=False)
     except ArtifactError:
         raise
-    except (OSError, KeyError, ValueError, TypeError, AssertionError) as err:
+    except (OSError, KeyError, ValueError, TypeError, AttributeError, AssertionError) as err:
         raise ArtifactError(f"{path}: unreadable NIR file ({size} bytes; corrupt or "
                             f"truncated?): {type(err).__name__}: {err}") from err
     validate(graph, where=str(path))

@@ -310,3 +310,17 @@ def test_euler_decay_and_tau_are_inverse():
     assert tau_from_decay(euler_decay(0.02, 1e-4), 1e-4) == pytest.approx(0.02)
     with pytest.raises(ValueError):
         tau_from_decay(1.0, 1e-3)
+
+
+def test_nan_parameter_is_refused_naming_the_node() -> None:
+    import nir
+    import numpy as np
+    from neuroedge.errors import ArtifactError
+    from neuroedge.export.nir import validate
+
+    w = np.ones((2, 3))
+    w[1, 2] = np.nan
+    graph = nir.NIRGraph.from_list(nir.Input(np.array([3])), nir.Affine(w, np.zeros(2)),
+                                   nir.Output(np.array([2])))
+    with pytest.raises(ArtifactError, match=r"parameter 'weight' holds 1 NaN"):
+        validate(graph)
