@@ -23,12 +23,18 @@ import numpy as np
 VARIANTS = ("fp16", "int8")
 
 
+def _metric(output: str) -> str:
+    """What ``compare`` reports for one output: spike trains agree, values differ."""
+    return "spike_agreement" if output.startswith("spikes") else "max_rel_err"
+
+
 def compare_precisions(model: str = "snn.lif_convnet", calibration: int = 8,
                        samples: int = 10, config: dict[str, Any] | None = None
                        ) -> dict[str, Any]:
     """``{"weights": ..., "outputs": {variant: {output: {"metric", "value"}}}}``; ``config``
     overrides the model's default build config."""
     from neuroedge.backends.onnxrt import open_session
+    from neuroedge.bench.parity import compare
     from neuroedge.export.tensorrt import calibration_feeds, prepare_precision
     from neuroedge.registry import get_backend, get_model
 
@@ -54,13 +60,8 @@ def compare_precisions(model: str = "snn.lif_convnet", calibration: int = 8,
             for v, sess in sessions.items():
                 got = dict(zip(names, sess.run(None, feed)))
                 for n in names:
-                    r, g = ref[n].astype(np.float64), got[n].astype(np.float64)
-                    if n.startswith("spikes"):
-                        sums[v][n].append(float((r == g).mean()))
-                    else:
-                        scale = float(np.abs(r).max()) or 1.0
-                        sums[v][n].append(float(np.abs(r - g).max()) / scale)
-    outputs = {v: {n: {"metric": "spike_agreement" if n.startswith("spikes") else "max_rel_err",
+                    sums[v][n].append(compare({n: ref[n]}, {n: got[n]})[_metric(n)].value)
+    outputs = {v: {n: {"metric": _metric(n),
                        "value": float(np.mean(vals)) if n.startswith("spikes")
                        else float(np.max(vals))}
                    for n, vals in per.items()} for v, per in sums.items()}

@@ -141,19 +141,19 @@ def _measure_row(spec: ModelSpec, cfg: Mapping[str, Any], backend: Any, art: Any
         notes: tuple[str, ...] = (weights,) if weights else ()
     else:
         metrics = dict(spec.evaluate(run, cfg)) if spec.evaluate else {}
-        outputs = run(example)
-        metrics.update(compare(reference, outputs))
-        notes = ("SOPs, MACs, firing rate and energy counted on the host reference",
-                 *parity_notes(spec, name, variant, reference, outputs, metrics))
+        parity, breaches = check_parity(spec, name, variant, reference, run(example))
+        metrics.update(parity)
+        notes = ("SOPs, MACs, firing rate and energy counted on the host reference", *breaches)
     return Report(spec.name, name, variant, device=str(art.meta.get("device", "cpu")),
                   metrics=metrics, fallbacks=tuple(art.meta.get("fallbacks", ())), notes=notes)
 
 
-def parity_notes(spec: ModelSpec, backend: str, variant: str, reference: Mapping[str, Any],
-                 outputs: Mapping[str, Any], metrics: dict[str, Measurement]) -> list[str]:
-    """Sets ``within_tolerance`` (1 or 0) against the spec's tolerance for this backend and
-    full spike agreement; returns a "parity: ..." note for each breach and for reference
+def check_parity(spec: ModelSpec, backend: str, variant: str, reference: Mapping[str, Any],
+                 outputs: Mapping[str, Any]) -> tuple[dict[str, Measurement], list[str]]:
+    """``compare`` plus ``within_tolerance`` (1 or 0: the spec's tolerance for this backend
+    and full spike agreement), and a "parity: ..." note for each breach and for reference
     outputs the backend did not return (those are not compared)."""
+    metrics = compare(reference, outputs)
     tol = spec.tolerance_for(backend)
     err = metrics["max_abs_err"].value
     agree = metrics["spike_agreement"].value if "spike_agreement" in metrics else 1.0
@@ -170,7 +170,7 @@ def parity_notes(spec: ModelSpec, backend: str, variant: str, reference: Mapping
         notes.append(f"parity: {backend} returned no {', '.join(missing)} (not compared)")
     metrics["within_tolerance"] = Measurement(float(err <= tol and agree == 1.0), "bool",
                                               "measured")
-    return notes
+    return metrics, notes
 
 
 def speedups(rows: Sequence[Report], reference: str = "host") -> dict[str, float]:

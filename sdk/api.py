@@ -54,8 +54,7 @@ def deploy(name: str, backend: str = "host", config: Mapping[str, Any] | None = 
 def _reference_metrics(program: Any, spec: ModelSpec, artifact: Artifact,
                        example: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """Ops counted on a host run of ``example`` and the artifact's parity with it."""
-    from neuroedge.bench.parity import compare
-    from neuroedge.bench.runner import ops_metrics, parity_notes
+    from neuroedge.bench.runner import check_parity, ops_metrics
     from neuroedge.bench.sops import OpCounter
     from neuroedge.shapes import bind_inputs
 
@@ -71,10 +70,9 @@ def _reference_metrics(program: Any, spec: ModelSpec, artifact: Artifact,
     if artifact.backend == "host":
         return metrics, []
     outputs = get_backend(artifact.backend).run(artifact, example)
-    metrics.update(compare(reference, outputs))
-    return metrics, parity_notes(spec, artifact.backend, str(artifact.meta.get("variant",
-                                                                               "default")),
-                                 reference, outputs, metrics)
+    parity, notes = check_parity(spec, artifact.backend,
+                                 str(artifact.meta.get("variant", "default")), reference, outputs)
+    return {**metrics, **parity}, notes
 
 
 def export(name: str, target: str = "onnx", out: str | os.PathLike[str] | None = None,

@@ -62,23 +62,21 @@ def test_interrupted_atomic_write_leaves_the_old_file(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
 
 
-def test_parity_notes_flag_tolerance_breaches_and_unreturned_outputs() -> None:
+def test_check_parity_flags_tolerance_breaches_and_unreturned_outputs() -> None:
     import numpy as np
-    from neuroedge.bench.parity import compare
-    from neuroedge.bench.runner import parity_notes
+    from neuroedge.bench.runner import check_parity
     from neuroedge.registry import get_model
 
     spec = get_model("snn.lif_convnet")  # tolerance 1e-4
     ref = {"logits": np.array([[2.0, -4.0]]), "spikes": np.array([1.0, 0.0]),
            "v_final": np.ones(2)}
     close = {"logits": ref["logits"] + 5e-5, "spikes": ref["spikes"], "v_final": ref["v_final"]}
-    metrics = compare(ref, close)
-    assert parity_notes(spec, "onnxrt", "default", ref, close, metrics) == []
+    metrics, notes = check_parity(spec, "onnxrt", "default", ref, close)
+    assert notes == []
     assert metrics["within_tolerance"].value == 1.0
     assert abs(metrics["max_rel_err"].value - 5e-5 / 4.0) < 1e-12
     off = {"logits": ref["logits"] + 0.01, "spikes": np.array([1.0, 1.0])}
-    metrics = compare(ref, off)
-    notes = parity_notes(spec, "lava", "fixed_pt", ref, off, metrics)
+    metrics, notes = check_parity(spec, "lava", "fixed_pt", ref, off)
     assert metrics["within_tolerance"].value == 0.0
     assert any("0.01 exceeds snn.lif_convnet's tolerance 0.0001 for lava (fixed_pt)" in n
                for n in notes)
