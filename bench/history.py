@@ -28,6 +28,8 @@ CREATE TABLE IF NOT EXISTS metrics (
 );
 CREATE INDEX IF NOT EXISTS metrics_by_name ON metrics(name, backend);
 """
+RUN_COLUMNS = ("id", "created", "model", "machine", "out_dir", "report")
+METRIC_COLUMNS = ("run_id", "variant", "backend", "name", "value", "unit", "how")
 
 
 def default_path() -> Path:
@@ -37,13 +39,48 @@ def default_path() -> Path:
     return Path(os.environ.get("NEUROEDGE_HOME", ".neuroedge")) / "history.sqlite"
 
 
+def _columns(db: sqlite3.Connection, table: str) -> list[str]:
+    return [r[1] for r in db.execute(f"PRAGMA table_info({table})")]
+
+
+def _open(path: Path) -> sqlite3.Connection:
+    """A connection to the history at ``path`` with its tables made; ArtifactError naming the
+    file where it is not a SQLite database or holds other tables of the same names."""
+    from neuroedge.errors import ArtifactError
+
+    if path.is_dir():
+        raise ArtifactError(f"history {path}: is a directory, not a SQLite file")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(path)
+    try:
+        db.executescript(SCHEMA)
+        for table, want in (("runs", RUN_COLUMNS), ("metrics", METRIC_COLUMNS)):
+            if _columns(db, table) != list(want):
+                raise ArtifactError(f"history {path}: its table {table!r} has columns "
+                                    f"{_columns(db, table)}, not neuroedge's {list(want)}")
+    except sqlite3.DatabaseError as exc:
+        db.close()
+        raise ArtifactError(f"history {path}: not a neuroedge history database ({exc})") from exc
+    except ArtifactError:
+        db.close()
+        raise
+    return db
+
+
+def check(db_path: str | os.PathLike[str] | None = None) -> Path:
+    """The history path, checked before a benchmark runs (so a bad path fails first, not
+    after the run): it must be, or become, a neuroedge SQLite history."""
+    path = Path(db_path) if db_path else default_path()
+    _open(path).close()
+    return path
+
+
 def record(report: dict[str, Any], db_path: str | os.PathLike[str] | None = None,
            out_dir: str | None = None) -> int:
     """Store one report.json document; returns its run id."""
     path = Path(db_path) if db_path else default_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with sqlite3.connect(path) as db:
-        db.executescript(SCHEMA)
+    db = _open(path)
+    with db:
         cur = db.execute("INSERT INTO runs(created, model, machine, out_dir, report) "
                          "VALUES (?, ?, ?, ?, ?)",
                          (report["created"], report["model"], report["machine"], out_dir,
@@ -53,6 +90,7 @@ def record(report: dict[str, Any], db_path: str | os.PathLike[str] | None = None
             "INSERT INTO metrics VALUES (?, ?, ?, ?, ?, ?, ?)",
             [(run_id, row["variant"], row["backend"], name, m["value"], m["unit"], m["how"])
              for row in report["rows"] for name, m in row["metrics"].items()])
+    db.close()
     return run_id
 
 

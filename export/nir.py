@@ -265,8 +265,8 @@ def _shape(types: Mapping[str, Any] | None) -> tuple[int, ...] | None:
 
 
 def validate(graph: Any, where: str = "graph") -> None:
-    """Edges name existing nodes, node types are known, no parameter holds NaN, shapes agree
-    along every edge."""
+    """Edges name existing nodes, node types are known, no parameter holds NaN, every time
+    constant (tau, tau_mem, tau_syn) is positive, shapes agree along every edge."""
     names = set(graph.nodes)
     for name, node in graph.nodes.items():
         kind = type(node).__name__
@@ -281,6 +281,10 @@ def validate(graph: Any, where: str = "graph") -> None:
                     np.isnan(value).any():
                 raise ArtifactError(f"{where}: node {name!r} parameter {param!r} holds "
                                     f"{int(np.isnan(value).sum())} NaN value(s)")
+            if param.startswith("tau") and np.any(np.asarray(value) <= 0):
+                bad = np.asarray(value)[np.asarray(value) <= 0]
+                raise ArtifactError(f"{where}: node {name!r} time constant {param!r} must be "
+                                    f"> 0; {bad.size} value(s) are not (first {bad.flat[0]:g})")
     for src, dst in graph.edges:
         for end in (src, dst):
             if end not in names:

@@ -40,6 +40,7 @@ def deploy(name: str, backend: str = "host", config: Mapping[str, Any] | None = 
     support = be.supports(spec)
     if not support.ok:
         raise BackendUnavailable(f"backend {backend!r} does not take {name}: {support.reason}")
+    spec.check_config(config, "build")
     cfg = {**spec.default_config, **(config or {})}
     program = spec.build(cfg)
     artifact = be.compile(program, spec, options)
@@ -86,6 +87,7 @@ def export(name: str, target: str = "onnx", out: str | os.PathLike[str] | None =
     from neuroedge.paths import artifact_dir
 
     spec = get_model(name)
+    spec.check_config(config, "build")
     if target == "tensorrt":
         return _export_engine(spec, out, config, precision)
     if target not in spec.exportable:

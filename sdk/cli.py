@@ -34,6 +34,10 @@ def cmd_info(args: argparse.Namespace) -> int:
     print(f"tolerance:  {dict(spec.tolerance) or 'default 1e-4'}")
     print("bench:      " + (f"its own, on {', '.join(spec.bench_backends)}" if spec.bench
                             else "the generic latency/parity bench, any backend"))
+    for use, label in (("build", "run/export"), ("train", "train"), ("bench", "bench")):
+        keys = spec.valid_config_keys(use)
+        if keys is not None:
+            print(f"config ({label}): {', '.join(sorted(keys)) or 'none'}")
     return 0
 
 
@@ -49,7 +53,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     train = spec.hook("train")
     if train is None:
         raise NeuroedgeError(f"{spec.name} has nothing to train (family {spec.family})")
-    result = train(_config(args.config), args.out)
+    config = _config(args.config)
+    spec.check_config(config, "train")
+    result = train(config, args.out)
     print(json.dumps(result, indent=2, default=str))
     return 0
 
@@ -94,6 +100,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 if b.strip()]
     config = _config(args.config)
     bench = spec.hook("bench")
+    spec.check_config(config, "build" if bench is None else "bench")
+    from neuroedge.bench.history import check as check_history
+
+    check_history(args.history)  # a bad history path fails now, not after the run
     if bench is not None:
         backends = _bench_backends(spec, backends, explicit=bool(args.backend))
         if args.repeats is not None:

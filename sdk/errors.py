@@ -18,6 +18,10 @@ class UnknownNameError(NeuroedgeError, KeyError):
         return str(self.args[0])
 
 
+class ConfigError(NeuroedgeError, ValueError):
+    """A --config key the model does not read; the message names it and lists the valid ones."""
+
+
 class ExportRefused(NeuroedgeError):
     """An export that would give a wrong artifact (e.g. hidden state), refused with a reason."""
 

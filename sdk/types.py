@@ -162,6 +162,9 @@ class Support:
             raise ValueError("a refusal must carry its reason (reason is empty)")
 
 
+CONFIG_USES = ("build", "train", "bench")
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """A registered model or method: its IO contract, how to build it, and its tolerances.
@@ -193,6 +196,10 @@ class ModelSpec:
     # with ``run(inputs) -> outputs`` of whichever backend is being measured.
     evaluate: Callable[..., Mapping[str, Measurement]] | None = None
     exportable: tuple[str, ...] = ()  # export targets this model supports, e.g. ("onnx", "nir")
+    # The config keys each use of the model reads: "build" (run, deploy, export and the
+    # generic bench; default_config's keys count too), "train" (the train hook) and "bench"
+    # (the bench hook). check_config refuses any other key; a use not listed is not checked.
+    config_keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if "." not in self.name:
@@ -201,6 +208,8 @@ class ModelSpec:
         names = [io.name for io in (*self.inputs, *self.outputs)]
         if len(set(names)) != len(names):
             raise ValueError(f"model {self.name!r}: duplicate IO names in {names}")
+        for use in self.config_keys:
+            _require(use, CONFIG_USES, f"model {self.name!r} config_keys use")
 
     def hook(self, name: str) -> Callable[..., Any] | None:
         """The ``train`` or ``bench`` hook as a callable (loading a "module:function" string)."""
@@ -217,6 +226,34 @@ class ModelSpec:
         if config and "config" in inspect.signature(self.example).parameters:
             return self.example(seed, config=config)
         return self.example(seed)
+
+    def valid_config_keys(self, use: str) -> set[str] | None:
+        """The config keys ``use`` (build, train or bench) reads; None where not declared."""
+        if use not in CONFIG_USES:
+            raise ValueError(f"unknown config use {use!r}; uses: {', '.join(CONFIG_USES)}")
+        if use not in self.config_keys:
+            return None
+        return set(self.config_keys[use]) | (set(self.default_config) if use == "build"
+                                             else set())
+
+    def check_config(self, config: Mapping[str, Any] | None, use: str) -> None:
+        """ConfigError naming each key of ``config`` that ``use`` (build, train or bench) of
+        this model would not read, so a misspelt key fails before any work, not silently."""
+        valid = self.valid_config_keys(use)
+        if not config or valid is None:
+            return
+        from neuroedge.errors import ConfigError
+
+        unknown = [k for k in config if k not in valid]
+        if unknown:
+            import difflib
+
+            hints = [f"{k!r}" + (f" (did you mean {near[0]!r}?)" if (
+                near := difflib.get_close_matches(k, valid, 1)) else "") for k in unknown]
+            what = {"build": "build", "train": "training", "bench": "benchmark"}[use]
+            raise ConfigError(f"{self.name}'s {what} does not read the config key"
+                              f"{'s' if len(unknown) > 1 else ''} {', '.join(hints)}; "
+                              f"its keys: {', '.join(sorted(valid)) or 'none'}")
 
     def tolerance_for(self, backend: str) -> float:
         return float(self.tolerance.get(backend, self.tolerance.get("default", 1e-4)))

@@ -228,3 +228,23 @@ def test_atomic_writes_get_the_usual_file_mode(tmp_path: Path) -> None:
 
     path = atomic.write_text(tmp_path / "r.json", "{}")
     assert path.stat().st_mode & 0o777 == 0o666 & ~atomic._UMASK  # mkstemp gave 0600
+
+
+def test_a_history_that_is_not_a_neuroedge_database_fails_before_the_bench(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import sqlite3
+
+    text = tmp_path / "notes.txt"
+    text.write_text("not a database\n" * 100)
+    out = tmp_path / "out"
+    args = ["bench", "alloc.envy_free", "--out", str(out), "--history"]
+    assert main([*args, str(text)]) == 2
+    assert f"history {text}: not a neuroedge history database" in capsys.readouterr().err
+    other = tmp_path / "other.sqlite"
+    with sqlite3.connect(other) as db:
+        db.execute("CREATE TABLE runs (x INTEGER)")
+    assert main([*args, str(other)]) == 2
+    assert "table 'runs' has columns ['x']" in capsys.readouterr().err
+    assert main([*args, str(tmp_path)]) == 2
+    assert "is a directory" in capsys.readouterr().err
+    assert not out.exists()  # refused before the benchmark ran

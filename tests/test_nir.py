@@ -324,3 +324,20 @@ def test_nan_parameter_is_refused_naming_the_node() -> None:
                                    nir.Output(np.array([2])))
     with pytest.raises(ArtifactError, match=r"parameter 'weight' holds 1 NaN"):
         validate(graph)
+
+
+@pytest.mark.parametrize("tau", [-0.02, 0.0])
+def test_non_positive_time_constant_is_refused_naming_the_node(tau: float) -> None:
+    import nir
+    import numpy as np
+    from neuroedge.errors import ArtifactError
+    from neuroedge.export.nir import validate
+
+    n = np.array([2])
+    lif = nir.LIF(tau=np.array([0.02, tau]), r=np.ones(2), v_leak=np.zeros(2),
+                  v_threshold=np.ones(2))
+    graph = nir.NIRGraph.from_list(nir.Input(n), lif, nir.Output(n))
+    with pytest.raises(ArtifactError, match=r"time constant 'tau' must be > 0"):
+        validate(graph)
+    lif.tau[1] = 0.01  # the same graph with a positive tau is valid
+    validate(graph)

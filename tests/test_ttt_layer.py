@@ -155,3 +155,12 @@ def test_bench_hook_onnxrt_rows_stream_and_parallel(tmp_path):
     rows = {(r["variant"], r["backend"]): r["metrics"] for r in doc["rows"]}
     assert rows[("step@T=8", "onnxrt")]["max_abs_err"]["value"] < 1e-4
     assert ("parallel@L=256", "onnxrt") in rows
+
+
+@pytest.mark.parametrize("key,value", [("d_model", 0), ("heads", -2), ("head_dim", None),
+                                       ("d_model", 32.5), ("heads", True)])
+def test_bad_layer_sizes_are_refused_naming_the_key(key: str, value: object) -> None:
+    from neuroedge.registry import get_model
+
+    with pytest.raises(ValueError, match=f"{key} must be a positive integer, got {value!r}"):
+        get_model("ttt.linear_attention").build({key: value})

@@ -92,3 +92,21 @@ def test_hooks_given_as_strings_load_lazily() -> None:
         spec.hook("deploy")
     with pytest.raises(ValueError, match="module:attribute"):
         make_spec(bench="no_colon_here").hook("bench")
+
+
+def test_check_config_refuses_keys_the_use_does_not_read() -> None:
+    from neuroedge.errors import ConfigError
+
+    spec = make_spec(default_config={"steps": 8},
+                     config_keys={"build": ("width",), "bench": ("seeds", "workers")})
+    spec.check_config({"steps": 4, "width": 2}, "build")  # default_config keys count for build
+    spec.check_config({"seeds": [0, 1]}, "bench")
+    spec.check_config({"anything": 1}, "train")  # train is not declared: not checked
+    with pytest.raises(ConfigError, match=r"'seed' \(did you mean 'seeds'\?\); its keys: "
+                                          r"seeds, workers"):
+        spec.check_config({"seed": 3}, "bench")
+    with pytest.raises(ConfigError,
+                       match=r"build does not read the config keys 'seeds'.*, 'x'; its "):
+        spec.check_config({"seeds": [1], "x": 0}, "build")
+    with pytest.raises(ValueError, match="config_keys use 'deploy' is not one of build"):
+        make_spec(config_keys={"deploy": ()})

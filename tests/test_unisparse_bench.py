@@ -24,6 +24,12 @@ def test_bench_writes_rows_per_layer_tables_and_pareto_plot(tmp_path: Path) -> N
     for name in ("accuracy", "sops_per_sample", "sops_per_sample_no_first", "energy_uj",
                  "firing_rate", "weight_density", "budget_met", "train_s_per_epoch"):
         assert name in sparse
+    value = {k: m["value"] for k, m in sparse.items()}
+    # sops_per_sample means what the generic bench means by it (spike-driven only: with
+    # direct encoding the analog first layer adds none); the MACs count in with_first only
+    assert value["sops_per_sample"] == value["sops_per_sample_no_first"] > 0
+    assert value["sops_per_sample_with_first"] == pytest.approx(
+        value["sops_per_sample"] + value["macs_per_sample"])
     assert json.loads((tmp_path / "report.json").read_text())["rows"] == doc["rows"]
     md = (tmp_path / "report.md").read_text()
     assert "## Per-layer operations per sample" in md and "| blocks.0.conv1 |" in md

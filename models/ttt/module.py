@@ -41,6 +41,12 @@ class TTTLayer(nn.Module):
         super().__init__()
         if order not in ORDERS:
             raise ValueError(f"order {order!r} is not one of {ORDERS}")
+        sizes = {"d_model": d_model, "heads": heads, "head_dim": head_dim, "chunk": chunk}
+        if hidden is not None:
+            sizes["hidden"] = hidden
+        for key, value in sizes.items():
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"TTT layer {key} must be a positive integer, got {value!r}")
         self.variant, self.chunk, self.order = get_variant(variant), int(chunk), order
         self.heads, self.head_dim, self.base_lr, self.q_as_k = heads, head_dim, base_lr, q_as_k
         hidden = hidden or 2 * head_dim

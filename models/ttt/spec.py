@@ -29,8 +29,8 @@ def make_layer(config: Mapping[str, Any]) -> Any:
 
     cfg = {**DEFAULTS, **config}
     with seeded(int(cfg["seed"])):
-        return TTTLayer(int(cfg["d_model"]), int(cfg["heads"]), int(cfg["head_dim"]),
-                        str(cfg["variant"]), chunk=1, order="update_then_apply").eval()
+        return TTTLayer(cfg["d_model"], cfg["heads"], cfg["head_dim"], str(cfg["variant"]),
+                        chunk=1, order="update_then_apply").eval()
 
 
 def build(config: Mapping[str, Any]) -> TorchProgram:
@@ -48,7 +48,9 @@ def example(seed: int = 0, config: Mapping[str, Any] | None = None) -> dict[str,
     """A (T=16, batch=2, d_model) float32 sequence of Gaussian tokens (d_model from
     ``config``, else the default 32)."""
     rng = np.random.default_rng(seed)
-    width = int({**DEFAULTS, **(config or {})}["d_model"])
+    width = {**DEFAULTS, **(config or {})}["d_model"]
+    if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+        raise ValueError(f"d_model must be a positive integer, got {width!r}")
     x = rng.standard_normal((EXAMPLE_STEPS, EXAMPLE_BATCH, width))
     return {"x": x.astype(np.float32)}
 

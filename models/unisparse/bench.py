@@ -23,7 +23,7 @@ from neuroedge.models.unisparse import train
 from neuroedge.models.unisparse.pipeline import ORDER, VariantResult, run_variants
 from neuroedge.types import Measurement, Report
 
-COLUMNS = ("accuracy", "sops_per_sample_no_first", "sops_per_sample", "sop_reduction",
+COLUMNS = ("accuracy", "sops_per_sample_no_first", "sops_per_sample_with_first", "sop_reduction",
            "energy_uj", "firing_rate", "weight_density", "budget_met", "spike_agreement",
            "train_s_per_epoch")
 
