@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from neuroedge.models.bivision.bench import SWEEP_DEFAULTS
 from neuroedge.seeding import seeded
 from neuroedge.types import Efficiency, IOSpec, Measurement, ModelSpec, Paper, TorchProgram
 
@@ -100,4 +101,14 @@ SPEC = ModelSpec(
     bench="neuroedge.models.bivision.bench:bench",
     evaluate=evaluate,
     exportable=("onnx",),
+    # build: build() and make_net (size must stay SIZE); evaluate()'s eval_samples and
+    # noise_rate_hz are left out: with a bench hook the generic bench never runs it.
+    # train: train.DEFAULTS (train.py imports torch) plus data and fit's threads. bench: the
+    # sweep defaults, the seed list (bench.seeds), the recording for the throughput rows and
+    # what train.fit reads (variant and noise_rate_hz are set by the sweep itself)
+    config_keys={"build": ("checkpoint", "smoke", "seed", "variant", "size"),
+                 "train": ("task", "variant", "epochs", "batch", "lr", "seed", "size",
+                           "train_samples", "test_samples", "noise_rate_hz", "augment", "data",
+                           "threads"),
+                 "bench": (*SWEEP_DEFAULTS, "seeds", "events_file", "threads", "augment")},
 )

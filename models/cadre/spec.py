@@ -116,4 +116,12 @@ SPEC = ModelSpec(
     efficiency=Efficiency("FLOP"),
     train=train,
     bench="neuroedge.models.cadre.bench:bench",
+    # train: train.fit's keys (train.DEFAULTS less "threshold", which training never reads;
+    # train.py imports torch) plus n and checkpoint; bench: all of train.DEFAULTS, n and the
+    # user-series keys
+    config_keys={"build": ("checkpoint", "smoke"),
+                 "train": ("steps", "batch", "lr", "hidden", "lambda_z", "lambda_s", "alpha",
+                           "beta", "jac_batch", "seed", "n", "checkpoint"),
+                 "bench": ("steps", "batch", "lr", "hidden", "lambda_z", "lambda_s", "alpha",
+                           "beta", "jac_batch", "threshold", "seed", "n", "series", "period")},
 )

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from neuroedge.models.envy_free.experiment import DEFAULTS as BENCH_DEFAULTS
 from neuroedge.types import Efficiency, HostProgram, IOSpec, ModelSpec, Paper
 
 
@@ -59,4 +60,5 @@ SPEC = ModelSpec(
     efficiency=Efficiency("step"),
     tolerance={"default": 0.0},
     bench="neuroedge.models.envy_free.experiment:bench",
+    config_keys={"build": (), "bench": tuple(BENCH_DEFAULTS)},
 )

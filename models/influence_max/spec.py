@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from neuroedge.models.influence_max.experiment import DEFAULTS as BENCH_DEFAULTS
 from neuroedge.types import Efficiency, HostProgram, IOSpec, ModelSpec, Paper
 
 
@@ -49,4 +50,5 @@ SPEC = ModelSpec(
     efficiency=Efficiency("step"),
     tolerance={"default": 0.0},
     bench="neuroedge.models.influence_max.experiment:bench",
+    config_keys={"build": ("k", "worlds", "seed"), "bench": tuple(BENCH_DEFAULTS)},
 )

@@ -81,4 +81,10 @@ SPEC = ModelSpec(
     train="neuroedge.models.lif_convnet.train:train",
     evaluate=evaluate,
     exportable=("onnx", "nir"),
+    # build: build() (train_config goes to train.train when train_if_missing trains) and
+    # evaluate() (the generic bench); train: train.DEFAULTS (train.py imports torch)
+    config_keys={"build": ("checkpoint", "smoke", "untrained", "train_if_missing",
+                           "train_config", "seed", "eval_batch"),
+                 "train": ("steps", "epochs", "batch", "lr", "seed", "channels1",
+                           "channels2")},
 )

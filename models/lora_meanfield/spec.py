@@ -165,4 +165,5 @@ SPEC = ModelSpec(
     efficiency=Efficiency("step"),
     default_config=dict(DEFAULTS),
     bench=bench,
+    config_keys={"build": tuple(DEFAULTS), "bench": ("seeds", "adapters")},
 )

@@ -131,4 +131,8 @@ SPEC = ModelSpec(
     default_config={k: DEFAULTS[k] for k in ("mesh", "steps", "dt")},
     train=train,
     bench="neuroedge.models.meshft.bench:bench",
+    config_keys={"build": ("mesh", "steps", "dt", "checkpoint", "smoke"),
+                 "train": ("mesh", "hodge", "dt", "train_iters", "train_pairs", "lr",
+                           "checkpoint"),
+                 "bench": ("iters", "mgn_iters", "rollout", "steps_1e4")},
 )

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from neuroedge.models.self_distill.experiment import DEFAULTS as BENCH_DEFAULTS
 from neuroedge.types import Efficiency, HostProgram, IOSpec, ModelSpec, Paper
 
 
@@ -47,4 +48,5 @@ SPEC = ModelSpec(
     efficiency=Efficiency("FLOP"),
     tolerance={"default": 1e-10},
     bench="neuroedge.models.self_distill.experiment:bench",
+    config_keys={"build": (), "bench": tuple(BENCH_DEFAULTS)},
 )

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from neuroedge.models.specprune.train import DEFAULTS as TRAIN_DEFAULTS
 from neuroedge.seeding import seeded
 from neuroedge.types import Efficiency, IOSpec, ModelSpec, Paper, TorchProgram
 
@@ -85,4 +86,12 @@ SPEC = ModelSpec(
     bench="neuroedge.models.specprune.bench:run_bench",
     bench_backends=("host", "onnxrt"),
     exportable=("onnx",),  # one static-budget graph per (method, mode); see deploy.py
+    # bench: run_bench's own keys plus load_trained's (checkpoint, train_if_missing,
+    # train_config); its "episodes" are evaluation episodes per task
+    config_keys={"build": ("smoke", "seed", "mode", "method", "checkpoint", "train_if_missing",
+                           "train_config"),
+                 "train": tuple(TRAIN_DEFAULTS),
+                 "bench": ("threads", "tasks", "episodes", "baseline_budget", "candidates",
+                           "seed0", "budgets", "blank_views", "checkpoint", "eval_backend",
+                           "workers", "repeats", "train_if_missing", "train_config")},
 )

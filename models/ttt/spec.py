@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from neuroedge.models.ttt.throughput import BENCH_DEFAULTS
+from neuroedge.models.ttt.train import DEFAULTS as TRAIN_DEFAULTS
 from neuroedge.seeding import seeded
 from neuroedge.types import Efficiency, IOSpec, ModelSpec, Paper, TorchProgram
 
@@ -79,4 +81,8 @@ SPEC = ModelSpec(
     bench="neuroedge.models.ttt.throughput:bench",
     bench_backends=("host", "onnxrt"),
     exportable=("onnx",),
+    # build: DEFAULTS (default_config), and "smoke", accepted and a no-op: the seeded
+    # program is always tiny and untrained
+    config_keys={"build": (*DEFAULTS, "smoke"), "train": tuple(TRAIN_DEFAULTS),
+                 "bench": tuple(BENCH_DEFAULTS)},
 )

@@ -64,18 +64,26 @@ from neuroedge.types import Efficiency, IOSpec, Measurement, ModelSpec, Paper, T
 STEPS = 4
 NEURONS = 16 * 64 * 3 + 32 * 16 * 2 + 64 * 4 * 2  # LIF neurons of the digits mini-ResNet
 STATE_NAMES = ("v_stem", "v_b0a", "v_b0b", "v_b1a", "v_b1b", "v_b2a", "v_b2b")
+# The keys of train.DEFAULTS, and those the training pipeline reads beyond them.
+_TRAIN_KEYS = ("arch", "steps", "batch", "seed", "lr", "weight_decay", "dense_epochs",
+               "sparse_epochs", "finetune_epochs", "mask_lr", "bn_lr", "mask_gate", "aim",
+               "temp_start", "temp_end", "dual_lr", "budget_ratio", "e_ac_pj", "device",
+               "augment", "kd_weight", "kd_temp", "target_anneal", "penalty_rho", "spike_grad")
+_PIPELINE_KEYS = ("spike_scale", "data", "train_subset", "energy_target_uj")
 
 
 def build(config: Mapping[str, Any]) -> TorchProgram:
-    """The folded (deployed) mini-ResNet: trained from a checkpoint, or untrained for smoke."""
+    """The folded (deployed) mini-ResNet: trained from a checkpoint, or untrained for ``smoke``
+    (or ``untrained``, as for snn.lif_convnet): random weights at once, no training."""
     from neuroedge.checkpoints import load_checkpoint
     from neuroedge.models.unisparse import export, module, train
     from neuroedge.paths import checkpoint_path
 
     path = Path(config.get("checkpoint") or checkpoint_path(SPEC.name))
-    if not config.get("smoke") and not path.is_file() and config.get("train_if_missing"):
+    fresh = bool(config.get("smoke") or config.get("untrained"))
+    if not fresh and not path.is_file() and config.get("train_if_missing"):
         _train(config.get("train_config"), str(path))
-    trained = bool(not config.get("smoke") and path.is_file())
+    trained = bool(not fresh and path.is_file())
     cfg = dict(train.DEFAULTS)
     if trained:
         ckpt = load_checkpoint(path, required=("state_dict", "config"))
@@ -142,4 +150,15 @@ SPEC = ModelSpec(
     bench_backends=("host", "onnxrt", "lava"),
     evaluate=evaluate,
     exportable=("onnx", "nir"),
+    # train.py imports torch, so the names are written out. train: train.DEFAULTS plus what
+    # pipeline.load_data / resolve_target and train.sparsify read beyond them. bench: those,
+    # the variants, the seed list (bench.seeds), workers, threads and lava_samples. build:
+    # evaluate()'s eval_batch is left out (with a bench hook the generic bench never runs it).
+    config_keys={
+        "build": ("checkpoint", "smoke", "untrained", "train_if_missing", "train_config",
+                  "seed"),
+        "train": (*_TRAIN_KEYS, *_PIPELINE_KEYS),
+        "bench": (*_TRAIN_KEYS, *_PIPELINE_KEYS, "variants", "seeds", "workers", "threads",
+                  "lava_samples"),
+    },
 )

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from neuroedge.models.uq_last_layer.experiment import DEFAULTS as BENCH_DEFAULTS
 from neuroedge.types import Efficiency, HostProgram, IOSpec, ModelSpec, Paper
 
 IN_FEATURES = 8  # the synthetic regression task of data.synthetic_regression
@@ -61,4 +62,7 @@ SPEC = ModelSpec(
     efficiency=Efficiency("FLOP"),
     tolerance={"default": 1e-8},
     bench="neuroedge.models.uq_last_layer.experiment:bench",
+    # bench: its DEFAULTS plus the seed list and worker processes (bench.seeds)
+    config_keys={"build": ("subset", "smoke", "seed", "steps"),
+                 "bench": (*BENCH_DEFAULTS, "seeds", "workers")},
 )

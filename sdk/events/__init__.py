@@ -8,8 +8,10 @@ use, so arrays pass between them without copies. Submodules:
   times, out-of-sensor coordinates: rejected, or repaired only by an explicit option).
 * ``neuroedge.events.codecs`` (with ``evt3``): Prophesee DAT, EVT 2.0, EVT 3.0 and the
   N-MNIST / N-Caltech101 ATIS ``.bin`` layouts, decoded with state carried between chunks.
+* ``neuroedge.events.aedat4`` (with ``flatbuffer``): iniVation AEDAT 4.0 (DV; DAVIS,
+  DVXplorer), packet by packet, LZ4 / Zstandard / uncompressed, the event stream chosen by id.
 * ``neuroedge.events.io``: ``read_events``, ``stream_events`` (bounded-memory chunks),
-  ``write_events`` (atomic), format detection from headers and suffixes.
+  ``write_events`` (atomic), format detection from headers, magic bytes and suffixes.
 * ``neuroedge.events.datasets``: N-CARS and Gen1 folder layouts, Gen1 ``*_bbox.npy`` boxes.
 * ``neuroedge.events.simulator`` and ``neuroedge.events.generate``: a DVS pixel model and the
   N-CARS-like / Gen1-like dataset generators.

@@ -1,10 +1,12 @@
-"""Read, stream and write event files: ``.dat``, EVT 2.0/3.0 ``.raw`` and ATIS ``.bin``.
+"""Read, stream and write event files: ``.dat``, EVT 2.0/3.0 ``.raw``, ATIS ``.bin``, ``.aedat4``.
 
 ``stream_events`` reads a file in chunks of ``chunk_bytes`` (rounded down to whole words), so
-memory stays bounded by the chunk whatever the file size; ``read_events`` is one stream
-concatenated. Every chunk is validated like a whole file: time order across chunk boundaries,
-negative timestamps, and coordinates outside the sensor (taken from the header when it states
-one, or passed in) are errors unless an explicit repair option is given.
+memory stays bounded by the chunk whatever the file size; AEDAT 4 files are read packet by
+packet (memory bounded by one packet, yielded in chunks of at most ``chunk_bytes // 16``
+events). ``read_events`` is one stream concatenated. Every chunk is validated like a whole
+file: time order across chunk boundaries, negative timestamps, and coordinates outside the
+sensor (taken from the header when it states one, or passed in) are errors unless an explicit
+repair option is given.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 from neuroedge.atomic import atomic_path
+from neuroedge.events import aedat4
 from neuroedge.events.codecs import CODECS, Codec
 from neuroedge.events.core import (
     EVENT_DTYPE,
@@ -25,15 +28,20 @@ from neuroedge.events.core import (
     read_header,
 )
 
-FORMATS = tuple(CODECS)
-SUFFIXES = {".dat": "dat", ".bin": "atis"}
+FORMATS = (*CODECS, "aedat4")
+SUFFIXES = {".dat": "dat", ".bin": "atis", ".aedat4": "aedat4"}
 
 
 def detect_format(path: str | os.PathLike[str]) -> str:
-    """``dat``, ``evt2``, ``evt3`` or ``atis`` from the header (``% evt 3.0``) or the suffix."""
+    """``dat``, ``evt2``, ``evt3``, ``atis`` or ``aedat4`` from the header or the suffix.
+
+    Headers: ``% evt 3.0`` / ``% format EVT3`` (Prophesee), ``#!AER-DAT4.0`` (AEDAT 4).
+    """
     path = Path(path)
     if path.suffix in SUFFIXES:
         return SUFFIXES[path.suffix]
+    if aedat4.is_aedat4(path):
+        return "aedat4"
     fields, _ = read_header(path)
     version = fields.get("evt", "")
     fmt = fields.get("format", "").split(";")[0].upper()
@@ -72,25 +80,10 @@ def _body_start(path: Path, codec: Codec) -> int:
     return start
 
 
-def stream_events(path: str | os.PathLike[str], fmt: str | None = None, *,
-                  chunk_bytes: int = 1 << 22, sensor: SensorSize | None = None,
-                  on_unsorted: str = "raise", on_invalid: str = "raise") -> Iterator[np.ndarray]:
-    """Yield the events of ``path`` chunk by chunk (bounded memory).
-
-    Raises ``EventFormatError`` (with the byte offset) for corrupt words and truncated files,
-    ``ValueError`` for invalid events unless ``on_invalid="drop"``; ``on_unsorted="sort"`` sorts
-    within a chunk only (a chunk earlier than its predecessor still raises).
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such event file")
-    fmt = fmt or detect_format(path)
-    if fmt not in CODECS:
-        raise ValueError(f"event format {fmt!r} is not one of {FORMATS}")
-    codec = CODECS[fmt]
-    sensor = sensor or (header_sensor(read_header(path)[0]) if fmt != "atis" else None)
+def _word_chunks(path: Path, codec: Codec, chunk_bytes: int) -> Iterator[tuple[int, np.ndarray]]:
+    """``(byte offset, decoded events)`` of whole-word chunks of a word-based file."""
     step = max(codec.word_bytes, chunk_bytes // codec.word_bytes * codec.word_bytes)
-    offset, state, last_t, count = _body_start(path, codec), codec.new_state(), -1, 0
+    offset, state = _body_start(path, codec), codec.new_state()
     size = path.stat().st_size
     with open(path, "rb") as fh:
         fh.seek(offset)
@@ -100,39 +93,86 @@ def stream_events(path: str | os.PathLike[str], fmt: str | None = None, *,
             if usable < len(body):
                 raise EventFormatError(path, offset + usable, f"truncated: {len(body) - usable} "
                                        f"trailing bytes do not make a whole {codec.word_bytes}"
-                                       f"-byte {fmt} word")
-            decoded = codec.decode(body, state, offset, str(path))
-            events = check_events(decoded, sensor, on_unsorted=on_unsorted,
-                                  on_invalid=on_invalid, first_index=count,
-                                  source=f"{path} (chunk at byte offset {offset}): ").events
-            count += len(decoded)
-            if len(events) and events["t"][0] < last_t:
-                raise ValueError(f"{path}: events out of time order at the chunk starting at "
-                                 f"byte offset {offset}: t={int(events['t'][0])} us after "
-                                 f"t={last_t} us")
-            last_t = int(events["t"][-1]) if len(events) else last_t
+                                       f"-byte {codec.name} word")
+            yield offset, codec.decode(body, state, offset, str(path))
             offset += len(body)
-            yield events
+
+
+def _aedat4_chunks(path: Path, header: aedat4.AedatHeader, stream: aedat4.AedatStream,
+                   chunk_bytes: int) -> Iterator[tuple[int, np.ndarray]]:
+    """``(packet byte offset, events)``, a packet split into chunks of ``chunk_bytes // 16``."""
+    step = max(1, chunk_bytes // aedat4.EVENT_STRUCT.itemsize)
+    for offset, events in aedat4.event_packets(path, header, stream):
+        for start in range(0, max(len(events), 1), step):
+            yield offset, events[start:start + step]
+
+
+def stream_events(path: str | os.PathLike[str], fmt: str | None = None, *,
+                  chunk_bytes: int = 1 << 22, sensor: SensorSize | None = None,
+                  on_unsorted: str = "raise", on_invalid: str = "raise",
+                  stream_id: int | None = None) -> Iterator[np.ndarray]:
+    """Yield the events of ``path`` chunk by chunk (bounded memory).
+
+    Raises ``EventFormatError`` (with the byte offset) for corrupt words and truncated files,
+    ``ValueError`` for invalid events unless ``on_invalid="drop"``; ``on_unsorted="sort"`` sorts
+    within a chunk only (a chunk earlier than its predecessor still raises). ``stream_id`` picks
+    the event stream of an AEDAT 4 file (default: the lowest-id ``EVTS`` stream).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such event file")
+    fmt = fmt or detect_format(path)
+    if fmt not in FORMATS:
+        raise ValueError(f"event format {fmt!r} is not one of {FORMATS}")
+    if stream_id is not None and fmt != "aedat4":
+        raise ValueError(f"{path}: stream_id={stream_id} applies to aedat4 files only, not {fmt}")
+    if fmt == "aedat4":
+        header = aedat4.read_header(path)
+        stream = aedat4.event_stream(path, header, stream_id)
+        sensor = sensor or stream.sensor
+        chunks = _aedat4_chunks(path, header, stream, chunk_bytes)
+    else:
+        sensor = sensor or (header_sensor(read_header(path)[0]) if fmt != "atis" else None)
+        chunks = _word_chunks(path, CODECS[fmt], chunk_bytes)
+    last_t, count = -1, 0
+    for offset, decoded in chunks:
+        events = check_events(decoded, sensor, on_unsorted=on_unsorted, on_invalid=on_invalid,
+                              first_index=count,
+                              source=f"{path} (chunk at byte offset {offset}): ").events
+        count += len(decoded)
+        if len(events) and events["t"][0] < last_t:
+            raise ValueError(f"{path}: events out of time order at the chunk starting at "
+                             f"byte offset {offset}: t={int(events['t'][0])} us after "
+                             f"t={last_t} us")
+        last_t = int(events["t"][-1]) if len(events) else last_t
+        yield events
 
 
 def read_events(path: str | os.PathLike[str], fmt: str | None = None, *,
                 sensor: SensorSize | None = None, on_unsorted: str = "raise",
-                on_invalid: str = "raise") -> np.ndarray:
+                on_invalid: str = "raise", stream_id: int | None = None) -> np.ndarray:
     """All events of ``path`` as an ``EVENT_DTYPE`` array (see ``stream_events``)."""
     chunks = list(stream_events(path, fmt, sensor=sensor, on_unsorted=on_unsorted,
-                                on_invalid=on_invalid))
+                                on_invalid=on_invalid, stream_id=stream_id))
     return np.concatenate(chunks) if chunks else np.empty(0, EVENT_DTYPE)
 
 
 def write_events(path: str | os.PathLike[str], events: np.ndarray, fmt: str | None = None, *,
                  sensor: SensorSize | None = None) -> Path:
-    """Write ``events`` (validated: sorted, t >= 0, on the sensor) atomically in ``fmt``."""
+    """Write ``events`` (validated: sorted, t >= 0, on the sensor) atomically in ``fmt``.
+
+    AEDAT 4 files get one LZ4-compressed event stream and need ``sensor`` (see
+    ``neuroedge.events.aedat4.encode``).
+    """
     path = Path(path)
     fmt = fmt or SUFFIXES.get(path.suffix)
-    if fmt not in CODECS:
+    if fmt not in FORMATS:
         raise ValueError(f"cannot tell the format of {path}; pass fmt= one of {FORMATS}")
     events = check_events(as_events(events), sensor).events
-    codec = CODECS[fmt]
+    if fmt == "aedat4":
+        data = aedat4.encode(events, sensor)
+    else:
+        data = CODECS[fmt].header(sensor) + CODECS[fmt].encode(events)
     with atomic_path(path) as tmp:
-        tmp.write_bytes(codec.header(sensor) + codec.encode(events))
+        tmp.write_bytes(data)
     return path
