@@ -41,7 +41,11 @@ Matched FLOPs (declared run, 2026-12-04, checkpoint retrained by the default rec
 from 10200, 150 per task, ``baseline_budget=31``: SpecPrune's mean visual tokens per layer after
 layer 1): FLOPs 2.64e8 vs 2.67e8; success unpruned 278 / SpecPrune 270 / FastV 265 / random 257
 of 450; onnxrt 1.66x; SpecPrune beats random (20 vs 7, p = 0.019) but not FastV (13 vs 8,
-p = 0.38), so the claim's "better than FastV" is not met at matched FLOPs either.
+p = 0.38), so the claim's "better than FastV" is not met at matched FLOPs either. The second
+declared matched-FLOPs run (2026-12-05, a new checkpoint by the same recipe, layouts from
+10350): unpruned 302 / SpecPrune 295 / FastV 277 / random 272 of 450, onnxrt 1.58x, SpecPrune
+beats FastV (26 vs 8, p = 0.003) and random (34 vs 11, p = 0.0008): every part holds on that
+checkpoint, so the FastV part depends on the trained checkpoint.
 
 FastV and random pruning get SpecPrune's fine-mode budget (config ``baseline_budget``) at every
 step, so they never keep fewer visual tokens after layer 1 than SpecPrune does; they have no
