@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -79,8 +80,7 @@ def record(report: dict[str, Any], db_path: str | os.PathLike[str] | None = None
            out_dir: str | None = None) -> int:
     """Store one report.json document; returns its run id."""
     path = Path(db_path) if db_path else default_path()
-    db = _open(path)
-    with db:
+    with contextlib.closing(_open(path)) as db, db:  # commit (or roll back), then close
         cur = db.execute("INSERT INTO runs(created, model, machine, out_dir, report) "
                          "VALUES (?, ?, ?, ?, ?)",
                          (report["created"], report["model"], report["machine"], out_dir,
@@ -90,7 +90,6 @@ def record(report: dict[str, Any], db_path: str | os.PathLike[str] | None = None
             "INSERT INTO metrics VALUES (?, ?, ?, ?, ?, ?, ?)",
             [(run_id, row["variant"], row["backend"], name, m["value"], m["unit"], m["how"])
              for row in report["rows"] for name, m in row["metrics"].items()])
-    db.close()
     return run_id
 
 
