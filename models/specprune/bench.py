@@ -44,8 +44,10 @@ of 450; onnxrt 1.66x; SpecPrune beats random (20 vs 7, p = 0.019) but not FastV 
 p = 0.38), so the claim's "better than FastV" is not met at matched FLOPs either. The second
 declared matched-FLOPs run (2026-12-05, a new checkpoint by the same recipe, layouts from
 10350): unpruned 302 / SpecPrune 295 / FastV 277 / random 272 of 450, onnxrt 1.58x, SpecPrune
-beats FastV (26 vs 8, p = 0.003) and random (34 vs 11, p = 0.0008): every part holds on that
-checkpoint, so the FastV part depends on the trained checkpoint.
+beats FastV (26 vs 8, p = 0.003) and random (34 vs 11, p = 0.0008): every part holds in that
+run. The third (declared, the same checkpoint, layouts from 10500): 287 / 278 / 273 / 251,
+1.48x, random beaten (39 vs 12, p = 0.0002), FastV not (15 vs 10, p = 0.42). Over the three
+declared matched-FLOPs runs the latency and drop parts hold every time, FastV is beaten once.
 
 FastV and random pruning get SpecPrune's fine-mode budget (config ``baseline_budget``) at every
 step, so they never keep fewer visual tokens after layer 1 than SpecPrune does; they have no
