@@ -59,12 +59,11 @@ def _open(path: Path) -> sqlite3.Connection:
             if _columns(db, table) != list(want):
                 raise ArtifactError(f"history {path}: its table {table!r} has columns "
                                     f"{_columns(db, table)}, not neuroedge's {list(want)}")
-    except sqlite3.DatabaseError as exc:
+    except (sqlite3.DatabaseError, ArtifactError) as exc:
         db.close()
+        if isinstance(exc, ArtifactError):
+            raise
         raise ArtifactError(f"history {path}: not a neuroedge history database ({exc})") from exc
-    except ArtifactError:
-        db.close()
-        raise
     return db
 
 

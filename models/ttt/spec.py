@@ -50,9 +50,7 @@ def example(seed: int = 0, config: Mapping[str, Any] | None = None) -> dict[str,
     """A (T=16, batch=2, d_model) float32 sequence of Gaussian tokens (d_model from
     ``config``, else the default 32)."""
     rng = np.random.default_rng(seed)
-    width = {**DEFAULTS, **(config or {})}["d_model"]
-    if isinstance(width, bool) or not isinstance(width, int) or width < 1:
-        raise ValueError(f"d_model must be a positive integer, got {width!r}")
+    width = int({**DEFAULTS, **(config or {})}["d_model"])  # build (TTTLayer) checks it
     x = rng.standard_normal((EXAMPLE_STEPS, EXAMPLE_BATCH, width))
     return {"x": x.astype(np.float32)}
 
