@@ -32,6 +32,7 @@ gpu-check: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check sdk backends models export bench tests
+	$(BIN)/ruff format --check sdk backends models export bench tests
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info reports .neuroedge

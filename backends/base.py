@@ -21,13 +21,15 @@ class Backend(Protocol):
 
     def supports(self, spec: ModelSpec) -> Support: ...
 
-    def compile(self, program: Program, spec: ModelSpec,
-                options: Mapping[str, str] | None = None) -> Artifact: ...
+    def compile(
+        self, program: Program, spec: ModelSpec, options: Mapping[str, str] | None = None
+    ) -> Artifact: ...
 
     def run(self, artifact: Artifact, inputs: Mapping[str, Any]) -> dict[str, Any]: ...
 
-    def profile(self, artifact: Artifact, inputs: Mapping[str, Any],
-                repeats: int = 50) -> Report: ...
+    def profile(
+        self, artifact: Artifact, inputs: Mapping[str, Any], repeats: int = 50
+    ) -> Report: ...
 
 
 class MeasuredBackend:
@@ -38,21 +40,29 @@ class MeasuredBackend:
     def run(self, artifact: Artifact, inputs: Mapping[str, Any]) -> dict[str, Any]:
         raise TypeError(f"{type(self).__name__} must define run()")
 
-    def profile(self, artifact: Artifact, inputs: Mapping[str, Any],
-                repeats: int = 50) -> Report:
+    def profile(self, artifact: Artifact, inputs: Mapping[str, Any], repeats: int = 50) -> Report:
         from neuroedge.bench.latency import measure_latency
 
         symbols = bind_inputs(artifact.spec, inputs)
-        timing = measure_latency(lambda: self.run(artifact, inputs), repeats=repeats,
-                                 batch=symbols.get("batch", 1))
-        return Report(model=artifact.spec.name, backend=self.name,
-                      device=str(artifact.meta.get("device", "cpu")), metrics=timing.metrics(),
-                      fallbacks=tuple(artifact.meta.get("fallbacks", ())))
+        timing = measure_latency(
+            lambda: self.run(artifact, inputs), repeats=repeats, batch=symbols.get("batch", 1)
+        )
+        return Report(
+            model=artifact.spec.name,
+            backend=self.name,
+            device=str(artifact.meta.get("device", "cpu")),
+            metrics=timing.metrics(),
+            fallbacks=tuple(artifact.meta.get("fallbacks", ())),
+        )
 
 
-def unroll(step: Callable[[Sequence[Any]], Sequence[Any]], inputs: Sequence[Any],
-           state: Sequence[Any], n_outputs: int,
-           stack: Callable[[list[Any]], Any]) -> tuple[list[Any], list[Any]]:
+def unroll(
+    step: Callable[[Sequence[Any]], Sequence[Any]],
+    inputs: Sequence[Any],
+    state: Sequence[Any],
+    n_outputs: int,
+    stack: Callable[[list[Any]], Any],
+) -> tuple[list[Any], list[Any]]:
     """Run ``step(x_t..., state...) -> (y_t..., state'...)`` over the leading time axis.
 
     Returns the outputs stacked over time and the final state. The same loop drives the host

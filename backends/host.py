@@ -12,7 +12,14 @@ from typing import Any, ClassVar
 from neuroedge.backends.base import MeasuredBackend, unroll
 from neuroedge.shapes import bind_inputs
 from neuroedge.types import (
-    Artifact, Availability, HostProgram, ModelSpec, NIRProgram, Program, Support, TorchProgram,
+    Artifact,
+    Availability,
+    HostProgram,
+    ModelSpec,
+    NIRProgram,
+    Program,
+    Support,
+    TorchProgram,
 )
 
 
@@ -27,11 +34,14 @@ class HostBackend(MeasuredBackend):
     def supports(self, spec: ModelSpec) -> Support:
         return Support(True)
 
-    def compile(self, program: Program, spec: ModelSpec,
-                options: Mapping[str, str] | None = None) -> Artifact:
+    def compile(
+        self, program: Program, spec: ModelSpec, options: Mapping[str, str] | None = None
+    ) -> Artifact:
         if isinstance(program, NIRProgram):
-            raise TypeError("the host backend runs torch and host programs; convert a NIR graph "
-                            "with neuroedge.export.nir first")
+            raise TypeError(
+                "the host backend runs torch and host programs; convert a NIR graph "
+                "with neuroedge.export.nir first"
+            )
         if isinstance(program, TorchProgram):
             program.module.eval()
             return Artifact(self.name, "torch", spec, meta={"device": "cpu"}, handle=program)
@@ -57,8 +67,9 @@ def run_torch_program(program: TorchProgram, inputs: Mapping[str, Any]) -> dict[
             ys = ys if isinstance(ys, (tuple, list)) else (ys,)
             return {n: y.numpy() for n, y in zip(program.output_names, ys)}
         state = program.init_state(int(xs[0].shape[1]))
-        outs, final = unroll(lambda args: module(*args), xs, state, len(program.output_names),
-                             torch.stack)
+        outs, final = unroll(
+            lambda args: module(*args), xs, state, len(program.output_names), torch.stack
+        )
     result = {n: y.numpy() for n, y in zip(program.output_names, outs)}
     result.update({f"{n}_final": s.numpy() for n, s in zip(program.state_names, final)})
     return result

@@ -82,8 +82,10 @@ def hardware_reason() -> str | None:
     except ModuleNotFoundError:
         found = False
     if not found:
-        return ("Loihi 2 hardware extension (lava-loihi, Intel INRC members only) is not "
-                "installed: runs use the Loihi2SimCfg CPU simulation")
+        return (
+            "Loihi 2 hardware extension (lava-loihi, Intel INRC members only) is not "
+            "installed: runs use the Loihi2SimCfg CPU simulation"
+        )
     return None
 
 
@@ -98,8 +100,9 @@ class LavaBackend(MeasuredBackend):
         try:
             found = version("lava-nc")
         except PackageNotFoundError:
-            return Availability(False, "lava-nc is not installed (python -m "
-                                       "neuroedge.backends.lava_install)")
+            return Availability(
+                False, "lava-nc is not installed (python -m neuroedge.backends.lava_install)"
+            )
         if importlib.util.find_spec("lava.magma") is None:
             return Availability(False, f"lava-nc {found} is installed but lava.magma is missing")
         hw = hardware_reason()
@@ -117,8 +120,9 @@ class LavaBackend(MeasuredBackend):
             return Support(False, f"{spec.name} does not map to Lava: {err}")
         return Support(True)
 
-    def compile(self, program: Program, spec: ModelSpec,
-                options: Mapping[str, str] | None = None) -> Artifact:
+    def compile(
+        self, program: Program, spec: ModelSpec, options: Mapping[str, str] | None = None
+    ) -> Artifact:
         """Map ``program`` (TorchProgram SNN or NIRProgram) to Lava; refuses what cannot fit."""
         options = dict(options or {})
         variant = options.get("variant", "floating_pt")
@@ -137,16 +141,28 @@ class LavaBackend(MeasuredBackend):
             raise ExportRefused(f"{spec.name} does not fit Loihi 2: {fit.reason}")
         input_scale = float(options.get("input_scale", DEFAULT_INPUT_SCALE))
         if variant == "fixed_pt" and not (1 <= input_scale <= 255 and input_scale.is_integer()):
-            raise ValueError(f"input_scale {options.get('input_scale')!r}: fixed_pt inputs are "
-                             "graded spikes round(x * input_scale), so it must be an integer "
-                             "in 1..255")
+            raise ValueError(
+                f"input_scale {options.get('input_scale')!r}: fixed_pt inputs are "
+                "graded spikes round(x * input_scale), so it must be an integer "
+                "in 1..255"
+            )
         scales = {n: input_scale for n, v in graph.nodes.items() if type(v).__name__ == "Input"}
-        fixed = [quantize(lay, {**scales, BIAS_SOURCE: input_scale}) for lay in layers] \
-            if variant == "fixed_pt" else None
+        fixed = (
+            [quantize(lay, {**scales, BIAS_SOURCE: input_scale}) for lay in layers]
+            if variant == "fixed_pt"
+            else None
+        )
         outputs = _output_sources(graph)
-        meta = {"device": "cpu", "variant": variant, "config": config, "chip_fit": fit,
-                "dt": dt, "input_scale": input_scale, "outputs": outputs,
-                "weight_quant_err": [f.weight_err for f in fixed] if fixed else []}
+        meta = {
+            "device": "cpu",
+            "variant": variant,
+            "config": config,
+            "chip_fit": fit,
+            "dt": dt,
+            "input_scale": input_scale,
+            "outputs": outputs,
+            "weight_quant_err": [f.weight_err for f in fixed] if fixed else [],
+        }
         handle = LavaNetwork(layers, fixed, variant, config, input_scale, outputs, set(scales))
         return Artifact(self.name, "lava", spec, meta=meta, handle=handle)
 
@@ -181,8 +197,10 @@ def _output_sources(graph: Any) -> dict[str, str | tuple[str, ...]]:
             parts = tuple(str(value).split(","))
             missing = [p for p in parts if p not in graph.nodes]
             if missing:
-                raise ExportRefused(f"graph metadata {key!r} names populations {missing} that "
-                                    "are not nodes of the graph")
+                raise ExportRefused(
+                    f"graph metadata {key!r} names populations {missing} that "
+                    "are not nodes of the graph"
+                )
             found[key.split(":", 1)[1]] = parts
     return found
 
@@ -197,14 +215,20 @@ def _assemble(pops: dict[str, np.ndarray], source: str | tuple[str, ...]) -> np.
 class LavaNetwork:
     """Lava processes for one mapping, built per (batch, T) on first use and reused."""
 
-    def __init__(self, layers: list[Layer], fixed: list[Any] | None, variant: str,
-                 config: str, input_scale: float,
-                 outputs: dict[str, str | tuple[str, ...]], inputs: set[str]) -> None:
+    def __init__(
+        self,
+        layers: list[Layer],
+        fixed: list[Any] | None,
+        variant: str,
+        config: str,
+        input_scale: float,
+        outputs: dict[str, str | tuple[str, ...]],
+        inputs: set[str],
+    ) -> None:
         self.layers, self.fixed, self.variant = layers, fixed, variant
         self.config, self.input_scale, self.outputs = config, input_scale, outputs
         self.inputs = inputs  # names of the graph's Input nodes (graded sources)
-        self.recurrent = any(syn.source == layer.name for layer in layers
-                             for syn in layer.synapses)
+        self.recurrent = any(syn.source == layer.name for layer in layers for syn in layer.synapses)
         self._built: dict[tuple[int, int], dict[str, Any]] = {}
         # Lava's runtime keeps worker processes alive until stopped; without this an
         # interpreter that never calls close() would hang at exit.
@@ -231,9 +255,11 @@ class LavaNetwork:
         if self.fixed is not None:
             graded = np.round(data * self.input_scale).astype(np.int32)
             if np.abs(graded).max(initial=0) > 255:
-                raise ValueError(f"fixed_pt input {float(np.abs(x).max()):.4g} x input_scale "
-                                 f"{self.input_scale:g} exceeds Loihi's 8-bit graded spikes "
-                                 "(255); compile with a smaller input_scale option")
+                raise ValueError(
+                    f"fixed_pt input {float(np.abs(x).max()):.4g} x input_scale "
+                    f"{self.input_scale:g} exceeds Loihi's 8-bit graded spikes "
+                    "(255); compile with a smaller input_scale option"
+                )
             return graded
         return data
 
@@ -250,7 +276,7 @@ class LavaNetwork:
         key = (batch, steps)
         net = self._built.get(key)
         if net is not None and self.recurrent:  # spikes of the last run's tail would circle
-            net["source"].stop()                # back into step 0: a fresh network per call
+            net["source"].stop()  # back into step 0: a fresh network per call
             net = None
         if net is None:
             net = self._built[key] = _build(self, batch, data, steps)
@@ -268,13 +294,15 @@ class LavaNetwork:
             k = layer.depth
             rec = np.asarray(net["sinks"][layer.name].data.get(), dtype=np.float64)
             if layer.spiking:  # packed 8 spikes per value, one step later (packing Dense)
-                bits = unpack_spikes(rec[:, k + 1:k + 1 + steps], batch * int(np.prod(
-                    layer.shape)))
+                bits = unpack_spikes(
+                    rec[:, k + 1 : k + 1 + steps], batch * int(np.prod(layer.shape))
+                )
                 pops[layer.name] = bits.T.reshape(steps, batch, *layer.shape)
             else:
-                rec = rec[:, k:k + steps].T.reshape(steps, batch, -1)
-                pops[layer.name] = _integrate(layer, rec, self.fixed[i].scale
-                                              if self.fixed else 1.0)
+                rec = rec[:, k : k + steps].T.reshape(steps, batch, -1)
+                pops[layer.name] = _integrate(
+                    layer, rec, self.fixed[i].scale if self.fixed else 1.0
+                )
         return pops
 
 
@@ -287,8 +315,9 @@ def packing_matrix(n: int) -> Any:
     import scipy.sparse as sp
 
     idx = np.arange(n)
-    return sp.csr_matrix((2.0 ** (idx % PACK), (idx // PACK, idx)),
-                         shape=((n + PACK - 1) // PACK, n))
+    return sp.csr_matrix(
+        (2.0 ** (idx % PACK), (idx // PACK, idx)), shape=((n + PACK - 1) // PACK, n)
+    )
 
 
 def unpack_spikes(packed: np.ndarray, n: int) -> np.ndarray:
@@ -317,8 +346,9 @@ def _integrate(layer: Layer, synaptic: np.ndarray, scale: float) -> np.ndarray:
     return np.stack(trace).astype(np.float32).reshape(len(trace), -1, *layer.shape)
 
 
-def _synapse(weight: np.ndarray, batch: int, graded: bool, fixed: bool, delay: int,
-             weight_exp: int = 0) -> Any:
+def _synapse(
+    weight: np.ndarray, batch: int, graded: bool, fixed: bool, delay: int, weight_exp: int = 0
+) -> Any:
     import scipy.sparse as sp
     from lava.proc.dense.process import DelayDense, Dense
     from lava.proc.sparse.process import DelaySparse, Sparse
@@ -331,14 +361,20 @@ def _synapse(weight: np.ndarray, batch: int, graded: bool, fixed: bool, delay: i
     dense_ratio = np.count_nonzero(weight) / max(weight.size, 1)
     if batch == 1 and dense_ratio > 0.5:
         if delay:
-            return DelayDense(weights=weight, delays=np.full(weight.shape, delay, dtype=int),
-                              num_message_bits=bits, **scaled)
+            return DelayDense(
+                weights=weight,
+                delays=np.full(weight.shape, delay, dtype=int),
+                num_message_bits=bits,
+                **scaled,
+            )
         return Dense(weights=weight, num_message_bits=bits, **scaled)
     block = sp.kron(sp.identity(batch, format="csr"), sp.csr_matrix(weight), format="csr")
     block = block.astype(np.int32 if fixed else np.float64)
     if delay:  # the same sparsity structure as the weights (Lava warns on any other)
-        delays = sp.csr_matrix((np.full(block.nnz, delay, dtype=int), block.indices.copy(),
-                                block.indptr.copy()), shape=block.shape)
+        delays = sp.csr_matrix(
+            (np.full(block.nnz, delay, dtype=int), block.indices.copy(), block.indptr.copy()),
+            shape=block.shape,
+        )
         return DelaySparse(weights=block, delays=delays, num_message_bits=bits)
     return Sparse(weights=block, num_message_bits=bits, **scaled)
 
@@ -361,8 +397,9 @@ def _build(net: LavaNetwork, batch: int, data: np.ndarray, steps: int) -> dict[s
     if any(syn.source == BIAS_SOURCE for layer in net.layers for syn in layer.synapses):
         ones = np.zeros((batch, length))
         ones[:, :steps] = 1.0
-        sources[BIAS_SOURCE] = Source(data=np.round(ones * net.input_scale).astype(np.int32)
-                                      if fixed else ones)
+        sources[BIAS_SOURCE] = Source(
+            data=np.round(ones * net.input_scale).astype(np.int32) if fixed else ones
+        )
     pops: dict[str, Any] = {}
     sinks = {}
     for k, layer in enumerate(net.layers):
@@ -370,28 +407,37 @@ def _build(net: LavaNetwork, batch: int, data: np.ndarray, steps: int) -> dict[s
         n = int(np.prod(layer.shape)) * batch
         if layer.spiking:  # built first: a recurrent synapse reads its own spikes
             target = pops[layer.name] = LIFReset(
-                shape=(n,), du=q.du if q else layer.du, dv=q.dv if q else layer.dv,
+                shape=(n,),
+                du=q.du if q else layer.du,
+                dv=q.dv if q else layer.dv,
                 vth=q.vth if q else 1.0,
                 bias_mant=np.tile(q.bias_mant if q else layer.bias, batch),
-                bias_exp=q.bias_exp if q else 0, reset_interval=length,
-                reset_offset=(layer.depth + 1) % length)
+                bias_exp=q.bias_exp if q else 0,
+                reset_interval=length,
+                reset_offset=(layer.depth + 1) % length,
+            )
         else:
             target = sink = Sink(shape=(n,), buffer=length)
         for j, edge in enumerate(layer.synapses):  # Lava sums every connection into a_in
             graded = edge.source in sources
-            syn = _synapse(q.weights[j] if q else edge.weight, batch, graded=graded,
-                           fixed=fixed, delay=edge.delay, weight_exp=q.weight_exps[j] if q else 0)
+            syn = _synapse(
+                q.weights[j] if q else edge.weight,
+                batch,
+                graded=graded,
+                fixed=fixed,
+                delay=edge.delay,
+                weight_exp=q.weight_exps[j] if q else 0,
+            )
             (sources[edge.source] if graded else pops[edge.source]).s_out.connect(syn.s_in)
             syn.a_out.connect(target.a_in)
         if layer.spiking:
             lif = target
             weights = packing_matrix(n)
-            packer = Sparse(weights=weights.astype(np.int32 if fixed else np.float64),
-                            num_message_bits=1)
+            packer = Sparse(
+                weights=weights.astype(np.int32 if fixed else np.float64), num_message_bits=1
+            )
             lif.s_out.connect(packer.s_in)
             sink = Sink(shape=(weights.shape[0],), buffer=length)
             packer.a_out.connect(sink.a_in)
         sinks[layer.name] = sink
     return {"source": source, "sinks": sinks}
-
-

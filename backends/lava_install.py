@@ -58,12 +58,17 @@ STOCK_SHA256 = "d646723e888a72868dac77d31beee3eef1f540366a8c1a8578a2dc3302470926
 DEPENDENCIES = ("asteval==0.9.33", "networkx==2.8.7")  # lava's own bounds, verified here
 # path in the wheel -> (stock bytes, replacement); each must occur exactly once
 SOURCE_PATCHES = {
-    "lava/magma/compiler/var_model.py": (b"@dataclass\nclass ByteEncoder:",
-                                         b"@dataclass(frozen=True)\nclass ByteEncoder:"),
+    "lava/magma/compiler/var_model.py": (
+        b"@dataclass\nclass ByteEncoder:",
+        b"@dataclass(frozen=True)\nclass ByteEncoder:",
+    ),
     "lava/magma/runtime/message_infrastructure/multiprocessing.py": (
         b"    mp.set_start_method('fork')\n",
-        (b"    if mp.get_start_method(allow_none=True) != 'fork':\n"
-         b"        mp.set_start_method('fork', force=True)\n")),
+        (
+            b"    if mp.get_start_method(allow_none=True) != 'fork':\n"
+            b"        mp.set_start_method('fork', force=True)\n"
+        ),
+    ),
 }
 METADATA_EDITS = (
     (f"Version: {STOCK_VERSION}\n", f"Version: {LOCAL_VERSION}\n"),
@@ -116,8 +121,9 @@ def installed_version() -> str | None:
 
 def check(python: str = sys.executable) -> tuple[bool, str]:
     """Run a tiny network under Loihi2SimCfg in a fresh interpreter: ``(ok, output)``."""
-    proc = subprocess.run([python, "-c", CHECK_SCRIPT], capture_output=True, text=True,
-                          timeout=300, check=False)
+    proc = subprocess.run(
+        [python, "-c", CHECK_SCRIPT], capture_output=True, text=True, timeout=300, check=False
+    )
     out = (proc.stdout + proc.stderr).strip()
     return proc.returncode == 0, out.splitlines()[-1] if out else f"exit {proc.returncode}"
 
@@ -131,8 +137,9 @@ def _patch_member(name: str, data: bytes) -> bytes:
     if name in SOURCE_PATCHES:
         old, new = SOURCE_PATCHES[name]
         if data.count(old) != 1:
-            raise ValueError(f"{name}: expected one {old!r}; the stock wheel changed, the "
-                             "patch does not apply")
+            raise ValueError(
+                f"{name}: expected one {old!r}; the stock wheel changed, the patch does not apply"
+            )
         return data.replace(old, new)
     if name.endswith(".dist-info/METADATA"):
         text = data.decode("utf-8")
@@ -148,13 +155,14 @@ def patch_wheel(stock: Path, out_dir: Path) -> Path:
     """Write the patched wheel into ``out_dir`` (see the module docstring) and return it."""
     digest = hashlib.sha256(stock.read_bytes()).hexdigest()
     if digest != STOCK_SHA256:
-        raise ValueError(f"{stock}: sha256 {digest} is not the lava-nc {STOCK_VERSION} wheel "
-                         f"this patch was written for ({STOCK_SHA256})")
+        raise ValueError(
+            f"{stock}: sha256 {digest} is not the lava-nc {STOCK_VERSION} wheel "
+            f"this patch was written for ({STOCK_SHA256})"
+        )
     old_info, new_info = f"lava_nc-{STOCK_VERSION}.dist-info", f"lava_nc-{LOCAL_VERSION}.dist-info"
     target = out_dir / PATCHED_WHEEL
     records: list[list[str]] = []
-    with zipfile.ZipFile(stock) as src, zipfile.ZipFile(target, "w",
-                                                        zipfile.ZIP_DEFLATED) as dst:
+    with zipfile.ZipFile(stock) as src, zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as dst:
         for info in src.infolist():
             name = info.filename
             if name.startswith("tests/") or name == f"{old_info}/RECORD" or name.endswith("/"):
@@ -164,8 +172,7 @@ def patch_wheel(stock: Path, out_dir: Path) -> Path:
             dst.writestr(name, data)
             records.append(_record_line(name, data))
         buf = io.StringIO()
-        csv.writer(buf, lineterminator="\n").writerows([*records, [f"{new_info}/RECORD", "",
-                                                                   ""]])
+        csv.writer(buf, lineterminator="\n").writerows([*records, [f"{new_info}/RECORD", "", ""]])
         dst.writestr(f"{new_info}/RECORD", buf.getvalue())
     return target
 
@@ -183,8 +190,16 @@ def install(wheel: Path | None = None, force: bool = False) -> str:
     with tempfile.TemporaryDirectory(prefix="lava-install-") as tmp:
         work = Path(tmp)
         if wheel is None:
-            _pip("download", "-q", f"lava-nc=={STOCK_VERSION}", "--no-deps",
-                 "--ignore-requires-python", "--only-binary=:all:", "-d", str(work))
+            _pip(
+                "download",
+                "-q",
+                f"lava-nc=={STOCK_VERSION}",
+                "--no-deps",
+                "--ignore-requires-python",
+                "--only-binary=:all:",
+                "-d",
+                str(work),
+            )
             wheel = work / STOCK_WHEEL
         patched = patch_wheel(Path(wheel), work)
         _pip("install", "-q", "--force-reinstall", "--no-deps", str(patched))
@@ -196,8 +211,9 @@ def install(wheel: Path | None = None, force: bool = False) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m neuroedge.backends.lava_install",
-                                description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m neuroedge.backends.lava_install", description=__doc__.split("\n\n")[0]
+    )
     p.add_argument("--wheel", type=Path, default=None, help="a local stock lava-nc wheel")
     p.add_argument("--force", action="store_true", help="rebuild and reinstall")
     p.add_argument("--check", action="store_true", help="only run the check")

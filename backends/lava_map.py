@@ -59,9 +59,9 @@ LINEAR_KINDS = ("Conv2d", "AvgPool2d", "SumPool2d", "Flatten", "Affine", "Linear
 NEURON_KINDS = ("LIF", "IF", "LI", "CubaLIF", "CubaLI")
 BIAS_SOURCE = "<bias>"  # a constant-1 input channel: a bias into a synaptic current
 WEIGHT_MAX = 254  # even 8-bit weights, mixed sign
-DENDRITE_MAX = 2 ** 15 - 1
+DENDRITE_MAX = 2**15 - 1
 BIAS_MANT_MAX = 4095
-UV_MAX = 2 ** 23 - 1  # Loihi's 24-bit current and voltage
+UV_MAX = 2**23 - 1  # Loihi's 24-bit current and voltage
 WEIGHT_EXP_MIN, WEIGHT_EXP_MAX = -8, 7  # weight exponent of a synaptic process
 
 
@@ -144,8 +144,9 @@ def _chain_fn(graph: Any, chain: list[str]) -> Any:
     return apply
 
 
-def compose_chain(graph: Any, chain: list[str], in_shape: tuple[int, ...]) -> tuple[np.ndarray,
-                                                                                   np.ndarray]:
+def compose_chain(
+    graph: Any, chain: list[str], in_shape: tuple[int, ...]
+) -> tuple[np.ndarray, np.ndarray]:
     """``(W, b)`` with ``chain(x).flatten() == W @ x.flatten() + b`` (float64)."""
     import torch
 
@@ -166,13 +167,14 @@ def _walk_back(graph: Any, start: str, preds: dict[str, list[str]]) -> tuple[str
         if kind in (*NEURON_KINDS, "Input"):
             return node, chain
         if kind not in LINEAR_KINDS:
-            raise ExportRefused(f"Lava mapping: node {node!r} of type {kind!r} has no Lava "
-                                "mapping")
+            raise ExportRefused(f"Lava mapping: node {node!r} of type {kind!r} has no Lava mapping")
         chain.insert(0, node)
         sources = preds[node]
         if len(sources) != 1:
-            raise ExportRefused(f"Lava mapping: linear node {node!r} has {len(sources)} inputs "
-                                f"({sources}); only neurons may sum several inputs")
+            raise ExportRefused(
+                f"Lava mapping: linear node {node!r} has {len(sources)} inputs "
+                f"({sources}); only neurons may sum several inputs"
+            )
         node = sources[0]
 
 
@@ -182,17 +184,20 @@ def _out_shape(node: Any) -> tuple[int, ...]:
     return _node_shape(node, "output_type")
 
 
-def _synapses(graph: Any, name: str, preds: dict[str, list[str]], depths: dict[str, int]
-              ) -> tuple[list[tuple[str, np.ndarray]], np.ndarray, int, np.ndarray]:
+def _synapses(
+    graph: Any, name: str, preds: dict[str, list[str]], depths: dict[str, int]
+) -> tuple[list[tuple[str, np.ndarray]], np.ndarray, int, np.ndarray]:
     """The composed ``(source, W)`` of every edge into ``name``, the summed bias of the
     feed-forward edges, the depth, and the summed bias of the recurrent edges."""
     found, bias, recurrent = [], 0.0, 0.0
     for pred in preds[name]:
         source, chain = _walk_back(graph, pred, preds)
         if source != name and source not in depths:
-            raise ExportRefused(f"Lava mapping: edge {source!r} -> {name!r} feeds back from a "
-                                "later population; only a population's edges onto itself are "
-                                "mapped as recurrence")
+            raise ExportRefused(
+                f"Lava mapping: edge {source!r} -> {name!r} feeds back from a "
+                "later population; only a population's edges onto itself are "
+                "mapped as recurrence"
+            )
         w, b = compose_chain(graph, chain, _out_shape(graph.nodes[source]))
         found.append((source, w))
         if source == name:
@@ -202,8 +207,12 @@ def _synapses(graph: Any, name: str, preds: dict[str, list[str]], depths: dict[s
     forward = [depths[s] for s, _ in found if s != name]
     if not forward:
         raise ExportRefused(f"Lava mapping: node {name!r} has no feed-forward input")
-    return (found, np.asarray(bias, np.float64), 1 + max(forward),
-            np.asarray(recurrent, np.float64))
+    return (
+        found,
+        np.asarray(bias, np.float64),
+        1 + max(forward),
+        np.asarray(recurrent, np.float64),
+    )
 
 
 def plan(graph: Any, dt: float) -> list[Layer]:
@@ -221,37 +230,51 @@ def plan(graph: Any, dt: float) -> list[Layer]:
             if not any(type(graph.nodes[p]).__name__ in LINEAR_KINDS for p in preds[name]):
                 continue  # fed by a population: the output reads that population
             if len(preds[name]) != 1:
-                raise ExportRefused(f"Lava mapping: output {name!r} sums {len(preds[name])} "
-                                    f"inputs ({preds[name]}); a readout takes one")
+                raise ExportRefused(
+                    f"Lava mapping: output {name!r} sums {len(preds[name])} "
+                    f"inputs ({preds[name]}); a readout takes one"
+                )
             pred = preds[name][0]
             found, bias, depth, _ = _synapses(graph, name, preds, depths)
             shape = tuple(int(v) for v in np.atleast_1d(bias.shape))
-            layers.append(Layer(pred, tuple(Synapse(s, w) for s, w in found), bias, 1.0, False,
-                                shape, depth))
+            layers.append(
+                Layer(pred, tuple(Synapse(s, w) for s, w in found), bias, 1.0, False, shape, depth)
+            )
             continue
         if kind == "Input" or kind in LINEAR_KINDS:
             continue
         if kind not in NEURON_KINDS:
-            raise ExportRefused(f"Lava mapping: node {name!r} of type {kind!r} is not mapped "
-                                f"(neurons: {', '.join(NEURON_KINDS)}, synapses: "
-                                f"{', '.join(LINEAR_KINDS)})")
+            raise ExportRefused(
+                f"Lava mapping: node {name!r} of type {kind!r} is not mapped "
+                f"(neurons: {', '.join(NEURON_KINDS)}, synapses: "
+                f"{', '.join(LINEAR_KINDS)})"
+            )
         found, bias, depth, recurrent_bias = _synapses(graph, name, preds, depths)
         depths[name] = depth
         layers.append(_fold(name, node, kind, found, (bias, recurrent_bias), depth, depths, dt))
     return layers
 
 
-def _fold(name: str, node: Any, kind: str, found: list[tuple[str, np.ndarray]],
-          biases: tuple[np.ndarray, np.ndarray], depth: int, depths: dict[str, int],
-          dt: float) -> Layer:
+def _fold(
+    name: str,
+    node: Any,
+    kind: str,
+    found: list[tuple[str, np.ndarray]],
+    biases: tuple[np.ndarray, np.ndarray],
+    depth: int,
+    depths: dict[str, int],
+    dt: float,
+) -> Layer:
     shape = _out_shape(node)
-    flat = (lambda a: np.broadcast_to(np.asarray(a, np.float64), shape).reshape(-1))
+    flat = lambda a: np.broadcast_to(np.asarray(a, np.float64), shape).reshape(-1)
 
     def one(values: Any, what: str) -> float:
         v = flat(values)
         if not np.allclose(v, v[0]):
-            raise ExportRefused(f"Lava mapping: node {name!r} has per-neuron {what}; Lava's LIF "
-                                "takes one decay per population")
+            raise ExportRefused(
+                f"Lava mapping: node {name!r} has per-neuron {what}; Lava's LIF "
+                "takes one decay per population"
+            )
         return float(v[0])
 
     r, du = flat(node.r), 1.0
@@ -267,20 +290,25 @@ def _fold(name: str, node: Any, kind: str, found: list[tuple[str, np.ndarray]],
         g, spiking, offset = gain, False, leak
     else:
         if (node.metadata or {}).get("reset", "zero") != "zero" or np.any(flat(node.v_reset)):
-            raise ExportRefused(f"Lava mapping: node {name!r} resets by subtraction or to a "
-                                "nonzero v_reset; Lava's LIF resets to 0")
+            raise ExportRefused(
+                f"Lava mapping: node {name!r} resets by subtraction or to a "
+                "nonzero v_reset; Lava's LIF resets to 0"
+            )
         theta = flat(node.v_threshold)
         if np.any(theta <= 0):
             raise ExportRefused(f"Lava mapping: node {name!r} has a threshold <= 0")
         g, spiking, offset = gain / theta, True, leak / theta
     # a recurrent edge (source == name) arrives one step later by itself: no extra delay
-    synapses = [Synapse(s, g[:, None] * w, 0 if s == name else depth - depths[s] - 1)
-                for s, w in found]
+    synapses = [
+        Synapse(s, g[:, None] * w, 0 if s == name else depth - depths[s] - 1) for s, w in found
+    ]
     b, b_rec = biases
     recurrent = any(s == name for s, _ in found)
     if recurrent and np.any(offset):
-        raise ExportRefused(f"Lava mapping: recurrent node {name!r} has a leak bias: it would "
-                            "fire before its input starts and feed that back into step 0")
+        raise ExportRefused(
+            f"Lava mapping: recurrent node {name!r} has a leak bias: it would "
+            "fire before its input starts and feed that back into step 0"
+        )
     # A bias into u (du < 1) accumulates there, so it comes in as a constant input channel,
     # aligned like the edge it belongs to; so does any bias of a recurrent population (a
     # voltage bias would make it fire before its input starts). Otherwise a feed-forward bias
@@ -297,6 +325,7 @@ def _fold(name: str, node: Any, kind: str, found: list[tuple[str, np.ndarray]],
 def quantize(layer: Layer, input_scales: dict[str, float] | float = 1.0) -> FixedLayer:
     """Loihi 2 fixed-point form of ``layer``. ``input_scales``: integer input per unit input of
     each graded source (by name; a number applies to every synapse), 1 for spikes."""
+
     def scale_of(syn: Synapse) -> float:
         if isinstance(input_scales, dict):
             return float(input_scales.get(syn.source, 1.0))
@@ -310,47 +339,69 @@ def quantize(layer: Layer, input_scales: dict[str, float] | float = 1.0) -> Fixe
     neg = sum(-np.clip(syn.weight, None, 0).sum(1) * k for syn, k in zip(layer.synapses, per_in))
     row_bound = max(float(np.max(pos, initial=0.0)), float(np.max(neg, initial=0.0)), 1e-12)
     peak_bias = max(float(np.abs(layer.bias).max(initial=0.0)), 1e-12)
-    bounds = [DENDRITE_MAX / row_bound,  # one step's synaptic input fits the 16-bit dendrite
-              BIAS_MANT_MAX * 2 ** 7 / (64 * peak_bias),  # bias within mantissa << 7
-              UV_MAX * layer.du / (64 * row_bound)]  # the current u stays inside 24 bits
+    bounds = [
+        DENDRITE_MAX / row_bound,  # one step's synaptic input fits the 16-bit dendrite
+        BIAS_MANT_MAX * 2**7 / (64 * peak_bias),  # bias within mantissa << 7
+        UV_MAX * layer.du / (64 * row_bound),
+    ]  # the current u stays inside 24 bits
     # DelaySparse's bit-accurate model applies no weight exponent: a delayed synapse's weights
     # must fit 8 bits at the population's scale itself
-    bounds += [WEIGHT_MAX * qk / max(np.abs(syn.weight).max(initial=0.0), 1e-12)
-               for syn, qk in zip(layer.synapses, q) if syn.delay]
+    bounds += [
+        WEIGHT_MAX * qk / max(np.abs(syn.weight).max(initial=0.0), 1e-12)
+        for syn, qk in zip(layer.synapses, q)
+        if syn.delay
+    ]
     s = math.floor(min(bounds))
     while True:  # rounding may push a row sum one step past the dendrite: then one scale less
         if s < 1:
-            raise ExportRefused(f"Lava fixed_pt: layer {layer.name!r} cannot be quantised "
-                                f"(scale {s} < 1: weights span too wide a range for 8 bits)")
+            raise ExportRefused(
+                f"Lava fixed_pt: layer {layer.name!r} cannot be quantised "
+                f"(scale {s} < 1: weights span too wide a range for 8 bits)"
+            )
         weights, exps = _integer_weights(layer, q, s)
-        eff = [w * 2.0 ** e * max(qk, 1.0) for w, e, qk in zip(weights, exps, q)]
-        if max(sum(np.clip(x, 0, None).sum(1) for x in eff).max(initial=0.0),
-               sum(-np.clip(x, None, 0).sum(1) for x in eff).max(initial=0.0)) <= DENDRITE_MAX:
+        eff = [w * 2.0**e * max(qk, 1.0) for w, e, qk in zip(weights, exps, q)]
+        if (
+            max(
+                sum(np.clip(x, 0, None).sum(1) for x in eff).max(initial=0.0),
+                sum(-np.clip(x, None, 0).sum(1) for x in eff).max(initial=0.0),
+            )
+            <= DENDRITE_MAX
+        ):
             break
         s -= 1
-    err = max((float(np.abs(w * 2.0 ** e * qk / s - syn.weight).max())
-               for w, e, qk, syn in zip(weights, exps, q, layer.synapses) if syn.weight.size),
-              default=0.0)
+    err = max(
+        (
+            float(np.abs(w * 2.0**e * qk / s - syn.weight).max())
+            for w, e, qk, syn in zip(weights, exps, q, layer.synapses)
+            if syn.weight.size
+        ),
+        default=0.0,
+    )
     bias = np.round(layer.bias * s * 64)
     exp = 0
-    while np.abs(bias).max(initial=0) / 2 ** exp > BIAS_MANT_MAX and exp < 7:
+    while np.abs(bias).max(initial=0) / 2**exp > BIAS_MANT_MAX and exp < 7:
         exp += 1
-    mant = np.clip(np.round(bias / 2 ** exp), -BIAS_MANT_MAX - 1, BIAS_MANT_MAX).astype(int)
+    mant = np.clip(np.round(bias / 2**exp), -BIAS_MANT_MAX - 1, BIAS_MANT_MAX).astype(int)
     du = int(np.clip(round(layer.du * 4096) - 1, 0, 4095))
-    return FixedLayer(tuple(weights), tuple(exps), mant, exp, int(s), round(layer.dv * 4096),
-                      du, float(s), err)
+    return FixedLayer(
+        tuple(weights), tuple(exps), mant, exp, int(s), round(layer.dv * 4096), du, float(s), err
+    )
 
 
-def _integer_weights(layer: Layer, q: list[float], s: int
-                     ) -> tuple[list[np.ndarray], list[int]]:
+def _integer_weights(layer: Layer, q: list[float], s: int) -> tuple[list[np.ndarray], list[int]]:
     """Even 8-bit weights and one exponent per synapse for the population scale ``s``."""
     weights, exps = [], []
     for syn, qk in zip(layer.synapses, q):
         target = syn.weight * s / qk  # effective integer weight W_int << exp
         peak = float(np.abs(target).max(initial=0.0))
-        exp = 0 if syn.delay or peak == 0 else int(np.clip(
-            math.ceil(math.log2(peak / WEIGHT_MAX)), WEIGHT_EXP_MIN, WEIGHT_EXP_MAX))
-        w_int = (2 * np.round(target / 2.0 ** exp / 2)).astype(np.int32)
+        exp = (
+            0
+            if syn.delay or peak == 0
+            else int(
+                np.clip(math.ceil(math.log2(peak / WEIGHT_MAX)), WEIGHT_EXP_MIN, WEIGHT_EXP_MAX)
+            )
+        )
+        w_int = (2 * np.round(target / 2.0**exp / 2)).astype(np.int32)
         weights.append(np.clip(w_int, -WEIGHT_MAX - 2, WEIGHT_MAX))
         exps.append(exp)
     return weights, exps
@@ -362,23 +413,35 @@ def chip_fit(layers: list[Layer], limits: Loihi2Limits = Loihi2Limits()) -> Chip
     for layer in layers:
         neurons = int(np.prod(layer.shape))
         synapses = sum(int(np.count_nonzero(syn.weight)) for syn in layer.synapses)
-        cores = max(math.ceil(neurons / limits.neurons_per_core),
-                    math.ceil(synapses / limits.synapses_per_core), 1)
+        cores = max(
+            math.ceil(neurons / limits.neurons_per_core),
+            math.ceil(synapses / limits.synapses_per_core),
+            1,
+        )
         rows.append((layer.name, neurons, synapses, cores))
         total_cores += cores
     available = limits.cores_per_chip * limits.chips
     reason = ""
-    late = [(layer.name, syn.source, syn.delay) for layer in layers for syn in layer.synapses
-            if syn.delay > limits.max_delay]
+    late = [
+        (layer.name, syn.source, syn.delay)
+        for layer in layers
+        for syn in layer.synapses
+        if syn.delay > limits.max_delay
+    ]
     if late:
-        reason = (f"synapses {late[0][1]!r} -> {late[0][0]!r} need a delay of {late[0][2]} "
-                  f"steps; Loihi 2 delays at most {limits.max_delay} (6 bits)")
+        reason = (
+            f"synapses {late[0][1]!r} -> {late[0][0]!r} need a delay of {late[0][2]} "
+            f"steps; Loihi 2 delays at most {limits.max_delay} (6 bits)"
+        )
     elif total_cores > available:
         worst = max(rows, key=lambda r: r[3])
-        reason = (f"needs {total_cores} Loihi 2 cores, {available} available "
-                  f"({limits.chips} chip(s) x {limits.cores_per_chip}); largest: layer "
-                  f"{worst[0]!r} with {worst[1]} neurons and {worst[2]} synapses takes "
-                  f"{worst[3]} cores (per core: {limits.neurons_per_core} neurons, "
-                  f"{limits.synapses_per_core} synapses)")
-    return ChipFit(sum(r[1] for r in rows), sum(r[2] for r in rows), total_cores, tuple(rows),
-                   limits, reason)
+        reason = (
+            f"needs {total_cores} Loihi 2 cores, {available} available "
+            f"({limits.chips} chip(s) x {limits.cores_per_chip}); largest: layer "
+            f"{worst[0]!r} with {worst[1]} neurons and {worst[2]} synapses takes "
+            f"{worst[3]} cores (per core: {limits.neurons_per_core} neurons, "
+            f"{limits.synapses_per_core} synapses)"
+        )
+    return ChipFit(
+        sum(r[1] for r in rows), sum(r[2] for r in rows), total_cores, tuple(rows), limits, reason
+    )

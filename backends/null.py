@@ -13,7 +13,13 @@ import numpy as np
 
 from neuroedge.shapes import bind_inputs, resolve_shape
 from neuroedge.types import (
-    Artifact, Availability, Measurement, ModelSpec, Program, Report, Support,
+    Artifact,
+    Availability,
+    Measurement,
+    ModelSpec,
+    Program,
+    Report,
+    Support,
 )
 
 FAKE_LATENCY_MS = 1.0  # every call "takes" this long; labelled estimated, never measured
@@ -28,25 +34,33 @@ class NullBackend:
     def supports(self, spec: ModelSpec) -> Support:
         return Support(True)
 
-    def compile(self, program: Program, spec: ModelSpec,
-                options: Mapping[str, str] | None = None) -> Artifact:
-        return Artifact(backend=self.name, format="none", spec=spec,
-                        meta={"program_kind": program.kind})
+    def compile(
+        self, program: Program, spec: ModelSpec, options: Mapping[str, str] | None = None
+    ) -> Artifact:
+        return Artifact(
+            backend=self.name, format="none", spec=spec, meta={"program_kind": program.kind}
+        )
 
     def run(self, artifact: Artifact, inputs: Mapping[str, Any]) -> dict[str, Any]:
         symbols = bind_inputs(artifact.spec, inputs)
-        return {io.name: np.zeros(resolve_shape(io, symbols), dtype=io.dtype)
-                for io in artifact.spec.outputs}
+        return {
+            io.name: np.zeros(resolve_shape(io, symbols), dtype=io.dtype)
+            for io in artifact.spec.outputs
+        }
 
-    def profile(self, artifact: Artifact, inputs: Mapping[str, Any],
-                repeats: int = 50) -> Report:
+    def profile(self, artifact: Artifact, inputs: Mapping[str, Any], repeats: int = 50) -> Report:
         symbols = bind_inputs(artifact.spec, inputs)
         for _ in range(repeats):
             self.run(artifact, inputs)
         batch = symbols.get("batch", 1)
-        fake = {f"latency_{q}_ms": Measurement(FAKE_LATENCY_MS, "ms", "estimated")
-                for q in ("p50", "p90", "p99")}
-        fake["throughput_per_s"] = Measurement(1000.0 * batch / FAKE_LATENCY_MS, "1/s",
-                                               "estimated")
-        return Report(model=artifact.spec.name, backend=self.name, metrics=fake,
-                      notes=("null backend: fake timing, zero outputs",))
+        fake = {
+            f"latency_{q}_ms": Measurement(FAKE_LATENCY_MS, "ms", "estimated")
+            for q in ("p50", "p90", "p99")
+        }
+        fake["throughput_per_s"] = Measurement(1000.0 * batch / FAKE_LATENCY_MS, "1/s", "estimated")
+        return Report(
+            model=artifact.spec.name,
+            backend=self.name,
+            metrics=fake,
+            notes=("null backend: fake timing, zero outputs",),
+        )

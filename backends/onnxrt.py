@@ -24,7 +24,6 @@ from neuroedge.types import Artifact, Availability, ModelSpec, Program, Support,
 ACCELERATED = ("TensorrtExecutionProvider", "CUDAExecutionProvider")
 
 
-
 class OnnxRuntimeBackend(MeasuredBackend):
     name: ClassVar[str] = "onnxrt"
 
@@ -35,17 +34,23 @@ class OnnxRuntimeBackend(MeasuredBackend):
             return Availability(False, "onnx is not installed (pip install onnx)")
         import onnxruntime as ort
 
-        return Availability(True, f"onnxruntime {ort.__version__}, providers: "
-                                  f"{', '.join(ort.get_available_providers())}")
+        return Availability(
+            True,
+            f"onnxruntime {ort.__version__}, providers: {', '.join(ort.get_available_providers())}",
+        )
 
     def supports(self, spec: ModelSpec) -> Support:
         if "onnx" not in spec.exportable:
-            return Support(False, f"{spec.name} has no ONNX export (exportable: "
-                                  f"{', '.join(spec.exportable) or 'none'})")
+            return Support(
+                False,
+                f"{spec.name} has no ONNX export (exportable: "
+                f"{', '.join(spec.exportable) or 'none'})",
+            )
         return Support(True)
 
-    def compile(self, program: Program, spec: ModelSpec,
-                options: Mapping[str, str] | None = None) -> Artifact:
+    def compile(
+        self, program: Program, spec: ModelSpec, options: Mapping[str, str] | None = None
+    ) -> Artifact:
         from neuroedge.export.onnx import export_onnx
 
         options = dict(options or {})
@@ -56,26 +61,37 @@ class OnnxRuntimeBackend(MeasuredBackend):
         export_onnx(program, spec, path, form=form)
         return self.load(path, spec, options)
 
-    def load(self, path: str | os.PathLike[str], spec: ModelSpec,
-             options: Mapping[str, str] | None = None) -> Artifact:
+    def load(
+        self,
+        path: str | os.PathLike[str],
+        spec: ModelSpec,
+        options: Mapping[str, str] | None = None,
+    ) -> Artifact:
         """An artifact from an existing .onnx file; corrupt files raise ArtifactError."""
         from neuroedge.export.onnx import FORM_KEY, load_onnx
 
         options = dict(options or {})
         model = load_onnx(path)
-        session, fallbacks = open_session(path, options.get("providers"),
-                                          int(options.get("threads", 1)), checked=True)
+        session, fallbacks = open_session(
+            path, options.get("providers"), int(options.get("threads", 1)), checked=True
+        )
         active = session.get_providers()
         graph_inputs = [i.name for i in session.get_inputs()]
         output_names = [o.name for o in session.get_outputs()]
         state_names = tuple(n for n in graph_inputs if f"{n}_out" in output_names)
         form = session.get_modelmeta().custom_metadata_map.get(FORM_KEY, "step")
-        meta = {"device": "cuda" if active[0] in ACCELERATED else "cpu", "providers": active,
-                "fallbacks": fallbacks, "opset": model.opset_import[0].version,
-                "form": form, "inputs": graph_inputs,
-                "steps": session.get_inputs()[0].shape[0] if form == "sequence" else None,
-                "outputs": output_names, "state_names": state_names,
-                "state_init": _load_state_init(Path(path), session, state_names)}
+        meta = {
+            "device": "cuda" if active[0] in ACCELERATED else "cpu",
+            "providers": active,
+            "fallbacks": fallbacks,
+            "opset": model.opset_import[0].version,
+            "form": form,
+            "inputs": graph_inputs,
+            "steps": session.get_inputs()[0].shape[0] if form == "sequence" else None,
+            "outputs": output_names,
+            "state_names": state_names,
+            "state_init": _load_state_init(Path(path), session, state_names),
+        }
         return Artifact(self.name, "onnx", spec, path=str(path), meta=meta, handle=session)
 
     def run(self, artifact: Artifact, inputs: Mapping[str, Any]) -> dict[str, Any]:
@@ -83,26 +99,29 @@ class OnnxRuntimeBackend(MeasuredBackend):
         session, meta = artifact.handle, artifact.meta
         state_names = meta["state_names"]
         data_inputs = [n for n in meta["inputs"] if n not in state_names]
-        outs = [n for n in meta["outputs"] if not n.endswith("_out") or
-                n[:-4] not in state_names]
+        outs = [n for n in meta["outputs"] if not n.endswith("_out") or n[:-4] not in state_names]
         xs = [np.ascontiguousarray(inputs[n]) for n in data_inputs]
         if not state_names:
             ys = session.run(outs, dict(zip(data_inputs, xs)))
             return dict(zip(outs, ys))
         batch = int(xs[0].shape[1])
-        state = [np.ascontiguousarray(np.broadcast_to(s, (batch, *s.shape[1:])))
-                 for s in meta["state_init"]]
+        state = [
+            np.ascontiguousarray(np.broadcast_to(s, (batch, *s.shape[1:])))
+            for s in meta["state_init"]
+        ]
         fetch = outs + [f"{s}_out" for s in state_names]
         feed_names = data_inputs + list(state_names)
         if meta["form"] == "sequence":
             steps = meta["steps"]
             if int(xs[0].shape[0]) != steps:
-                raise ValueError(f"{artifact.path}: this sequence export runs T={steps} steps, got "
-                                 f"input {data_inputs[0]!r} of shape {list(xs[0].shape)}; "
-                                 "export with form=step for any T")
+                raise ValueError(
+                    f"{artifact.path}: this sequence export runs T={steps} steps, got "
+                    f"input {data_inputs[0]!r} of shape {list(xs[0].shape)}; "
+                    "export with form=step for any T"
+                )
             ys = session.run(fetch, dict(zip(feed_names, xs + state)))
-            result = dict(zip(outs, ys[:len(outs)]))
-            result.update({f"{n}_final": s for n, s in zip(state_names, ys[len(outs):])})
+            result = dict(zip(outs, ys[: len(outs)]))
+            result.update({f"{n}_final": s for n, s in zip(state_names, ys[len(outs) :])})
             return result
 
         def step(args: list[Any]) -> list[Any]:
@@ -114,8 +133,13 @@ class OnnxRuntimeBackend(MeasuredBackend):
         return result
 
 
-def open_session(path: str | os.PathLike[str], providers: str | None = None, threads: int = 1,
-                 *, checked: bool = False) -> tuple[Any, tuple[str, ...]]:
+def open_session(
+    path: str | os.PathLike[str],
+    providers: str | None = None,
+    threads: int = 1,
+    *,
+    checked: bool = False,
+) -> tuple[Any, tuple[str, ...]]:
     """An ONNX Runtime session on ``path`` and a note per requested provider it runs without.
 
     ``providers`` is a comma list (default: the accelerated ones present, then CPU); threads
@@ -133,13 +157,19 @@ def open_session(path: str | os.PathLike[str], providers: str | None = None, thr
     sess_opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     try:
         session = ort.InferenceSession(
-            str(path), sess_options=sess_opts, providers=requested,
-            provider_options=[_provider_options(p, Path(path)) for p in requested])
+            str(path),
+            sess_options=sess_opts,
+            providers=requested,
+            provider_options=[_provider_options(p, Path(path)) for p in requested],
+        )
     except Exception as err:  # onnxruntime raises its own untyped errors here
         raise ArtifactError(f"{path}: ONNX Runtime cannot load this model: {err}") from err
     active = session.get_providers()
-    return session, tuple(f"asked for {p}, session runs without it (active: "
-                          f"{', '.join(active)})" for p in requested if p not in active)
+    return session, tuple(
+        f"asked for {p}, session runs without it (active: {', '.join(active)})"
+        for p in requested
+        if p not in active
+    )
 
 
 def _requested_providers(option: str | None) -> list[str]:
@@ -156,8 +186,12 @@ def _provider_options(provider: str, model_path: Path) -> dict[str, str]:
     CUDA EP: no TF32, so float32 parity with the host reference means float32."""
     if provider == "TensorrtExecutionProvider":
         cache = str(model_path.parent / "trt_ep_cache")
-        return {"trt_engine_cache_enable": "True", "trt_engine_cache_path": cache,
-                "trt_timing_cache_enable": "True", "trt_timing_cache_path": cache}
+        return {
+            "trt_engine_cache_enable": "True",
+            "trt_engine_cache_path": cache,
+            "trt_timing_cache_enable": "True",
+            "trt_timing_cache_path": cache,
+        }
     if provider == "CUDAExecutionProvider":
         return {"use_tf32": "0"}
     return {}
@@ -173,9 +207,11 @@ def _load_state_init(path: Path, session: Any, state_names: tuple[str, ...]) -> 
     side = state_file(path)
     declared = session.get_modelmeta().custom_metadata_map.get(STATE_KEY)
     if declared is not None and not side.is_file():
-        raise ArtifactError(f"{path}: the model's learned initial state {declared!r} is not "
-                            f"beside it (expected {side}); copy it with the .onnx file "
-                            "(starting from zeros would change the outputs)")
+        raise ArtifactError(
+            f"{path}: the model's learned initial state {declared!r} is not "
+            f"beside it (expected {side}); copy it with the .onnx file "
+            "(starting from zeros would change the outputs)"
+        )
     if side.is_file():
         with np.load(side) as saved:
             missing = [n for n in state_names if n not in saved]
@@ -187,7 +223,8 @@ def _load_state_init(path: Path, session: Any, state_names: tuple[str, ...]) -> 
     for n in state_names:
         dims = shapes[n][1:]
         if not all(isinstance(d, int) for d in dims):
-            raise ArtifactError(f"{path}: state {n!r} has symbolic shape {shapes[n]} and no "
-                                f"{side.name} beside it")
+            raise ArtifactError(
+                f"{path}: state {n!r} has symbolic shape {shapes[n]} and no {side.name} beside it"
+            )
         init.append(np.zeros((1, *dims), dtype=np.float32))
     return init

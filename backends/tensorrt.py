@@ -53,10 +53,17 @@ from neuroedge.export.tensorrt import (
 from neuroedge.paths import artifact_dir
 from neuroedge.types import Artifact, Availability, ModelSpec, Program, Support
 
-DEFAULTS = {"form": "sequence", "max_batch": 32, "workspace_mb": 1024, "optimization_level": 3,
-            "calibration_samples": CALIBRATION_SAMPLES}
-INSTALL_HINT = ("pip install 'neuroedge[tensorrt]' on a machine with an NVIDIA GPU (TensorRT's "
-                "libraries download from NVIDIA's index at install time)")
+DEFAULTS = {
+    "form": "sequence",
+    "max_batch": 32,
+    "workspace_mb": 1024,
+    "optimization_level": 3,
+    "calibration_samples": CALIBRATION_SAMPLES,
+}
+INSTALL_HINT = (
+    "pip install 'neuroedge[tensorrt]' on a machine with an NVIDIA GPU (TensorRT's "
+    "libraries download from NVIDIA's index at install time)"
+)
 
 
 def tensorrt_availability() -> Availability:
@@ -72,13 +79,19 @@ def tensorrt_availability() -> Availability:
     import torch
 
     if not torch.cuda.is_available():
-        return Availability(False, f"TensorRT {trt.__version__} is installed but torch "
-                                   f"{torch.__version__} sees no CUDA device (CPU build of "
-                                   "torch, no GPU, or no driver)")
+        return Availability(
+            False,
+            f"TensorRT {trt.__version__} is installed but torch "
+            f"{torch.__version__} sees no CUDA device (CPU build of "
+            "torch, no GPU, or no driver)",
+        )
     major, minor = torch.cuda.get_device_capability()
-    return Availability(True, f"TensorRT {trt.__version__} on {torch.cuda.get_device_name()} "
-                              f"(compute {major}.{minor}), CUDA buffers via torch "
-                              f"{torch.__version__}")
+    return Availability(
+        True,
+        f"TensorRT {trt.__version__} on {torch.cuda.get_device_name()} "
+        f"(compute {major}.{minor}), CUDA buffers via torch "
+        f"{torch.__version__}",
+    )
 
 
 def network_flags(trt: Any) -> int:
@@ -125,9 +138,13 @@ def _logger(trt: Any) -> Any:
     return Log()
 
 
-def build_serialized_engine(onnx_path: Path, profile: Sequence[InputProfile],
-                            workspace_bytes: int, optimization_level: int,
-                            timing_cache: Path) -> bytes:
+def build_serialized_engine(
+    onnx_path: Path,
+    profile: Sequence[InputProfile],
+    workspace_bytes: int,
+    optimization_level: int,
+    timing_cache: Path,
+) -> bytes:
     """Parse ``onnx_path`` and build a serialized engine; the timing cache is reused/updated."""
     import onnx
     import tensorrt as trt
@@ -140,8 +157,10 @@ def build_serialized_engine(onnx_path: Path, profile: Sequence[InputProfile],
     if not parser.parse_from_file(str(onnx_path)):
         model = onnx.load(str(onnx_path), load_external_data=False)
         notes = tensorrt_issues(model)
-        raise TensorRTUnsupported(parser_error_report(parser, model.graph.node, str(onnx_path))
-                                  + "".join(f"\n  support matrix: {n}" for n in notes))
+        raise TensorRTUnsupported(
+            parser_error_report(parser, model.graph.node, str(onnx_path))
+            + "".join(f"\n  support matrix: {n}" for n in notes)
+        )
     config = builder.create_builder_config()
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, int(workspace_bytes))
     config.builder_optimization_level = int(optimization_level)
@@ -151,14 +170,15 @@ def build_serialized_engine(onnx_path: Path, profile: Sequence[InputProfile],
     for p in profile:
         trt_profile.set_shape(p.name, p.min, p.opt, p.max)
     config.add_optimization_profile(trt_profile)
-    cache = config.create_timing_cache(timing_cache.read_bytes() if timing_cache.is_file()
-                                       else b"")
+    cache = config.create_timing_cache(timing_cache.read_bytes() if timing_cache.is_file() else b"")
     if not config.set_timing_cache(cache, ignore_mismatch=False):  # another device's cache
         config.set_timing_cache(config.create_timing_cache(b""), ignore_mismatch=False)
     plan = builder.build_serialized_network(network, config)
     if plan is None:
-        raise ArtifactError(f"{onnx_path}: TensorRT could not build an engine:\n  "
-                            + "\n  ".join(log.messages[-20:] or ["(no log messages)"]))
+        raise ArtifactError(
+            f"{onnx_path}: TensorRT could not build an engine:\n  "
+            + "\n  ".join(log.messages[-20:] or ["(no log messages)"])
+        )
     write_bytes(timing_cache, bytes(memoryview(config.get_timing_cache().serialize())))
     return bytes(memoryview(plan))
 
@@ -188,8 +208,9 @@ class TensorRTBackend(MeasuredBackend):
 
         return OnnxRuntimeBackend().supports(spec)
 
-    def compile(self, program: Program, spec: ModelSpec,
-                options: Mapping[str, Any] | None = None) -> Artifact:
+    def compile(
+        self, program: Program, spec: ModelSpec, options: Mapping[str, Any] | None = None
+    ) -> Artifact:
         """Options: variant (fp32|fp16|int8), form, max_batch, workspace_mb,
         optimization_level, calibration_samples, dir, engine_path."""
         from neuroedge.backends.onnxrt import OnnxRuntimeBackend
@@ -197,24 +218,35 @@ class TensorRTBackend(MeasuredBackend):
 
         availability = self.probe()
         if not availability.ok:
-            raise BackendUnavailable(f"backend 'tensorrt' is not available: "
-                                     f"{availability.reason}")
+            raise BackendUnavailable(f"backend 'tensorrt' is not available: {availability.reason}")
         opts = {**DEFAULTS, **dict(options or {})}
         variant = str(opts.get("variant", "fp32"))
         if variant not in VARIANTS:
             raise ValueError(f"TensorRT variant {variant!r} is not one of {', '.join(VARIANTS)}")
         folder = Path(opts.get("dir") or artifact_dir(spec.name, self.name))
-        source = OnnxRuntimeBackend().compile(program, spec, {
-            "form": opts["form"], "path": str(folder / f"{opts['form']}.onnx"),
-            "providers": "CPUExecutionProvider"})
+        source = OnnxRuntimeBackend().compile(
+            program,
+            spec,
+            {
+                "form": opts["form"],
+                "path": str(folder / f"{opts['form']}.onnx"),
+                "providers": "CPUExecutionProvider",
+            },
+        )
         seeds = range(int(opts["calibration_samples"]) if variant == "int8" else 1)
         feeds = calibration_feeds(source.handle, source.meta, [spec.example(s) for s in seeds])
         prepared = prepare_precision(source.path, variant, folder, feeds, check=False)
         return self._engine_artifact(spec, source, prepared, feeds[0], variant, opts)
 
-    def _engine_artifact(self, spec: ModelSpec, source: Artifact, prepared: Path,
-                         feed: Mapping[str, Any], variant: str,
-                         opts: Mapping[str, Any]) -> Artifact:
+    def _engine_artifact(
+        self,
+        spec: ModelSpec,
+        source: Artifact,
+        prepared: Path,
+        feed: Mapping[str, Any],
+        variant: str,
+        opts: Mapping[str, Any],
+    ) -> Artifact:
         import onnx
         import tensorrt as trt
         import torch
@@ -229,26 +261,55 @@ class TensorRTBackend(MeasuredBackend):
         workspace = min(int(opts["workspace_mb"]) << 20, free // 2)
         level = int(opts["optimization_level"])
         # The key holds the workspace asked for, not the capped one: free memory varies.
-        settings = json.dumps({"variant": variant, "form": opts["form"], "level": level,
-                               "workspace_mb": int(opts["workspace_mb"]),
-                               "profile": [asdict(p) for p in profile]}, sort_keys=True)
+        settings = json.dumps(
+            {
+                "variant": variant,
+                "form": opts["form"],
+                "level": level,
+                "workspace_mb": int(opts["workspace_mb"]),
+                "profile": [asdict(p) for p in profile],
+            },
+            sort_keys=True,
+        )
         major, minor = torch.cuda.get_device_capability()
-        key = EngineKey(file_sha256(prepared), settings, trt.__version__,
-                        torch.cuda.get_device_name(), f"{major}.{minor}")
-        cache = EngineCache(Path(opts.get("dir") or artifact_dir(spec.name, self.name))
-                            / "engines")
+        key = EngineKey(
+            file_sha256(prepared),
+            settings,
+            trt.__version__,
+            torch.cuda.get_device_name(),
+            f"{major}.{minor}",
+        )
+        cache = EngineCache(Path(opts.get("dir") or artifact_dir(spec.name, self.name)) / "engines")
         timing = cache.root / f"timing-{key.device_stem()}.cache"
         deserialize = _Deserializer(trt)
         engine, outcome = cache.load_or_build(
-            key, lambda: build_serialized_engine(prepared, profile, workspace, level, timing),
-            deserialize, path=Path(opts["engine_path"]) if opts.get("engine_path") else None)
+            key,
+            lambda: build_serialized_engine(prepared, profile, workspace, level, timing),
+            deserialize,
+            path=Path(opts["engine_path"]) if opts.get("engine_path") else None,
+        )
         meta = {k: v for k, v in source.meta.items() if k != "providers"}
-        meta.update({"device": "cuda", "variant": variant, "tensorrt": trt.__version__,
-                     "gpu": key.gpu_name, "onnx": str(prepared), "fallbacks": (),
-                     "engine_cache": f"{outcome.action}: {outcome.reason}",
-                     "profile": [asdict(p) for p in profile], "budget": asdict(budget)})
-        return Artifact(self.name, "trt-engine", spec, path=str(outcome.path), meta=meta,
-                        handle=TensorRTRunner(engine, profile, keepalive=deserialize.runtime))
+        meta.update(
+            {
+                "device": "cuda",
+                "variant": variant,
+                "tensorrt": trt.__version__,
+                "gpu": key.gpu_name,
+                "onnx": str(prepared),
+                "fallbacks": (),
+                "engine_cache": f"{outcome.action}: {outcome.reason}",
+                "profile": [asdict(p) for p in profile],
+                "budget": asdict(budget),
+            }
+        )
+        return Artifact(
+            self.name,
+            "trt-engine",
+            spec,
+            path=str(outcome.path),
+            meta=meta,
+            handle=TensorRTRunner(engine, profile, keepalive=deserialize.runtime),
+        )
 
     def run(self, artifact: Artifact, inputs: Mapping[str, Any]) -> dict[str, Any]:
         """Steps the engine exactly as the onnxrt backend steps a session (same feeds)."""
@@ -263,4 +324,5 @@ def _check_budget(budget: StaticBudget, free_bytes: int, where: str) -> None:
             f"{where}: needs about {budget.total_bytes / 2**20:.0f} MiB at the profile's max "
             f"shapes (weights {budget.weight_bytes / 2**20:.1f} MiB, activations "
             f"{budget.activation_bytes / 2**20:.0f} MiB) but the GPU has "
-            f"{free_bytes / 2**20:.0f} MiB free; lower max_batch")
+            f"{free_bytes / 2**20:.0f} MiB free; lower max_batch"
+        )

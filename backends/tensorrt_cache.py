@@ -48,9 +48,13 @@ class EngineKey:
 
     def mismatch(self, other: EngineKey) -> str | None:
         """Why an engine built under ``other`` must not run under ``self``; None if it may."""
-        diffs = [f"{field} {theirs!r} (now {ours!r})"
-                 for field, ours, theirs in zip(asdict(self), asdict(self).values(),
-                                                asdict(other).values()) if ours != theirs]
+        diffs = [
+            f"{field} {theirs!r} (now {ours!r})"
+            for field, ours, theirs in zip(
+                asdict(self), asdict(self).values(), asdict(other).values()
+            )
+            if ours != theirs
+        ]
         return "built for " + ", ".join(diffs) if diffs else None
 
 
@@ -105,9 +109,14 @@ class EngineCache:
     def path_for(self, key: EngineKey) -> Path:
         return self.root / f"{key.file_stem()}.engine"
 
-    def load_or_build(self, key: EngineKey, build: Callable[[], bytes],
-                      deserialize: Callable[[bytes], Any], *,
-                      path: Path | None = None) -> tuple[Any, CacheOutcome]:
+    def load_or_build(
+        self,
+        key: EngineKey,
+        build: Callable[[], bytes],
+        deserialize: Callable[[bytes], Any],
+        *,
+        path: Path | None = None,
+    ) -> tuple[Any, CacheOutcome]:
         """The deserialized engine for ``key``, from ``path`` (default: the cache slot).
 
         ``build() -> bytes`` makes a serialized engine; ``deserialize(bytes)`` returns the engine
@@ -132,6 +141,9 @@ class EngineCache:
     def store(path: Path, key: EngineKey, data: bytes) -> None:
         """Engine first, sidecar last: a crash in between leaves no sidecar, hence a rebuild."""
         write_bytes(path, data)
-        record = {"key": asdict(key), "engine_sha256": hashlib.sha256(data).hexdigest(),
-                  "bytes": len(data)}
+        record = {
+            "key": asdict(key),
+            "engine_sha256": hashlib.sha256(data).hexdigest(),
+            "bytes": len(data),
+        }
         write_text(sidecar_path(path), json.dumps(record, indent=2) + "\n")

@@ -31,8 +31,7 @@ def torch_dtype(np_dtype: Any) -> Any:
 class TensorRTRunner:
     """An engine, one execution context and one CUDA stream; not thread-safe."""
 
-    def __init__(self, engine: Any, profile: Sequence[InputProfile],
-                 keepalive: Any = None) -> None:
+    def __init__(self, engine: Any, profile: Sequence[InputProfile], keepalive: Any = None) -> None:
         import tensorrt as trt
         import torch
 
@@ -64,7 +63,8 @@ class TensorRTRunner:
                 raise ValueError(
                     f"input {name!r} shape {list(shape)} is outside the engine's optimisation "
                     f"profile (min {list(bounds.min)}, max {list(bounds.max)}); rebuild with a "
-                    "wider range (option max_batch)")
+                    "wider range (option max_batch)"
+                )
             if not isinstance(value, torch.Tensor):
                 value = torch.from_numpy(np.ascontiguousarray(value))
             held[name] = value.to(device="cuda", dtype=self.dtypes[name]).contiguous()
@@ -99,8 +99,9 @@ class TensorRTRunner:
         self.stream.synchronize()
         return result
 
-    def compute_times_ms(self, feeds: Mapping[str, Any], repeats: int = 100,
-                         warmup: int = 10) -> list[float]:
+    def compute_times_ms(
+        self, feeds: Mapping[str, Any], repeats: int = 100, warmup: int = 10
+    ) -> list[float]:
         """GPU time of ``execute_async_v3`` alone per call (CUDA events, inputs resident)."""
         import torch
 
@@ -108,8 +109,10 @@ class TensorRTRunner:
             held = self._bind(feeds)  # kept alive until the stream is synchronised
             for _ in range(warmup):
                 self._execute()
-            events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                      for _ in range(repeats)]
+            events = [
+                (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                for _ in range(repeats)
+            ]
             for start, end in events:
                 start.record(self.stream)
                 self._execute()

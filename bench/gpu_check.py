@@ -59,10 +59,13 @@ def _torch_cuda() -> tuple[bool, str]:
     import torch
 
     if not torch.cuda.is_available():
-        return False, (f"torch {torch.__version__} sees no CUDA device: install a CUDA build "
-                       "of torch==2.13.0 (and check nvidia-smi)")
-    return True, (f"torch {torch.__version__}, CUDA {torch.version.cuda}, "
-                  f"{torch.cuda.get_device_name()}")
+        return False, (
+            f"torch {torch.__version__} sees no CUDA device: install a CUDA build "
+            "of torch==2.13.0 (and check nvidia-smi)"
+        )
+    return True, (
+        f"torch {torch.__version__}, CUDA {torch.version.cuda}, {torch.cuda.get_device_name()}"
+    )
 
 
 def _ort_cuda() -> tuple[bool, str]:
@@ -72,8 +75,10 @@ def _ort_cuda() -> tuple[bool, str]:
 
     providers = ort.get_available_providers()
     if "CUDAExecutionProvider" not in providers:
-        return False, (f"onnxruntime {ort.__version__} offers only {', '.join(providers)}: "
-                       "replace it with onnxruntime-gpu==1.31.1 (pip uninstall onnxruntime)")
+        return False, (
+            f"onnxruntime {ort.__version__} offers only {', '.join(providers)}: "
+            "replace it with onnxruntime-gpu==1.31.1 (pip uninstall onnxruntime)"
+        )
     return True, f"onnxruntime {ort.__version__}: {', '.join(providers)}"
 
 
@@ -82,8 +87,11 @@ def route_blockers(packages: Sequence[tuple[str, bool, str]]) -> dict[str, str]:
     missing = {name: detail for name, ok, detail in packages if not ok}
     needs = {"host-cuda": ("torch (CUDA)",), "onnxrt-cuda": ("onnxruntime-gpu", "onnx")}
     needs.update({r: ("tensorrt", "onnx") for r in ROUTES if r.startswith("tensorrt")})
-    return {route: "; ".join(f"{p}: {missing[p]}" for p in pkgs if p in missing)
-            for route, pkgs in needs.items() if any(p in missing for p in pkgs)}
+    return {
+        route: "; ".join(f"{p}: {missing[p]}" for p in pkgs if p in missing)
+        for route, pkgs in needs.items()
+        if any(p in missing for p in pkgs)
+    }
 
 
 def host_cuda_runner(program: TorchProgram) -> Runner:
@@ -104,11 +112,9 @@ def host_cuda_runner(program: TorchProgram) -> Runner:
                 ys, final = (ys if isinstance(ys, (tuple, list)) else (ys,)), []
             else:
                 state = [s.to("cuda") for s in program.init_state(int(xs[0].shape[1]))]
-                ys, final = unroll(lambda args: module(*args), xs, state, len(names),
-                                   torch.stack)
+                ys, final = unroll(lambda args: module(*args), xs, state, len(names), torch.stack)
         result = {n: y.cpu().numpy() for n, y in zip(names, ys)}
-        result.update({f"{n}_final": s.cpu().numpy()
-                       for n, s in zip(program.state_names, final)})
+        result.update({f"{n}_final": s.cpu().numpy() for n, s in zip(program.state_names, final)})
         return result
 
     return run
@@ -124,8 +130,9 @@ def compile_route(route: str, spec: ModelSpec, program: Any) -> tuple[Runner, An
         return host_cuda_runner(program), None
     if route == "onnxrt-cuda":
         backend = get_backend("onnxrt")
-        art = backend.compile(program, spec, {
-            "providers": "CUDAExecutionProvider", "form": "sequence"})
+        art = backend.compile(
+            program, spec, {"providers": "CUDAExecutionProvider", "form": "sequence"}
+        )
     else:
         backend = get_backend("tensorrt")
         art = backend.compile(program, spec, {"variant": route.split("-")[1]})
@@ -144,8 +151,14 @@ def gpu_compute_p50(art: Any, example: Mapping[str, Any]) -> Measurement | None:
     return Measurement(float(np.percentile(times, 50)), "ms", "measured")
 
 
-def check_model(spec: ModelSpec, routes: Sequence[str], blocked: Mapping[str, str],
-                config: Mapping[str, Any], repeats: int, deadline: float) -> list[Report]:
+def check_model(
+    spec: ModelSpec,
+    routes: Sequence[str],
+    blocked: Mapping[str, str],
+    config: Mapping[str, Any],
+    repeats: int,
+    deadline: float,
+) -> list[Report]:
     """Parity and side-by-side latency of every route for one model."""
     from neuroedge.bench.latency import measure_side_by_side
     from neuroedge.bench.parity import compare, require_nonzero_state
@@ -172,21 +185,37 @@ def check_model(spec: ModelSpec, routes: Sequence[str], blocked: Mapping[str, st
             extra = gpu_compute_p50(art, example)
         # A check script reports every failure as a row and carries on; the exit status fails.
         except Exception as err:  # noqa: BLE001
-            rows[route] = Report(spec.name, route, rejections=(
-                f"error: {type(err).__name__}: {err}",))
+            rows[route] = Report(
+                spec.name, route, rejections=(f"error: {type(err).__name__}: {err}",)
+            )
             continue
         if extra is not None:
             metrics["gpu_compute_p50_ms"] = extra
-        notes = (f"engine cache {art.meta['engine_cache']}",) if art is not None and \
-            "engine_cache" in art.meta else ()
-        rows[route] = Report(spec.name, route, device="cuda", metrics=metrics, notes=notes,
-                             fallbacks=tuple(art.meta.get("fallbacks", ())) if art else ())
+        notes = (
+            (f"engine cache {art.meta['engine_cache']}",)
+            if art is not None and "engine_cache" in art.meta
+            else ()
+        )
+        rows[route] = Report(
+            spec.name,
+            route,
+            device="cuda",
+            metrics=metrics,
+            notes=notes,
+            fallbacks=tuple(art.meta.get("fallbacks", ())) if art else (),
+        )
         runners[route] = run
     batch = bind_inputs(spec, example).get("batch", 1)
-    timings = measure_side_by_side({r: (lambda f=f: f(example)) for r, f in runners.items()},
-                                   repeats=repeats, batch=batch) if runners else {}
-    return [rows[r].with_metrics(**timings[r].metrics()) if r in timings else rows[r]
-            for r in routes]
+    timings = (
+        measure_side_by_side(
+            {r: (lambda f=f: f(example)) for r, f in runners.items()}, repeats=repeats, batch=batch
+        )
+        if runners
+        else {}
+    )
+    return [
+        rows[r].with_metrics(**timings[r].metrics()) if r in timings else rows[r] for r in routes
+    ]
 
 
 def verdict(spec: ModelSpec, row: Report) -> str:
@@ -209,29 +238,65 @@ def _cell(row: Report, metric: str, fmt: str = "{:.4g}") -> str:
 def tables(results: Mapping[str, tuple[ModelSpec, list[Report]]]) -> tuple[str, str]:
     """The parity table and the latency table, aligned for a terminal."""
     parity = [("model", "route", "max_abs_err", "spike_agreement", "tolerance", "verdict")]
-    latency = [("model", "route", "p50_ms", "p90_ms", "p99_ms", "throughput/s",
-                "gpu_compute_p50_ms", "speedup_vs_host_cuda")]
+    latency = [
+        (
+            "model",
+            "route",
+            "p50_ms",
+            "p90_ms",
+            "p99_ms",
+            "throughput/s",
+            "gpu_compute_p50_ms",
+            "speedup_vs_host_cuda",
+        )
+    ]
     for name, (spec, rows) in results.items():
-        base = next((r.metrics["latency_p50_ms"].value for r in rows
-                     if r.backend == "host-cuda" and "latency_p50_ms" in r.metrics), None)
+        base = next(
+            (
+                r.metrics["latency_p50_ms"].value
+                for r in rows
+                if r.backend == "host-cuda" and "latency_p50_ms" in r.metrics
+            ),
+            None,
+        )
         for row in rows:
-            tol = f"{spec.tolerance_for(row.backend):.0e}" if row.backend in FP32_ROUTES or \
-                row.backend in spec.tolerance else "-"
-            parity.append((name, row.backend, _cell(row, "max_abs_err", "{:.3g}"),
-                           _cell(row, "spike_agreement", "{:.4f}"), tol, verdict(spec, row)))
+            tol = (
+                f"{spec.tolerance_for(row.backend):.0e}"
+                if row.backend in FP32_ROUTES or row.backend in spec.tolerance
+                else "-"
+            )
+            parity.append(
+                (
+                    name,
+                    row.backend,
+                    _cell(row, "max_abs_err", "{:.3g}"),
+                    _cell(row, "spike_agreement", "{:.4f}"),
+                    tol,
+                    verdict(spec, row),
+                )
+            )
             p50 = row.metrics.get("latency_p50_ms")
             speed = f"{base / p50.value:.2f}x" if base and p50 else "-"
-            latency.append((name, row.backend, _cell(row, "latency_p50_ms"),
-                            _cell(row, "latency_p90_ms"), _cell(row, "latency_p99_ms"),
-                            _cell(row, "throughput_per_s", "{:.0f}"),
-                            _cell(row, "gpu_compute_p50_ms"), speed))
+            latency.append(
+                (
+                    name,
+                    row.backend,
+                    _cell(row, "latency_p50_ms"),
+                    _cell(row, "latency_p90_ms"),
+                    _cell(row, "latency_p99_ms"),
+                    _cell(row, "throughput_per_s", "{:.0f}"),
+                    _cell(row, "gpu_compute_p50_ms"),
+                    speed,
+                )
+            )
     return _align(parity), _align(latency)
 
 
 def _align(lines: Sequence[Sequence[str]]) -> str:
     widths = [max(len(str(c)) for c in col) for col in zip(*lines)]
-    return "\n".join("  ".join(f"{c:<{w}}" for c, w in zip(line, widths)).rstrip()
-                     for line in lines)
+    return "\n".join(
+        "  ".join(f"{c:<{w}}" for c, w in zip(line, widths)).rstrip() for line in lines
+    )
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -245,34 +310,51 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def run_models(specs: Sequence[ModelSpec], routes: Sequence[str], blocked: Mapping[str, str],
-               args: argparse.Namespace, deadline: float
-               ) -> tuple[dict[str, tuple[ModelSpec, list[Report]]], list[str]]:
+def run_models(
+    specs: Sequence[ModelSpec],
+    routes: Sequence[str],
+    blocked: Mapping[str, str],
+    args: argparse.Namespace,
+    deadline: float,
+) -> tuple[dict[str, tuple[ModelSpec, list[Report]]], list[str]]:
     """Check each model in turn; write its report; return results and what was skipped."""
     from neuroedge.bench.report import build_document, write_report
     from tqdm import tqdm
 
     results: dict[str, tuple[ModelSpec, list[Report]]] = {}
-    skipped = [f"{s.name}: no ONNX export (exportable: {', '.join(s.exportable) or 'none'})"
-               for s in specs if "onnx" not in s.exportable]
+    skipped = [
+        f"{s.name}: no ONNX export (exportable: {', '.join(s.exportable) or 'none'})"
+        for s in specs
+        if "onnx" not in s.exportable
+    ]
     try:
         for spec in tqdm([s for s in specs if "onnx" in s.exportable], desc="gpu check"):
             config = {**spec.default_config, "smoke": False} if args.full else {"smoke": True}
             if time.monotonic() > deadline:
-                skipped.append(f"{spec.name}: not run, time budget of {args.budget_s:.0f} s "
-                               "spent")
+                skipped.append(f"{spec.name}: not run, time budget of {args.budget_s:.0f} s spent")
                 continue
             try:
                 rows = check_model(spec, routes, blocked, config, args.repeats, deadline)
             except Exception as err:  # noqa: BLE001 - one model's failure must not hide others
-                skipped.append(f"{spec.name}: error before any route ran: "
-                               f"{type(err).__name__}: {err}")
+                skipped.append(
+                    f"{spec.name}: error before any route ran: {type(err).__name__}: {err}"
+                )
                 continue
             results[spec.name] = (spec, rows)
-            doc = build_document(spec.name, rows, config=config, routes=list(routes),
-                                 columns=["max_abs_err", "spike_agreement", "latency_p50_ms",
-                                          "latency_p90_ms", "latency_p99_ms",
-                                          "gpu_compute_p50_ms"])
+            doc = build_document(
+                spec.name,
+                rows,
+                config=config,
+                routes=list(routes),
+                columns=[
+                    "max_abs_err",
+                    "spike_agreement",
+                    "latency_p50_ms",
+                    "latency_p90_ms",
+                    "latency_p99_ms",
+                    "gpu_compute_p50_ms",
+                ],
+            )
             write_report(doc, f"{args.out}/{spec.name}", columns=doc["columns"])
     except KeyboardInterrupt:  # gpu_check.sh's hard time limit: print what was measured
         skipped.append("interrupted by the time limit: later models not run")
@@ -285,19 +367,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     deadline = time.monotonic() + args.budget_s
     packages = package_table()
-    print(_align([("package", "status", "detail"),
-                  *((n, "ok" if ok else "MISSING", d) for n, ok, d in packages)]) + "\n")
+    print(
+        _align(
+            [
+                ("package", "status", "detail"),
+                *((n, "ok" if ok else "MISSING", d) for n, ok, d in packages),
+            ]
+        )
+        + "\n"
+    )
     routes = [r.strip() for r in args.routes.split(",") if r.strip()]
     unknown = sorted(set(routes) - set(ROUTES))
     if unknown:
         raise SystemExit(f"unknown routes {unknown}; valid: {', '.join(ROUTES)}")
     names = [n.strip() for n in args.models.split(",") if n.strip()] or model_names()
     blocked = route_blockers(packages)
-    results, skipped = run_models([get_model(n) for n in names], routes, blocked, args,
-                                  deadline)
+    results, skipped = run_models([get_model(n) for n in names], routes, blocked, args, deadline)
     parity, latency = tables(results)
-    print(f"parity vs the host CPU reference\n{parity}\n\nlatency per call (end-to-end, "
-          f"{args.repeats} calls per route, interleaved)\n{latency}")
+    print(
+        f"parity vs the host CPU reference\n{parity}\n\nlatency per call (end-to-end, "
+        f"{args.repeats} calls per route, interleaved)\n{latency}"
+    )
     for line in skipped:
         print(f"skipped {line}")
     for spec, rows in results.values():

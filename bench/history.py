@@ -57,8 +57,10 @@ def _open(path: Path) -> sqlite3.Connection:
         db.executescript(SCHEMA)
         for table, want in (("runs", RUN_COLUMNS), ("metrics", METRIC_COLUMNS)):
             if _columns(db, table) != list(want):
-                raise ArtifactError(f"history {path}: its table {table!r} has columns "
-                                    f"{_columns(db, table)}, not neuroedge's {list(want)}")
+                raise ArtifactError(
+                    f"history {path}: its table {table!r} has columns "
+                    f"{_columns(db, table)}, not neuroedge's {list(want)}"
+                )
     except (sqlite3.DatabaseError, ArtifactError) as exc:
         db.close()
         if isinstance(exc, ArtifactError):
@@ -75,25 +77,33 @@ def check(db_path: str | os.PathLike[str] | None = None) -> Path:
     return path
 
 
-def record(report: dict[str, Any], db_path: str | os.PathLike[str] | None = None,
-           out_dir: str | None = None) -> int:
+def record(
+    report: dict[str, Any],
+    db_path: str | os.PathLike[str] | None = None,
+    out_dir: str | None = None,
+) -> int:
     """Store one report.json document; returns its run id."""
     path = Path(db_path) if db_path else default_path()
     with contextlib.closing(_open(path)) as db, db:  # commit (or roll back), then close
-        cur = db.execute("INSERT INTO runs(created, model, machine, out_dir, report) "
-                         "VALUES (?, ?, ?, ?, ?)",
-                         (report["created"], report["model"], report["machine"], out_dir,
-                          json.dumps(report)))
+        cur = db.execute(
+            "INSERT INTO runs(created, model, machine, out_dir, report) VALUES (?, ?, ?, ?, ?)",
+            (report["created"], report["model"], report["machine"], out_dir, json.dumps(report)),
+        )
         run_id = int(cur.lastrowid)
         db.executemany(
             "INSERT INTO metrics VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(run_id, row["variant"], row["backend"], name, m["value"], m["unit"], m["how"])
-             for row in report["rows"] for name, m in row["metrics"].items()])
+            [
+                (run_id, row["variant"], row["backend"], name, m["value"], m["unit"], m["how"])
+                for row in report["rows"]
+                for name, m in row["metrics"].items()
+            ],
+        )
     return run_id
 
 
-def runs(db_path: str | os.PathLike[str] | None = None,
-         model: str | None = None) -> list[dict[str, Any]]:
+def runs(
+    db_path: str | os.PathLike[str] | None = None, model: str | None = None
+) -> list[dict[str, Any]]:
     """Every recorded run (newest last), optionally of one model, as report documents."""
     path = Path(db_path) if db_path else default_path()
     if not path.is_file():

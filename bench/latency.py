@@ -45,14 +45,21 @@ def peak_rss_mb() -> float:
     return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
 
 
-def measure_latency(fn: Callable[[], object], *, repeats: int = 50, warmup: int = 5,
-                    batch: int = 1) -> Latency:
+def measure_latency(
+    fn: Callable[[], object], *, repeats: int = 50, warmup: int = 5, batch: int = 1
+) -> Latency:
     """Time ``repeats`` calls of ``fn`` after ``warmup`` untimed ones."""
     return measure_side_by_side({"fn": fn}, repeats=repeats, warmup=warmup, batch=batch)["fn"]
 
 
-def measure_side_by_side(fns: Mapping[str, Callable[[], object]], *, repeats: int = 50,
-                         warmup: int = 5, batch: int = 1, block: int = 10) -> dict[str, Latency]:
+def measure_side_by_side(
+    fns: Mapping[str, Callable[[], object]],
+    *,
+    repeats: int = 50,
+    warmup: int = 5,
+    batch: int = 1,
+    block: int = 10,
+) -> dict[str, Latency]:
     """Time each callable ``repeats`` times, interleaved in blocks of ``block`` calls; each
     block starts with one untimed call (``warmup`` untimed calls before the first)."""
     if repeats < 1:

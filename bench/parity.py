@@ -23,8 +23,9 @@ def compare(reference: Mapping[str, Any], candidate: Mapping[str, Any]) -> dict[
     reference is all zeros) and ``spike_agreement``."""
     shared = sorted(set(reference) & set(candidate))
     if not shared:
-        raise ParityError(f"no common outputs: reference {sorted(reference)}, "
-                          f"candidate {sorted(candidate)}")
+        raise ParityError(
+            f"no common outputs: reference {sorted(reference)}, candidate {sorted(candidate)}"
+        )
     worst, worst_rel, agree, slots = 0.0, 0.0, 0.0, 0
     for name in shared:
         ref, got = np.asarray(reference[name]), np.asarray(candidate[name])
@@ -39,23 +40,31 @@ def compare(reference: Mapping[str, Any], candidate: Mapping[str, Any]) -> dict[
             scale = float(np.abs(ref).max()) if ref.size else 0.0
             worst = max(worst, err)
             worst_rel = max(worst_rel, err / scale if scale > 0 else err)
-    metrics = {"max_abs_err": Measurement(worst, "abs", "measured"),
-               "max_rel_err": Measurement(worst_rel, "rel", "measured")}
+    metrics = {
+        "max_abs_err": Measurement(worst, "abs", "measured"),
+        "max_rel_err": Measurement(worst_rel, "rel", "measured"),
+    }
     if slots:
         metrics["spike_agreement"] = Measurement(agree / slots, "fraction", "measured")
     return metrics
 
 
-def check(reference: Mapping[str, Any], candidate: Mapping[str, Any], tolerance: float, *,
-          min_spike_agreement: float = 1.0) -> dict[str, Measurement]:
+def check(
+    reference: Mapping[str, Any],
+    candidate: Mapping[str, Any],
+    tolerance: float,
+    *,
+    min_spike_agreement: float = 1.0,
+) -> dict[str, Measurement]:
     """``compare`` and raise ParityError past ``tolerance`` or below the spike agreement."""
     metrics = compare(reference, candidate)
     err = metrics["max_abs_err"].value
     if err > tolerance:
         raise ParityError(f"max abs error {err:.3g} exceeds tolerance {tolerance:.3g}")
     if "spike_agreement" in metrics and metrics["spike_agreement"].value < min_spike_agreement:
-        raise ParityError(f"spike agreement {metrics['spike_agreement'].value:.4f} is below "
-                          f"{min_spike_agreement}")
+        raise ParityError(
+            f"spike agreement {metrics['spike_agreement'].value:.4f} is below {min_spike_agreement}"
+        )
     return metrics
 
 
@@ -63,5 +72,7 @@ def require_nonzero_state(reference: Mapping[str, Any]) -> None:
     """A stateful parity check is only meaningful if the state actually moved."""
     finals = {k: v for k, v in reference.items() if k.endswith("_final")}
     if finals and not any(np.any(np.asarray(v) != 0) for v in finals.values()):
-        raise ParityError(f"every final state is zero ({sorted(finals)}): the parity check "
-                          "would pass vacuously; use a longer or stronger example input")
+        raise ParityError(
+            f"every final state is zero ({sorted(finals)}): the parity check "
+            "would pass vacuously; use a longer or stronger example input"
+        )

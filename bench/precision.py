@@ -28,9 +28,12 @@ def _metric(output: str) -> str:
     return "spike_agreement" if output.startswith("spikes") else "max_rel_err"
 
 
-def compare_precisions(model: str = "snn.lif_convnet", calibration: int = 8,
-                       samples: int = 10, config: dict[str, Any] | None = None
-                       ) -> dict[str, Any]:
+def compare_precisions(
+    model: str = "snn.lif_convnet",
+    calibration: int = 8,
+    samples: int = 10,
+    config: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """``{"weights": ..., "outputs": {variant: {output: {"metric", "value"}}}}``; ``config``
     overrides the model's default build config."""
     from neuroedge.backends.onnxrt import open_session
@@ -45,9 +48,15 @@ def compare_precisions(model: str = "snn.lif_convnet", calibration: int = 8,
     meta = getattr(program, "meta", {}) or {}
     weights = meta.get("checkpoint") if meta.get("trained") else "untrained"
     with tempfile.TemporaryDirectory() as tmp:
-        art = get_backend("onnxrt").compile(program, spec, {
-            "form": "sequence", "path": str(Path(tmp) / "fp32.onnx"),
-            "providers": "CPUExecutionProvider"})
+        art = get_backend("onnxrt").compile(
+            program,
+            spec,
+            {
+                "form": "sequence",
+                "path": str(Path(tmp) / "fp32.onnx"),
+                "providers": "CPUExecutionProvider",
+            },
+        )
         feeds = calibration_feeds(None, art.meta, [spec.example(s) for s in range(calibration)])
         graphs = {v: prepare_precision(art.path, v, tmp, feeds) for v in VARIANTS}
         sessions = {v: open_session(p, "CPUExecutionProvider")[0] for v, p in graphs.items()}
@@ -61,24 +70,40 @@ def compare_precisions(model: str = "snn.lif_convnet", calibration: int = 8,
                 got = dict(zip(names, sess.run(None, feed)))
                 for n in names:
                     sums[v][n].append(compare({n: ref[n]}, {n: got[n]})[_metric(n)].value)
-    outputs = {v: {n: {"metric": _metric(n),
-                       "value": float(np.mean(vals)) if n.startswith("spikes")
-                       else float(np.max(vals))}
-                   for n, vals in per.items()} for v, per in sums.items()}
-    return {"model": model, "weights": weights, "calibration": calibration,
-            "samples": samples, "outputs": outputs}
+    outputs = {
+        v: {
+            n: {
+                "metric": _metric(n),
+                "value": float(np.mean(vals)) if n.startswith("spikes") else float(np.max(vals)),
+            }
+            for n, vals in per.items()
+        }
+        for v, per in sums.items()
+    }
+    return {
+        "model": model,
+        "weights": weights,
+        "calibration": calibration,
+        "samples": samples,
+        "outputs": outputs,
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m neuroedge.bench.precision", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m neuroedge.bench.precision",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--model", default="snn.lif_convnet")
     p.add_argument("--calibration", type=int, default=8, help="examples that calibrate int8")
     p.add_argument("--samples", type=int, default=10, help="held-out examples compared")
     args = p.parse_args(argv)
     result = compare_precisions(args.model, args.calibration, args.samples)
-    print(f"{result['model']} (weights: {result['weights']}), int8 calibrated on "
-          f"{result['calibration']} examples, {result['samples']} held-out examples")
+    print(
+        f"{result['model']} (weights: {result['weights']}), int8 calibrated on "
+        f"{result['calibration']} examples, {result['samples']} held-out examples"
+    )
     for variant, per in result["outputs"].items():
         for name, row in per.items():
             print(f"{variant:<5} {name:<12} {row['metric']:<16} {row['value']:.4f}")

@@ -21,24 +21,49 @@ from typing import Any
 from neuroedge.atomic import atomic_path, write_text
 from neuroedge.types import Report
 
-DEFAULT_COLUMNS = ("accuracy", "latency_p50_ms", "throughput_per_s", "sops_per_sample",
-                   "energy_uj", "spike_agreement", "max_abs_err")
-STANDARD_METRICS = ("accuracy", "map50", "success_rate", "latency_p50_ms", "latency_p90_ms",
-                    "latency_p99_ms", "throughput_per_s", "sops_per_sample", "macs_per_sample",
-                    "energy_uj", "firing_rate", "spike_agreement", "max_abs_err", "peak_rss_mb")
+DEFAULT_COLUMNS = (
+    "accuracy",
+    "latency_p50_ms",
+    "throughput_per_s",
+    "sops_per_sample",
+    "energy_uj",
+    "spike_agreement",
+    "max_abs_err",
+)
+STANDARD_METRICS = (
+    "accuracy",
+    "map50",
+    "success_rate",
+    "latency_p50_ms",
+    "latency_p90_ms",
+    "latency_p99_ms",
+    "throughput_per_s",
+    "sops_per_sample",
+    "macs_per_sample",
+    "energy_uj",
+    "firing_rate",
+    "spike_agreement",
+    "max_abs_err",
+    "peak_rss_mb",
+)
 
 
 def machine_description() -> str:
     cpus = os.cpu_count() or 0
-    return f"{platform.node()} {platform.machine()} {cpus} cpu {platform.system()} " \
-           f"python {platform.python_version()}"
+    return (
+        f"{platform.node()} {platform.machine()} {cpus} cpu {platform.system()} "
+        f"python {platform.python_version()}"
+    )
 
 
 def build_document(model: str, rows: Sequence[Report], **extra: Any) -> dict[str, Any]:
     """The report.json document for ``rows``; ``extra`` keys (config, notes) are added."""
-    doc = {"model": model,
-           "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-           "machine": machine_description(), "rows": [r.to_json() for r in rows]}
+    doc = {
+        "model": model,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine_description(),
+        "rows": [r.to_json() for r in rows],
+    }
     doc.update(extra)
     return doc
 
@@ -65,18 +90,29 @@ def markdown_table(doc: dict[str, Any], columns: Sequence[str] = DEFAULT_COLUMNS
 def text_table(doc: dict[str, Any], columns: Sequence[str] = DEFAULT_COLUMNS) -> str:
     """The same table aligned for a terminal."""
     header = ["variant", "backend", *columns]
-    body = [[r["variant"], r["backend"], *(format_value(r["metrics"].get(c)) for c in columns)]
-            for r in doc["rows"]]
+    body = [
+        [r["variant"], r["backend"], *(format_value(r["metrics"].get(c)) for c in columns)]
+        for r in doc["rows"]
+    ]
     widths = [max(len(str(x)) for x in col) for col in zip(header, *body)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     return "\n".join(fmt.format(*line) for line in [header, *body])
 
 
-def write_markdown(doc: dict[str, Any], path: Path, columns: Sequence[str],
-                   sections: Sequence[str] = ()) -> None:
-    lines = [f"# {doc['model']} benchmark", "", f"- created: {doc['created']}",
-             f"- machine: {doc['machine']}", "", markdown_table(doc, columns), "",
-             "`*` = estimated (energy model or fake timing), never measured.", ""]
+def write_markdown(
+    doc: dict[str, Any], path: Path, columns: Sequence[str], sections: Sequence[str] = ()
+) -> None:
+    lines = [
+        f"# {doc['model']} benchmark",
+        "",
+        f"- created: {doc['created']}",
+        f"- machine: {doc['machine']}",
+        "",
+        markdown_table(doc, columns),
+        "",
+        "`*` = estimated (energy model or fake timing), never measured.",
+        "",
+    ]
     for row in doc["rows"]:
         for label in ("fallbacks", "rejections", "notes"):
             for item in row.get(label, []):
@@ -128,10 +164,15 @@ def latency_plot(doc: dict[str, Any], path: Path) -> Path | None:
     return path
 
 
-def write_report(doc: dict[str, Any], out_dir: str | os.PathLike[str], *,
-                 columns: Sequence[str] = DEFAULT_COLUMNS, sections: Sequence[str] = (),
-                 plots: Sequence[Callable[[dict[str, Any], Path], Path | None]] = (),
-                 history: str | os.PathLike[str] | None = None) -> dict[str, Path]:
+def write_report(
+    doc: dict[str, Any],
+    out_dir: str | os.PathLike[str],
+    *,
+    columns: Sequence[str] = DEFAULT_COLUMNS,
+    sections: Sequence[str] = (),
+    plots: Sequence[Callable[[dict[str, Any], Path], Path | None]] = (),
+    history: str | os.PathLike[str] | None = None,
+) -> dict[str, Path]:
     """Write report.json, report.md and plots into ``out_dir``; add a row to the history."""
     from neuroedge.bench.history import record
 

@@ -21,12 +21,18 @@ from neuroedge.registry import get_backend
 from neuroedge.shapes import bind_inputs
 from neuroedge.types import Measurement, ModelSpec, Report, TorchProgram
 
-COUNTED = ("sops_per_sample", "macs_per_sample", "sops_per_sample_no_first", "firing_rate",
-           "energy_uj")
+COUNTED = (
+    "sops_per_sample",
+    "macs_per_sample",
+    "sops_per_sample_no_first",
+    "firing_rate",
+    "energy_uj",
+)
 
 
-def count_metrics(program: Any, spec: ModelSpec, config: Mapping[str, Any],
-                  run: Any, energy: EnergyModel) -> dict[str, Measurement]:
+def count_metrics(
+    program: Any, spec: ModelSpec, config: Mapping[str, Any], run: Any, energy: EnergyModel
+) -> dict[str, Measurement]:
     """Task metrics from the host run, plus SOPs/MACs/energy/firing rate counted on the way."""
     if not isinstance(program, TorchProgram) or spec.evaluate is None:
         return dict(spec.evaluate(run, config)) if spec.evaluate else {}
@@ -53,9 +59,15 @@ def ops_metrics(ops: Any, energy: EnergyModel = HOROWITZ_45NM) -> dict[str, Meas
     }
 
 
-def bench_model(spec: ModelSpec, backends: Sequence[str], *, config: Mapping[str, Any] | None
-                = None, repeats: int = 50, energy: EnergyModel = HOROWITZ_45NM,
-                progress: bool = True) -> list[Report]:
+def bench_model(
+    spec: ModelSpec,
+    backends: Sequence[str],
+    *,
+    config: Mapping[str, Any] | None = None,
+    repeats: int = 50,
+    energy: EnergyModel = HOROWITZ_45NM,
+    progress: bool = True,
+) -> list[Report]:
     """One Report per (backend, variant), in the order given; a backend lists its variants in
     a ``variants`` class attribute (compiled with ``{"variant": name}``); unavailable or
     refusing backends give rows with the reason."""
@@ -80,21 +92,37 @@ def bench_model(spec: ModelSpec, backends: Sequence[str], *, config: Mapping[str
         for variant in getattr(backend, "variants", ("default",)):
             key = (name, variant)
             try:
-                art = host_art if name == "host" else backend.compile(
-                    program, spec, {} if variant == "default" else {"variant": variant})
+                art = (
+                    host_art
+                    if name == "host"
+                    else backend.compile(
+                        program, spec, {} if variant == "default" else {"variant": variant}
+                    )
+                )
             except NeuroedgeError as err:
-                rows[key] = Report(spec.name, name, variant,
-                                   rejections=(f"compile refused: {err}",))
+                rows[key] = Report(
+                    spec.name, name, variant, rejections=(f"compile refused: {err}",)
+                )
                 continue
             artifacts[key] = art
-            rows[key] = _measure_row(spec, cfg, backend, art, variant, program, reference,
-                                     example, energy)
-    host_counts = {k: v for k, v in rows.get(("host", "default"), Report(spec.name, "host"))
-                   .metrics.items() if k in COUNTED}
+            rows[key] = _measure_row(
+                spec, cfg, backend, art, variant, program, reference, example, energy
+            )
+    host_counts = {
+        k: v
+        for k, v in rows.get(("host", "default"), Report(spec.name, "host")).metrics.items()
+        if k in COUNTED
+    }
     batch = bind_inputs(spec, example).get("batch", 1)
     timings = measure_side_by_side(
-        {key: (lambda b=get_backend(key[0]), a=a: b.run(a, example))
-         for key, a in artifacts.items() if key[0] != "null"}, repeats=repeats, batch=batch)
+        {
+            key: (lambda b=get_backend(key[0]), a=a: b.run(a, example))
+            for key, a in artifacts.items()
+            if key[0] != "null"
+        },
+        repeats=repeats,
+        batch=batch,
+    )
     steps = _steps_per_call(backends, spec, example)
     out = []
     for key, row in rows.items():
@@ -103,8 +131,9 @@ def bench_model(spec: ModelSpec, backends: Sequence[str], *, config: Mapping[str
             if steps:  # a backend asked for simulated time steps per second (e.g. lava)
                 per_s = timed["throughput_per_s"].value * steps
                 timed["throughput_per_s"] = Measurement(per_s, "time steps/s", "measured")
-            row = row.with_metrics(**timed, **{
-                k: v for k, v in host_counts.items() if k not in row.metrics})
+            row = row.with_metrics(
+                **timed, **{k: v for k, v in host_counts.items() if k not in row.metrics}
+            )
         elif key[0] == "null" and key in artifacts:
             fake = get_backend("null").profile(artifacts[key], example, repeats=3)
             row = Report(spec.name, "null", metrics=fake.metrics, notes=row.notes + fake.notes)
@@ -112,30 +141,48 @@ def bench_model(spec: ModelSpec, backends: Sequence[str], *, config: Mapping[str
     return out
 
 
-def _steps_per_call(backends: Sequence[str], spec: ModelSpec,
-                    example: Mapping[str, Any]) -> int:
+def _steps_per_call(backends: Sequence[str], spec: ModelSpec, example: Mapping[str, Any]) -> int:
     """T (time steps per call) when a benched backend declares ``throughput_unit = "steps"``,
     so every row of the run reports simulated steps/s side by side; else 0 (samples/s)."""
     from neuroedge.registry import backend_table
 
-    wants = any(getattr(get_backend(n), "throughput_unit", "samples") == "steps"
-                for n in backends if n in backend_table())
+    wants = any(
+        getattr(get_backend(n), "throughput_unit", "samples") == "steps"
+        for n in backends
+        if n in backend_table()
+    )
     return int(bind_inputs(spec, example).get("T", 0)) if wants else 0
 
 
-def _measure_row(spec: ModelSpec, cfg: Mapping[str, Any], backend: Any, art: Any, variant: str,
-                 program: Any, reference: Mapping[str, Any], example: Mapping[str, Any],
-                 energy: EnergyModel) -> Report:
+def _measure_row(
+    spec: ModelSpec,
+    cfg: Mapping[str, Any],
+    backend: Any,
+    art: Any,
+    variant: str,
+    program: Any,
+    reference: Mapping[str, Any],
+    example: Mapping[str, Any],
+    energy: EnergyModel,
+) -> Report:
     """Task metrics and parity of one compiled artifact (latency is added afterwards)."""
     name = backend.name
     if name == "null":
-        return Report(spec.name, name, variant, notes=(
-            "null backend: fake timing and zero outputs; no task metrics or parity",))
-    run = (lambda inputs: backend.run(art, inputs))
+        return Report(
+            spec.name,
+            name,
+            variant,
+            notes=("null backend: fake timing and zero outputs; no task metrics or parity",),
+        )
+    run = lambda inputs: backend.run(art, inputs)
     meta = getattr(program, "meta", {}) or {}
-    weights = (f"weights: {meta['checkpoint']}" if meta.get("trained") and meta.get("checkpoint")
-               else "weights: untrained (random initialisation)" if meta.get("trained") is False
-               else None)
+    weights = (
+        f"weights: {meta['checkpoint']}"
+        if meta.get("trained") and meta.get("checkpoint")
+        else "weights: untrained (random initialisation)"
+        if meta.get("trained") is False
+        else None
+    )
     if name == "host":
         metrics = count_metrics(program, spec, cfg, run, energy)
         notes: tuple[str, ...] = (weights,) if weights else ()
@@ -144,12 +191,24 @@ def _measure_row(spec: ModelSpec, cfg: Mapping[str, Any], backend: Any, art: Any
         parity, breaches = check_parity(spec, name, variant, reference, run(example))
         metrics.update(parity)
         notes = ("SOPs, MACs, firing rate and energy counted on the host reference", *breaches)
-    return Report(spec.name, name, variant, device=str(art.meta.get("device", "cpu")),
-                  metrics=metrics, fallbacks=tuple(art.meta.get("fallbacks", ())), notes=notes)
+    return Report(
+        spec.name,
+        name,
+        variant,
+        device=str(art.meta.get("device", "cpu")),
+        metrics=metrics,
+        fallbacks=tuple(art.meta.get("fallbacks", ())),
+        notes=notes,
+    )
 
 
-def check_parity(spec: ModelSpec, backend: str, variant: str, reference: Mapping[str, Any],
-                 outputs: Mapping[str, Any]) -> tuple[dict[str, Measurement], list[str]]:
+def check_parity(
+    spec: ModelSpec,
+    backend: str,
+    variant: str,
+    reference: Mapping[str, Any],
+    outputs: Mapping[str, Any],
+) -> tuple[dict[str, Measurement], list[str]]:
     """``compare`` plus ``within_tolerance`` (1 or 0: the spec's tolerance for this backend
     and full spike agreement), and a "parity: ..." note for each breach and for reference
     outputs the backend did not return (those are not compared)."""
@@ -159,26 +218,32 @@ def check_parity(spec: ModelSpec, backend: str, variant: str, reference: Mapping
     agree = metrics["spike_agreement"].value if "spike_agreement" in metrics else 1.0
     notes = []
     if err > tol:
-        notes.append(f"parity: max abs error {err:.3g} exceeds {spec.name}'s tolerance "
-                     f"{tol:.3g} for {backend}" + (f" ({variant})" if variant != "default"
-                                                    else ""))
+        notes.append(
+            f"parity: max abs error {err:.3g} exceeds {spec.name}'s tolerance "
+            f"{tol:.3g} for {backend}" + (f" ({variant})" if variant != "default" else "")
+        )
     if agree < 1.0:
-        notes.append(f"parity: spike agreement {agree:.4f} < 1 on {backend}"
-                     + (f" ({variant})" if variant != "default" else ""))
+        notes.append(
+            f"parity: spike agreement {agree:.4f} < 1 on {backend}"
+            + (f" ({variant})" if variant != "default" else "")
+        )
     missing = sorted(set(reference) - set(outputs))
     if missing:
         notes.append(f"parity: {backend} returned no {', '.join(missing)} (not compared)")
-    metrics["within_tolerance"] = Measurement(float(err <= tol and agree == 1.0), "bool",
-                                              "measured")
+    metrics["within_tolerance"] = Measurement(
+        float(err <= tol and agree == 1.0), "bool", "measured"
+    )
     return metrics, notes
 
 
 def speedups(rows: Sequence[Report], reference: str = "host") -> dict[str, float]:
     """p50 latency of ``reference`` divided by each row's p50 (measured rows only)."""
-    ref = next((r for r in rows if r.backend == reference and "latency_p50_ms" in r.metrics),
-               None)
+    ref = next((r for r in rows if r.backend == reference and "latency_p50_ms" in r.metrics), None)
     if ref is None:
         return {}
     base = ref.metrics["latency_p50_ms"].value
-    return {f"{r.variant}/{r.backend}": base / r.metrics["latency_p50_ms"].value for r in rows
-            if "latency_p50_ms" in r.metrics and r.metrics["latency_p50_ms"].how == "measured"}
+    return {
+        f"{r.variant}/{r.backend}": base / r.metrics["latency_p50_ms"].value
+        for r in rows
+        if "latency_p50_ms" in r.metrics and r.metrics["latency_p50_ms"].how == "measured"
+    }

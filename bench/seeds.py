@@ -25,8 +25,9 @@ def seed_list(cfg: Mapping[str, Any], default: Sequence[int] | None = None) -> l
     seeds = cfg.get("seeds")
     if seeds in (None, "", []):
         seeds = list(default) if default is not None and "seed" not in cfg else [cfg["seed"]]
-    if not isinstance(seeds, (list, tuple)) or any(isinstance(s, bool) or not isinstance(s, int)
-                                                   for s in seeds):
+    if not isinstance(seeds, (list, tuple)) or any(
+        isinstance(s, bool) or not isinstance(s, int) for s in seeds
+    ):
         raise ValueError(f"seeds must be a list of integers, got {seeds!r}")
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds must be distinct, got {seeds!r}")
@@ -40,8 +41,13 @@ def check_workers(workers: Any) -> int:
     return workers
 
 
-def map_seeds(fn: Callable[[Any], Any], cfgs: Mapping[int, Any], workers: int = 1,
-              desc: str = "seeds", progress: bool = True) -> dict[int, Any]:
+def map_seeds(
+    fn: Callable[[Any], Any],
+    cfgs: Mapping[int, Any],
+    workers: int = 1,
+    desc: str = "seeds",
+    progress: bool = True,
+) -> dict[int, Any]:
     """``{seed: fn(cfgs[seed])}``, ``workers`` processes at a time (spawned, so no forked torch
     state; ``fn`` must be a module-level function and its argument and result picklable). The
     result is in the order of ``cfgs``."""
@@ -73,8 +79,9 @@ def seed_label(variant: str, seed: int | str) -> str:
     return f"{variant}@seed={seed}"
 
 
-def mean_report(reps: Sequence[Report], variant: str, spread: Sequence[str] = (),
-                note: str = "") -> Report:
+def mean_report(
+    reps: Sequence[Report], variant: str, spread: Sequence[str] = (), note: str = ""
+) -> Report:
     """One row with each metric's mean over ``reps`` (the same variant on several seeds), plus
     ``<metric>_sd`` (sample standard deviation) for the metrics named in ``spread``."""
     if not reps:
@@ -98,17 +105,29 @@ def paired_difference(a: Sequence[float], b: Sequence[float]) -> tuple[float, fl
     return float(diffs.mean()), sem
 
 
-def seed_rows(per_seed: Mapping[int, Sequence[Report]], spread: Sequence[str] = ()
-              ) -> list[Report]:
+def seed_rows(per_seed: Mapping[int, Sequence[Report]], spread: Sequence[str] = ()) -> list[Report]:
     """Mean rows ``<variant>`` (with ``<metric>_sd`` for the metrics in ``spread``), then every
     seed's rows as ``<variant>@seed=S``, from each seed's rows (the same variants per seed)."""
     by_variant: dict[str, list[Report]] = {}
     for rows in per_seed.values():
         for row in rows:
             by_variant.setdefault(row.variant, []).append(row)
-    means = [mean_report(reps, name, spread, f"per seed in rows {seed_label(name, 'S')}")
-             for name, reps in by_variant.items()]
-    each = [Report(r.model, r.backend, seed_label(r.variant, s), r.device, r.metrics,
-                   r.fallbacks, r.rejections, r.notes)
-            for s, rows in per_seed.items() for r in rows]
+    means = [
+        mean_report(reps, name, spread, f"per seed in rows {seed_label(name, 'S')}")
+        for name, reps in by_variant.items()
+    ]
+    each = [
+        Report(
+            r.model,
+            r.backend,
+            seed_label(r.variant, s),
+            r.device,
+            r.metrics,
+            r.fallbacks,
+            r.rejections,
+            r.notes,
+        )
+        for s, rows in per_seed.items()
+        for r in rows
+    ]
     return means + each

@@ -50,8 +50,11 @@ class OpCounts:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def _sum(self, attr: str, skip_first: bool) -> float:
-        total = sum(getattr(c, attr) for n, c in self.per_layer.items()
-                    if not (skip_first and n == self.first_layer))
+        total = sum(
+            getattr(c, attr)
+            for n, c in self.per_layer.items()
+            if not (skip_first and n == self.first_layer)
+        )
         return total / max(self.samples, 1)
 
     @property
@@ -179,5 +182,10 @@ class OpCounter:
         for (name, _shape), mask in self._spike_sums.items():
             self.per_layer[name].sops += _connected_pairs(self._modules[name], mask[None])
         self._spike_sums.clear()
-        return OpCounts(samples, dict(self.per_layer), self.order[0] if self.order else None,
-                        self.neuron_spikes, self.neuron_slots)
+        return OpCounts(
+            samples,
+            dict(self.per_layer),
+            self.order[0] if self.order else None,
+            self.neuron_spikes,
+            self.neuron_slots,
+        )

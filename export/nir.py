@@ -50,9 +50,27 @@ from neuroedge.types import ModelSpec, TorchProgram
 
 HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 RESETS = ("zero", "subtract")
-NODE_TYPES = ("Input", "Output", "NIRGraph", "Affine", "Linear", "Scale", "Conv1d", "Conv2d",
-              "SumPool2d", "AvgPool2d", "Flatten", "Delay", "I", "IF", "LI", "LIF", "CubaLI",
-              "CubaLIF", "Threshold")
+NODE_TYPES = (
+    "Input",
+    "Output",
+    "NIRGraph",
+    "Affine",
+    "Linear",
+    "Scale",
+    "Conv1d",
+    "Conv2d",
+    "SumPool2d",
+    "AvgPool2d",
+    "Flatten",
+    "Delay",
+    "I",
+    "IF",
+    "LI",
+    "LIF",
+    "CubaLI",
+    "CubaLIF",
+    "Threshold",
+)
 
 
 def euler_decay(tau: Any, dt: float) -> Any:
@@ -82,13 +100,20 @@ def neuron_node(params: Any, shape: tuple[int, ...], spiking: bool) -> Any:
 
     if params.reset not in RESETS:
         raise ValueError(f"reset {params.reset!r} is not one of {RESETS}")
-    common = {"tau": _full(params.tau_mem, shape), "r": _full(params.r, shape),
-              "v_leak": _full(params.v_leak, shape)}
+    common = {
+        "tau": _full(params.tau_mem, shape),
+        "r": _full(params.r, shape),
+        "v_leak": _full(params.v_leak, shape),
+    }
     meta = {"dt": float(params.dt)}
     if not spiking:
         return nir.LI(**common, metadata=meta)
-    return nir.LIF(**common, v_threshold=_full(params.v_th, shape),
-                   v_reset=_full(params.v_reset, shape), metadata={**meta, "reset": params.reset})
+    return nir.LIF(
+        **common,
+        v_threshold=_full(params.v_th, shape),
+        v_reset=_full(params.v_reset, shape),
+        metadata={**meta, "reset": params.reset},
+    )
 
 
 def _torch_node(module: Any, in_shape: tuple[int, ...]) -> Any:
@@ -100,12 +125,19 @@ def _torch_node(module: Any, in_shape: tuple[int, ...]) -> Any:
     if isinstance(module, nn.Linear):
         return nir.Linear(weight=w) if b is None else nir.Affine(weight=w, bias=b)
     if isinstance(module, nn.Conv2d) and isinstance(module.padding, tuple):
-        return nir.Conv2d(input_shape=in_shape[1:], weight=w, stride=module.stride,
-                          padding=module.padding, dilation=module.dilation,
-                          groups=module.groups, bias=np.zeros(w.shape[0], np.float32)
-                          if b is None else b)
-    raise ExportRefused(f"{type(module).__name__} has no NIR export (Linear, Conv2d with "
-                        "numeric padding, LIF/LI cells, avg_pool2d, flatten and + are mapped)")
+        return nir.Conv2d(
+            input_shape=in_shape[1:],
+            weight=w,
+            stride=module.stride,
+            padding=module.padding,
+            dilation=module.dilation,
+            groups=module.groups,
+            bias=np.zeros(w.shape[0], np.float32) if b is None else b,
+        )
+    raise ExportRefused(
+        f"{type(module).__name__} has no NIR export (Linear, Conv2d with "
+        "numeric padding, LIF/LI cells, avg_pool2d, flatten and + are mapped)"
+    )
 
 
 def _pool_node(node: Any, in_shape: tuple[int, ...]) -> Any:
@@ -114,7 +146,7 @@ def _pool_node(node: Any, in_shape: tuple[int, ...]) -> Any:
     kernel = node.args[1] if len(node.args) > 1 else node.kwargs["kernel_size"]
     stride = node.args[2] if len(node.args) > 2 else node.kwargs.get("stride") or kernel
     pad = node.args[3] if len(node.args) > 3 else node.kwargs.get("padding", 0)
-    pair = (lambda v: np.array(v if isinstance(v, (tuple, list)) else (v, v)))
+    pair = lambda v: np.array(v if isinstance(v, (tuple, list)) else (v, v))
     return nir.AvgPool2d(kernel_size=pair(kernel), stride=pair(stride), padding=pair(pad))
 
 
@@ -145,8 +177,13 @@ def _meta_shape(node: Any) -> tuple[int, ...]:
     return tuple(int(d) for d in tm.shape[1:])  # drop batch
 
 
-def to_nir(program: TorchProgram, spec: ModelSpec, dt: float | None = None,
-           example: Mapping[str, Any] | None = None, pool: str = "keep") -> Any:
+def to_nir(
+    program: TorchProgram,
+    spec: ModelSpec,
+    dt: float | None = None,
+    example: Mapping[str, Any] | None = None,
+    pool: str = "keep",
+) -> Any:
     """The NIR graph of a stateful torch SNN (``pool``: "keep" AvgPool2d or "fold" it)."""
     from neuroedge.export.nir_fold import fold_avgpool
 
@@ -164,20 +201,23 @@ def to_nir(program: TorchProgram, spec: ModelSpec, dt: float | None = None,
     return graph
 
 
-def _traced_graph(program: TorchProgram, spec: ModelSpec, dt: float | None,
-                  example: Mapping[str, Any] | None) -> Any:
+def _traced_graph(
+    program: TorchProgram, spec: ModelSpec, dt: float | None, example: Mapping[str, Any] | None
+) -> Any:
     import torch
 
     if not program.stateful:
         raise ExportRefused(f"{spec.name}: NIR export needs a stateful SNN step program")
-    example = (spec.example_for(0, (program.meta or {}).get("config")) if example is None
-               else example)
+    example = (
+        spec.example_for(0, (program.meta or {}).get("config")) if example is None else example
+    )
     x0 = [torch.as_tensor(example[n])[0] for n in program.input_names]
     try:
         gm = _Tracer.trace(program.module)
     except torch.fx.proxy.TraceError as err:
-        raise ExportRefused(f"{spec.name}: the step cannot be traced by torch.fx for NIR "
-                            f"export ({err})") from err
+        raise ExportRefused(
+            f"{spec.name}: the step cannot be traced by torch.fx for NIR export ({err})"
+        ) from err
     _shapes(gm, (*x0, *program.init_state(int(x0[0].shape[0]))))
     nodes, edges, dts = _convert(gm, program, x0)
     if dt is None:
@@ -233,16 +273,20 @@ def _convert(gm: Any, program: TorchProgram, x0: list[Any]) -> tuple[dict, list,
             if start < 1:
                 raise ExportRefused(f"fx node {n.name}: flatten over the batch axis")
             shape = np.array(_meta_shape(n.args[0]))
-            value[n.name] = add(n.name, nir.Flatten(input_type={"input": shape},
-                                                    start_dim=start - 1), src)
+            value[n.name] = add(
+                n.name, nir.Flatten(input_type={"input": shape}, start_dim=start - 1), src
+            )
         elif n.target in (operator.add, torch.add):
             value[n.name] = [s for a in n.args[:2] for s in (value.get(a.name) or [])]
         else:
             raise ExportRefused(f"fx node {n.name} ({n.op} {n.target}) has no NIR mapping")
     out_args = next(n for n in gm.graph.nodes if n.op == "output").args[0]
     for name, arg in zip(program.output_names, list(out_args)[:n_out]):
-        add(name, nir.Output(output_type={"output": np.array(_meta_shape(arg))}),
-            value[arg.name] or [])
+        add(
+            name,
+            nir.Output(output_type={"output": np.array(_meta_shape(arg))}),
+            value[arg.name] or [],
+        )
     return nodes, edges, dts
 
 
@@ -271,30 +315,39 @@ def validate(graph: Any, where: str = "graph") -> None:
     for name, node in graph.nodes.items():
         kind = type(node).__name__
         if kind not in NODE_TYPES:
-            raise ArtifactError(f"{where}: node {name!r} has unknown type {kind!r} "
-                                f"(NIR types: {', '.join(NODE_TYPES)})")
+            raise ArtifactError(
+                f"{where}: node {name!r} has unknown type {kind!r} "
+                f"(NIR types: {', '.join(NODE_TYPES)})"
+            )
         if kind == "NIRGraph":
             validate(node, where=f"{where}/{name}")
             continue
         for param, value in vars(node).items():
-            if isinstance(value, np.ndarray) and value.dtype.kind == "f" and \
-                    np.isnan(value).any():
-                raise ArtifactError(f"{where}: node {name!r} parameter {param!r} holds "
-                                    f"{int(np.isnan(value).sum())} NaN value(s)")
+            if isinstance(value, np.ndarray) and value.dtype.kind == "f" and np.isnan(value).any():
+                raise ArtifactError(
+                    f"{where}: node {name!r} parameter {param!r} holds "
+                    f"{int(np.isnan(value).sum())} NaN value(s)"
+                )
             if param.startswith("tau") and np.any(np.asarray(value) <= 0):
                 bad = np.asarray(value)[np.asarray(value) <= 0]
-                raise ArtifactError(f"{where}: node {name!r} time constant {param!r} must be "
-                                    f"> 0; {bad.size} value(s) are not (first {bad.flat[0]:g})")
+                raise ArtifactError(
+                    f"{where}: node {name!r} time constant {param!r} must be "
+                    f"> 0; {bad.size} value(s) are not (first {bad.flat[0]:g})"
+                )
     for src, dst in graph.edges:
         for end in (src, dst):
             if end not in names:
-                raise ArtifactError(f"{where}: edge {src!r} -> {dst!r} names node {end!r}, "
-                                    f"which the graph lacks (nodes: {sorted(names)})")
+                raise ArtifactError(
+                    f"{where}: edge {src!r} -> {dst!r} names node {end!r}, "
+                    f"which the graph lacks (nodes: {sorted(names)})"
+                )
         out = _shape(getattr(graph.nodes[src], "output_type", None))
         into = _shape(getattr(graph.nodes[dst], "input_type", None))
         if out is not None and into is not None and np.prod(out) != np.prod(into):
-            raise ArtifactError(f"{where}: edge {src!r} -> {dst!r}: node {src!r} outputs "
-                                f"shape {list(out)} but node {dst!r} expects {list(into)}")
+            raise ArtifactError(
+                f"{where}: edge {src!r} -> {dst!r}: node {src!r} outputs "
+                f"shape {list(out)} but node {dst!r} expects {list(into)}"
+            )
 
 
 def write_nir(graph: Any, path: str | os.PathLike[str]) -> Path:
@@ -304,8 +357,12 @@ def write_nir(graph: Any, path: str | os.PathLike[str]) -> Path:
     validate(graph, where=str(path))
     # nir 1.0.8 gzips every dataset, and h5py refuses filters on scalar datasets (graphs
     # from norse's to_nir hold scalars): write those graphs uncompressed.
-    scalar = any(np.ndim(v) == 0 for node in graph.nodes.values()
-                 for v in vars(node).values() if isinstance(v, (np.ndarray, float, int)))
+    scalar = any(
+        np.ndim(v) == 0
+        for node in graph.nodes.values()
+        for v in vars(node).values()
+        if isinstance(v, (np.ndarray, float, int))
+    )
     with atomic_path(path) as tmp:
         nir.write(str(tmp), graph, compression=None if scalar else "gzip")
     read_nir(path)  # what was written must read back
@@ -335,16 +392,20 @@ def read_nir(path: str | os.PathLike[str]) -> Any:
     with open(path, "rb") as fh:
         head = fh.read(8)
     if head != HDF5_MAGIC:
-        raise ArtifactError(f"{path}: not an HDF5/NIR file (byte 0: {head!r}, expected "
-                            f"{HDF5_MAGIC!r}; {size} bytes)")
+        raise ArtifactError(
+            f"{path}: not an HDF5/NIR file (byte 0: {head!r}, expected "
+            f"{HDF5_MAGIC!r}; {size} bytes)"
+        )
     try:
         with h5py.File(path, "r") as f:
             if "node" not in f or "nodes" not in f["node"]:
                 raise ArtifactError(f"{path}: HDF5 file without a NIR 'node/nodes' group")
             for name, kind in _node_types(f["node"]["nodes"]):
                 if kind not in NODE_TYPES:
-                    raise ArtifactError(f"{path}: node {name!r} has unknown type {kind!r} "
-                                        f"(NIR types: {', '.join(NODE_TYPES)})")
+                    raise ArtifactError(
+                        f"{path}: node {name!r} has unknown type {kind!r} "
+                        f"(NIR types: {', '.join(NODE_TYPES)})"
+                    )
         try:
             graph = nir.read(str(path))
         except ValueError as err:
@@ -356,7 +417,9 @@ def read_nir(path: str | os.PathLike[str]) -> Any:
     except ArtifactError:
         raise
     except (OSError, KeyError, ValueError, TypeError, AttributeError, AssertionError) as err:
-        raise ArtifactError(f"{path}: unreadable NIR file ({size} bytes; corrupt or "
-                            f"truncated?): {type(err).__name__}: {err}") from err
+        raise ArtifactError(
+            f"{path}: unreadable NIR file ({size} bytes; corrupt or "
+            f"truncated?): {type(err).__name__}: {err}"
+        ) from err
     validate(graph, where=str(path))
     return graph

@@ -34,10 +34,27 @@ from neuroedge.errors import ArtifactError, ExportRefused
 from neuroedge.export.nir import RESETS
 from neuroedge.types import TorchProgram
 
-STATEFUL = {"LIF": ("v",), "IF": ("v",), "LI": ("v",), "I": ("v",), "CubaLIF": ("i", "v"),
-            "CubaLI": ("i", "v")}
-SUPPORTED = ("Input", "Output", "Affine", "Linear", "Scale", "Conv2d", "SumPool2d", "AvgPool2d",
-             "Flatten", "Threshold", *STATEFUL)
+STATEFUL = {
+    "LIF": ("v",),
+    "IF": ("v",),
+    "LI": ("v",),
+    "I": ("v",),
+    "CubaLIF": ("i", "v"),
+    "CubaLI": ("i", "v"),
+}
+SUPPORTED = (
+    "Input",
+    "Output",
+    "Affine",
+    "Linear",
+    "Scale",
+    "Conv2d",
+    "SumPool2d",
+    "AvgPool2d",
+    "Flatten",
+    "Threshold",
+    *STATEFUL,
+)
 
 
 def graph_order(graph: Any) -> tuple[list[str], set[tuple[str, str]]]:
@@ -98,12 +115,20 @@ class _Ops:
             end = node.end_dim if node.end_dim < 0 else node.end_dim + 1
             return torch.flatten(x, node.start_dim + 1, end)
         if kind == "Conv2d":
-            pad = node.padding if isinstance(node.padding, str) else tuple(
-                int(p) for p in np.broadcast_to(node.padding, (2,)))
-            return F.conv2d(x, _tensor(node.weight), _tensor(node.bias),
-                            tuple(int(s) for s in np.broadcast_to(node.stride, (2,))), pad,
-                            tuple(int(d) for d in np.broadcast_to(node.dilation, (2,))),
-                            node.groups)
+            pad = (
+                node.padding
+                if isinstance(node.padding, str)
+                else tuple(int(p) for p in np.broadcast_to(node.padding, (2,)))
+            )
+            return F.conv2d(
+                x,
+                _tensor(node.weight),
+                _tensor(node.bias),
+                tuple(int(s) for s in np.broadcast_to(node.stride, (2,))),
+                pad,
+                tuple(int(d) for d in np.broadcast_to(node.dilation, (2,))),
+                node.groups,
+            )
         k = tuple(int(v) for v in np.broadcast_to(node.kernel_size, (2,)))
         s = tuple(int(v) for v in np.broadcast_to(node.stride, (2,)))
         p = tuple(int(v) for v in np.broadcast_to(node.padding, (2,)))
@@ -111,19 +136,22 @@ class _Ops:
         return pooled * (k[0] * k[1]) if kind == "SumPool2d" else pooled
 
 
-def _neuron(kind: str, node: Any, x: Any, state: list[Any], dt: float,
-            reset: str) -> tuple[Any, list[Any]]:
+def _neuron(
+    kind: str, node: Any, x: Any, state: list[Any], dt: float, reset: str
+) -> tuple[Any, list[Any]]:
     """One Euler step of a NIR neuron node; ``state`` is [v] or [i, v]."""
     if kind.startswith("Cuba"):
         i = state[0] + dt / _tensor(node.tau_syn) * (_tensor(node.w_in) * x - state[0])
-        v = state[1] + dt / _tensor(node.tau_mem) * (_tensor(node.v_leak) - state[1]
-                                                     + _tensor(node.r) * i)
+        v = state[1] + dt / _tensor(node.tau_mem) * (
+            _tensor(node.v_leak) - state[1] + _tensor(node.r) * i
+        )
         lead = [i]
     elif kind in ("IF", "I"):
         v, lead = state[0] + dt * _tensor(node.r) * x, []
     else:
-        v = state[0] + dt / _tensor(node.tau) * (_tensor(node.v_leak) - state[0]
-                                                 + _tensor(node.r) * x)
+        v = state[0] + dt / _tensor(node.tau) * (
+            _tensor(node.v_leak) - state[0] + _tensor(node.r) * x
+        )
         lead = []
     if kind in ("LI", "I", "CubaLI"):
         return v, [*lead, v]
@@ -155,13 +183,16 @@ class NIRStepper:
         for name in order:
             kind = type(graph.nodes[name]).__name__
             if kind not in SUPPORTED:
-                raise ExportRefused(f"NIR node {name!r} of type {kind!r} cannot be imported "
-                                    f"(supported: {', '.join(SUPPORTED)})")
+                raise ExportRefused(
+                    f"NIR node {name!r} of type {kind!r} cannot be imported "
+                    f"(supported: {', '.join(SUPPORTED)})"
+                )
         preds = {n: [s for s, d in graph.edges if d == n] for n in graph.nodes}
         inputs = [n for n in order if type(graph.nodes[n]).__name__ == "Input"]
         outputs = [n for n in order if type(graph.nodes[n]).__name__ == "Output"]
-        slots = [(n, part) for n in order
-                 for part in STATEFUL.get(type(graph.nodes[n]).__name__, ())]
+        slots = [
+            (n, part) for n in order for part in STATEFUL.get(type(graph.nodes[n]).__name__, ())
+        ]
         slots += [(s, "prev") for s in sorted({s for s, _ in back})]
 
         def node_reset(name: str) -> str:
@@ -170,26 +201,31 @@ class NIRStepper:
                 raise ValueError(f"node {name!r}: reset {chosen!r} is not one of {RESETS}")
             return chosen
 
-        resets = {n: node_reset(n) for n in order
-                  if type(graph.nodes[n]).__name__ in ("LIF", "IF", "CubaLIF")}
+        resets = {
+            n: node_reset(n)
+            for n in order
+            if type(graph.nodes[n]).__name__ in ("LIF", "IF", "CubaLIF")
+        }
 
         class Stepper(nn.Module):
             def forward(self, *args: Any) -> tuple[Any, ...]:
-                vals = dict(zip(inputs, args[:len(inputs)]))
-                state = dict(zip(slots, args[len(inputs):]))
+                vals = dict(zip(inputs, args[: len(inputs)]))
+                state = dict(zip(slots, args[len(inputs) :]))
                 new_state: dict[tuple[str, str], Any] = {}
                 for name in order:
                     node = graph.nodes[name]
                     kind = type(node).__name__
                     if kind == "Input":
                         continue
-                    srcs = [state[(s, "prev")] if (s, name) in back else vals[s]
-                            for s in preds[name]]
+                    srcs = [
+                        state[(s, "prev")] if (s, name) in back else vals[s] for s in preds[name]
+                    ]
                     x = srcs[0] if len(srcs) == 1 else sum(srcs[1:], srcs[0])
                     if kind in STATEFUL:
                         parts = [state[(name, p)] for p in STATEFUL[kind]]
-                        vals[name], upd = _neuron(kind, node, x, parts, dt,
-                                                  resets.get(name, "zero"))
+                        vals[name], upd = _neuron(
+                            kind, node, x, parts, dt, resets.get(name, "zero")
+                        )
                         new_state.update({(name, p): u for p, u in zip(STATEFUL[kind], upd)})
                     elif kind == "Output":
                         vals[name] = x
@@ -207,12 +243,16 @@ def from_nir(graph: Any, dt: float | None = None, reset: str | None = None) -> T
 
     dt = dt if dt is not None else (graph.metadata or {}).get("dt")
     if dt is None:
-        raise ValueError("this NIR graph carries no dt in its metadata: pass dt= (seconds per "
-                         "step); frameworks disagree on the default (norse 1e-3, snnTorch 1e-4)")
+        raise ValueError(
+            "this NIR graph carries no dt in its metadata: pass dt= (seconds per "
+            "step); frameworks disagree on the default (norse 1e-3, snnTorch 1e-4)"
+        )
     module, inputs, outputs, slots = NIRStepper.module(graph, float(dt), reset)
     if not slots:
-        raise ExportRefused("this NIR graph has no neuron or recurrent state: nothing to step "
-                            "over time (import it as a stateless network instead)")
+        raise ExportRefused(
+            "this NIR graph has no neuron or recurrent state: nothing to step "
+            "over time (import it as a stateless network instead)"
+        )
     shapes = {slot: _node_shape(graph.nodes[slot[0]], "output_type") for slot in slots}
 
     def init_state(batch: int) -> tuple[Any, ...]:
@@ -220,12 +260,19 @@ def from_nir(graph: Any, dt: float | None = None, reset: str | None = None) -> T
         return tuple(torch.zeros(batch, *(shapes[s] or (1,))) for s in slots)
 
     state_names = tuple(f"{n.replace('.', '_')}_{p}" for n, p in slots)
-    return TorchProgram(module.eval(), tuple(inputs), tuple(outputs), state_names, init_state,
-                        meta={"dt": float(dt), "source": "nir", "order": graph_order(graph)[0]})
+    return TorchProgram(
+        module.eval(),
+        tuple(inputs),
+        tuple(outputs),
+        state_names,
+        init_state,
+        meta={"dt": float(dt), "source": "nir", "order": graph_order(graph)[0]},
+    )
 
 
-def run_nir(graph: Any, inputs: Mapping[str, Any], dt: float | None = None,
-            reset: str | None = None) -> dict[str, Any]:
+def run_nir(
+    graph: Any, inputs: Mapping[str, Any], dt: float | None = None, reset: str | None = None
+) -> dict[str, Any]:
     """Step ``graph`` over time-major inputs ``{input node: (T, batch, ...)}`` on the host."""
     from neuroedge.backends.host import run_torch_program
 

@@ -102,9 +102,11 @@ def _tensor_snapshot(module: Any) -> dict[str, Any]:
             if isinstance(value, torch.Tensor):
                 snap[f"{prefix or '<root>'}.{attr}"] = value.detach().clone()
             elif isinstance(value, (list, tuple)) and any(
-                    isinstance(v, torch.Tensor) for v in value):
+                isinstance(v, torch.Tensor) for v in value
+            ):
                 snap[f"{prefix or '<root>'}.{attr}"] = [
-                    v.detach().clone() for v in value if isinstance(v, torch.Tensor)]
+                    v.detach().clone() for v in value if isinstance(v, torch.Tensor)
+                ]
     snap.update({f"param {k}": v.detach().clone() for k, v in module.state_dict().items()})
     return snap
 
@@ -113,8 +115,12 @@ def _same(a: Any, b: Any) -> bool:
     import torch
 
     if isinstance(a, list) or isinstance(b, list):
-        return (isinstance(a, list) and isinstance(b, list) and len(a) == len(b)
-                and all(_same(x, y) for x, y in zip(a, b)))
+        return (
+            isinstance(a, list)
+            and isinstance(b, list)
+            and len(a) == len(b)
+            and all(_same(x, y) for x, y in zip(a, b))
+        )
     return a.shape == b.shape and bool(torch.equal(a, b))
 
 
@@ -134,21 +140,31 @@ def find_hidden_state(program: TorchProgram, args: tuple[Any, ...]) -> str | Non
         second = module(*args)
     changed = sorted(k for k in after if k not in before or not _same(before[k], after[k]))
     if changed:
-        return (f"forward() changes tensors it keeps internally ({', '.join(changed)}); "
-                "ONNX export would freeze them as constants. Pass that state as explicit "
-                "inputs/outputs (state_names)")
+        return (
+            f"forward() changes tensors it keeps internally ({', '.join(changed)}); "
+            "ONNX export would freeze them as constants. Pass that state as explicit "
+            "inputs/outputs (state_names)"
+        )
     first = first if isinstance(first, (tuple, list)) else (first,)
     second = second if isinstance(second, (tuple, list)) else (second,)
     for name, a, b in zip(onnx_io_names(program)[1], first, second):
         if not torch.equal(a, b):
-            return (f"two identical calls give different {name!r}: the module carries hidden "
-                    "state (or randomness) that ONNX export would drop")
+            return (
+                f"two identical calls give different {name!r}: the module carries hidden "
+                "state (or randomness) that ONNX export would drop"
+            )
     return None
 
 
-def export_onnx(program: TorchProgram, spec: ModelSpec, path: str | os.PathLike[str], *,
-                example: Mapping[str, Any] | None = None, opset: int = DEFAULT_OPSET,
-                form: str = "step") -> Path:
+def export_onnx(
+    program: TorchProgram,
+    spec: ModelSpec,
+    path: str | os.PathLike[str],
+    *,
+    example: Mapping[str, Any] | None = None,
+    opset: int = DEFAULT_OPSET,
+    form: str = "step",
+) -> Path:
     """Export ``program`` in ``form`` to ``path`` (atomically), check it, infer its shapes.
 
     Raises ``ExportRefused`` when the module hides state; ``ValueError`` for opset < 17 or an
@@ -161,8 +177,7 @@ def export_onnx(program: TorchProgram, spec: ModelSpec, path: str | os.PathLike[
         raise ValueError(f"ONNX export form {form!r} is not one of {FORMS}")
     if opset < DEFAULT_OPSET:
         raise ValueError(f"opset {opset} is too old; neuroedge exports opset >= {DEFAULT_OPSET}")
-    example = (spec.example_for(0, program.meta.get("config")) if example is None
-               else example)
+    example = spec.example_for(0, program.meta.get("config")) if example is None else example
     args = step_arguments(program, example)
     program.module.eval()
     reason = find_hidden_state(program, args)
@@ -177,9 +192,17 @@ def export_onnx(program: TorchProgram, spec: ModelSpec, path: str | os.PathLike[
     with atomic_path(path) as tmp, warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
-        torch.onnx.export(module, args, str(tmp), input_names=in_names,
-                          output_names=out_names, dynamic_axes=dynamic, opset_version=opset,
-                          dynamo=False, do_constant_folding=True)
+        torch.onnx.export(
+            module,
+            args,
+            str(tmp),
+            input_names=in_names,
+            output_names=out_names,
+            dynamic_axes=dynamic,
+            opset_version=opset,
+            dynamo=False,
+            do_constant_folding=True,
+        )
         model = onnx.load(str(tmp))
         onnx.checker.check_model(model, full_check=True)
         model = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
@@ -223,8 +246,9 @@ def load_onnx(path: str | os.PathLike[str]) -> Any:
         model = onnx.load(str(path))
         onnx.checker.check_model(model)
     except (DecodeError, onnx.checker.ValidationError, RuntimeError, ValueError) as err:
-        raise ArtifactError(f"{path}: not a valid ONNX model ({size} bytes; corrupt or "
-                            f"truncated?): {err}") from err
+        raise ArtifactError(
+            f"{path}: not a valid ONNX model ({size} bytes; corrupt or truncated?): {err}"
+        ) from err
     if not model.graph.node:
         raise ArtifactError(f"{path}: ONNX model has no nodes ({size} bytes; truncated?)")
     return model

@@ -51,16 +51,52 @@ PRECISION_KEY = "neuroedge.precision"
 # ONNX TensorProto types TensorRT dequantizes: INT8, FLOAT8E4M3FN, INT4, FLOAT4E2M1.
 QUANTIZED_TYPES = (3, 17, 22, 23)
 # Listed "N" in onnx-tensorrt's operator support matrix (TensorRT 10.15).
-UNSUPPORTED_OPS = frozenset((
-    "AffineGrid", "Bernoulli", "BitShift", "BitwiseAnd", "BitwiseNot", "BitwiseOr",
-    "BitwiseXor", "CenterCropPad", "Col2Im", "Compress", "ConcatFromSequence", "ConvInteger",
-    "DFT", "Det", "DynamicQuantizeLinear", "ImageDecoder", "MatMulInteger", "MaxRoiPool",
-    "MaxUnpool", "MelWeightMatrix", "Multinomial", "NegativeLogLikelihoodLoss", "Optional",
-    "OptionalGetElement", "OptionalHasElement", "QLinearConv", "QLinearMatMul",
-    "RegexFullMatch", "SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase",
-    "SequenceInsert", "SequenceLength", "SequenceMap", "SoftmaxCrossEntropyLoss",
-    "SplitToSequence", "StringConcat", "StringNormalizer", "StringSplit", "TfIdfVectorizer",
-    "Unique"))
+UNSUPPORTED_OPS = frozenset(
+    (
+        "AffineGrid",
+        "Bernoulli",
+        "BitShift",
+        "BitwiseAnd",
+        "BitwiseNot",
+        "BitwiseOr",
+        "BitwiseXor",
+        "CenterCropPad",
+        "Col2Im",
+        "Compress",
+        "ConcatFromSequence",
+        "ConvInteger",
+        "DFT",
+        "Det",
+        "DynamicQuantizeLinear",
+        "ImageDecoder",
+        "MatMulInteger",
+        "MaxRoiPool",
+        "MaxUnpool",
+        "MelWeightMatrix",
+        "Multinomial",
+        "NegativeLogLikelihoodLoss",
+        "Optional",
+        "OptionalGetElement",
+        "OptionalHasElement",
+        "QLinearConv",
+        "QLinearMatMul",
+        "RegexFullMatch",
+        "SequenceAt",
+        "SequenceConstruct",
+        "SequenceEmpty",
+        "SequenceErase",
+        "SequenceInsert",
+        "SequenceLength",
+        "SequenceMap",
+        "SoftmaxCrossEntropyLoss",
+        "SplitToSequence",
+        "StringConcat",
+        "StringNormalizer",
+        "StringSplit",
+        "TfIdfVectorizer",
+        "Unique",
+    )
+)
 # Inputs whose type is tensor(float) whatever the op's T is: they stay float32 in fp16 graphs.
 FLOAT32_ONLY_INPUTS = {"Resize": (2,), "Upsample": (1,)}
 
@@ -80,15 +116,19 @@ class InputProfile:
 
     def __post_init__(self) -> None:
         if not len(self.min) == len(self.opt) == len(self.max):
-            raise ValueError(f"profile {self.name!r}: ranks differ {self.min} {self.opt} "
-                             f"{self.max}")
+            raise ValueError(
+                f"profile {self.name!r}: ranks differ {self.min} {self.opt} {self.max}"
+            )
         if any(not lo <= mid <= hi for lo, mid, hi in zip(self.min, self.opt, self.max)):
-            raise ValueError(f"profile {self.name!r}: need min <= opt <= max per axis, got "
-                             f"{self.min} / {self.opt} / {self.max}")
+            raise ValueError(
+                f"profile {self.name!r}: need min <= opt <= max per axis, got "
+                f"{self.min} / {self.opt} / {self.max}"
+            )
 
     def admits(self, shape: Sequence[int]) -> bool:
         return len(shape) == len(self.min) and all(
-            lo <= int(d) <= hi for lo, d, hi in zip(self.min, shape, self.max))
+            lo <= int(d) <= hi for lo, d, hi in zip(self.min, shape, self.max)
+        )
 
 
 @dataclass(frozen=True)
@@ -112,9 +152,11 @@ def tensorrt_issues(model: Any) -> list[str]:
     issues = []
     for entry in model.opset_import:
         if entry.domain in ("", "ai.onnx") and not (
-                OPSET_RANGE[0] <= entry.version <= OPSET_RANGE[1]):
-            issues.append(f"opset {entry.version} is outside TensorRT's {OPSET_RANGE[0]}.."
-                          f"{OPSET_RANGE[1]}")
+            OPSET_RANGE[0] <= entry.version <= OPSET_RANGE[1]
+        ):
+            issues.append(
+                f"opset {entry.version} is outside TensorRT's {OPSET_RANGE[0]}..{OPSET_RANGE[1]}"
+            )
     consts = {i.name: i for i in model.graph.initializer}
     for index, node in enumerate(model.graph.node):
         where = f"node {node.name or f'#{index}'!r} ({node.op_type})"
@@ -123,15 +165,22 @@ def tensorrt_issues(model: Any) -> list[str]:
         elif node.op_type in UNSUPPORTED_OPS:
             issues.append(f"{where}: operator not supported by the TensorRT ONNX parser")
         source = consts.get(node.input[0]) if node.input else None
-        if node.op_type == "DequantizeLinear" and source is not None and \
-                source.data_type not in QUANTIZED_TYPES:
-            issues.append(f"{where}: dequantizes {node.input[0]!r} of ONNX type "
-                          f"{source.data_type}; TensorRT dequantizes int8/int4/fp8/fp4 only")
+        if (
+            node.op_type == "DequantizeLinear"
+            and source is not None
+            and source.data_type not in QUANTIZED_TYPES
+        ):
+            issues.append(
+                f"{where}: dequantizes {node.input[0]!r} of ONNX type "
+                f"{source.data_type}; TensorRT dequantizes int8/int4/fp8/fp4 only"
+            )
         if node.op_type in ("QuantizeLinear", "DequantizeLinear") and len(node.input) > 2:
             zero = consts.get(node.input[2])
             if zero is not None and numpy_helper.to_array(zero).any():
-                issues.append(f"{where}: zero point {node.input[2]!r} is nonzero; TensorRT "
-                              "takes symmetric quantization only")
+                issues.append(
+                    f"{where}: zero point {node.input[2]!r} is nonzero; TensorRT "
+                    "takes symmetric quantization only"
+                )
     return issues
 
 
@@ -139,8 +188,9 @@ def check_tensorrt_support(model: Any, where: str = "model") -> None:
     """Raise TensorRTUnsupported listing every issue ``tensorrt_issues`` finds."""
     issues = tensorrt_issues(model)
     if issues:
-        raise TensorRTUnsupported(f"{where}: TensorRT cannot parse this graph:\n  "
-                                  + "\n  ".join(issues))
+        raise TensorRTUnsupported(
+            f"{where}: TensorRT cannot parse this graph:\n  " + "\n  ".join(issues)
+        )
 
 
 def graph_inputs(model: Any) -> list[Any]:
@@ -149,27 +199,31 @@ def graph_inputs(model: Any) -> list[Any]:
     return [i for i in model.graph.input if i.name not in consts]
 
 
-def optimization_profile(model: Any, feeds: Mapping[str, Any],
-                         ranges: Mapping[str, tuple[int, int]] | None = None
-                         ) -> tuple[InputProfile, ...]:
+def optimization_profile(
+    model: Any, feeds: Mapping[str, Any], ranges: Mapping[str, tuple[int, int]] | None = None
+) -> tuple[InputProfile, ...]:
     """min/opt/max shapes of every graph input; ``opt`` from ``feeds`` (see module docstring)."""
     ranges = {**DEFAULT_RANGES, **(ranges or {})}
     profiles = []
     for inp in graph_inputs(model):
         if inp.name not in feeds:
-            raise ValueError(f"no example feed for graph input {inp.name!r} (feeds: "
-                             f"{sorted(feeds)})")
+            raise ValueError(
+                f"no example feed for graph input {inp.name!r} (feeds: {sorted(feeds)})"
+            )
         opt = tuple(int(d) for d in feeds[inp.name].shape)
         dims = inp.type.tensor_type.shape.dim
         if len(dims) != len(opt):
-            raise ValueError(f"graph input {inp.name!r} has rank {len(dims)}, example feed "
-                             f"has shape {list(opt)}")
+            raise ValueError(
+                f"graph input {inp.name!r} has rank {len(dims)}, example feed has shape {list(opt)}"
+            )
         lo, hi = [], []
         for axis, (dim, size) in enumerate(zip(dims, opt)):
             if dim.HasField("dim_value"):
                 if dim.dim_value != size:
-                    raise ValueError(f"graph input {inp.name!r} axis {axis} is fixed at "
-                                     f"{dim.dim_value}, example feed has {size}")
+                    raise ValueError(
+                        f"graph input {inp.name!r} axis {axis} is fixed at "
+                        f"{dim.dim_value}, example feed has {size}"
+                    )
                 lo.append(size), hi.append(size)
                 continue
             low, high = ranges.get(dim.dim_param, (size, size))
@@ -193,9 +247,10 @@ def static_budget(model: Any, profile: Sequence[InputProfile]) -> StaticBudget:
             dim.dim_value = size
     del fixed.graph.value_info[:]
     inferred = onnx.shape_inference.infer_shapes(fixed, data_prop=True)
-    weights = sum(int(np.prod(i.dims, dtype=np.int64)) *
-                  helper.tensor_dtype_to_np_dtype(i.data_type).itemsize
-                  for i in fixed.graph.initializer)
+    weights = sum(
+        int(np.prod(i.dims, dtype=np.int64)) * helper.tensor_dtype_to_np_dtype(i.data_type).itemsize
+        for i in fixed.graph.initializer
+    )
     activations, unknown = 0, []
     for vi in (*inferred.graph.value_info, *inferred.graph.output, *graph_inputs(inferred)):
         tt = vi.type.tensor_type
@@ -203,8 +258,10 @@ def static_budget(model: Any, profile: Sequence[InputProfile]) -> StaticBudget:
         if not tt.HasField("shape") or None in dims or not tt.elem_type:
             unknown.append(vi.name)
             continue
-        activations += int(np.prod(dims, dtype=np.int64)) * \
-            helper.tensor_dtype_to_np_dtype(tt.elem_type).itemsize
+        activations += (
+            int(np.prod(dims, dtype=np.int64))
+            * helper.tensor_dtype_to_np_dtype(tt.elem_type).itemsize
+        )
     return StaticBudget(weights, activations, len(fixed.graph.node), tuple(unknown))
 
 
@@ -214,8 +271,10 @@ def _to_fp16_tensor(tensor: Any) -> tuple[Any, int]:
 
     arr = numpy_helper.to_array(tensor)
     clipped = np.clip(arr, -FP16_MAX, FP16_MAX)
-    return (numpy_helper.from_array(clipped.astype(np.float16), tensor.name),
-            int(np.count_nonzero(clipped != arr)))
+    return (
+        numpy_helper.from_array(clipped.astype(np.float16), tensor.name),
+        int(np.count_nonzero(clipped != arr)),
+    )
 
 
 def _retype_nodes(nodes: Sequence[Any], keep32: set[str]) -> int:
@@ -227,8 +286,11 @@ def _retype_nodes(nodes: Sequence[Any], keep32: set[str]) -> int:
         for attr in node.attribute:
             if attr.name in ("to", "dtype") and attr.i == TensorProto.FLOAT:
                 attr.i = TensorProto.FLOAT16
-            elif (attr.type == AttributeProto.TENSOR and attr.t.data_type == TensorProto.FLOAT
-                  and not keep32.intersection(node.output)):
+            elif (
+                attr.type == AttributeProto.TENSOR
+                and attr.t.data_type == TensorProto.FLOAT
+                and not keep32.intersection(node.output)
+            ):
                 converted, n = _to_fp16_tensor(attr.t)
                 attr.t.CopyFrom(converted)
                 clipped += n
@@ -244,8 +306,12 @@ def convert_to_fp16(model: Any) -> Any:
     out = onnx.ModelProto()
     out.CopyFrom(model)
     graph = out.graph
-    keep32 = {n.input[i] for n in graph.node for i in FLOAT32_ONLY_INPUTS.get(n.op_type, ())
-              if i < len(n.input)}
+    keep32 = {
+        n.input[i]
+        for n in graph.node
+        for i in FLOAT32_ONLY_INPUTS.get(n.op_type, ())
+        if i < len(n.input)
+    }
     clipped = 0
     for i, init in enumerate(graph.initializer):
         if init.data_type == TensorProto.FLOAT and init.name not in keep32:
@@ -253,15 +319,25 @@ def convert_to_fp16(model: Any) -> Any:
             graph.initializer[i].CopyFrom(converted)
             clipped += n
     clipped += _retype_nodes(graph.node, keep32)
-    is_float = (lambda vi: vi.type.tensor_type.elem_type == TensorProto.FLOAT)
+    is_float = lambda vi: vi.type.tensor_type.elem_type == TensorProto.FLOAT
     inner = {i.name: f"{i.name}__fp16" for i in graph_inputs(out) if is_float(i)}
-    inner.update({o.name: f"{o.name}__fp16" for o in graph.output
-                  if is_float(o) and o.name not in inner})
-    head = [helper.make_node("Cast", [name], [inner[name]], to=TensorProto.FLOAT16,
-                             name=f"{name}__to_fp16") for name in inner
-            if name in {i.name for i in graph.input}]
-    tail = [helper.make_node("Cast", [inner[o.name]], [o.name], to=TensorProto.FLOAT,
-                             name=f"{o.name}__to_fp32") for o in graph.output if is_float(o)]
+    inner.update(
+        {o.name: f"{o.name}__fp16" for o in graph.output if is_float(o) and o.name not in inner}
+    )
+    head = [
+        helper.make_node(
+            "Cast", [name], [inner[name]], to=TensorProto.FLOAT16, name=f"{name}__to_fp16"
+        )
+        for name in inner
+        if name in {i.name for i in graph.input}
+    ]
+    tail = [
+        helper.make_node(
+            "Cast", [inner[o.name]], [o.name], to=TensorProto.FLOAT, name=f"{o.name}__to_fp32"
+        )
+        for o in graph.output
+        if is_float(o)
+    ]
     for node in graph.node:
         node.input[:] = [inner.get(n, n) for n in node.input]
         node.output[:] = [inner.get(n, n) for n in node.output]
@@ -282,7 +358,8 @@ def check_no_subgraphs(model: Any) -> None:
         if any(a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS) for a in node.attribute):
             raise TensorRTUnsupported(
                 f"node {node.name!r} ({node.op_type}) carries a subgraph; fp16 preparation "
-                "rewrites flat graphs only: build fp32, or convert with ModelOpt AutoCast")
+                "rewrites flat graphs only: build fp32, or convert with ModelOpt AutoCast"
+            )
 
 
 def _set_meta(model: Any, key: str, value: str) -> None:
@@ -294,8 +371,9 @@ def _set_meta(model: Any, key: str, value: str) -> None:
     entry.key, entry.value = key, value
 
 
-def calibration_feeds(session: Any, meta: Mapping[str, Any], examples: Sequence[Mapping[str, Any]]
-                      ) -> list[dict[str, Any]]:
+def calibration_feeds(
+    session: Any, meta: Mapping[str, Any], examples: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
     """Graph feeds for int8 calibration from the model's own example inputs.
 
     Sequence-form (or stateless) graphs take each example whole with the initial state. A
@@ -312,12 +390,16 @@ def calibration_feeds(session: Any, meta: Mapping[str, Any], examples: Sequence[
         xs = [np.ascontiguousarray(example[n]) for n in data]
         if not state_names or meta.get("form") == "sequence":
             batch = int(xs[0].shape[1]) if state_names else 0
-            state = [np.ascontiguousarray(np.broadcast_to(s, (batch, *s.shape[1:])))
-                     for s in meta.get("state_init", ())]
+            state = [
+                np.ascontiguousarray(np.broadcast_to(s, (batch, *s.shape[1:])))
+                for s in meta.get("state_init", ())
+            ]
             feeds.append(dict(zip([*data, *state_names], [*xs, *state])))
             continue
-        state = [np.ascontiguousarray(np.broadcast_to(s, (int(xs[0].shape[1]), *s.shape[1:])))
-                 for s in meta["state_init"]]
+        state = [
+            np.ascontiguousarray(np.broadcast_to(s, (int(xs[0].shape[1]), *s.shape[1:])))
+            for s in meta["state_init"]
+        ]
         for t in range(int(xs[0].shape[0])):
             feed = dict(zip([*data, *state_names], [*(x[t] for x in xs), *state]))
             feeds.append(feed)
@@ -325,8 +407,9 @@ def calibration_feeds(session: Any, meta: Mapping[str, Any], examples: Sequence[
     return feeds
 
 
-def quantize_int8(src: str | os.PathLike[str], dst: str | os.PathLike[str],
-                  feeds: Sequence[Mapping[str, Any]]) -> Path:
+def quantize_int8(
+    src: str | os.PathLike[str], dst: str | os.PathLike[str], feeds: Sequence[Mapping[str, Any]]
+) -> Path:
     """Explicit Q/DQ int8 graph of ``src`` at ``dst`` (atomically), calibrated on ``feeds``.
 
     Inputs and weights of Conv/Gemm/MatMul are quantized, their outputs are not (as NVIDIA's
@@ -357,23 +440,48 @@ def quantize_int8(src: str | os.PathLike[str], dst: str | os.PathLike[str],
 
     with atomic_path(dst) as tmp:
         quantize_static(
-            str(src), str(tmp), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
-            activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
-            op_types_to_quantize=list(QUANTIZED_OPS), calibrate_method=CalibrationMethod.MinMax,
-            extra_options={"ActivationSymmetric": True, "WeightSymmetric": True,
-                           "AddQDQPairToWeight": True, "DedicatedQDQPair": True,
-                           "QuantizeBias": False,  # int32 bias DQ: TensorRT rejects it
-                           "QDQOpTypePerChannelSupportToAxis": {"MatMul": 1},
-                           "OpTypesToExcludeOutputQuantization": list(QUANTIZED_OPS)})
+            str(src),
+            str(tmp),
+            Reader(),
+            quant_format=QuantFormat.QDQ,
+            per_channel=True,
+            activation_type=QuantType.QInt8,
+            weight_type=QuantType.QInt8,
+            op_types_to_quantize=list(QUANTIZED_OPS),
+            calibrate_method=CalibrationMethod.MinMax,
+            extra_options={
+                "ActivationSymmetric": True,
+                "WeightSymmetric": True,
+                "AddQDQPairToWeight": True,
+                "DedicatedQDQPair": True,
+                "QuantizeBias": False,  # int32 bias DQ: TensorRT rejects it
+                "QDQOpTypePerChannelSupportToAxis": {"MatMul": 1},
+                "OpTypesToExcludeOutputQuantization": list(QUANTIZED_OPS),
+            },
+        )
         model = onnx.load(str(tmp))
-        _set_meta(model, PRECISION_KEY, json.dumps({"precision": "int8", "calibration": {
-            "feeds": len(feeds), "method": "minmax", "symmetric": True}}))
+        _set_meta(
+            model,
+            PRECISION_KEY,
+            json.dumps(
+                {
+                    "precision": "int8",
+                    "calibration": {"feeds": len(feeds), "method": "minmax", "symmetric": True},
+                }
+            ),
+        )
         onnx.save(model, str(tmp))
     return Path(dst)
 
 
-def prepare_precision(src: str | os.PathLike[str], variant: str, dst_dir: str | os.PathLike[str],
-                      feeds: Sequence[Mapping[str, Any]] = (), *, check: bool = True) -> Path:
+def prepare_precision(
+    src: str | os.PathLike[str],
+    variant: str,
+    dst_dir: str | os.PathLike[str],
+    feeds: Sequence[Mapping[str, Any]] = (),
+    *,
+    check: bool = True,
+) -> Path:
     """The ``variant`` graph of float32 ``src`` in ``dst_dir``.
 
     ``check`` refuses graphs the support matrix flags (``TensorRTUnsupported``); the backend

@@ -7,13 +7,41 @@ when a verb needs them.
 from neuroedge.api import deploy, export, model, models, profile
 from neuroedge.registry import available_backends, known_backends
 from neuroedge.types import (
-    Artifact, Availability, Efficiency, HostProgram, IOSpec, Measurement, ModelSpec, NIRProgram,
-    Paper, Program, Report, Support, TorchProgram,
+    Artifact,
+    Availability,
+    Efficiency,
+    HostProgram,
+    IOSpec,
+    Measurement,
+    ModelSpec,
+    NIRProgram,
+    Paper,
+    Program,
+    Report,
+    Support,
+    TorchProgram,
 )
 
 __version__ = "0.1.0"
 __all__ = [
-    "Artifact", "Availability", "Efficiency", "HostProgram", "IOSpec", "Measurement", "ModelSpec",
-    "NIRProgram", "Paper", "Program", "Report", "Support", "TorchProgram", "available_backends",
-    "deploy", "export", "known_backends", "model", "models", "profile",
+    "Artifact",
+    "Availability",
+    "Efficiency",
+    "HostProgram",
+    "IOSpec",
+    "Measurement",
+    "ModelSpec",
+    "NIRProgram",
+    "Paper",
+    "Program",
+    "Report",
+    "Support",
+    "TorchProgram",
+    "available_backends",
+    "deploy",
+    "export",
+    "known_backends",
+    "model",
+    "models",
+    "profile",
 ]

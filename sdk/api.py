@@ -23,8 +23,12 @@ def model(name: str) -> ModelSpec:
     return get_model(name)
 
 
-def deploy(name: str, backend: str = "host", config: Mapping[str, Any] | None = None,
-           options: Mapping[str, str] | None = None) -> tuple[Artifact, Report]:
+def deploy(
+    name: str,
+    backend: str = "host",
+    config: Mapping[str, Any] | None = None,
+    options: Mapping[str, str] | None = None,
+) -> tuple[Artifact, Report]:
     """Build ``name``, compile it for ``backend`` and profile it on the example input.
 
     The report has the latency percentiles and throughput, the SOPs, MACs and energy
@@ -47,13 +51,21 @@ def deploy(name: str, backend: str = "host", config: Mapping[str, Any] | None = 
     example = spec.example_for(0, cfg)
     report = be.profile(artifact, example)
     metrics, notes = _reference_metrics(program, spec, artifact, example)
-    return artifact, Report(report.model, report.backend, report.variant, report.device,
-                            {**report.metrics, **metrics}, report.fallbacks,
-                            report.rejections, (*report.notes, *notes))
+    return artifact, Report(
+        report.model,
+        report.backend,
+        report.variant,
+        report.device,
+        {**report.metrics, **metrics},
+        report.fallbacks,
+        report.rejections,
+        (*report.notes, *notes),
+    )
 
 
-def _reference_metrics(program: Any, spec: ModelSpec, artifact: Artifact,
-                       example: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+def _reference_metrics(
+    program: Any, spec: ModelSpec, artifact: Artifact, example: Mapping[str, Any]
+) -> tuple[dict[str, Any], list[str]]:
     """Ops counted on a host run of ``example`` and the artifact's parity with it."""
     from neuroedge.bench.runner import check_parity, ops_metrics
     from neuroedge.bench.sops import OpCounter
@@ -71,13 +83,19 @@ def _reference_metrics(program: Any, spec: ModelSpec, artifact: Artifact,
     if artifact.backend == "host":
         return metrics, []
     outputs = get_backend(artifact.backend).run(artifact, example)
-    parity, notes = check_parity(spec, artifact.backend,
-                                 str(artifact.meta.get("variant", "default")), reference, outputs)
+    parity, notes = check_parity(
+        spec, artifact.backend, str(artifact.meta.get("variant", "default")), reference, outputs
+    )
     return {**metrics, **parity}, notes
 
 
-def export(name: str, target: str = "onnx", out: str | os.PathLike[str] | None = None,
-           config: Mapping[str, Any] | None = None, precision: str = "fp32") -> Path:
+def export(
+    name: str,
+    target: str = "onnx",
+    out: str | os.PathLike[str] | None = None,
+    config: Mapping[str, Any] | None = None,
+    precision: str = "fp32",
+) -> Path:
     """Export ``name`` to ``target`` at ``out``; returns the written path.
 
     ``tensorrt`` builds a serialized engine (``precision`` fp32, fp16 or int8, calibrated on
@@ -91,8 +109,10 @@ def export(name: str, target: str = "onnx", out: str | os.PathLike[str] | None =
     if target == "tensorrt":
         return _export_engine(spec, out, config, precision)
     if target not in spec.exportable:
-        raise ExportRefused(f"{name} cannot be exported to {target!r} (exportable: "
-                            f"{', '.join(spec.exportable) or 'none'})")
+        raise ExportRefused(
+            f"{name} cannot be exported to {target!r} (exportable: "
+            f"{', '.join(spec.exportable) or 'none'})"
+        )
     program = spec.build({**spec.default_config, **(config or {})})
     path = Path(out) if out else artifact_dir(name, target) / f"model.{target}"
     if target == "onnx":
@@ -110,36 +130,51 @@ def export(name: str, target: str = "onnx", out: str | os.PathLike[str] | None =
     raise ExportRefused(f"unknown export target {target!r}; valid: {', '.join(EXPORT_TARGETS)}")
 
 
-def _export_engine(spec: ModelSpec, out: str | os.PathLike[str] | None,
-                   config: Mapping[str, Any] | None, precision: str) -> Path:
+def _export_engine(
+    spec: ModelSpec,
+    out: str | os.PathLike[str] | None,
+    config: Mapping[str, Any] | None,
+    precision: str,
+) -> Path:
     from neuroedge.paths import artifact_dir
 
     if "onnx" not in spec.exportable:
-        raise ExportRefused(f"{spec.name} has no ONNX export, which a TensorRT engine is "
-                            f"built from (exportable: {', '.join(spec.exportable) or 'none'})")
+        raise ExportRefused(
+            f"{spec.name} has no ONNX export, which a TensorRT engine is "
+            f"built from (exportable: {', '.join(spec.exportable) or 'none'})"
+        )
     backend = get_backend("tensorrt")
     availability = backend.probe()
     if not availability.ok:
-        raise BackendUnavailable(f"a TensorRT engine is built on the GPU it will run on; "
-                                 f"not here: {availability.reason}")
+        raise BackendUnavailable(
+            f"a TensorRT engine is built on the GPU it will run on; not here: {availability.reason}"
+        )
     program = spec.build({**spec.default_config, **(config or {})})
     path = Path(out) if out else artifact_dir(spec.name, "tensorrt") / f"{precision}.engine"
     art = backend.compile(program, spec, {"variant": precision, "engine_path": str(path)})
     return Path(str(art.path))
 
 
-def profile(artifact: Artifact, inputs: Mapping[str, Any] | None = None,
-            repeats: int = 50) -> Report:
+def profile(
+    artifact: Artifact, inputs: Mapping[str, Any] | None = None, repeats: int = 50
+) -> Report:
     """Latency of ``artifact`` on its backend (the spec's example input by default); ``deploy``
     adds the counted ops and the parity with the host."""
     inputs = artifact.spec.example(0) if inputs is None else inputs
     return get_backend(artifact.backend).profile(artifact, inputs, repeats)
 
 
-def check_nir(path: str | os.PathLike[str], backend: str = "lava",
-              inputs: str | os.PathLike[str] | None = None, dt: float | None = None,
-              steps: int = 20, batch: int = 2, density: float = 0.3, seed: int = 0,
-              options: Mapping[str, str] | None = None) -> dict[str, Any]:
+def check_nir(
+    path: str | os.PathLike[str],
+    backend: str = "lava",
+    inputs: str | os.PathLike[str] | None = None,
+    dt: float | None = None,
+    steps: int = 20,
+    batch: int = 2,
+    density: float = 0.3,
+    seed: int = 0,
+    options: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """Run a NIR file (written by any framework) on ``backend`` and compare every output with
     neuroedge's NIR runner on the host, step by step.
 
@@ -158,22 +193,29 @@ def check_nir(path: str | os.PathLike[str], backend: str = "lava",
     graph = read_nir(path)
     dt = dt if dt is not None else (graph.metadata or {}).get("dt")
     if dt is None:
-        raise ValueError(f"{path}: the graph carries no dt in its metadata; give dt (seconds "
-                         "per step): frameworks disagree on the default")
+        raise ValueError(
+            f"{path}: the graph carries no dt in its metadata; give dt (seconds "
+            "per step): frameworks disagree on the default"
+        )
     if steps < 1 or batch < 1 or not 0.0 <= density <= 1.0:
-        raise ValueError(f"steps ({steps}) and batch ({batch}) must be >= 1 and density "
-                         f"({density}) a fraction in [0, 1]")
+        raise ValueError(
+            f"steps ({steps}) and batch ({batch}) must be >= 1 and density "
+            f"({density}) a fraction in [0, 1]"
+        )
     if backend not in ("lava",):
-        raise ValueError(f"backend {backend!r}: NIR files run on 'lava' here (the host "
-                         "reference is neuroedge's NIR runner, which every output is compared "
-                         "with)")
+        raise ValueError(
+            f"backend {backend!r}: NIR files run on 'lava' here (the host "
+            "reference is neuroedge's NIR runner, which every output is compared "
+            "with)"
+        )
     names = [n for n, v in graph.nodes.items() if type(v).__name__ == "Input"]
     if len(names) != 1:
         raise ValueError(f"{path}: expected one Input node, found {names}")
     shape = _node_shape(graph.nodes[names[0]], "output_type") or _node_shape(
-        graph.nodes[names[0]], "input_type")
+        graph.nodes[names[0]], "input_type"
+    )
     if inputs is None:
-        x = (np.random.default_rng(seed).random((steps, batch, *shape)) < density)
+        x = np.random.default_rng(seed).random((steps, batch, *shape)) < density
         x = x.astype(np.float32)
     else:
         try:
@@ -183,16 +225,22 @@ def check_nir(path: str | os.PathLike[str], backend: str = "lava",
         if x.shape[:1] == (0,) or not np.isfinite(x).all():
             raise ValueError(f"{inputs}: needs at least one step and finite values")
         if x.ndim != 2 + len(shape) or tuple(x.shape[2:]) != shape:
-            raise ValueError(f"{inputs}: input of shape {list(x.shape)}; {path} expects "
-                             f"(T, batch, {', '.join(map(str, shape))})")
+            raise ValueError(
+                f"{inputs}: input of shape {list(x.shape)}; {path} expects "
+                f"(T, batch, {', '.join(map(str, shape))})"
+            )
     reference = run_nir(graph, {names[0]: x}, dt=float(dt))
     outputs = [n for n, v in graph.nodes.items() if type(v).__name__ == "Output"]
     program = NIRProgram(graph, float(dt))
-    spec = ModelSpec(f"nir:{Path(path).name}", "snn", f"NIR graph {path}",
-                     (IOSpec(names[0], ("T", "batch", *shape)),),
-                     tuple(IOSpec(o, ("T", "batch", *np.shape(reference[o])[2:]))
-                           for o in outputs),
-                     build=lambda cfg: program, example=lambda s: {names[0]: x})
+    spec = ModelSpec(
+        f"nir:{Path(path).name}",
+        "snn",
+        f"NIR graph {path}",
+        (IOSpec(names[0], ("T", "batch", *shape)),),
+        tuple(IOSpec(o, ("T", "batch", *np.shape(reference[o])[2:])) for o in outputs),
+        build=lambda cfg: program,
+        example=lambda s: {names[0]: x},
+    )
     be = get_backend(backend)
     availability = be.probe()
     if not availability.ok:
@@ -206,17 +254,24 @@ def check_nir(path: str | os.PathLike[str], backend: str = "lava",
         if close is not None:
             close()
     seconds = time.perf_counter() - start
-    report: dict[str, Any] = {"file": str(path), "backend": backend, "dt": float(dt),
-                              "steps": int(x.shape[0]), "batch": int(x.shape[1]),
-                              "seconds": seconds, "outputs": {}}
+    report: dict[str, Any] = {
+        "file": str(path),
+        "backend": backend,
+        "dt": float(dt),
+        "steps": int(x.shape[0]),
+        "batch": int(x.shape[1]),
+        "seconds": seconds,
+        "outputs": {},
+    }
     for name in outputs:
         ref, out = np.asarray(reference[name]), np.asarray(got[name])
         report["outputs"][name] = {
-            "shape": list(ref.shape), "equal_fraction": float(np.mean(ref == out)),
+            "shape": list(ref.shape),
+            "equal_fraction": float(np.mean(ref == out)),
             "max_abs_err": float(np.abs(ref.astype(np.float64) - out).max()) if ref.size else 0.0,
-            "reference_mean": float(ref.mean()) if ref.size else 0.0}
+            "reference_mean": float(ref.mean()) if ref.size else 0.0,
+        }
     fit = artifact.meta.get("chip_fit")
     if fit is not None:
-        report["chip_fit"] = {"neurons": fit.neurons, "synapses": fit.synapses,
-                              "cores": fit.cores}
+        report["chip_fit"] = {"neurons": fit.neurons, "synapses": fit.synapses, "cores": fit.cores}
     return report

@@ -23,17 +23,30 @@ def cmd_info(args: argparse.Namespace) -> int:
     spec = get_model(args.name)
     print(f"name:       {spec.name}\nfamily:     {spec.family}\nsummary:    {spec.summary}")
     if spec.paper:
-        print(f"paper:      {spec.paper.title} ({spec.paper.venue} {spec.paper.year}) "
-              f"{spec.paper.url}")
+        print(
+            f"paper:      {spec.paper.title} ({spec.paper.venue} {spec.paper.year}) "
+            f"{spec.paper.url}"
+        )
     print("inputs:     " + ", ".join(io.describe() for io in spec.inputs))
     print("outputs:    " + ", ".join(io.describe() for io in spec.outputs))
-    print(f"efficiency: {spec.efficiency.op_unit}"
-          + (f", {spec.efficiency.ops_per_sample:g} per sample"
-             if spec.efficiency.ops_per_sample else ""))
+    print(
+        f"efficiency: {spec.efficiency.op_unit}"
+        + (
+            f", {spec.efficiency.ops_per_sample:g} per sample"
+            if spec.efficiency.ops_per_sample
+            else ""
+        )
+    )
     print(f"exports:    {', '.join(spec.exportable) or 'none'}")
     print(f"tolerance:  {dict(spec.tolerance) or 'default 1e-4'}")
-    print("bench:      " + (f"its own, on {', '.join(spec.bench_backends)}" if spec.bench
-                            else "the generic latency/parity bench, any backend"))
+    print(
+        "bench:      "
+        + (
+            f"its own, on {', '.join(spec.bench_backends)}"
+            if spec.bench
+            else "the generic latency/parity bench, any backend"
+        )
+    )
     for use, label in (("build", "run/export"), ("train", "train"), ("bench", "bench")):
         keys = spec.valid_config_keys(use)
         if keys is not None:
@@ -86,8 +99,10 @@ def _bench_backends(spec: Any, asked: list[str], explicit: bool) -> list[str]:
         return [b for b in asked if b in spec.bench_backends]
     other = [b for b in asked if b not in spec.bench_backends]
     if other:
-        raise NeuroedgeError(f"{spec.name}'s benchmark measures the backends "
-                             f"{', '.join(spec.bench_backends)}; not {', '.join(other)}")
+        raise NeuroedgeError(
+            f"{spec.name}'s benchmark measures the backends "
+            f"{', '.join(spec.bench_backends)}; not {', '.join(other)}"
+        )
     return asked
 
 
@@ -96,8 +111,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from neuroedge.bench.runner import bench_model, speedups
 
     spec = get_model(args.name)
-    backends = [b.strip() for arg in (args.backend or ["host,onnxrt"]) for b in arg.split(",")
-                if b.strip()]
+    backends = [
+        b.strip() for arg in (args.backend or ["host,onnxrt"]) for b in arg.split(",") if b.strip()
+    ]
     config = _config(args.config)
     bench = spec.hook("bench")
     spec.check_config(config, "build" if bench is None else "bench")
@@ -107,20 +123,25 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if bench is not None:
         backends = _bench_backends(spec, backends, explicit=bool(args.backend))
         if args.repeats is not None:
-            raise NeuroedgeError(f"{spec.name} has its own benchmark, which sets its own "
-                                 "repetitions (a --config key of that benchmark); --repeats "
-                                 "applies to the generic latency bench only")
-        doc = bench(out_dir=args.out, backends=backends, config=config,
-                         history=args.history)
+            raise NeuroedgeError(
+                f"{spec.name} has its own benchmark, which sets its own "
+                "repetitions (a --config key of that benchmark); --repeats "
+                "applies to the generic latency bench only"
+            )
+        doc = bench(out_dir=args.out, backends=backends, config=config, history=args.history)
         print(text_table(doc, doc.get("columns", ())))
         print(f"\nreport: {args.out}/report.json, report.md")
         return 0
     repeats = DEFAULT_REPEATS if args.repeats is None else args.repeats
     rows = bench_model(spec, backends, config=config, repeats=repeats)
     ratios = speedups(rows)
-    doc = build_document(spec.name, rows, config={**spec.default_config, **config},
-                         repeats=repeats,
-                         speedup_vs_host=ratios)
+    doc = build_document(
+        spec.name,
+        rows,
+        config={**spec.default_config, **config},
+        repeats=repeats,
+        speedup_vs_host=ratios,
+    )
     write_report(doc, args.out, history=args.history)
     print(text_table(doc))
     for label, ratio in ratios.items():
@@ -148,12 +169,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     outputs = get_backend(args.backend).run(artifact, example)
     for name, value in outputs.items():
         arr = np.asarray(value)
-        print(f"{name:<14} shape {list(arr.shape)}  mean {arr.mean():.4g}  "
-              f"max {arr.max():.4g}")
-    print(f"latency p50 {report.metrics['latency_p50_ms'].value:.3f} ms "
-          f"({report.metrics['latency_p50_ms'].how}) on {args.backend}")
-    shown = [k for k in ("sops_per_sample", "energy_uj", "max_abs_err", "spike_agreement",
-                         "within_tolerance") if k in report.metrics]
+        print(f"{name:<14} shape {list(arr.shape)}  mean {arr.mean():.4g}  max {arr.max():.4g}")
+    print(
+        f"latency p50 {report.metrics['latency_p50_ms'].value:.3f} ms "
+        f"({report.metrics['latency_p50_ms'].how}) on {args.backend}"
+    )
+    shown = [
+        k
+        for k in (
+            "sops_per_sample",
+            "energy_uj",
+            "max_abs_err",
+            "spike_agreement",
+            "within_tolerance",
+        )
+        if k in report.metrics
+    ]
     if shown:
         print("  ".join(f"{k} {report.metrics[k].value:.4g}" for k in shown))
     for note in (*report.fallbacks, *(n for n in report.notes if n.startswith("parity:"))):
@@ -167,17 +198,31 @@ def cmd_nir(args: argparse.Namespace) -> int:
     options = {"variant": args.variant}
     if args.input_scale is not None:
         options["input_scale"] = args.input_scale
-    report = check_nir(args.file, args.backend, args.input, args.dt, args.steps, args.batch,
-                       args.density, args.seed, options)
-    print(f"{report['file']} on {report['backend']} ({args.variant}), {report['steps']} steps x "
-          f"{report['batch']} samples, dt {report['dt']:g} s, {report['seconds']:.1f} s")
+    report = check_nir(
+        args.file,
+        args.backend,
+        args.input,
+        args.dt,
+        args.steps,
+        args.batch,
+        args.density,
+        args.seed,
+        options,
+    )
+    print(
+        f"{report['file']} on {report['backend']} ({args.variant}), {report['steps']} steps x "
+        f"{report['batch']} samples, dt {report['dt']:g} s, {report['seconds']:.1f} s"
+    )
     for name, row in report["outputs"].items():
-        print(f"{name:<14} shape {row['shape']}  equal {row['equal_fraction']:.6f}  "
-              f"max abs err {row['max_abs_err']:.3g}  (reference mean {row['reference_mean']:.4g})")
+        print(
+            f"{name:<14} shape {row['shape']}  equal {row['equal_fraction']:.6f}  "
+            f"max abs err {row['max_abs_err']:.3g}  (reference mean {row['reference_mean']:.4g})"
+        )
     if "chip_fit" in report:
         fit = report["chip_fit"]
-        print(f"chip fit: {fit['neurons']} neurons, {fit['synapses']} synapses, "
-              f"{fit['cores']} cores")
+        print(
+            f"chip fit: {fit['neurons']} neurons, {fit['synapses']} synapses, {fit['cores']} cores"
+        )
     if args.out:
         from neuroedge.atomic import atomic_path
 
@@ -207,8 +252,9 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("info", help="one model's spec")
     s.add_argument("name")
     s.set_defaults(fn=cmd_info)
-    sub.add_parser("doctor", help="every known backend, available or not and why"
-                   ).set_defaults(fn=cmd_doctor)
+    sub.add_parser("doctor", help="every known backend, available or not and why").set_defaults(
+        fn=cmd_doctor
+    )
     s = sub.add_parser("train", help="train a model and save its checkpoint")
     s.add_argument("name")
     s.add_argument("--out", default=None, help="checkpoint path (default under .neuroedge/)")
@@ -221,11 +267,19 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_export)
     s = sub.add_parser("bench", help="measure a model on backends; writes a report folder")
     s.add_argument("name")
-    s.add_argument("--backend", action="append", default=None,
-                   help="backend name; repeat or comma-separate (default host,onnxrt)")
+    s.add_argument(
+        "--backend",
+        action="append",
+        default=None,
+        help="backend name; repeat or comma-separate (default host,onnxrt)",
+    )
     s.add_argument("--out", required=True, help="report folder")
-    s.add_argument("--repeats", type=int, default=None,
-                   help=f"timed calls per backend of the generic bench (default {DEFAULT_REPEATS})")
+    s.add_argument(
+        "--repeats",
+        type=int,
+        default=None,
+        help=f"timed calls per backend of the generic bench (default {DEFAULT_REPEATS})",
+    )
     s.add_argument("--history", default=None, help="SQLite history file")
     s.set_defaults(fn=cmd_bench)
     s = sub.add_parser("run", help="run a model once on its example input")

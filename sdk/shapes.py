@@ -18,7 +18,8 @@ def bind_inputs(spec: ModelSpec, inputs: Mapping[str, Any]) -> dict[str, int]:
     if missing or extra:
         raise ValueError(
             f"model {spec.name!r} takes inputs {sorted(expected)}; missing {sorted(missing)}, "
-            f"unexpected {sorted(extra)}")
+            f"unexpected {sorted(extra)}"
+        )
     symbols: dict[str, int] = {}
     for io in spec.inputs:
         _bind_one(spec.name, io, inputs[io.name], symbols)
@@ -32,15 +33,18 @@ def _bind_one(model: str, io: IOSpec, value: Any, symbols: dict[str, int]) -> No
     if dtype != io.dtype:
         raise ValueError(f"{where}, got dtype {dtype}")
     if len(shape) != len(io.shape):
-        raise ValueError(f"{where}, got shape {list(shape)} ({len(shape)} dims, not "
-                         f"{len(io.shape)})")
+        raise ValueError(
+            f"{where}, got shape {list(shape)} ({len(shape)} dims, not {len(io.shape)})"
+        )
     for axis, (want, got) in enumerate(zip(io.shape, shape)):
         if isinstance(want, int):
             if want != got:
                 raise ValueError(f"{where}, got shape {list(shape)} (axis {axis} is {got})")
         elif symbols.setdefault(want, got) != got:
-            raise ValueError(f"{where}, got shape {list(shape)}: axis {axis} ({want}) is {got} "
-                             f"but another input fixed {want}={symbols[want]}")
+            raise ValueError(
+                f"{where}, got shape {list(shape)}: axis {axis} ({want}) is {got} "
+                f"but another input fixed {want}={symbols[want]}"
+            )
 
 
 def resolve_shape(io: IOSpec, symbols: Mapping[str, int]) -> tuple[int, ...]:
@@ -48,5 +52,7 @@ def resolve_shape(io: IOSpec, symbols: Mapping[str, int]) -> tuple[int, ...]:
     try:
         return tuple(d if isinstance(d, int) else symbols[d] for d in io.shape)
     except KeyError as err:
-        raise ValueError(f"output {io.describe()} uses axis {err.args[0]!r}, which no input "
-                         f"binds (bound: {dict(symbols)})") from None
+        raise ValueError(
+            f"output {io.describe()} uses axis {err.args[0]!r}, which no input "
+            f"binds (bound: {dict(symbols)})"
+        ) from None

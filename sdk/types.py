@@ -233,8 +233,7 @@ class ModelSpec:
             raise ValueError(f"unknown config use {use!r}; uses: {', '.join(CONFIG_USES)}")
         if use not in self.config_keys:
             return None
-        return set(self.config_keys[use]) | (set(self.default_config) if use == "build"
-                                             else set())
+        return set(self.config_keys[use]) | (set(self.default_config) if use == "build" else set())
 
     def check_config(self, config: Mapping[str, Any] | None, use: str) -> None:
         """ConfigError naming each key of ``config`` that ``use`` (build, train or bench) of
@@ -248,12 +247,21 @@ class ModelSpec:
         if unknown:
             import difflib
 
-            hints = [f"{k!r}" + (f" (did you mean {near[0]!r}?)" if (
-                near := difflib.get_close_matches(k, valid, 1)) else "") for k in unknown]
+            hints = [
+                f"{k!r}"
+                + (
+                    f" (did you mean {near[0]!r}?)"
+                    if (near := difflib.get_close_matches(k, valid, 1))
+                    else ""
+                )
+                for k in unknown
+            ]
             what = {"build": "build", "train": "training", "bench": "benchmark"}[use]
-            raise ConfigError(f"{self.name}'s {what} does not read the config key"
-                              f"{'s' if len(unknown) > 1 else ''} {', '.join(hints)}; "
-                              f"its keys: {', '.join(sorted(valid)) or 'none'}")
+            raise ConfigError(
+                f"{self.name}'s {what} does not read the config key"
+                f"{'s' if len(unknown) > 1 else ''} {', '.join(hints)}; "
+                f"its keys: {', '.join(sorted(valid)) or 'none'}"
+            )
 
     def tolerance_for(self, backend: str) -> float:
         return float(self.tolerance.get(backend, self.tolerance.get("default", 1e-4)))
@@ -310,8 +318,16 @@ class Report:
 
     def with_metrics(self, **more: Measurement) -> Report:
         merged = {**self.metrics, **more}
-        return Report(self.model, self.backend, self.variant, self.device, merged,
-                      self.fallbacks, self.rejections, self.notes)
+        return Report(
+            self.model,
+            self.backend,
+            self.variant,
+            self.device,
+            merged,
+            self.fallbacks,
+            self.rejections,
+            self.notes,
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -21,28 +21,41 @@ def test_latency_percentiles_reflect_the_call_time() -> None:
     assert metrics["latency_p50_ms"].value >= 1.5 and metrics["latency_p50_ms"].value <= 50
     assert metrics["latency_p50_ms"].value <= metrics["latency_p99_ms"].value
     assert metrics["throughput_per_s"].value == pytest.approx(
-        4 / (sum(timing.times_ms) / len(timing.times_ms) / 1000))
+        4 / (sum(timing.times_ms) / len(timing.times_ms) / 1000)
+    )
     assert metrics["peak_rss_mb"].value > 0
 
 
 def test_side_by_side_orders_a_slow_and_a_fast_call() -> None:
-    timings = measure_side_by_side({"slow": lambda: time.sleep(0.004), "fast": lambda: None},
-                                   repeats=6, warmup=1, block=3)
+    timings = measure_side_by_side(
+        {"slow": lambda: time.sleep(0.004), "fast": lambda: None}, repeats=6, warmup=1, block=3
+    )
     assert len(timings["slow"].times_ms) == 6 == len(timings["fast"].times_ms)
     assert timings["slow"].percentile(50) > 10 * timings["fast"].percentile(50)
 
 
 def test_report_files_follow_the_schema_and_reach_the_history(tmp_path: Path) -> None:
-    rows = [Report("snn.toy", "host", metrics={"latency_p50_ms": Measurement(2.0, "ms"),
-                                               "energy_uj": Measurement(1.0, "uJ", "estimated")}),
-            Report("snn.toy", "tensorrt", rejections=("no GPU",))]
+    rows = [
+        Report(
+            "snn.toy",
+            "host",
+            metrics={
+                "latency_p50_ms": Measurement(2.0, "ms"),
+                "energy_uj": Measurement(1.0, "uJ", "estimated"),
+            },
+        ),
+        Report("snn.toy", "tensorrt", rejections=("no GPU",)),
+    ]
     doc = build_document("snn.toy", rows)
     db = tmp_path / "h.sqlite"
     written = write_report(doc, tmp_path / "out", history=db)
     saved = json.loads((tmp_path / "out" / "report.json").read_text())
     assert set(saved) >= {"model", "created", "machine", "rows"}
-    assert saved["rows"][0]["metrics"]["energy_uj"] == {"value": 1.0, "unit": "uJ",
-                                                        "how": "estimated"}
+    assert saved["rows"][0]["metrics"]["energy_uj"] == {
+        "value": 1.0,
+        "unit": "uJ",
+        "how": "estimated",
+    }
     md = (tmp_path / "out" / "report.md").read_text()
     assert "| default | host | - | 2 |" in md and "rejection: no GPU" in md
     assert written["latency"].read_bytes()[:4] == b"\x89PNG"
@@ -68,8 +81,7 @@ def test_check_parity_flags_tolerance_breaches_and_unreturned_outputs() -> None:
     from neuroedge.registry import get_model
 
     spec = get_model("snn.lif_convnet")  # tolerance 1e-4
-    ref = {"logits": np.array([[2.0, -4.0]]), "spikes": np.array([1.0, 0.0]),
-           "v_final": np.ones(2)}
+    ref = {"logits": np.array([[2.0, -4.0]]), "spikes": np.array([1.0, 0.0]), "v_final": np.ones(2)}
     close = {"logits": ref["logits"] + 5e-5, "spikes": ref["spikes"], "v_final": ref["v_final"]}
     metrics, notes = check_parity(spec, "onnxrt", "default", ref, close)
     assert notes == []
@@ -78,7 +90,8 @@ def test_check_parity_flags_tolerance_breaches_and_unreturned_outputs() -> None:
     off = {"logits": ref["logits"] + 0.01, "spikes": np.array([1.0, 1.0])}
     metrics, notes = check_parity(spec, "lava", "fixed_pt", ref, off)
     assert metrics["within_tolerance"].value == 0.0
-    assert any("0.01 exceeds snn.lif_convnet's tolerance 0.0001 for lava (fixed_pt)" in n
-               for n in notes)
+    assert any(
+        "0.01 exceeds snn.lif_convnet's tolerance 0.0001 for lava (fixed_pt)" in n for n in notes
+    )
     assert any("spike agreement 0.5000" in n for n in notes)
     assert any("returned no v_final" in n for n in notes)

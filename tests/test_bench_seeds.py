@@ -20,9 +20,15 @@ def test_seed_list_takes_seeds_or_the_single_seed_and_refuses_bad_lists() -> Non
 
 
 def test_mean_report_averages_each_metric_and_adds_the_named_spreads() -> None:
-    reps = [Report("m", "host", seed_label("v", s), metrics={
-        "accuracy": Measurement(a, "fraction"), "sops": Measurement(10.0 * s, "SOPs")})
-        for s, a in ((1, 0.9), (2, 0.8))]
+    reps = [
+        Report(
+            "m",
+            "host",
+            seed_label("v", s),
+            metrics={"accuracy": Measurement(a, "fraction"), "sops": Measurement(10.0 * s, "SOPs")},
+        )
+        for s, a in ((1, 0.9), (2, 0.8))
+    ]
     row = mean_report(reps, "v", ("accuracy",), "per seed in rows v@seed=S")
     assert row.variant == "v" and row.backend == "host"
     assert row.metrics["accuracy"].value == pytest.approx(0.85)

@@ -20,7 +20,7 @@ def support_needed(p: E2SParams, active: float) -> int:
     if p.false_support == 0:
         return p.min_support
     for k in range(p.min_support, 9):
-        tail = sum(math.comb(8, j) * active ** j * (1 - active) ** (8 - j) for j in range(k, 9))
+        tail = sum(math.comb(8, j) * active**j * (1 - active) ** (8 - j) for j in range(k, 9))
         if tail <= p.false_support:
             return k
     return 8
@@ -31,7 +31,7 @@ def events_needed(p: E2SParams, mean: float) -> int:
     if p.false_support == 0:
         return p.min_support
     for k in range(p.min_support, 64):
-        tail = 1 - sum(math.exp(-mean) * mean ** j / math.factorial(j) for j in range(k))
+        tail = 1 - sum(math.exp(-mean) * mean**j / math.factorial(j) for j in range(k))
         if tail <= p.false_support:
             return k
     return 64
@@ -54,15 +54,20 @@ def e2s_reference(counts: np.ndarray, p: E2SParams) -> np.ndarray:
             for dx in (-1, 0, 1):
                 if dy or dx:
                     shifted = np.zeros_like(active)
-                    src = neighbour[:, max(dy, 0):height + min(dy, 0),
-                                          max(dx, 0):width + min(dx, 0)]
-                    shifted[:, max(-dy, 0):height + min(-dy, 0),
-                            max(-dx, 0):width + min(-dx, 0)] = src
+                    src = neighbour[
+                        :, max(dy, 0) : height + min(dy, 0), max(dx, 0) : width + min(dx, 0)
+                    ]
+                    shifted[
+                        :, max(-dy, 0) : height + min(-dy, 0), max(-dx, 0) : width + min(-dx, 0)
+                    ] = src
                     support += shifted
         density = active.mean(axis=(1, 2))
-        need = np.array([events_needed(p, 9 * float(m)) if p.count_support
-                         else support_needed(p, float(d)) for d, m in
-                         zip(density, counts[t].mean(axis=(1, 2)))])[:, None, None]
+        need = np.array(
+            [
+                events_needed(p, 9 * float(m)) if p.count_support else support_needed(p, float(d))
+                for d, m in zip(density, counts[t].mean(axis=(1, 2)))
+            ]
+        )[:, None, None]
         lone = ((p.false_support == 0) | (density <= p.false_support)).astype(float)
         gain = np.where(support >= need, 1 + p.support_weight, lone[:, None, None])
         v = p.leak * v * (1 - prev) + counts[t] * gain
@@ -72,21 +77,34 @@ def e2s_reference(counts: np.ndarray, p: E2SParams) -> np.ndarray:
 
 def random_events(n: int, width: int, height: int, span: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
-    return make_events(np.sort(rng.integers(0, span, n)), rng.integers(0, width, n),
-                       rng.integers(0, height, n), rng.integers(0, 2, n))
+    return make_events(
+        np.sort(rng.integers(0, span, n)),
+        rng.integers(0, width, n),
+        rng.integers(0, height, n),
+        rng.integers(0, 2, n),
+    )
 
 
 @pytest.mark.parametrize("by_count", [True, False])
-@pytest.mark.parametrize("seed,min_support,eps,span,density", [
-    (0, 1, 0.0, 4000, 150), (1, 2, 0.0, 4000, 150), (2, 3, 0.0, 4000, 150),
-    (3, 2, 0.05, 4000, 150), (4, 2, 0.05, 6500, 40), (5, 1, 0.02, 9000, 60),
-    (6, 3, 0.05, 4000, 400)])
+@pytest.mark.parametrize(
+    "seed,min_support,eps,span,density",
+    [
+        (0, 1, 0.0, 4000, 150),
+        (1, 2, 0.0, 4000, 150),
+        (2, 3, 0.0, 4000, 150),
+        (3, 2, 0.05, 4000, 150),
+        (4, 2, 0.05, 6500, 40),
+        (5, 1, 0.02, 9000, 60),
+        (6, 3, 0.05, 4000, 400),
+    ],
+)
 def test_e2s_kernel_equals_its_equations(seed, min_support, eps, span, density, by_count):
     """Spans past the 4-step window check that the last step is kept when later events are
     cut off; densities from 40 to 150 events per step (of 320 pixel pairs) move the adaptive
     support requirement through several values."""
-    params = E2SParams(steps=4, step_us=1000, min_support=min_support, false_support=eps,
-                       count_support=by_count)
+    params = E2SParams(
+        steps=4, step_us=1000, min_support=min_support, false_support=eps, count_support=by_count
+    )
     events = random_events(density * span // 1000, 20, 16, span, seed)
     counts = event_histogram(events, 20, 16, 4, 1000)
     np.testing.assert_array_equal(e2s(events, 20, 16, params), e2s_reference(counts, params))
@@ -96,14 +114,15 @@ def test_e2s_filters_isolated_events_and_passes_supported_ones():
     params = E2SParams(steps=2, step_us=100)  # two active neighbours (sparse: k stays k0)
     lone = make_events(np.array([10]), np.array([5]), np.array([5]), np.array([1]))
     pair = make_events(np.array([10, 11]), np.array([5, 6]), np.array([5, 5]), np.array([1, 1]))
-    corner = make_events(np.array([10, 11, 12]), np.array([5, 6, 5]), np.array([5, 5, 6]),
-                         np.array([1, 1, 1]))
-    repeat = make_events(np.array([10, 150]), np.array([5, 5]), np.array([5, 5]),
-                         np.array([1, 1]))
+    corner = make_events(
+        np.array([10, 11, 12]), np.array([5, 6, 5]), np.array([5, 5, 6]), np.array([1, 1, 1])
+    )
+    repeat = make_events(np.array([10, 150]), np.array([5, 5]), np.array([5, 5]), np.array([1, 1]))
     assert e2s(lone, 10, 10, params).sum() == 0
     assert e2s(pair, 10, 10, params).sum() == 0
     assert e2s(pair, 10, 10, E2SParams(steps=2, step_us=100, min_support=1, false_support=0))[
-        0, 1, 5, 5:7].tolist() == [1, 1]
+        0, 1, 5, 5:7
+    ].tolist() == [1, 1]
     assert e2s(corner, 10, 10, params)[0, 1].sum() == 3  # each has the other two as neighbours
     assert e2s(repeat, 10, 10, params)[:, 1, 5, 5].tolist() == [0, 1]
     with pytest.raises(ValueError, match="min_support"):
@@ -118,8 +137,9 @@ def test_e2s_support_requirement_rises_with_background_activity():
     from neuroedge.events.simulator import DVSParams, noise_events
 
     sensor = SensorSize(32, 32)
-    noise = noise_events(sensor, 0, 100_000, DVSParams(noise_rate_hz=30.0),
-                         np.random.default_rng(0))
+    noise = noise_events(
+        sensor, 0, 100_000, DVSParams(noise_rate_hz=30.0), np.random.default_rng(0)
+    )
     fixed = e2s(noise, 32, 32, E2SParams(false_support=0.0)).sum()
     adaptive = e2s(noise, 32, 32).sum()
     assert support_needed(E2SParams(), 0.01) == 2 and support_needed(E2SParams(), 0.26) == 5
@@ -142,8 +162,9 @@ def test_e2s_event_support_keeps_a_moving_edge_in_dense_noise():
                 x += [col] * n
                 y += [row] * n
     order = np.argsort(t)
-    edge = make_events(np.array(t)[order], np.array(x)[order], np.array(y)[order],
-                       np.ones(len(t), int))
+    edge = make_events(
+        np.array(t)[order], np.array(x)[order], np.array(y)[order], np.ones(len(t), int)
+    )
     noise = noise_events(SensorSize(32, 32), 0, 100_000, DVSParams(noise_rate_hz=30.0), rng)
     events = np.concatenate([edge, noise])
     events = events[np.argsort(events["t"], kind="stable")]
@@ -184,15 +205,20 @@ def test_statnf_neighbour_support_and_adaptive_threshold():
     zeros = torch.zeros(1, 1, 3, 3)
     prev = zeros.clone()
     prev[0, 0, 0, 0] = 1.0  # a neighbour of the centre fired
-    support = torch.nn.functional.conv2d(prev, lateral * torch.tensor(
-        [[1.0, 1, 1], [1, 0, 1], [1, 1, 1]]), padding=1)
+    support = torch.nn.functional.conv2d(
+        prev, lateral * torch.tensor([[1.0, 1, 1], [1, 0, 1], [1, 1, 1]]), padding=1
+    )
     drive = torch.full((1, 1, 3, 3), 0.5)
     s, state = statnf_step(drive, STATNFState(zeros, prev, zeros), p, support)
     assert s[0, 0, 1, 1] == 1 and s[0, 0, 2, 2] == 0  # only the supported neurons fire
     assert state.h[0, 0, 0, 0] == 1  # trace of the earlier spike
     # the neuron that fired has threshold 1 + ln2 * 1: the same drive no longer suffices
-    s2, _ = statnf_step(torch.full((1, 1, 3, 3), 1.2), STATNFState(zeros, prev, prev * 1.0),
-                        p, torch.zeros(1, 1, 3, 3))
+    s2, _ = statnf_step(
+        torch.full((1, 1, 3, 3), 1.2),
+        STATNFState(zeros, prev, prev * 1.0),
+        p,
+        torch.zeros(1, 1, 3, 3),
+    )
     assert s2[0, 0, 0, 0] == 0 and s2[0, 0, 2, 2] == 1
 
 
@@ -241,8 +267,9 @@ def test_map_is_one_for_exact_boxes_and_zero_for_misplaced_ones():
 def test_head_targets_decode_back_to_their_boxes():
     truth = [np.array([[4.0, 4, 10, 8]]), np.array([[16.0, 2, 12, 10]])]
     target = make_targets(truth, grid=8, stride=4)
-    assert target[:, 5].sum() == 2 and torch.equal(target[:, 0][target[:, 5] > 0],
-                                                   torch.ones(2))  # heatmap peaks at centres
+    assert target[:, 5].sum() == 2 and torch.equal(
+        target[:, 0][target[:, 5] > 0], torch.ones(2)
+    )  # heatmap peaks at centres
     logits = torch.where(target[:, 5:] > 0, 8.0, -8.0)
     offsets = torch.logit(target[:, 1:3].clamp(1e-4, 1 - 1e-4))
     pred = torch.cat([logits, offsets, target[:, 3:5]], 1).numpy()
@@ -257,8 +284,9 @@ def test_lif_backbone_exports_to_nir_and_statnf_is_refused_with_its_reason():
 
     torch.manual_seed(0)
     graph = backbone_to_nir(BiSNet("lif", 32).eval(), example(0))
-    kinds = [type(graph.nodes[n]).__name__ for n in ("conv1", "lif1", "conv2", "lif2", "conv3",
-                                                      "lif3")]
+    kinds = [
+        type(graph.nodes[n]).__name__ for n in ("conv1", "lif1", "conv2", "lif2", "conv3", "lif3")
+    ]
     assert kinds == ["Conv2d", "LIF"] * 3 and ("lif3", "spikes3") in graph.edges
     with pytest.raises(ValueError, match="no adaptive-threshold"):
         backbone_to_nir(BiSNet("statnf", 32), example(0))
@@ -320,15 +348,23 @@ def _sweep_rows(margins: dict[float, list[float]], ops: float = 1.0):
     from neuroedge.types import Measurement, Report
 
     def row(variant, acc, rate, sops):
-        metrics = {"accuracy": Measurement(acc, "fraction"), "map50": Measurement(acc / 2,
-                                                                                  "fraction"),
-                   "synaptic_ops_per_sample": Measurement(sops, "op", "counted")}
+        metrics = {
+            "accuracy": Measurement(acc, "fraction"),
+            "map50": Measurement(acc / 2, "fraction"),
+            "synaptic_ops_per_sample": Measurement(sops, "op", "counted"),
+        }
         return Report("event.bivision", "host", f"{variant}@noise={rate:g}", metrics=metrics)
 
-    return {**{("statnf_e2s", r): [row("statnf_e2s", 0.5 + m, r, ops) for m in ms]
-               for r, ms in margins.items()},
-            **{("lif_histogram", r): [row("lif_histogram", 0.5, r, 1.0) for _ in ms]
-               for r, ms in margins.items()}}
+    return {
+        **{
+            ("statnf_e2s", r): [row("statnf_e2s", 0.5 + m, r, ops) for m in ms]
+            for r, ms in margins.items()
+        },
+        **{
+            ("lif_histogram", r): [row("lif_histogram", 0.5, r, 1.0) for _ in ms]
+            for r, ms in margins.items()
+        },
+    }
 
 
 def test_sweep_claim_reads_margins_over_seeds_and_finds_where_they_fall():
@@ -351,14 +387,13 @@ def test_sweep_claim_reads_margins_over_seeds_and_finds_where_they_fall():
     assert claim["accuracy"]["falls_at"] == [10.0]
     assert "falls at 10 Hz" in "\n".join(claim_section(claim))
 
-    costly = claim_check(_sweep_rows({0.0: [0.02], 5.0: [0.05], 10.0: [0.1]}, ops=2.0),
-                         [0, 5, 10])
+    costly = claim_check(_sweep_rows({0.0: [0.02], 5.0: [0.05], 10.0: [0.1]}, ops=2.0), [0, 5, 10])
     assert not costly["ops_at_most_baseline"] and not costly["holds"]
     assert not claim_check(_sweep_rows({0.0: [0.02], 5.0: [0.05]}), [0, 5])["holds"]
 
     means = {r.variant: r.metrics for r in mean_rows(growing)}
     assert means["statnf_e2s@noise=5"]["accuracy"].value == pytest.approx(0.57)
-    assert means["statnf_e2s@noise=5"]["accuracy_sd"].value == pytest.approx(0.02 * 2 ** 0.5)
+    assert means["statnf_e2s@noise=5"]["accuracy_sd"].value == pytest.approx(0.02 * 2**0.5)
     assert "synaptic_ops_per_sample_sd" not in means["statnf_e2s@noise=5"]
 
 
@@ -375,10 +410,17 @@ def test_sweep_over_seeds_in_two_workers_matches_one_seed_run_alone(tmp_path):
 
     from neuroedge.models.bivision.bench import SWEEP_DEFAULTS, bench, sweep_seed
 
-    small = {"rates": [0, 5], "train_samples": 8, "test_samples": 4, "epochs": 1,
-             "throughput_tiles": 1, "throughput_repeats": 1}
-    doc = bench(str(tmp_path / "two"), config={**small, "seeds": [0, 1], "workers": 2},
-                progress=False)
+    small = {
+        "rates": [0, 5],
+        "train_samples": 8,
+        "test_samples": 4,
+        "epochs": 1,
+        "throughput_tiles": 1,
+        "throughput_repeats": 1,
+    }
+    doc = bench(
+        str(tmp_path / "two"), config={**small, "seeds": [0, 1], "workers": 2}, progress=False
+    )
     rows = {r["variant"]: r["metrics"] for r in json.loads(json.dumps(doc))["rows"]}
     alone = sweep_seed((str(tmp_path / "alone"), {**SWEEP_DEFAULTS, **small, "seed": 1}, False))
     assert len(alone) == 4
@@ -387,8 +429,9 @@ def test_sweep_over_seeds_in_two_workers_matches_one_seed_run_alone(tmp_path):
         for metric in ("accuracy", "map50", "sops_per_sample"):
             assert got[metric]["value"] == row.metrics[metric].value, (variant, rate, metric)
     with pytest.raises(ValueError, match="workers must be a positive integer"):
-        bench(str(tmp_path / "bad"), config={**small, "seeds": [0, 1], "workers": 0},
-              progress=False)
+        bench(
+            str(tmp_path / "bad"), config={**small, "seeds": [0, 1], "workers": 0}, progress=False
+        )
 
 
 def test_sweep_train_noise_clean_trains_once_and_matches_same_at_zero(tmp_path, monkeypatch):
@@ -398,8 +441,14 @@ def test_sweep_train_noise_clean_trains_once_and_matches_same_at_zero(tmp_path, 
     from neuroedge.models.bivision import train
     from neuroedge.models.bivision.bench import SWEEP_DEFAULTS, bench, sweep_seed
 
-    small = {**SWEEP_DEFAULTS, "rates": [0, 5, 10], "train_samples": 8, "test_samples": 4,
-             "epochs": 1, "seed": 3}
+    small = {
+        **SWEEP_DEFAULTS,
+        "rates": [0, 5, 10],
+        "train_samples": 8,
+        "test_samples": 4,
+        "epochs": 1,
+        "seed": 3,
+    }
     fits: list[int] = []
     real_fit = train.fit
     monkeypatch.setattr(train, "fit", lambda *a, **k: fits.append(len(a[1].x)) or real_fit(*a, **k))
@@ -410,8 +459,10 @@ def test_sweep_train_noise_clean_trains_once_and_matches_same_at_zero(tmp_path, 
     assert len(fits) == 2 * 2  # variants x tasks, whatever the number of rates
     for variant in ("statnf_e2s", "lif_histogram"):
         for metric in ("accuracy", "map50", "sops_per_sample"):
-            assert (clean[(variant, 0.0)].metrics[metric].value
-                    == same[(variant, 0.0)].metrics[metric].value), (variant, metric)
+            assert (
+                clean[(variant, 0.0)].metrics[metric].value
+                == same[(variant, 0.0)].metrics[metric].value
+            ), (variant, metric)
         assert "trained once on the clean training split" in clean[(variant, 10.0)].notes[0]
     with pytest.raises(ValueError, match="train_noise must be one of same, clean"):
         bench(str(tmp_path / "bad"), config={**small, "train_noise": "noisy"}, progress=False)
@@ -432,8 +483,11 @@ def test_sweep_defaults_read_the_claim_over_seeds_and_seed_picks_one(monkeypatch
 
     monkeypatch.setattr(bb, "map_seeds", fake_map_seeds)
     monkeypatch.setattr(bb, "throughput_rows", lambda cfg: ([], ""))
-    for config, want in (({"seed": 7}, [7]), ({}, [0, 1, 2, 3, 4, 5]),
-                         ({"seed": 7, "seeds": [1, 2]}, [1, 2])):
+    for config, want in (
+        ({"seed": 7}, [7]),
+        ({}, [0, 1, 2, 3, 4, 5]),
+        ({"seed": 7, "seeds": [1, 2]}, [1, 2]),
+    ):
         with pytest.raises(RuntimeError, match="stop"):
             bb.bench(str(tmp_path), config=config, progress=False)
         assert seen[-1] == want, config

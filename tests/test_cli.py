@@ -19,8 +19,7 @@ def test_list_and_info(capsys: pytest.CaptureFixture[str]) -> None:
     assert "x[T, batch, 1, 8, 8]:float32" in out and "onnx" in out
 
 
-def test_doctor_lists_every_known_backend_with_a_reason(capsys: pytest.CaptureFixture[str]
-                                                        ) -> None:
+def test_doctor_lists_every_known_backend_with_a_reason(capsys: pytest.CaptureFixture[str]) -> None:
     from neuroedge.registry import known_backends
 
     assert main(["doctor"]) == 0
@@ -34,17 +33,44 @@ def test_unknown_model_exits_2_listing_valid_names(capsys: pytest.CaptureFixture
     assert "valid models:" in capsys.readouterr().err
 
 
-def test_unknown_backend_exits_2_listing_valid_names(tmp_path: Path,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["bench", "snn.lif_convnet", "--backend", "tpu", "--out", str(tmp_path),
-                 "--config", "untrained=true"]) == 2
+def test_unknown_backend_exits_2_listing_valid_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        main(
+            [
+                "bench",
+                "snn.lif_convnet",
+                "--backend",
+                "tpu",
+                "--out",
+                str(tmp_path),
+                "--config",
+                "untrained=true",
+            ]
+        )
+        == 2
+    )
     assert "valid backends:" in capsys.readouterr().err
 
 
 def test_export_writes_an_onnx_file(tmp_path: Path) -> None:
     out = tmp_path / "net.onnx"
-    assert main(["export", "snn.lif_convnet", "--target", "onnx", "--out", str(out),
-                 "--config", "untrained=true"]) == 0
+    assert (
+        main(
+            [
+                "export",
+                "snn.lif_convnet",
+                "--target",
+                "onnx",
+                "--out",
+                str(out),
+                "--config",
+                "untrained=true",
+            ]
+        )
+        == 0
+    )
     assert out.stat().st_size > 1000
 
 
@@ -54,18 +80,47 @@ def test_export_writes_a_nir_file_that_reads_back(tmp_path: Path, model: str) ->
     from neuroedge.export.nir import read_nir
 
     out = tmp_path / "net.nir"
-    assert main(["export", model, "--target", "nir", "--out", str(out),
-                 "--config", "untrained=true", "smoke=true"]) == 0
+    assert (
+        main(
+            [
+                "export",
+                model,
+                "--target",
+                "nir",
+                "--out",
+                str(out),
+                "--config",
+                "untrained=true",
+                "smoke=true",
+            ]
+        )
+        == 0
+    )
     graph = read_nir(out)
     kinds = {type(node).__name__ for node in graph.nodes.values()}
     assert {"Input", "Output", "Conv2d", "LIF"} <= kinds
     assert graph.metadata["dt"] > 0
 
 
-def test_bench_writes_report_rows_for_each_backend(tmp_path: Path,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["bench", "snn.lif_convnet", "--backend", "host", "--backend", "onnxrt,null",
-                 "--out", str(tmp_path), "--repeats", "5", "--config", "untrained=true"])
+def test_bench_writes_report_rows_for_each_backend(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        [
+            "bench",
+            "snn.lif_convnet",
+            "--backend",
+            "host",
+            "--backend",
+            "onnxrt,null",
+            "--out",
+            str(tmp_path),
+            "--repeats",
+            "5",
+            "--config",
+            "untrained=true",
+        ]
+    )
     assert code == 0
     doc = json.loads((tmp_path / "report.json").read_text())
     assert [r["backend"] for r in doc["rows"]] == ["host", "onnxrt", "null"]
@@ -79,8 +134,9 @@ def test_bench_writes_report_rows_for_each_backend(tmp_path: Path,
 
 
 def test_run_prints_outputs(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["run", "snn.lif_convnet", "--backend", "onnxrt", "--config",
-                 "untrained=true"]) == 0
+    assert (
+        main(["run", "snn.lif_convnet", "--backend", "onnxrt", "--config", "untrained=true"]) == 0
+    )
     out = capsys.readouterr().out
     assert "logits" in out and "latency p50" in out
 
@@ -90,19 +146,28 @@ def _tiny_nir(path: Path, dt: float | None) -> Path:
     from neuroedge.export.nir import write_nir
 
     graph = nir.NIRGraph(
-        nodes={"x": nir.Input({"input": np.array([3])}),
-               "fc": nir.Affine(np.full((2, 3), 1.5), np.zeros(2)),
-               "lif": nir.LIF(tau=np.full(2, 2e-3), r=np.ones(2), v_leak=np.zeros(2),
-                              v_threshold=np.ones(2), v_reset=np.zeros(2)),
-               "spikes": nir.Output({"output": np.array([2])})},
+        nodes={
+            "x": nir.Input({"input": np.array([3])}),
+            "fc": nir.Affine(np.full((2, 3), 1.5), np.zeros(2)),
+            "lif": nir.LIF(
+                tau=np.full(2, 2e-3),
+                r=np.ones(2),
+                v_leak=np.zeros(2),
+                v_threshold=np.ones(2),
+                v_reset=np.zeros(2),
+            ),
+            "spikes": nir.Output({"output": np.array([2])}),
+        },
         edges=[("x", "fc"), ("fc", "lif"), ("lif", "spikes")],
-        metadata={} if dt is None else {"dt": dt})
+        metadata={} if dt is None else {"dt": dt},
+    )
     return write_nir(graph, path)
 
 
 @pytest.mark.loihi
-def test_nir_command_runs_a_file_on_lava_against_the_host(tmp_path: Path, require,
-                                                          capsys: pytest.CaptureFixture[str]):
+def test_nir_command_runs_a_file_on_lava_against_the_host(
+    tmp_path: Path, require, capsys: pytest.CaptureFixture[str]
+):
     require("lava")
     path = _tiny_nir(tmp_path / "tiny.nir", 1e-3)
     out = tmp_path / "check.json"
@@ -115,7 +180,8 @@ def test_nir_command_runs_a_file_on_lava_against_the_host(tmp_path: Path, requir
 
 
 def test_nir_command_names_a_missing_dt_and_a_wrong_input_shape(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     pytest.importorskip("nir")
     bare = _tiny_nir(tmp_path / "bare.nir", None)
     assert main(["nir", str(bare)]) == 2
@@ -129,15 +195,18 @@ def test_nir_command_names_a_missing_dt_and_a_wrong_input_shape(
 
 
 def test_own_benchmark_refuses_backends_and_repeats_it_would_ignore(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from neuroedge import cli
     from neuroedge.registry import get_model
 
     spec = get_model("stats.self_distill")  # a host-only method with its own benchmark
     assert main(["bench", spec.name, "--backend", "host,onnxrt", "--out", str(tmp_path)]) == 2
     assert "measures the backends host; not onnxrt" in capsys.readouterr().err
-    assert main(["bench", spec.name, "--backend", "host", "--repeats", "5",
-                 "--out", str(tmp_path)]) == 2
+    assert (
+        main(["bench", spec.name, "--backend", "host", "--repeats", "5", "--out", str(tmp_path)])
+        == 2
+    )
     assert "sets its own repetitions" in capsys.readouterr().err
     assert not (tmp_path / "report.json").exists()
     # without --backend the default (host, onnxrt) narrows to what the benchmark measures
@@ -147,7 +216,8 @@ def test_own_benchmark_refuses_backends_and_repeats_it_would_ignore(
 
 
 def test_missing_input_file_is_an_error_line_not_a_traceback(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["nir", str(tmp_path / "absent.nir")]) == 2
     assert "absent.nir" in capsys.readouterr().err
 
@@ -167,15 +237,27 @@ def test_deploy_reports_counted_ops_and_parity_with_host() -> None:
 
 
 def test_example_follows_the_build_config_through_run_and_onnx_export(
-        capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["run", "ttt.linear_attention", "--backend", "onnxrt",
-                 "--config", "d_model=64", "smoke=true"]) == 0
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert (
+        main(
+            [
+                "run",
+                "ttt.linear_attention",
+                "--backend",
+                "onnxrt",
+                "--config",
+                "d_model=64",
+                "smoke=true",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "y              shape [16, 2, 64]" in out and "within_tolerance 1" in out
 
 
-def test_tensorrt_engine_export_builds_or_is_refused_with_the_probe_reason(
-        tmp_path: Path) -> None:
+def test_tensorrt_engine_export_builds_or_is_refused_with_the_probe_reason(tmp_path: Path) -> None:
     import neuroedge as ne
     from neuroedge.errors import BackendUnavailable, ExportRefused
     from neuroedge.registry import get_backend
@@ -193,34 +275,60 @@ def test_tensorrt_engine_export_builds_or_is_refused_with_the_probe_reason(
         ne.export("stats.self_distill", "tensorrt", tmp_path / "x.engine")
 
 
-def test_verbs_stay_callable_after_their_namesake_subpackages_are_imported(
-        tmp_path: Path) -> None:
+def test_verbs_stay_callable_after_their_namesake_subpackages_are_imported(tmp_path: Path) -> None:
     import neuroedge as ne
     import neuroedge.export.onnx  # noqa: F401  (binds the subpackage on neuroedge)
     import neuroedge.models.lif_convnet.spec  # noqa: F401
 
     assert "snn.lif_convnet" in ne.models()
-    out = ne.export("snn.lif_convnet", target="onnx", out=tmp_path / "lif.onnx",
-                    config={"untrained": True})
+    out = ne.export(
+        "snn.lif_convnet", target="onnx", out=tmp_path / "lif.onnx", config={"untrained": True}
+    )
     assert out == tmp_path / "lif.onnx" and out.stat().st_size > 0
     assert ne.export.onnx.state_file(out).is_file()  # still the package too
 
 
 def test_bad_nir_options_and_output_paths_are_error_lines(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     nir_file = Path(__file__).resolve().parents[2] / "shared/data/nir/lif/lif_norse.nir"
     if not nir_file.is_file():
         pytest.fail(f"shared NIR graphs missing at {nir_file} (expected <repo>/../shared)")
-    for extra, said in ((["--steps", "0"], "steps (0)"), (["--density", "2"], "density (2.0)"),
-                        (["--backend", "host"], "run on 'lava'")):
+    for extra, said in (
+        (["--steps", "0"], "steps (0)"),
+        (["--density", "2"], "density (2.0)"),
+        (["--backend", "host"], "run on 'lava'"),
+    ):
         assert main(["nir", str(nir_file), "--dt", "1e-4", *extra]) == 2
         assert said in capsys.readouterr().err
     (tmp_path / "adir").mkdir()
-    assert main(["export", "snn.lif_convnet", "--out", str(tmp_path / "adir"),
-                 "--config", "untrained=true"]) == 2
+    assert (
+        main(
+            [
+                "export",
+                "snn.lif_convnet",
+                "--out",
+                str(tmp_path / "adir"),
+                "--config",
+                "untrained=true",
+            ]
+        )
+        == 2
+    )
     assert "is a directory" in capsys.readouterr().err
-    assert main(["export", "snn.lif_convnet", "--out", str(tmp_path / "m.json"),
-                 "--config", "untrained=true"]) == 0  # any extension: the file is protobuf
+    assert (
+        main(
+            [
+                "export",
+                "snn.lif_convnet",
+                "--out",
+                str(tmp_path / "m.json"),
+                "--config",
+                "untrained=true",
+            ]
+        )
+        == 0
+    )  # any extension: the file is protobuf
 
 
 def test_atomic_writes_get_the_usual_file_mode(tmp_path: Path) -> None:
@@ -231,7 +339,8 @@ def test_atomic_writes_get_the_usual_file_mode(tmp_path: Path) -> None:
 
 
 def test_a_history_that_is_not_a_neuroedge_database_fails_before_the_bench(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     import sqlite3
 
     text = tmp_path / "notes.txt"

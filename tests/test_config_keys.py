@@ -11,12 +11,14 @@ from neuroedge.cli import main
 from neuroedge.registry import get_model, model_names
 
 # Training defaults written out in specs that must not import their (torch) training module.
-TRAIN_DEFAULTS = {"snn.unisparse": "neuroedge.models.unisparse.train",
-                  "snn.lif_convnet": "neuroedge.models.lif_convnet.train",
-                  "event.bivision": "neuroedge.models.bivision.train",
-                  "causal.cadre": "neuroedge.models.cadre.train",
-                  "vla.specprune": "neuroedge.models.specprune.train",
-                  "ttt.linear_attention": "neuroedge.models.ttt.train"}
+TRAIN_DEFAULTS = {
+    "snn.unisparse": "neuroedge.models.unisparse.train",
+    "snn.lif_convnet": "neuroedge.models.lif_convnet.train",
+    "event.bivision": "neuroedge.models.bivision.train",
+    "causal.cadre": "neuroedge.models.cadre.train",
+    "vla.specprune": "neuroedge.models.specprune.train",
+    "ttt.linear_attention": "neuroedge.models.ttt.train",
+}
 NOT_READ_BY_TRAIN = {"causal.cadre": {"threshold"}}  # in DEFAULTS, read by the bench only
 
 
@@ -38,12 +40,25 @@ def test_written_out_train_keys_cover_the_training_defaults(name: str) -> None:
     assert missing == NOT_READ_BY_TRAIN.get(name, set())
 
 
-def test_a_misspelt_bench_key_fails_before_the_benchmark(tmp_path: Path,
-                                                         capsys: pytest.CaptureFixture[str]
-                                                         ) -> None:
+def test_a_misspelt_bench_key_fails_before_the_benchmark(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "out"
-    assert main(["bench", "snn.unisparse", "--backend", "host", "--out", str(out),
-                 "--config", "variant=[\"dense\"]"]) == 2
+    assert (
+        main(
+            [
+                "bench",
+                "snn.unisparse",
+                "--backend",
+                "host",
+                "--out",
+                str(out),
+                "--config",
+                'variant=["dense"]',
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "snn.unisparse's benchmark does not read the config key 'variant'" in err
     assert "(did you mean 'variants'?)" in err and not out.exists()

@@ -37,8 +37,7 @@ def test_threshold_on_exact_values_is_within_one_item_of_the_brute_force_optimum
 
 def test_brute_force_matches_enumeration_with_itertools():
     vals = np.random.default_rng(2).uniform(0, 1, (6, 2))
-    best = min(F.envy(vals, np.array(bits, bool))
-               for bits in itertools.product([0, 1], repeat=6))
+    best = min(F.envy(vals, np.array(bits, bool)) for bits in itertools.product([0, 1], repeat=6))
     assert F.brute_force_allocation(vals).envy == pytest.approx(best)
 
 
@@ -47,8 +46,10 @@ def test_envy_free_is_proportionality_for_two_agents():
     for _ in range(200):
         vals = rng.uniform(0, 1, (8, 2))
         to_b = rng.uniform(size=8) < 0.5
-        proportional = (vals[~to_b, 0].sum() >= vals[:, 0].sum() / 2
-                        and vals[to_b, 1].sum() >= vals[:, 1].sum() / 2)
+        proportional = (
+            vals[~to_b, 0].sum() >= vals[:, 0].sum() / 2
+            and vals[to_b, 1].sum() >= vals[:, 1].sum() / 2
+        )
         assert (F.envy(vals, to_b) <= 0) == proportional
 
 
@@ -89,12 +90,15 @@ def test_host_program_allocates_and_reports_estimated_envy():
     assert out["estimated_envy"][0] == pytest.approx(F.envy(est, out["to_b"]))
 
 
-@pytest.mark.parametrize("text, match", [
-    ("0.5,0.5\n0.2\n", "line 2 has 1 fields"),
-    ("0.5,0.5\nnan,0.1\n", "line 2 column 0.*not finite"),
-    ("0.5,0.5\n0.3,-0.1\n", "row 1 agent b value -0.1 is outside"),
-    ("0.5,0.5\n0.3,abc\n", "line 2 column 1: 'abc' is not a number"),
-])
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("0.5,0.5\n0.2\n", "line 2 has 1 fields"),
+        ("0.5,0.5\nnan,0.1\n", "line 2 column 0.*not finite"),
+        ("0.5,0.5\n0.3,-0.1\n", "row 1 agent b value -0.1 is outside"),
+        ("0.5,0.5\n0.3,abc\n", "line 2 column 1: 'abc' is not a number"),
+    ],
+)
 def test_bad_valuation_files_name_the_row(tmp_path, text, match):
     path = tmp_path / "vals.csv"
     path.write_text(text)

@@ -21,8 +21,9 @@ EXPECTED = Path(__file__).resolve().parent / "data" / "sample_aedat4_expected.js
 @pytest.fixture(scope="module")
 def sample() -> Path:
     if not (DATA / "sample.aedat4").is_file():
-        pytest.fail(f"shared recording missing at {DATA / 'sample.aedat4'} "
-                    "(expected <repo>/../shared)")
+        pytest.fail(
+            f"shared recording missing at {DATA / 'sample.aedat4'} (expected <repo>/../shared)"
+        )
     return DATA / "sample.aedat4"
 
 
@@ -53,7 +54,10 @@ def test_sample_decodes_to_the_independent_aedat_decode(sample, expected):
     t_min = expected["t_min"]
     assert int((events["t"] - t_min).sum()) + len(events) * t_min == expected["sum_t"]
     assert [int(events[f].astype(np.int64).sum()) for f in "xyp"] == [
-        expected["sum_x"], expected["sum_y"], expected["sum_p"]]
+        expected["sum_x"],
+        expected["sum_y"],
+        expected["sum_p"],
+    ]
     assert (int(events["t"][0]), int(events["t"][-1])) == (t_min, expected["t_max"])
     assert _rows(events[:50]) == expected["first_50"]
     assert _rows(events[-50:]) == expected["last_50"]
@@ -106,10 +110,11 @@ def test_stream_id_is_refused_for_word_formats(tmp_path):
 
 # ---- bad input ------------------------------------------------------------------------------
 
+
 def test_file_cut_inside_a_packet_names_the_cut_packet(sample, tmp_path):
     offset, _, _ = _packets(sample)[40]
     cut = tmp_path / "cut.aedat4"
-    cut.write_bytes(sample.read_bytes()[:offset + 8 + 100])
+    cut.write_bytes(sample.read_bytes()[: offset + 8 + 100])
     with pytest.raises(EventFormatError, match=r"cut\.aedat4: byte offset \d+: truncated") as err:
         read_events(cut)
     assert err.value.offset == offset and err.value.path == str(cut)
@@ -147,8 +152,9 @@ def test_packet_size_past_the_end_of_the_file_is_refused(sample, tmp_path):
     raw = bytearray(sample.read_bytes())
     struct.pack_into("<i", raw, offset + 4, 1 << 30)
     (tmp_path / "big.aedat4").write_bytes(bytes(raw))
-    with pytest.raises(EventFormatError, match=f"stream {stream_id} declares 1073741824 bytes, "
-                                               "the file ends") as err:
+    with pytest.raises(
+        EventFormatError, match=f"stream {stream_id} declares 1073741824 bytes, the file ends"
+    ) as err:
         read_events(tmp_path / "big.aedat4")
     assert err.value.offset == offset
 
@@ -168,8 +174,9 @@ def _uncompressed(tmp_path: Path, events: np.ndarray) -> tuple[Path, bytearray]:
 
 
 def test_bad_polarity_byte_in_a_packet_is_corrupt(tmp_path):
-    path, raw = _uncompressed(tmp_path, make_events(np.arange(5), np.ones(5), np.ones(5),
-                                                    np.zeros(5)))
+    path, raw = _uncompressed(
+        tmp_path, make_events(np.arange(5), np.ones(5), np.ones(5), np.zeros(5))
+    )
     first_event = len(raw) - 5 * 16  # one packet, the last bytes of the file
     raw[first_event + 3 * 16 + 12] = 7  # the `on` bool of event 3
     path.write_bytes(bytes(raw))
@@ -178,10 +185,11 @@ def test_bad_polarity_byte_in_a_packet_is_corrupt(tmp_path):
 
 
 def test_packet_that_is_not_an_event_packet_is_corrupt(tmp_path):
-    path, raw = _uncompressed(tmp_path, make_events(np.arange(5), np.ones(5), np.ones(5),
-                                                    np.zeros(5)))
+    path, raw = _uncompressed(
+        tmp_path, make_events(np.arange(5), np.ones(5), np.ones(5), np.zeros(5))
+    )
     packet = len(raw) - 5 * 16 - 32
-    raw[packet + 8:packet + 12] = b"FRME"  # the packet's FlatBuffer file identifier
+    raw[packet + 8 : packet + 12] = b"FRME"  # the packet's FlatBuffer file identifier
     path.write_bytes(bytes(raw))
     with pytest.raises(EventFormatError, match=r"event packet: file identifier b'FRME'") as err:
         read_events(path)
@@ -190,19 +198,25 @@ def test_packet_that_is_not_an_event_packet_is_corrupt(tmp_path):
 
 # ---- writer ---------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("compression", ["NONE", "LZ4", "LZ4_HIGH", "ZSTD"])
 def test_written_file_reads_back_identically(sample, tmp_path, compression):
     events = read_events(sample)
     path = tmp_path / "copy.aedat4"
-    path.write_bytes(aedat4.encode(events, SensorSize(320, 240), compression=compression,
-                                   packet_events=5000))
+    path.write_bytes(
+        aedat4.encode(events, SensorSize(320, 240), compression=compression, packet_events=5000)
+    )
     assert aedat4.read_header(path).compression == compression
     np.testing.assert_array_equal(read_events(path), events)
 
 
 def test_write_events_round_trip_keeps_the_sensor(tmp_path):
-    events = make_events(np.array([0, 3, 3, 70_000]), np.array([1, 2, 3, 4]),
-                         np.array([5, 6, 7, 8]), np.array([0, 1, 1, 0]))
+    events = make_events(
+        np.array([0, 3, 3, 70_000]),
+        np.array([1, 2, 3, 4]),
+        np.array([5, 6, 7, 8]),
+        np.array([0, 1, 1, 0]),
+    )
     path = write_events(tmp_path / "x.aedat4", events, sensor=SensorSize(20, 10))
     np.testing.assert_array_equal(read_events(path), events)
     assert aedat4.event_stream(path, aedat4.read_header(path)).sensor == SensorSize(20, 10)

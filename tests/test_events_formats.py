@@ -23,10 +23,12 @@ def data() -> Path:
 
 
 # file, format, events, t min, t max, x max, y max (from the data README)
-REAL = [("evt2_sample.raw", "evt2", 539_481, 1_317_888, 1_367_888, 599, 475),
-        ("evt3_sample.raw", "evt3", 219_596, 11_718_656, 11_772_513, None, None),
-        ("ncars_sample.dat", "dat", 2_009, 0, 99_952, 77, 41),
-        ("nmnist_sample.bin", "atis", 4_325, 654, 311_175, 33, 33)]
+REAL = [
+    ("evt2_sample.raw", "evt2", 539_481, 1_317_888, 1_367_888, 599, 475),
+    ("evt3_sample.raw", "evt3", 219_596, 11_718_656, 11_772_513, None, None),
+    ("ncars_sample.dat", "dat", 2_009, 0, 99_952, 77, 41),
+    ("nmnist_sample.bin", "atis", 4_325, 654, 311_175, 33, 33),
+]
 
 
 @pytest.mark.parametrize("name,fmt,count,t0,t1,xmax,ymax", REAL)
@@ -69,8 +71,9 @@ def _synthetic_with_gaps() -> np.ndarray:
     return make_events(t, t % 300, (t // 7) % 200, t % 2)
 
 
-@pytest.mark.parametrize("fmt,suffix", [("evt2", ".raw"), ("evt3", ".raw"), ("dat", ".dat"),
-                                        ("atis", ".bin")])
+@pytest.mark.parametrize(
+    "fmt,suffix", [("evt2", ".raw"), ("evt3", ".raw"), ("dat", ".dat"), ("atis", ".bin")]
+)
 def test_round_trip_survives_counter_wraps_and_long_gaps(tmp_path, fmt, suffix):
     events = _synthetic_with_gaps()
     out = write_events(tmp_path / f"gaps{suffix}", events, fmt, sensor=SensorSize(300, 200))
@@ -128,8 +131,9 @@ def test_out_of_order_events_are_rejected_unless_sorting_is_asked():
 
 
 def test_negative_times_and_off_sensor_events_are_rejected_or_dropped_explicitly():
-    events = make_events(np.array([-1, 2, 4]), np.array([0, 40, 1]), np.array([0, 1, 1]),
-                         np.array([0, 1, 1]))
+    events = make_events(
+        np.array([-1, 2, 4]), np.array([0, 40, 1]), np.array([0, 1, 1]), np.array([0, 1, 1])
+    )
     with pytest.raises(ValueError, match="event 0"):
         check_events(events, SensorSize(32, 32))
     kept = check_events(events, SensorSize(32, 32), on_invalid="drop")

@@ -29,9 +29,12 @@ SENSOR = SensorSize(32, 24)
 
 def test_brightening_pixel_emits_one_on_event_per_threshold_crossed():
     frames = np.log(np.array([[[0.5]], [[0.5 * np.exp(0.65)]]]))  # +0.65 log units
-    events = log_frames_to_events(frames, np.array([0, 1000]),
-                                  DVSParams(threshold=0.2, sigma_threshold=0.0, refractory_us=0),
-                                  np.random.default_rng(0))
+    events = log_frames_to_events(
+        frames,
+        np.array([0, 1000]),
+        DVSParams(threshold=0.2, sigma_threshold=0.0, refractory_us=0),
+        np.random.default_rng(0),
+    )
     assert len(events) == 3 and set(events["p"]) == {1}
     assert np.all(np.diff(events["t"]) > 0) and events["t"].max() <= 1000
 
@@ -101,8 +104,9 @@ def test_noisy_copy_keeps_the_scene_and_adds_the_noise(tmp_path):
     cfg = GeneratorConfig(width=32, height=32, seed=5, hot_pixels=0)
     make_ncars_like(tmp_path / "clean", {"test": 2}, cfg, progress=False)
     add_noise_to_dataset(tmp_path / "clean", tmp_path / "noisy", 50.0, seed=1)
-    for (clean, _), (noisy, _) in zip(ncars_files(tmp_path / "clean", "test"),
-                                      ncars_files(tmp_path / "noisy", "test")):
+    for (clean, _), (noisy, _) in zip(
+        ncars_files(tmp_path / "clean", "test"), ncars_files(tmp_path / "noisy", "test")
+    ):
         a, b = read_events(clean), read_events(noisy)
         added = len(b) - len(a)
         assert abs(added - 50.0 * 32 * 32 * 0.1) < 5 * np.sqrt(5120)

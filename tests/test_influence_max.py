@@ -33,8 +33,7 @@ def test_live_edge_spread_matches_cascade_simulation():
     g = F.random_graph(12, 1)
     reach = F.Worlds.draw(g, 4000, 2).reach(g)
     rng = np.random.default_rng(3)
-    sim = np.mean([(F.simulate_cascade(g, np.array([0, 5]), rng) >= 0).sum()
-                   for _ in range(4000)])
+    sim = np.mean([(F.simulate_cascade(g, np.array([0, 5]), rng) >= 0).sum() for _ in range(4000)])
     assert F.spread(reach, (0, 5)) == pytest.approx(sim, rel=0.05)
 
 
@@ -61,8 +60,13 @@ def test_node_mle_never_decreases_the_concave_likelihood_and_recovers_theta():
     start = np.full(3, 0.1)
     fit = L.node_mle(start, x, trials, succ)
     assert L.node_loglik(fit, x, trials, succ) >= L.node_loglik(start, x, trials, succ)
-    reference = minimize(lambda t: -L.node_loglik(t, x, trials, succ), start, method="L-BFGS-B",
-                         bounds=[(L.THETA_MIN, L.THETA_MAX)] * 3, options={"ftol": 1e-14})
+    reference = minimize(
+        lambda t: -L.node_loglik(t, x, trials, succ),
+        start,
+        method="L-BFGS-B",
+        bounds=[(L.THETA_MIN, L.THETA_MAX)] * 3,
+        options={"ftol": 1e-14},
+    )
     assert np.abs(fit - reference.x).max() < 1e-4
     assert np.abs(fit - theta_true).max() < 0.1
     # concavity along a random chord
@@ -102,15 +106,18 @@ def test_ucb_regret_is_sublinear_and_far_below_random():
     assert ucb[-1] / horizon < ucb[horizon // 4 - 1] / (horizon // 4)
 
 
-@pytest.mark.parametrize("text, match", [
-    ("0 1 0.5\n1 2 -0.1\n", "line 2: probability -0.1 is not in"),
-    ("0 1 0.5\n1 2 nan\n", "line 2: probability nan is not in"),
-    ("0 1\n1 x\n", "line 2: target 'x' is not an integer"),
-    ("0 1\n1 2 0.3\n", "line 2 has 3 fields, expected 2"),
-    ("0 1\n1 4\n", r"ids \[2, 3\] appear in no edge"),
-    ("0 1\n1 1\n", "line 2: self-loop"),
-    ("0 1\n-1 2\n", "line 2: source -1 is negative"),
-])
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("0 1 0.5\n1 2 -0.1\n", "line 2: probability -0.1 is not in"),
+        ("0 1 0.5\n1 2 nan\n", "line 2: probability nan is not in"),
+        ("0 1\n1 x\n", "line 2: target 'x' is not an integer"),
+        ("0 1\n1 2 0.3\n", "line 2 has 3 fields, expected 2"),
+        ("0 1\n1 4\n", r"ids \[2, 3\] appear in no edge"),
+        ("0 1\n1 1\n", "line 2: self-loop"),
+        ("0 1\n-1 2\n", "line 2: source -1 is negative"),
+    ],
+)
 def test_bad_edge_lists_name_the_line(tmp_path, text, match):
     path = tmp_path / "edges.txt"
     path.write_text(text)

@@ -40,8 +40,10 @@ def random_metric_model(mesh: object, seed: int) -> MeshFT:
 def test_incidence_annihilates_constants_and_is_adjoint() -> None:
     mesh = periodic_delaunay(64, seed=1)
     edges = torch.as_tensor(mesh.edges)
-    assert torch.equal(F.gradient(torch.ones(64, dtype=torch.float64), edges),
-                       torch.zeros(mesh.n_edges, dtype=torch.float64))
+    assert torch.equal(
+        F.gradient(torch.ones(64, dtype=torch.float64), edges),
+        torch.zeros(mesh.n_edges, dtype=torch.float64),
+    )
     q, e = torch.randn(64, dtype=torch.float64), torch.randn(mesh.n_edges, dtype=torch.float64)
     lhs = (F.gradient(q, edges) * e).sum()
     assert lhs == pytest.approx(float((q * F.divergence_t(e, edges, 64)).sum()), rel=1e-12)
@@ -94,9 +96,13 @@ def test_learned_metric_beats_theory_dispersion_and_baseline_drift(grid12: objec
     learned = T.dispersion_errors(model, grid12, ks, DT, 100).mean()
     theory = T.dispersion_errors(MeshFT(grid12, "theory"), grid12, ks, DT, 100).mean()
     assert learned < theory
-    mgn = MeshGraphNet(grid12, 16, 2, (float(data.q0.std()), float(data.p0.std())),
-                       (float(((data.q1 - data.q0) / DT).std()),
-                        float(((data.p1 - data.p0) / DT).std()))).float()
+    mgn = MeshGraphNet(
+        grid12,
+        16,
+        2,
+        (float(data.q0.std()), float(data.p0.std())),
+        (float(((data.q1 - data.q0) / DT).std()), float(((data.p1 - data.p0) / DT).std())),
+    ).float()
     T.fit(mgn, data, 100, 1e-3, batch_size=8)
     q0, p0 = T.superposed_waves(grid12, 3, seed=1)
     drifts = {}
@@ -132,8 +138,9 @@ def test_reads_user_mesh_and_fields(tmp_path: object) -> None:
 
     xy = np.stack(np.meshgrid(np.linspace(0, 1, 6), np.linspace(0, 1, 6)), -1).reshape(-1, 2)
     path = tmp_path / "square.vtk"
-    meshio.write_points_cells(path, np.c_[xy, np.zeros(len(xy))],
-                              [("triangle", Delaunay(xy).simplices)])
+    meshio.write_points_cells(
+        path, np.c_[xy, np.zeros(len(xy))], [("triangle", Delaunay(xy).simplices)]
+    )
     mesh = read_mesh(path)
     assert mesh.n_nodes == 36 and mesh.period is None
     assert mesh.star0.sum() == pytest.approx(1.0, rel=1e-9)

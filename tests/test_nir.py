@@ -54,10 +54,20 @@ def test_export_carries_dt_reset_and_every_layer(convnet):
     spec, program = convnet
     graph = to_nir(program, spec)
     kinds = {name: type(node).__name__ for name, node in graph.nodes.items()}
-    assert kinds == {"x": "Input", "conv1": "Conv2d", "lif1": "LIF", "conv2": "Conv2d",
-                     "avg_pool2d": "AvgPool2d", "lif2": "LIF", "flatten": "Flatten",
-                     "fc": "Affine", "readout": "LI", "logits": "Output",
-                     "spikes1": "Output", "spikes2": "Output"}
+    assert kinds == {
+        "x": "Input",
+        "conv1": "Conv2d",
+        "lif1": "LIF",
+        "conv2": "Conv2d",
+        "avg_pool2d": "AvgPool2d",
+        "lif2": "LIF",
+        "flatten": "Flatten",
+        "fc": "Affine",
+        "readout": "LI",
+        "logits": "Output",
+        "spikes1": "Output",
+        "spikes2": "Output",
+    }
     assert graph.metadata["dt"] == 1e-3
     assert graph.nodes["lif1"].metadata["reset"] == "zero"
     assert graph.nodes["lif1"].tau.shape == (16, 8, 8)
@@ -103,8 +113,12 @@ def test_norse_import_of_our_export_gives_host_spikes(convnet, strong_input, hos
 
     def node_map(node):
         if isinstance(node, nir.LI):  # norse 1.1's importer lacks LI; its LIBoxCell is it
-            return LIBoxCell(LIBoxParameters(tau_mem_inv=torch.as_tensor(1 / node.tau),
-                                             v_leak=torch.as_tensor(node.v_leak)), dt=dt)
+            return LIBoxCell(
+                LIBoxParameters(
+                    tau_mem_inv=torch.as_tensor(1 / node.tau), v_leak=torch.as_tensor(node.v_leak)
+                ),
+                dt=dt,
+            )
         if isinstance(node, nir.Flatten):  # norse 1.1 forgets NIR's dims exclude batch
             return torch.nn.Flatten(node.start_dim + 1)
         return _import_norse_module(node, dt=dt)
@@ -151,9 +165,15 @@ def test_norse_written_lif_graph_on_lava_spikes_at_the_exact_times(variant, requ
     paper_file = {"floating_pt": "lif_lava_cpu_float.csv", "fixed_pt": "lif_lava_cpu_fixed.csv"}
     paper_lava = np.loadtxt(shared(f"lif/{paper_file[variant]}"), delimiter=",")
     x = exact[:, 0].astype(np.float32)[:, None, None]
-    spec = ModelSpec("snn.lif_norse", "snn", "one LIF neuron written by Norse",
-                     (IOSpec("input", ("T", "batch", 1)),), (IOSpec("output", ("T", "batch", 1)),),
-                     build=lambda cfg: NIRProgram(graph, 1e-4), example=lambda s: {"input": x})
+    spec = ModelSpec(
+        "snn.lif_norse",
+        "snn",
+        "one LIF neuron written by Norse",
+        (IOSpec("input", ("T", "batch", 1)),),
+        (IOSpec("output", ("T", "batch", 1)),),
+        build=lambda cfg: NIRProgram(graph, 1e-4),
+        example=lambda s: {"input": x},
+    )
     lava = get_backend("lava")
     art = lava.compile(NIRProgram(graph, 1e-4), spec, {"variant": variant})
     try:
@@ -218,10 +238,15 @@ def test_sinabs_cnn_graph_runs_on_lava_as_the_nir_reference(require):
     xs = (np.random.default_rng(0).random((6, 2, 2, 34, 34)) < 0.2).astype(np.float32)
     ref = run_nir(graph, {"input": xs}, dt=1.0)["output"]
     assert ref.sum() > 0
-    spec = ModelSpec("snn.cnn_sinabs", "snn", "Sinabs N-MNIST convnet",
-                     (IOSpec("input", ("T", "batch", 2, 34, 34)),),
-                     (IOSpec("output", ("T", "batch", 10)),),
-                     build=lambda cfg: NIRProgram(graph, 1.0), example=lambda s: {"input": xs})
+    spec = ModelSpec(
+        "snn.cnn_sinabs",
+        "snn",
+        "Sinabs N-MNIST convnet",
+        (IOSpec("input", ("T", "batch", 2, 34, 34)),),
+        (IOSpec("output", ("T", "batch", 10)),),
+        build=lambda cfg: NIRProgram(graph, 1.0),
+        example=lambda s: {"input": xs},
+    )
     lava = get_backend("lava")
     art = lava.compile(NIRProgram(graph, 1.0), spec, {"variant": "floating_pt"})
     try:
@@ -231,8 +256,10 @@ def test_sinabs_cnn_graph_runs_on_lava_as_the_nir_reference(require):
     np.testing.assert_array_equal(out, ref)
 
 
-@pytest.mark.parametrize("name,reset", [("braille_noDelay_bias_zero", "zero"),
-                                        ("braille_noDelay_noBias_subtract", "subtract")])
+@pytest.mark.parametrize(
+    "name,reset",
+    [("braille_noDelay_bias_zero", "zero"), ("braille_noDelay_noBias_subtract", "subtract")],
+)
 def test_braille_recurrent_graph_runs_with_its_reset(name, reset):
     from neuroedge.export.nir import read_nir
     from neuroedge.export.nir_run import from_nir, graph_order, run_nir
@@ -252,7 +279,7 @@ def test_truncated_file_names_file_and_size(tmp_path):
 
     data = shared("lif/lif_norse.nir").read_bytes()
     bad = tmp_path / "cut.nir"
-    bad.write_bytes(data[:len(data) // 2])
+    bad.write_bytes(data[: len(data) // 2])
     with pytest.raises(ArtifactError, match=r"cut\.nir.*bytes"):
         read_nir(bad)
 
@@ -285,10 +312,15 @@ def test_shape_mismatch_names_the_edge():
     import nir
     from neuroedge.export.nir import validate
 
-    graph = nir.NIRGraph(nodes={"input": nir.Input({"input": np.array([3])}),
-                                "fc": nir.Affine(np.ones((4, 5)), np.zeros(4)),
-                                "output": nir.Output({"output": np.array([4])})},
-                         edges=[("input", "fc"), ("fc", "output")], type_check=False)
+    graph = nir.NIRGraph(
+        nodes={
+            "input": nir.Input({"input": np.array([3])}),
+            "fc": nir.Affine(np.ones((4, 5)), np.zeros(4)),
+            "output": nir.Output({"output": np.array([4])}),
+        },
+        edges=[("input", "fc"), ("fc", "output")],
+        type_check=False,
+    )
     with pytest.raises(ArtifactError, match=r"edge 'input' -> 'fc'.*\[3\].*\[5\]"):
         validate(graph)
 
@@ -297,8 +329,11 @@ def test_edge_to_missing_node_is_named():
     import nir
     from neuroedge.export.nir import validate
 
-    graph = nir.NIRGraph(nodes={"input": nir.Input({"input": np.array([3])})},
-                         edges=[("input", "ghost")], type_check=False)
+    graph = nir.NIRGraph(
+        nodes={"input": nir.Input({"input": np.array([3])})},
+        edges=[("input", "ghost")],
+        type_check=False,
+    )
     with pytest.raises(ArtifactError, match="'ghost'"):
         validate(graph)
 
@@ -320,8 +355,9 @@ def test_nan_parameter_is_refused_naming_the_node() -> None:
 
     w = np.ones((2, 3))
     w[1, 2] = np.nan
-    graph = nir.NIRGraph.from_list(nir.Input(np.array([3])), nir.Affine(w, np.zeros(2)),
-                                   nir.Output(np.array([2])))
+    graph = nir.NIRGraph.from_list(
+        nir.Input(np.array([3])), nir.Affine(w, np.zeros(2)), nir.Output(np.array([2]))
+    )
     with pytest.raises(ArtifactError, match=r"parameter 'weight' holds 1 NaN"):
         validate(graph)
 
@@ -334,8 +370,9 @@ def test_non_positive_time_constant_is_refused_naming_the_node(tau: float) -> No
     from neuroedge.export.nir import validate
 
     n = np.array([2])
-    lif = nir.LIF(tau=np.array([0.02, tau]), r=np.ones(2), v_leak=np.zeros(2),
-                  v_threshold=np.ones(2))
+    lif = nir.LIF(
+        tau=np.array([0.02, tau]), r=np.ones(2), v_leak=np.zeros(2), v_threshold=np.ones(2)
+    )
     graph = nir.NIRGraph.from_list(nir.Input(n), lif, nir.Output(n))
     with pytest.raises(ArtifactError, match=r"time constant 'tau' must be > 0"):
         validate(graph)

@@ -49,17 +49,24 @@ class HiddenStateNet(nn.Module):
 
 def toy_spec(module: nn.Module) -> tuple[ModelSpec, TorchProgram]:
     torch.manual_seed(0)
-    program = TorchProgram(module, ("x",), ("spikes", "membrane"), ("v",),
-                           lambda b: (torch.zeros(b, WIDTH),))
+    program = TorchProgram(
+        module, ("x",), ("spikes", "membrane"), ("v",), lambda b: (torch.zeros(b, WIDTH),)
+    )
 
     def example(seed: int) -> dict[str, np.ndarray]:
         rng = np.random.default_rng(seed)
         return {"x": rng.uniform(0, 1, (STEPS, BATCH, WIDTH)).astype(np.float32)}
 
-    spec = ModelSpec("snn.toy", "snn", "toy", (IOSpec("x", ("T", "batch", WIDTH)),),
-                     (IOSpec("spikes", ("T", "batch", WIDTH)),
-                      IOSpec("membrane", ("T", "batch", WIDTH))),
-                     build=lambda cfg: program, example=example, exportable=("onnx",))
+    spec = ModelSpec(
+        "snn.toy",
+        "snn",
+        "toy",
+        (IOSpec("x", ("T", "batch", WIDTH)),),
+        (IOSpec("spikes", ("T", "batch", WIDTH)), IOSpec("membrane", ("T", "batch", WIDTH))),
+        build=lambda cfg: program,
+        example=example,
+        exportable=("onnx",),
+    )
     return spec, program
 
 

@@ -10,13 +10,19 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-FOLDERS = {"sdk": "neuroedge", "backends": "neuroedge/backends", "models": "neuroedge/models",
-           "export": "neuroedge/export", "bench": "neuroedge/bench"}
+FOLDERS = {
+    "sdk": "neuroedge",
+    "backends": "neuroedge/backends",
+    "models": "neuroedge/models",
+    "export": "neuroedge/export",
+    "bench": "neuroedge/bench",
+}
 
 
 def python(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_bare_top_level_folder_imports_fail(tmp_path: Path) -> None:
@@ -27,17 +33,21 @@ def test_bare_top_level_folder_imports_fail(tmp_path: Path) -> None:
 
 
 def test_import_neuroedge_loads_no_heavy_library(tmp_path: Path) -> None:
-    code = ("import sys, neuroedge; heavy = [m for m in ('torch', 'onnx', 'onnxruntime', "
-            "'tensorrt', 'lava', 'numba', 'matplotlib') if m in sys.modules]; print(heavy)")
+    code = (
+        "import sys, neuroedge; heavy = [m for m in ('torch', 'onnx', 'onnxruntime', "
+        "'tensorrt', 'lava', 'numba', 'matplotlib') if m in sys.modules]; print(heavy)"
+    )
     result = python(code, tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
 
 
 def test_subpackages_resolve_to_the_client_folders(tmp_path: Path) -> None:
-    code = ("import neuroedge, neuroedge.models, neuroedge.backends, neuroedge.export, "
-            "neuroedge.bench; print(*[m.__path__[0] for m in (neuroedge, neuroedge.models, "
-            "neuroedge.backends, neuroedge.export, neuroedge.bench)])")
+    code = (
+        "import neuroedge, neuroedge.models, neuroedge.backends, neuroedge.export, "
+        "neuroedge.bench; print(*[m.__path__[0] for m in (neuroedge, neuroedge.models, "
+        "neuroedge.backends, neuroedge.export, neuroedge.bench)])"
+    )
     result = python(code, tmp_path)
     assert result.returncode == 0, result.stderr
     paths = [Path(p).name for p in result.stdout.split()]
@@ -47,9 +57,23 @@ def test_subpackages_resolve_to_the_client_folders(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    result = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
-                             "--no-build-isolation", "-q", "-w", str(out), str(REPO)],
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(out),
+            str(REPO),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     (path,) = out.glob("neuroedge-*.whl")
     return path

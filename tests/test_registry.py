@@ -35,8 +35,9 @@ def test_known_backends_include_the_builtins_and_probes_never_raise() -> None:
 
 def test_entry_point_backends_are_added_to_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
     fake = SimpleNamespace(name="thirdparty", value="neuroedge.backends.null:NullBackend")
-    monkeypatch.setattr(registry, "entry_points",
-                        lambda group: [fake] if group == registry.BACKEND_GROUP else [])
+    monkeypatch.setattr(
+        registry, "entry_points", lambda group: [fake] if group == registry.BACKEND_GROUP else []
+    )
     assert "thirdparty" in registry.known_backends()
     assert type(registry.get_backend("thirdparty")).__name__ == "NullBackend"
 
@@ -48,8 +49,10 @@ def test_every_registered_model_has_a_matching_name() -> None:
         assert spec.summary and spec.inputs and spec.outputs
 
 
-@pytest.mark.parametrize("name", ["snn.unisparse", "snn.lif_convnet", "event.bivision",
-                                  "ttt.linear_attention", "vla.specprune"])
+@pytest.mark.parametrize(
+    "name",
+    ["snn.unisparse", "snn.lif_convnet", "event.bivision", "ttt.linear_attention", "vla.specprune"],
+)
 def test_untrained_builds_repeat_and_leave_the_callers_rng_alone(name: str) -> None:
     import torch
 

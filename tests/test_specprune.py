@@ -29,8 +29,9 @@ def inputs(seed: int = 0) -> dict[str, np.ndarray]:
 
 def run(model, x):
     with torch.inference_mode():
-        return model(*(torch.from_numpy(x[k]) for k in ("primary", "wrist", "proprio", "text",
-                                                        "prior")))
+        return model(
+            *(torch.from_numpy(x[k]) for k in ("primary", "wrist", "proprio", "text", "prior"))
+        )
 
 
 def test_lookback_is_paper_formula_and_shrinks_with_speed():
@@ -85,10 +86,12 @@ def test_specprune_keeps_the_mode_budget_and_prunes_further_at_dynamic_layers():
     model, x = small_policy(), inputs(2)
     cfg = PruneConfig()
     for mode in ("coarse", "fine"):
-        actions, scores = run(model.configure("specprune", cfg.budget(mode), cfg.k_local(mode),
-                                              cfg), x)
-        expected = fn.kept_after_dynamic(cfg.budget(mode), cfg.dynamic_layers, cfg.dynamic_keep,
-                                         model.config["depth"])[-1]
+        actions, scores = run(
+            model.configure("specprune", cfg.budget(mode), cfg.k_local(mode), cfg), x
+        )
+        expected = fn.kept_after_dynamic(
+            cfg.budget(mode), cfg.dynamic_layers, cfg.dynamic_keep, model.config["depth"]
+        )[-1]
         assert int((scores > 0).sum()) == expected
         assert torch.isfinite(actions).all()
 
@@ -114,15 +117,18 @@ def test_pruning_changes_actions_and_budget_matters():
     assert (small - reference).abs().max() > (large - reference).abs().max()
 
 
-@pytest.mark.parametrize("problem", ["missing_camera", "wrong_size", "nan_proprio",
-                                     "wrong_dtype"])
+@pytest.mark.parametrize("problem", ["missing_camera", "wrong_size", "nan_proprio", "wrong_dtype"])
 def test_bad_observation_is_refused_before_inference(problem):
     from neuroedge.models.specprune.policy import PrunedPolicy
 
     calls = []
     policy = PrunedPolicy(lambda mode, x: calls.append(mode), "specprune", PruneConfig())
-    obs = {"primary": np.zeros((64, 64, 3), np.uint8), "wrist": np.zeros((64, 64, 3), np.uint8),
-           "proprio": np.zeros(4, np.float32), "instruction": "press the red button down"}
+    obs = {
+        "primary": np.zeros((64, 64, 3), np.uint8),
+        "wrist": np.zeros((64, 64, 3), np.uint8),
+        "proprio": np.zeros(4, np.float32),
+        "instruction": "press the red button down",
+    }
     if problem == "missing_camera":
         del obs["wrist"]
         match = "lacks \\['wrist'\\]"
@@ -165,10 +171,12 @@ def test_exported_onnx_policy_matches_eager_and_refuses_other_versions(tmp_path)
     eager = PrunedPolicy(torch_engine(model, "specprune", cfg), "specprune", cfg)
     rng = np.random.default_rng(0)
     for step in range(3):  # several steps: the global and dynamic sets come into play
-        obs = {"primary": rng.integers(0, 256, (64, 64, 3), dtype=np.uint8),
-               "wrist": rng.integers(0, 256, (64, 64, 3), dtype=np.uint8),
-               "proprio": np.array([0, 0.6, 0.2 - 0.001 * step, 1], np.float32),
-               "instruction": "push the green drawer closed"}
+        obs = {
+            "primary": rng.integers(0, 256, (64, 64, 3), dtype=np.uint8),
+            "wrist": rng.integers(0, 256, (64, 64, 3), dtype=np.uint8),
+            "proprio": np.array([0, 0.6, 0.2 - 0.001 * step, 1], np.float32),
+            "instruction": "push the green drawer closed",
+        }
         assert np.abs(exported.plan(obs) - eager.plan(obs)).max() < 1e-4
     assert exported.modes == eager.modes
     manifest = json.loads((tmp_path / "policy.json").read_text())
@@ -177,11 +185,18 @@ def test_exported_onnx_policy_matches_eager_and_refuses_other_versions(tmp_path)
     with pytest.raises(ArtifactError, match=r"coarse\.onnx.*(corrupt|truncated)"):
         load_policy(tmp_path, "onnxrt")
     (tmp_path / "coarse.onnx").write_bytes(coarse)
-    for broken, said in ((b"\xff\xfe", "not UTF-8"), (b"[1, 2]", "a JSON list"),
-                         (json.dumps({**manifest, "files": {"coarse": "coarse.onnx"}}).encode(),
-                          "one per controller mode"),
-                         (json.dumps({k: v for k, v in manifest.items() if k != "prune"}).encode(),
-                          "lacks \\['prune'\\]")):
+    for broken, said in (
+        (b"\xff\xfe", "not UTF-8"),
+        (b"[1, 2]", "a JSON list"),
+        (
+            json.dumps({**manifest, "files": {"coarse": "coarse.onnx"}}).encode(),
+            "one per controller mode",
+        ),
+        (
+            json.dumps({k: v for k, v in manifest.items() if k != "prune"}).encode(),
+            "lacks \\['prune'\\]",
+        ),
+    ):
         (tmp_path / "policy.json").write_bytes(broken)
         with pytest.raises(ArtifactError, match=said):
             load_policy(tmp_path, "onnxrt")
@@ -203,13 +218,27 @@ def test_every_evaluation_cell_is_run_and_paired_on_the_same_seeds(monkeypatch):
         seen.append((method, task))
         assert seed0 == 20_000  # every cell runs the layouts asked for
         outcomes = [(ep * len(method)) % 4 < 2 for ep in range(n)]
-        return {"method": method, "task": task, "wins": sum(outcomes), "episodes": n,
-                "outcomes": outcomes, "kept": [48] * n, "modes": ["fine"] * n}
+        return {
+            "method": method,
+            "task": task,
+            "wins": sum(outcomes),
+            "episodes": n,
+            "outcomes": outcomes,
+            "kept": [48] * n,
+            "modes": ["fine"] * n,
+        }
 
     monkeypatch.setattr(bench, "evaluate_job", fake_job)
     configs = dict.fromkeys(bench.METHOD_ORDER, PruneConfig())
-    results = bench.evaluate_all(dict.fromkeys(bench.METHOD_ORDER, "x"), "host", configs,
-                                 ("button", "reach"), 6, workers=1, seed0=20_000)
+    results = bench.evaluate_all(
+        dict.fromkeys(bench.METHOD_ORDER, "x"),
+        "host",
+        configs,
+        ("button", "reach"),
+        6,
+        workers=1,
+        seed0=20_000,
+    )
     assert len(seen) == 8 and len(set(seen)) == 8  # none skipped (tqdm.update once did that)
     for m in bench.METHOD_ORDER:
         assert set(results[m]["per_task"]) == {"button", "reach"}
@@ -240,12 +269,16 @@ def tiny_training_setup(seed: int = 0):
     cfg = {**DEFAULTS, "dim": 32, "heads": 2, "depth": 1, "ffn": 64, "batch": 4, "shift": 2}
     rng = np.random.default_rng(seed)
     n = 10
-    tensors = [torch.from_numpy(a) for a in (
-        rng.integers(0, 256, (n, 64, 64, 3), dtype=np.uint8),
-        rng.integers(0, 256, (n, 64, 64, 3), dtype=np.uint8),
-        rng.normal(0, 0.3, (n, 4)).astype(np.float32),
-        rng.integers(1, 4, (n, TEXT_LEN)).astype(np.int64),
-        rng.normal(0, 0.5, (n, CHUNK, 4)).astype(np.float32))]
+    tensors = [
+        torch.from_numpy(a)
+        for a in (
+            rng.integers(0, 256, (n, 64, 64, 3), dtype=np.uint8),
+            rng.integers(0, 256, (n, 64, 64, 3), dtype=np.uint8),
+            rng.normal(0, 0.3, (n, 4)).astype(np.float32),
+            rng.integers(1, 4, (n, TEXT_LEN)).astype(np.int64),
+            rng.normal(0, 0.5, (n, CHUNK, 4)).astype(np.float32),
+        )
+    ]
     torch.manual_seed(seed)
     return cfg, make_policy(cfg).train(), tensors
 
@@ -288,10 +321,18 @@ def test_budget_sweep_labels_configs_and_bad_budgets():
     from neuroedge.models.specprune.bench import base_method, sweep_configs
 
     configs = sweep_configs([16, 1, 16], 128)
-    assert list(configs) == ["specprune@budget=16", "fastv@budget=16", "random@budget=16",
-                             "specprune@budget=1", "fastv@budget=1", "random@budget=1"]
-    assert (configs["specprune@budget=16"].budget_coarse,
-            configs["specprune@budget=16"].budget_fine) == (11, 16)
+    assert list(configs) == [
+        "specprune@budget=16",
+        "fastv@budget=16",
+        "random@budget=16",
+        "specprune@budget=1",
+        "fastv@budget=1",
+        "random@budget=1",
+    ]
+    assert (
+        configs["specprune@budget=16"].budget_coarse,
+        configs["specprune@budget=16"].budget_fine,
+    ) == (11, 16)
     assert configs["specprune@budget=1"].budget_coarse == 1
     assert configs["fastv@budget=1"].budget("coarse") == configs["fastv@budget=1"].budget("fine")
     assert base_method("random@budget=8") == "random" and base_method("fastv") == "fastv"
@@ -308,16 +349,21 @@ def test_candidates_replace_fields_and_bad_ones_name_the_valid_fields():
     from neuroedge.models.specprune.bench import base_method, candidate_configs
 
     base = PruneConfig()
-    configs = candidate_configs([{"budget_coarse": 40, "budget_fine": 56},
-                                 {"dynamic_layers": [2, 4], "dynamic_keep": 1.0}], base)
+    configs = candidate_configs(
+        [{"budget_coarse": 40, "budget_fine": 56}, {"dynamic_layers": [2, 4], "dynamic_keep": 1.0}],
+        base,
+    )
     assert list(configs) == ["specprune@candidate=0", "specprune@candidate=1"]
     first, second = configs.values()
     assert (first.budget_coarse, first.budget_fine, first.k_global) == (40, 56, base.k_global)
     assert second.dynamic_layers == (2, 4) and second.budget_fine == base.budget_fine
     assert base_method("specprune@candidate=1") == "specprune"
     assert candidate_configs([], base) == {}
-    with pytest.raises(ValueError, match=r"candidate 0: \['budget'\] are not PruneConfig "
-                                         r"fields; valid: \['budget_coarse'"):
+    with pytest.raises(
+        ValueError,
+        match=r"candidate 0: \['budget'\] are not PruneConfig "
+        r"fields; valid: \['budget_coarse'",
+    ):
         candidate_configs([{"budget": 40}], base)
     with pytest.raises(ValueError, match="list of objects"):
         candidate_configs({"budget_fine": 40}, base)
@@ -343,24 +389,39 @@ def test_candidate_selection_takes_the_best_success_among_fast_enough_settings()
     from neuroedge.types import Measurement, Report
 
     def timed(variant, speedup, success, backend="onnxrt"):
-        return Report("vla.specprune", backend, variant,
-                      metrics={"speedup": Measurement(speedup, "x"),
-                               "success_rate": Measurement(success, "fraction")})
+        return Report(
+            "vla.specprune",
+            backend,
+            variant,
+            metrics={
+                "speedup": Measurement(speedup, "x"),
+                "success_rate": Measurement(success, "fraction"),
+            },
+        )
 
-    rows = [timed("unpruned", 1.0, 0.70), timed("specprune", 1.6, 0.62),
-            timed("fastv", 1.55, 0.69),  # not a SpecPrune setting: never picked
-            timed("specprune@candidate=0", 1.47, 0.66),
-            timed("specprune@candidate=1", 1.30, 0.70),  # best success but too slow
-            timed("specprune@candidate=2", 1.52, 0.66),  # ties candidate 0 and is faster
-            timed("specprune@candidate=1", 9.0, 0.99, backend="host")]  # other backend
+    rows = [
+        timed("unpruned", 1.0, 0.70),
+        timed("specprune", 1.6, 0.62),
+        timed("fastv", 1.55, 0.69),  # not a SpecPrune setting: never picked
+        timed("specprune@candidate=0", 1.47, 0.66),
+        timed("specprune@candidate=1", 1.30, 0.70),  # best success but too slow
+        timed("specprune@candidate=2", 1.52, 0.66),  # ties candidate 0 and is faster
+        timed("specprune@candidate=1", 9.0, 0.99, backend="host"),
+    ]  # other backend
     sel = select_candidate(rows, "onnxrt", min_speedup=1.45)
     assert sel["pick"] == "specprune@candidate=2"
     assert [c["variant"] for c in sel["candidates"]] == [
-        "specprune", "specprune@candidate=0", "specprune@candidate=1", "specprune@candidate=2"]
+        "specprune",
+        "specprune@candidate=0",
+        "specprune@candidate=1",
+        "specprune@candidate=2",
+    ]
     assert sel["candidates"][0]["drop_points"] == pytest.approx(8.0)
     assert select_candidate(rows, "onnxrt", min_speedup=2.0)["pick"] is None
-    configs = {"specprune": PruneConfig(),
-               **{f"specprune@candidate={i}": PruneConfig(budget_fine=48 + i) for i in range(3)}}
+    configs = {
+        "specprune": PruneConfig(),
+        **{f"specprune@candidate={i}": PruneConfig(budget_fine=48 + i) for i in range(3)},
+    }
     lines = selection_lines(sel, configs)
     assert "| specprune | 1.60 | 0.620 | 8.0 | defaults |" in lines
     assert "| specprune@candidate=2 | 1.52 | 0.660 | 4.0 | {'budget_fine': 50} |" in lines
@@ -375,22 +436,33 @@ def test_budget_sweep_cells_are_evaluated_paired_and_plotted(monkeypatch, tmp_pa
         _, _, label, prune, task, n, _ = job
         budget = prune["budget_fine"]
         outcomes = [ep < min(n, budget // 4) for ep in range(n)]  # success grows with budget
-        return {"method": label, "task": task, "wins": sum(outcomes), "episodes": n,
-                "outcomes": outcomes, "kept": [budget] * n, "modes": ["fine"] * n}
+        return {
+            "method": label,
+            "task": task,
+            "wins": sum(outcomes),
+            "episodes": n,
+            "outcomes": outcomes,
+            "kept": [budget] * n,
+            "modes": ["fine"] * n,
+        }
 
     monkeypatch.setattr(bench, "evaluate_job", fake_job)
-    configs = {"unpruned": PruneConfig(budget_coarse=128, budget_fine=128),
-               **bench.sweep_configs([8, 16], 128)}
-    results = bench.evaluate_all(dict.fromkeys(configs, "x"), "onnxrt", configs,
-                                 ("button",), 8, workers=1)
+    configs = {
+        "unpruned": PruneConfig(budget_coarse=128, budget_fine=128),
+        **bench.sweep_configs([8, 16], 128),
+    }
+    results = bench.evaluate_all(
+        dict.fromkeys(configs, "x"), "onnxrt", configs, ("button",), 8, workers=1
+    )
     assert set(results) == set(configs)
     assert results["fastv@budget=16"]["wins"] == {"button": 4}
     assert results["random@budget=8"]["wins"] == {"button": 2}
     paired, lines = bench.paired_table(results, ("button",), 8)
     assert paired["fastv@budget=8"]["only_unpruned"] == 6
     assert any(line.startswith("| specprune@budget=8 |") for line in lines)
-    rows = [bench.sweep_row(m, results[m], 1e6, [results[m]["kept"]] * 4, "onnxrt")
-            for m in configs]
+    rows = [
+        bench.sweep_row(m, results[m], 1e6, [results[m]["kept"]] * 4, "onnxrt") for m in configs
+    ]
     assert rows[1].variant == "specprune@budget=8"
     assert rows[1].metrics["success_rate"].value == pytest.approx(2 / 8)
     doc = build_document("vla.specprune", rows, success_evaluated_on="onnxrt")
@@ -406,16 +478,24 @@ def test_rival_pairs_count_discordant_episodes_and_test_them():
     spec = [True] * 30 + [False] * 10
     fastv = [True] * 20 + [False] * 20  # 10 episodes only specprune won, none only fastv
     rand = [False] * 2 + [True] * 28 + [True] * 2 + [False] * 8  # 2 each way
-    results = {"unpruned": {"outcomes": [True] * n}, "specprune": {"outcomes": spec},
-               "fastv": {"outcomes": fastv}, "random": {"outcomes": rand},
-               "specprune@budget=1": {"outcomes": fastv}, "fastv@budget=1": {"outcomes": spec}}
+    results = {
+        "unpruned": {"outcomes": [True] * n},
+        "specprune": {"outcomes": spec},
+        "fastv": {"outcomes": fastv},
+        "random": {"outcomes": rand},
+        "specprune@budget=1": {"outcomes": fastv},
+        "fastv@budget=1": {"outcomes": spec},
+    }
     pairs, lines = rival_pairs(results)
     by = {(p["specprune"], p["rival"]): p for p in pairs}
-    assert set(by) == {("specprune", "fastv"), ("specprune", "random"),
-                       ("specprune@budget=1", "fastv@budget=1")}  # random@budget=1 absent
+    assert set(by) == {
+        ("specprune", "fastv"),
+        ("specprune", "random"),
+        ("specprune@budget=1", "fastv@budget=1"),
+    }  # random@budget=1 absent
     top = by[("specprune", "fastv")]
     assert (top["only_specprune"], top["only_rival"]) == (10, 0)
-    assert top["p_value"] == pytest.approx(2 * 0.5 ** 10) and top["better"]
+    assert top["p_value"] == pytest.approx(2 * 0.5**10) and top["better"]
     tie = by[("specprune", "random")]
     assert (tie["only_specprune"], tie["only_rival"]) == (2, 2) and not tie["better"]
     assert tie["p_value"] == pytest.approx(1.0)

@@ -56,7 +56,7 @@ def reference_forward(model, primary, wrist, proprio, text, prior):
             importance = fn.ema(importance, s, model.prune.beta)
             if layer < 2:
                 local = local | model.per_view_top(score)
-    return model.head(model.norm(x[:, -model.queries.shape[0]:])), record
+    return model.head(model.norm(x[:, -model.queries.shape[0] :])), record
 
 
 def eq6_rank_confidence(score: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
@@ -114,10 +114,13 @@ def test_policy_reuses_patch_vectors_without_changing_the_dynamic_set():
     policy = PrunedPolicy(engine, "specprune", cfg)
     frames, base = [], rng.integers(0, 256, (64, 64, 3), dtype=np.uint8)
     for step in range(5):
-        obs = {"primary": base.copy(), "wrist": base[::-1].copy(),
-               "proprio": np.array([0, 0.6, 0.2, 1], np.float32),
-               "instruction": "push the green drawer closed"}
-        obs["primary"][8 * step:8 * step + 8, :16] = 255  # two changed patches per step
+        obs = {
+            "primary": base.copy(),
+            "wrist": base[::-1].copy(),
+            "proprio": np.array([0, 0.6, 0.2, 1], np.float32),
+            "instruction": "push the green drawer closed",
+        }
+        obs["primary"][8 * step : 8 * step + 8, :16] = 255  # two changed patches per step
         prior = policy.prior(obs, 0.0)
         expected = np.zeros(128, np.float32)
         if frames:

@@ -51,8 +51,9 @@ def test_scripted_expert_succeeds_and_random_arm_does_not():
         assert success and env.steps < 120
         env.reset(seed=5, with_images=False)
         rng = np.random.default_rng(0)
-        idle = [env.step(rng.uniform(-0.05, 0.05, ACTION_DIM), with_images=False)[1]
-                for _ in range(20)]
+        idle = [
+            env.step(rng.uniform(-0.05, 0.05, ACTION_DIM), with_images=False)[1] for _ in range(20)
+        ]
         assert not any(idle)
 
 
@@ -63,8 +64,11 @@ def test_short_closed_loop_rollout_with_specprune_policy():
     from neuroedge.models.specprune.train import DEFAULTS, make_policy
 
     torch.manual_seed(0)
-    policy = PrunedPolicy(torch_engine(make_policy(DEFAULTS).eval(), "specprune", PruneConfig()),
-                          "specprune", PruneConfig())
+    policy = PrunedPolicy(
+        torch_engine(make_policy(DEFAULTS).eval(), "specprune", PruneConfig()),
+        "specprune",
+        PruneConfig(),
+    )
     with ManipulationEnv("button") as env:
         obs = env.reset(seed=7)
         start = obs["proprio"].copy()
@@ -109,7 +113,9 @@ def test_view_ablation_feeds_the_policy_a_gray_camera_and_only_that_camera():
     assert not (seen[0]["wrist"] == bench.BLANK_VALUE).all()  # the real view is not gray
     cfg = PruneConfig()
     assert list(bench.ablation_configs(["wrist", "primary", "wrist"], cfg)) == [
-        "unpruned@blank=wrist", "unpruned@blank=primary"]
+        "unpruned@blank=wrist",
+        "unpruned@blank=primary",
+    ]
     assert bench.base_method("unpruned@blank=wrist") == "unpruned"
     assert bench.blanked_view("unpruned@blank=primary") == "primary"
     assert bench.blanked_view("fastv@budget=8") is None

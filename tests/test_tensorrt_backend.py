@@ -51,16 +51,24 @@ def test_probe_states_the_missing_piece() -> None:
 
 
 def test_importing_the_backend_loads_neither_tensorrt_nor_torch() -> None:
-    code = ("import sys, neuroedge.backends.tensorrt; "
-            "print(sorted(m for m in ('tensorrt', 'torch') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
+    code = (
+        "import sys, neuroedge.backends.tensorrt; "
+        "print(sorted(m for m in ('tensorrt', 'torch') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
 
 def test_models_without_onnx_export_are_refused_with_the_reason() -> None:
-    spec = ModelSpec("graph.toy", "algorithm", "toy", (IOSpec("x", (3,)),),
-                     (IOSpec("y", (3,)),), build=dict, example=lambda seed: {})
+    spec = ModelSpec(
+        "graph.toy",
+        "algorithm",
+        "toy",
+        (IOSpec("x", (3,)),),
+        (IOSpec("y", (3,)),),
+        build=dict,
+        example=lambda seed: {},
+    )
     support = TensorRTBackend().supports(spec)
     assert not support.ok and "no ONNX export" in support.reason
 
@@ -76,10 +84,9 @@ def test_compile_without_tensorrt_raises_the_probe_reason() -> None:
 
 def test_engine_is_built_once_then_loaded(tmp_path: Path) -> None:
     cache, builds = EngineCache(tmp_path), []
-    build = (lambda: builds.append(1) or b"engine-bytes")
+    build = lambda: builds.append(1) or b"engine-bytes"
     first, outcome = cache.load_or_build(KEY, build, lambda data: data)
-    assert (first, outcome.action, outcome.reason) == (b"engine-bytes", "built",
-                                                       "no cached engine")
+    assert (first, outcome.action, outcome.reason) == (b"engine-bytes", "built", "no cached engine")
     again, outcome = cache.load_or_build(KEY, build, lambda data: data)
     assert (again, outcome.action, len(builds)) == (b"engine-bytes", "loaded", 1)
 
@@ -97,8 +104,7 @@ def test_engine_built_for_another_gpu_is_rebuilt_not_loaded(tmp_path: Path) -> N
 
 def test_engine_from_another_tensorrt_version_is_rebuilt(tmp_path: Path) -> None:
     cache = EngineCache(tmp_path)
-    EngineCache.store(cache.path_for(KEY), with_fields(KEY, tensorrt_version="10.13.0.35"),
-                      b"old")
+    EngineCache.store(cache.path_for(KEY), with_fields(KEY, tensorrt_version="10.13.0.35"), b"old")
     _, outcome = cache.load_or_build(KEY, lambda: b"new", lambda data: data)
     assert outcome.action == "built" and "tensorrt_version '10.13.0.35'" in outcome.reason
 
@@ -119,7 +125,8 @@ def test_engine_the_runtime_refuses_is_rebuilt_once(tmp_path: Path) -> None:
     cache = EngineCache(tmp_path)
     EngineCache.store(cache.path_for(KEY), KEY, b"stale")
     engine, outcome = cache.load_or_build(
-        KEY, lambda: b"fresh", lambda data: None if data == b"stale" else data)
+        KEY, lambda: b"fresh", lambda data: None if data == b"stale" else data
+    )
     assert engine == b"fresh" and "refused to deserialize" in outcome.reason
     with pytest.raises(ValueError, match="does not deserialize"):
         EngineCache(tmp_path / "other").load_or_build(KEY, lambda: b"x", lambda data: None)
@@ -127,23 +134,37 @@ def test_engine_the_runtime_refuses_is_rebuilt_once(tmp_path: Path) -> None:
 
 def test_cache_slots_differ_per_gpu_and_version() -> None:
     cache = EngineCache("/cache")
-    paths = {cache.path_for(KEY), cache.path_for(with_fields(KEY, gpu_name="Orin")),
-             cache.path_for(with_fields(KEY, tensorrt_version="10.13.0.35"))}
+    paths = {
+        cache.path_for(KEY),
+        cache.path_for(with_fields(KEY, gpu_name="Orin")),
+        cache.path_for(with_fields(KEY, tensorrt_version="10.13.0.35")),
+    }
     assert len(paths) == 3 and "nvidia-h200" in cache.path_for(KEY).name
 
 
 def test_parser_errors_name_the_node_and_operator() -> None:
-    nodes = [helper.make_node("Relu", ["x"], ["y"], name="relu0"),
-             helper.make_node("Unique", ["y"], ["z"], name="dedupe")]
+    nodes = [
+        helper.make_node("Relu", ["x"], ["y"], name="relu0"),
+        helper.make_node("Unique", ["y"], ["z"], name="dedupe"),
+    ]
 
     class Error(SimpleNamespace):  # the shape of tensorrt.ParserError's accessors
-        def node(self) -> int: return self.index
-        def desc(self) -> str: return self.text
-        def code(self) -> str: return "UNSUPPORTED_NODE"
+        def node(self) -> int:
+            return self.index
 
-    parser = SimpleNamespace(num_errors=2, get_error=[
-        Error(index=1, text="No importer registered for op: Unique"),
-        Error(index=-1, text="invalid graph")].__getitem__)
+        def desc(self) -> str:
+            return self.text
+
+        def code(self) -> str:
+            return "UNSUPPORTED_NODE"
+
+    parser = SimpleNamespace(
+        num_errors=2,
+        get_error=[
+            Error(index=1, text="No importer registered for op: Unique"),
+            Error(index=-1, text="invalid graph"),
+        ].__getitem__,
+    )
     report = parser_error_report(parser, nodes, "m.onnx")
     assert "node 'dedupe' (Unique, #1): No importer registered" in report
     assert "graph: invalid graph" in report and report.startswith("m.onnx")
@@ -151,10 +172,18 @@ def test_parser_errors_name_the_node_and_operator() -> None:
 
 def test_networks_are_strongly_typed_on_every_major() -> None:
     flags = SimpleNamespace(STRONGLY_TYPED=1)
-    assert network_flags(SimpleNamespace(__version__="10.13.0.35",
-                                         NetworkDefinitionCreationFlag=flags)) == 1 << 1
-    assert network_flags(SimpleNamespace(__version__="11.4.0.106",
-                                         NetworkDefinitionCreationFlag=flags)) == 0
+    assert (
+        network_flags(
+            SimpleNamespace(__version__="10.13.0.35", NetworkDefinitionCreationFlag=flags)
+        )
+        == 1 << 1
+    )
+    assert (
+        network_flags(
+            SimpleNamespace(__version__="11.4.0.106", NetworkDefinitionCreationFlag=flags)
+        )
+        == 0
+    )
 
 
 def test_onnxrt_gpu_providers_get_engine_cache_and_no_tf32(tmp_path: Path) -> None:
@@ -167,6 +196,7 @@ def test_onnxrt_gpu_providers_get_engine_cache_and_no_tf32(tmp_path: Path) -> No
 
 # ---- on a GPU with TensorRT (skipped with the probe's reason elsewhere) ----
 
+
 @pytest.fixture(scope="module")
 def lif() -> tuple[Any, Any, dict[str, Any], dict[str, Any]]:
     spec = get_model(MODEL)
@@ -178,8 +208,9 @@ def lif() -> tuple[Any, Any, dict[str, Any], dict[str, Any]]:
 
 def compile_variant(lif: Any, tmp_path: Path, variant: str, **options: Any) -> Any:
     spec, program, _, _ = lif
-    return TensorRTBackend().compile(program, spec, {"variant": variant,
-                                                     "dir": str(tmp_path), **options})
+    return TensorRTBackend().compile(
+        program, spec, {"variant": variant, "dir": str(tmp_path), **options}
+    )
 
 
 @pytest.mark.gpu
@@ -220,8 +251,10 @@ def test_engine_recorded_for_another_gpu_is_rebuilt_on_compile(lif: Any, tmp_pat
     record["key"]["gpu_name"] = "some other GPU"
     side.write_text(json.dumps(record))
     again = compile_variant(lif, tmp_path, "fp32")
-    assert again.meta["engine_cache"].startswith("built") and "some other GPU" in \
-        again.meta["engine_cache"]
+    assert (
+        again.meta["engine_cache"].startswith("built")
+        and "some other GPU" in again.meta["engine_cache"]
+    )
 
 
 @pytest.mark.gpu
@@ -241,14 +274,17 @@ def test_unparseable_graph_reports_the_node(tmp_path: Path) -> None:
     from neuroedge.export.tensorrt import InputProfile
 
     graph = helper.make_graph(
-        [helper.make_node("Unique", ["x"], ["y"], name="dedupe_tokens")], "g",
+        [helper.make_node("Unique", ["x"], ["y"], name="dedupe_tokens")],
+        "g",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None])])
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None])],
+    )
     path = tmp_path / "unique.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
     with pytest.raises(TensorRTUnsupported, match="dedupe_tokens"):
-        build_serialized_engine(path, [InputProfile("x", (4,), (4,), (4,))], 1 << 26, 3,
-                                tmp_path / "timing.cache")
+        build_serialized_engine(
+            path, [InputProfile("x", (4,), (4,), (4,))], 1 << 26, 3, tmp_path / "timing.cache"
+        )
 
 
 @pytest.mark.gpu

@@ -29,8 +29,9 @@ from onnx import TensorProto, helper, numpy_helper
 MODEL = "snn.lif_convnet"
 
 
-def tiny_graph(nodes: list[Any], inputs: list[Any], outputs: list[Any],
-               inits: list[Any] = (), opset: int = 17) -> Any:
+def tiny_graph(
+    nodes: list[Any], inputs: list[Any], outputs: list[Any], inits: list[Any] = (), opset: int = 17
+) -> Any:
     graph = helper.make_graph(nodes, "tiny", inputs, outputs, initializer=list(inits))
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
 
@@ -39,11 +40,14 @@ def matmul_add(weight: np.ndarray | None = None) -> Any:
     """Z = X @ W + B with X [batch, 8], W [8, 4], B [4]."""
     w = np.linspace(-1, 1, 32, dtype=np.float32).reshape(8, 4) if weight is None else weight
     return tiny_graph(
-        [helper.make_node("MatMul", ["X", "W"], ["Y"], name="mm"),
-         helper.make_node("Add", ["Y", "B"], ["Z"], name="add")],
+        [
+            helper.make_node("MatMul", ["X", "W"], ["Y"], name="mm"),
+            helper.make_node("Add", ["Y", "B"], ["Z"], name="add"),
+        ],
         [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["batch", 8])],
         [helper.make_tensor_value_info("Z", TensorProto.FLOAT, ["batch", 4])],
-        [numpy_helper.from_array(w, "W"), numpy_helper.from_array(np.ones(4, np.float32), "B")])
+        [numpy_helper.from_array(w, "W"), numpy_helper.from_array(np.ones(4, np.float32), "B")],
+    )
 
 
 @pytest.fixture(scope="module")
@@ -58,9 +62,14 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             if isinstance(layer, torch.nn.Conv2d | torch.nn.Linear):
                 layer.weight.mul_(4.0)
     out = tmp_path_factory.mktemp("trt_prep")
-    arts = {form: get_backend("onnxrt").compile(program, spec, {
-        "form": form, "path": str(out / f"{form}.onnx"), "providers": "CPUExecutionProvider"})
-        for form in ("sequence", "step")}
+    arts = {
+        form: get_backend("onnxrt").compile(
+            program,
+            spec,
+            {"form": form, "path": str(out / f"{form}.onnx"), "providers": "CPUExecutionProvider"},
+        )
+        for form in ("sequence", "step")
+    }
     return {"spec": spec, "dir": out, "arts": arts}
 
 
@@ -76,11 +85,16 @@ def test_exported_spiking_graph_has_no_tensorrt_issues(exported: dict[str, Any])
 
 def test_unsupported_operator_is_named_with_its_node() -> None:
     model = tiny_graph(
-        [helper.make_node("Unique", ["X"], ["U"], name="dedupe_tokens"),
-         helper.make_node("Relu", ["X"], ["R"], name="ms_relu", domain="com.microsoft")],
+        [
+            helper.make_node("Unique", ["X"], ["U"], name="dedupe_tokens"),
+            helper.make_node("Relu", ["X"], ["R"], name="ms_relu", domain="com.microsoft"),
+        ],
         [helper.make_tensor_value_info("X", TensorProto.FLOAT, [4])],
-        [helper.make_tensor_value_info("U", TensorProto.FLOAT, [None]),
-         helper.make_tensor_value_info("R", TensorProto.FLOAT, [4])])
+        [
+            helper.make_tensor_value_info("U", TensorProto.FLOAT, [None]),
+            helper.make_tensor_value_info("R", TensorProto.FLOAT, [4]),
+        ],
+    )
     with pytest.raises(TensorRTUnsupported) as err:
         check_tensorrt_support(model, "tiny.onnx")
     text = str(err.value)
@@ -104,26 +118,30 @@ def test_nonzero_quantization_zero_point_is_reported() -> None:
         [helper.make_node("QuantizeLinear", ["X", "s", "z"], ["Q"], name="q_in")],
         [helper.make_tensor_value_info("X", TensorProto.FLOAT, [4])],
         [helper.make_tensor_value_info("Q", TensorProto.INT8, [4])],
-        [numpy_helper.from_array(np.float32(0.1), "s"), numpy_helper.from_array(np.int8(3), "z")])
+        [numpy_helper.from_array(np.float32(0.1), "s"), numpy_helper.from_array(np.int8(3), "z")],
+    )
     assert any("'q_in'" in i and "zero point" in i for i in tensorrt_issues(model))
 
 
 def test_int32_dequantization_is_reported() -> None:
     model = tiny_graph(
         [helper.make_node("DequantizeLinear", ["b", "s"], ["B"], name="bias_dq")],
-        [], [helper.make_tensor_value_info("B", TensorProto.FLOAT, [4])],
-        [numpy_helper.from_array(np.arange(4, dtype=np.int32), "b"),
-         numpy_helper.from_array(np.float32(0.1), "s")])
-    assert any("'bias_dq'" in i and "int8/int4/fp8/fp4 only" in i
-               for i in tensorrt_issues(model))
+        [],
+        [helper.make_tensor_value_info("B", TensorProto.FLOAT, [4])],
+        [
+            numpy_helper.from_array(np.arange(4, dtype=np.int32), "b"),
+            numpy_helper.from_array(np.float32(0.1), "s"),
+        ],
+    )
+    assert any("'bias_dq'" in i and "int8/int4/fp8/fp4 only" in i for i in tensorrt_issues(model))
 
 
 def test_profile_spans_batch_range_and_pins_unknown_symbols() -> None:
-    model = tiny_graph([helper.make_node("Relu", ["X"], ["Y"])],
-                       [helper.make_tensor_value_info("X", TensorProto.FLOAT,
-                                                      ["batch", "tokens", 4])],
-                       [helper.make_tensor_value_info("Y", TensorProto.FLOAT,
-                                                      ["batch", "tokens", 4])])
+    model = tiny_graph(
+        [helper.make_node("Relu", ["X"], ["Y"])],
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["batch", "tokens", 4])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["batch", "tokens", 4])],
+    )
     feed = {"X": np.zeros((2, 5, 4), np.float32)}
     (prof,) = optimization_profile(model, feed)
     assert (prof.min, prof.opt, prof.max) == ((1, 5, 4), (2, 5, 4), (32, 5, 4))
@@ -149,16 +167,19 @@ def test_static_budget_counts_weights_and_activations_at_max_shapes() -> None:
     assert budget.unknown_tensors == () and budget.nodes == 2
 
 
-def test_fp16_graph_keeps_float32_io_and_computes_in_half(exported: dict[str, Any],
-                                                          tmp_path: Path) -> None:
+def test_fp16_graph_keeps_float32_io_and_computes_in_half(
+    exported: dict[str, Any], tmp_path: Path
+) -> None:
     art = exported["arts"]["sequence"]
     feed = calibration_feeds(None, art.meta, [exported["spec"].example(1)])[0]
     path = prepare_precision(art.path, "fp16", tmp_path)
     model = onnx.load(str(path))
-    assert {i.type.tensor_type.elem_type for i in (*model.graph.input, *model.graph.output)} \
-        == {TensorProto.FLOAT}
-    assert {i.data_type for i in model.graph.initializer} - {TensorProto.INT64} == \
-        {TensorProto.FLOAT16}
+    assert {i.type.tensor_type.elem_type for i in (*model.graph.input, *model.graph.output)} == {
+        TensorProto.FLOAT
+    }
+    assert {i.data_type for i in model.graph.initializer} - {TensorProto.INT64} == {
+        TensorProto.FLOAT16
+    }
     ref, half = run_cpu(Path(art.path), feed), run_cpu(path, feed)
     scale = max(float(np.abs(r).max()) for r in ref)
     errors = [float(np.abs(r - h).max()) for r, h in zip(ref, half)]
@@ -176,20 +197,27 @@ def test_fp16_clips_initializers_beyond_half_range() -> None:
 
 
 def test_fp16_refuses_control_flow_subgraphs() -> None:
-    branch = helper.make_graph([helper.make_node("Identity", ["X"], ["O"])], "b", [],
-                               [helper.make_tensor_value_info("O", TensorProto.FLOAT, [4])])
+    branch = helper.make_graph(
+        [helper.make_node("Identity", ["X"], ["O"])],
+        "b",
+        [],
+        [helper.make_tensor_value_info("O", TensorProto.FLOAT, [4])],
+    )
     model = tiny_graph(
-        [helper.make_node("If", ["C"], ["Y"], name="gate", then_branch=branch,
-                          else_branch=branch)],
-        [helper.make_tensor_value_info("C", TensorProto.BOOL, []),
-         helper.make_tensor_value_info("X", TensorProto.FLOAT, [4])],
-        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [4])])
+        [helper.make_node("If", ["C"], ["Y"], name="gate", then_branch=branch, else_branch=branch)],
+        [
+            helper.make_tensor_value_info("C", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("X", TensorProto.FLOAT, [4]),
+        ],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [4])],
+    )
     with pytest.raises(TensorRTUnsupported, match="'gate' \\(If\\)"):
         convert_to_fp16(model)
 
 
-def test_int8_graph_is_symmetric_qdq_on_every_weight(exported: dict[str, Any],
-                                                     tmp_path: Path) -> None:
+def test_int8_graph_is_symmetric_qdq_on_every_weight(
+    exported: dict[str, Any], tmp_path: Path
+) -> None:
     art, spec = exported["arts"]["sequence"], exported["spec"]
     feeds = calibration_feeds(None, art.meta, [spec.example(s) for s in range(4)])
     model = onnx.load(str(prepare_precision(art.path, "int8", tmp_path, feeds)))
@@ -200,13 +228,13 @@ def test_int8_graph_is_symmetric_qdq_on_every_weight(exported: dict[str, Any],
         assert produced_by[node.input[1]].op_type == "DequantizeLinear", node.name
         assert produced_by[node.input[0]].op_type == "DequantizeLinear", node.name
     zeros = [i for i in model.graph.initializer if "zero_point" in i.name]
-    assert zeros and all(i.data_type == TensorProto.INT8 and
-                         not numpy_helper.to_array(i).any() for i in zeros)
+    assert zeros and all(
+        i.data_type == TensorProto.INT8 and not numpy_helper.to_array(i).any() for i in zeros
+    )
     assert tensorrt_issues(model) == []
 
 
-def test_int8_graph_keeps_spikes_and_logits_close(exported: dict[str, Any],
-                                                  tmp_path: Path) -> None:
+def test_int8_graph_keeps_spikes_and_logits_close(exported: dict[str, Any], tmp_path: Path) -> None:
     art, spec = exported["arts"]["sequence"], exported["spec"]
     feeds = calibration_feeds(None, art.meta, [spec.example(s) for s in range(8)])
     path = prepare_precision(art.path, "int8", tmp_path, feeds)
@@ -216,8 +244,9 @@ def test_int8_graph_keeps_spikes_and_logits_close(exported: dict[str, Any],
     got = dict(zip(names, run_cpu(path, test_feed)))
     assert ref["spikes1"].mean() > 0.02, "too few spikes: the comparison would be vacuous"
     assert float((ref["spikes1"] == got["spikes1"]).mean()) >= 0.99
-    assert float(np.abs(ref["logits"] - got["logits"]).max()) <= \
-        0.05 * float(np.abs(ref["logits"]).max())
+    assert float(np.abs(ref["logits"] - got["logits"]).max()) <= 0.05 * float(
+        np.abs(ref["logits"]).max()
+    )
 
 
 def test_step_form_calibration_sees_the_state_move(exported: dict[str, Any]) -> None:

@@ -16,13 +16,20 @@ ROOT = Path(__file__).resolve().parents[1]
 MODEL = "snn.lif_convnet"
 
 
-def row(route: str, err: float, agree: float = 1.0, p50: float | None = None,
-        **kw: object) -> Report:
-    metrics = {"max_abs_err": Measurement(err, "abs"),
-               "spike_agreement": Measurement(agree, "fraction")}
+def row(
+    route: str, err: float, agree: float = 1.0, p50: float | None = None, **kw: object
+) -> Report:
+    metrics = {
+        "max_abs_err": Measurement(err, "abs"),
+        "spike_agreement": Measurement(agree, "fraction"),
+    }
     if p50 is not None:
-        metrics.update({f"latency_{q}_ms": Measurement(p50 * f, "ms")
-                        for q, f in (("p50", 1.0), ("p90", 1.5), ("p99", 2.0))})
+        metrics.update(
+            {
+                f"latency_{q}_ms": Measurement(p50 * f, "ms")
+                for q, f in (("p50", 1.0), ("p90", 1.5), ("p99", 2.0))
+            }
+        )
     return Report(MODEL, route, metrics=metrics, **kw)
 
 
@@ -38,9 +45,14 @@ def test_fp32_routes_must_meet_tolerance_and_agree_on_every_spike() -> None:
 
 
 def test_missing_packages_block_only_their_routes() -> None:
-    blocked = route_blockers([("torch (CUDA)", True, "ok"), ("onnx", True, "ok"),
-                              ("onnxruntime-gpu", False, "install onnxruntime-gpu==1.31.1"),
-                              ("tensorrt", False, "the tensorrt package is not installed")])
+    blocked = route_blockers(
+        [
+            ("torch (CUDA)", True, "ok"),
+            ("onnx", True, "ok"),
+            ("onnxruntime-gpu", False, "install onnxruntime-gpu==1.31.1"),
+            ("tensorrt", False, "the tensorrt package is not installed"),
+        ]
+    )
     assert set(blocked) == set(ROUTES) - {"host-cuda"}
     assert "onnxruntime-gpu==1.31.1" in blocked["onnxrt-cuda"]
     assert "tensorrt package is not installed" in blocked["tensorrt-int8"]
@@ -48,8 +60,11 @@ def test_missing_packages_block_only_their_routes() -> None:
 
 def test_tables_show_percentiles_and_speedup_over_host_cuda() -> None:
     spec = get_model(MODEL)
-    rows = [row("host-cuda", 0.0, p50=2.0), row("tensorrt-fp16", 1e-3, p50=0.5),
-            Report(MODEL, "tensorrt-int8", rejections=("not run: time budget spent",))]
+    rows = [
+        row("host-cuda", 0.0, p50=2.0),
+        row("tensorrt-fp16", 1e-3, p50=0.5),
+        Report(MODEL, "tensorrt-int8", rejections=("not run: time budget spent",)),
+    ]
     parity, latency = tables({MODEL: (spec, rows)})
     assert "p50_ms" in latency and "p90_ms" in latency and "p99_ms" in latency
     fp16 = next(line for line in latency.splitlines() if "tensorrt-fp16" in line).split()
@@ -64,9 +79,23 @@ def test_script_names_missing_packages_and_fails(tmp_path: Path) -> None:
     if tensorrt_availability().ok:
         pytest.skip("every package is present here; the GPU test covers this machine")
     env = {**os.environ, "PYTHON": sys.executable}
-    out = subprocess.run(["bash", str(ROOT / "bench" / "gpu_check.sh"), "--models", MODEL,
-                          "--repeats", "2", "--out", str(tmp_path)], capture_output=True,
-                         text=True, env=env, timeout=300, check=False)
+    out = subprocess.run(
+        [
+            "bash",
+            str(ROOT / "bench" / "gpu_check.sh"),
+            "--models",
+            MODEL,
+            "--repeats",
+            "2",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
     assert out.returncode == 1, out.stderr[-2000:]
     assert "tensorrt         MISSING" in out.stdout
     assert f"{MODEL} tensorrt-fp32: not run: tensorrt:" in out.stdout
@@ -75,8 +104,9 @@ def test_script_names_missing_packages_and_fails(tmp_path: Path) -> None:
 
 @pytest.mark.gpu
 @pytest.mark.tensorrt
-def test_gpu_check_passes_on_a_gpu_machine(tmp_path: Path,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_gpu_check_passes_on_a_gpu_machine(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code = main(["--models", MODEL, "--repeats", "20", "--out", str(tmp_path)])
     text = capsys.readouterr().out
     assert code == 0, text

@@ -30,9 +30,11 @@ def make(variant, chunk: int, tokens: int = 37, seed: int = 0):
     eta = 0.05 + 0.3 * torch.rand(B, H, tokens, generator=g)
     alpha = 0.05 + 0.9 * torch.rand(B, H, -(-tokens // chunk), generator=g)
     rows = DK if variant.kernel == "linear" else DH
-    fast = FastWeights(torch.randn(B, H, rows, DV, generator=g) / rows ** 0.5,
-                       torch.randn(B, H, DK, DH, generator=g) / DK ** 0.5,
-                       torch.randn(B, H, DK, DH, generator=g) / DK ** 0.5)
+    fast = FastWeights(
+        torch.randn(B, H, rows, DV, generator=g) / rows**0.5,
+        torch.randn(B, H, DK, DH, generator=g) / DK**0.5,
+        torch.randn(B, H, DK, DH, generator=g) / DK**0.5,
+    )
     return TTTInputs(q, k, v, eta, alpha), fast
 
 
@@ -90,8 +92,11 @@ def test_v6_token_level_is_plain_linear_attention():
     x, fast = make(variant, 1)
     ones = TTTInputs(x.q, x.k, x.v, torch.ones_like(x.eta), None)
     expected = linear_attention(x.q, x.k, x.v, fast.w1)
-    for out in (ttt_recurrent(ones, fast, variant, 1)[0], ttt_parallel(ones, fast, variant, 1),
-                ttt_chunked(ones, fast, variant, 1, block=8)):
+    for out in (
+        ttt_recurrent(ones, fast, variant, 1)[0],
+        ttt_parallel(ones, fast, variant, 1),
+        ttt_chunked(ones, fast, variant, 1, block=8),
+    ):
         assert max_err(out, expected) < TOL
 
 

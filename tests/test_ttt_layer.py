@@ -18,9 +18,15 @@ def layer(variant: str, chunk: int = 1, order: str = "update_then_apply", seed: 
     return TTTLayer(16, 2, 8, variant, chunk, order).eval()
 
 
-@pytest.mark.parametrize("variant,chunk,order", [
-    ("v2", 8, "apply_then_update"), ("v3", 8, "update_then_apply"),
-    ("la_momentum", 4, "apply_then_update"), ("v6", 1, "update_then_apply")])
+@pytest.mark.parametrize(
+    "variant,chunk,order",
+    [
+        ("v2", 8, "apply_then_update"),
+        ("v3", 8, "update_then_apply"),
+        ("la_momentum", 4, "apply_then_update"),
+        ("v6", 1, "update_then_apply"),
+    ],
+)
 def test_layer_forms_agree_and_gradients_flow(variant, chunk, order):
     net = layer(variant, chunk, order)
     x = torch.randn(2, 35, 16, requires_grad=True)
@@ -130,8 +136,9 @@ def test_onnx_parallel_form_has_a_dynamic_length(require, tmp_path):
 
 def test_bench_hook_writes_rows_ratios_and_plot(tmp_path):
     spec = get_model("ttt.linear_attention")
-    doc = spec.hook("bench")(out_dir=tmp_path, backends=["host"], history=None,
-                     config={"lengths": [2048], "repeats": 2})
+    doc = spec.hook("bench")(
+        out_dir=tmp_path, backends=["host"], history=None, config={"lengths": [2048], "repeats": 2}
+    )
     rows = {r["variant"]: r["metrics"] for r in doc["rows"]}
     assert set(rows) == {"recurrent@L=2048", "parallel@L=2048", "chunked@L=2048"}
     best = max(rows[f"{f}@L=2048"]["throughput_per_s"]["value"] for f in ("parallel", "chunked"))
@@ -149,16 +156,21 @@ def test_layer_names_the_expected_input_width():
 
 def test_bench_hook_onnxrt_rows_stream_and_parallel(tmp_path):
     spec = get_model("ttt.linear_attention")
-    doc = spec.hook("bench")(out_dir=tmp_path, backends=["host", "onnxrt"], history=None,
-                     config={"lengths": [256], "repeats": 1, "stream_steps": 8,
-                             "onnx_length": 256})
+    doc = spec.hook("bench")(
+        out_dir=tmp_path,
+        backends=["host", "onnxrt"],
+        history=None,
+        config={"lengths": [256], "repeats": 1, "stream_steps": 8, "onnx_length": 256},
+    )
     rows = {(r["variant"], r["backend"]): r["metrics"] for r in doc["rows"]}
     assert rows[("step@T=8", "onnxrt")]["max_abs_err"]["value"] < 1e-4
     assert ("parallel@L=256", "onnxrt") in rows
 
 
-@pytest.mark.parametrize("key,value", [("d_model", 0), ("heads", -2), ("head_dim", None),
-                                       ("d_model", 32.5), ("heads", True)])
+@pytest.mark.parametrize(
+    "key,value",
+    [("d_model", 0), ("heads", -2), ("head_dim", None), ("d_model", 32.5), ("heads", True)],
+)
 def test_bad_layer_sizes_are_refused_naming_the_key(key: str, value: object) -> None:
     from neuroedge.registry import get_model
 

@@ -21,8 +21,15 @@ def test_training_lowers_the_query_loss():
 def test_ladder_beats_chance_and_writes_table(tmp_path):
     result = ladder({"steps": 300}, tmp_path, progress=False)
     chance = result["chance_accuracy"]
-    assert [r["variant"] for r in result["ladder"]] == ["baseline", "v1", "v2", "v3", "v4",
-                                                       "v5", "v6"]
+    assert [r["variant"] for r in result["ladder"]] == [
+        "baseline",
+        "v1",
+        "v2",
+        "v3",
+        "v4",
+        "v5",
+        "v6",
+    ]
     assert all(r["accuracy"] > 2 * chance for r in result["ladder"])
     assert json.loads((tmp_path / "ladder.json").read_text())["probes"]["q_as_k"]
     assert (tmp_path / "ladder.png").stat().st_size > 1000

@@ -7,15 +7,27 @@ import pytest
 
 from neuroedge.shapes import bind_inputs, resolve_shape
 from neuroedge.types import (
-    Availability, Efficiency, IOSpec, Measurement, ModelSpec, NIRProgram, Report, Support,
+    Availability,
+    Efficiency,
+    IOSpec,
+    Measurement,
+    ModelSpec,
+    NIRProgram,
+    Report,
+    Support,
 )
 
 
 def make_spec(**overrides: object) -> ModelSpec:
-    fields = dict(name="snn.toy", family="snn", summary="toy",
-                  inputs=(IOSpec("x", ("T", "batch", 4)),),
-                  outputs=(IOSpec("y", ("T", "batch", 2)),),
-                  build=lambda cfg: None, example=lambda seed: {})
+    fields = dict(
+        name="snn.toy",
+        family="snn",
+        summary="toy",
+        inputs=(IOSpec("x", ("T", "batch", 4)),),
+        outputs=(IOSpec("y", ("T", "batch", 2)),),
+        build=lambda cfg: None,
+        example=lambda seed: {},
+    )
     fields.update(overrides)
     return ModelSpec(**fields)
 
@@ -97,16 +109,22 @@ def test_hooks_given_as_strings_load_lazily() -> None:
 def test_check_config_refuses_keys_the_use_does_not_read() -> None:
     from neuroedge.errors import ConfigError
 
-    spec = make_spec(default_config={"steps": 8},
-                     config_keys={"build": ("width",), "bench": ("seeds", "workers")})
+    spec = make_spec(
+        default_config={"steps": 8},
+        config_keys={"build": ("width",), "bench": ("seeds", "workers")},
+    )
     spec.check_config({"steps": 4, "width": 2}, "build")  # default_config keys count for build
     spec.check_config({"seeds": [0, 1]}, "bench")
     spec.check_config({"anything": 1}, "train")  # train is not declared: not checked
-    with pytest.raises(ConfigError, match=r"'seed' \(did you mean 'seeds'\?\); its keys: "
-                                          r"seeds, workers"):
+    with pytest.raises(
+        ConfigError,
+        match=r"'seed' \(did you mean 'seeds'\?\); its keys: "
+        r"seeds, workers",
+    ):
         spec.check_config({"seed": 3}, "bench")
-    with pytest.raises(ConfigError,
-                       match=r"build does not read the config keys 'seeds'.*, 'x'; its "):
+    with pytest.raises(
+        ConfigError, match=r"build does not read the config keys 'seeds'.*, 'x'; its "
+    ):
         spec.check_config({"seeds": [1], "x": 0}, "build")
     with pytest.raises(ValueError, match="config_keys use 'deploy' is not one of build"):
         make_spec(config_keys={"deploy": ()})

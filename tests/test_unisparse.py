@@ -17,8 +17,14 @@ from neuroedge.models.unisparse.pipeline import (
     run_variants,
 )
 
-TINY = {**train.DEFAULTS, "train_subset": 192, "dense_epochs": 2, "sparse_epochs": 2,
-        "finetune_epochs": 1, "batch": 64}
+TINY = {
+    **train.DEFAULTS,
+    "train_subset": 192,
+    "dense_epochs": 2,
+    "sparse_epochs": 2,
+    "finetune_epochs": 1,
+    "batch": 64,
+}
 
 
 def _spiking_net(seed: int = 0, masked: bool = True) -> SpikingResNet:
@@ -33,8 +39,9 @@ def _spiking_net(seed: int = 0, masked: bool = True) -> SpikingResNet:
             bn.beta.uniform_(0.3, 1.2, generator=gen)
         if masked:
             for layer in net.masked_layers().values():
-                layer.mask_fixed.copy_((torch.rand(layer.mask_fixed.shape, generator=gen) < 0.5)
-                                       .float())
+                layer.mask_fixed.copy_(
+                    (torch.rand(layer.mask_fixed.shape, generator=gen) < 0.5).float()
+                )
                 layer.set_mode("fixed")
     return net.eval()
 
@@ -89,7 +96,7 @@ def test_is_binary_accepts_only_zeros_and_ones() -> None:
     spikes = (torch.rand(8, 4, 5, 5) > 0.7).float()
     assert is_binary(spikes) and is_binary(torch.zeros(3)) and is_binary(torch.ones(2, 2))
     assert is_binary(torch.zeros(0))
-    for bad in (0.5, 1.0 - 2.0 ** -24, 1e-30, -1.0, 2.0, float("nan")):
+    for bad in (0.5, 1.0 - 2.0**-24, 1e-30, -1.0, 2.0, float("nan")):
         x = spikes.clone()
         x[3, 1, 2, 2] = bad
         assert not is_binary(x), bad
@@ -119,13 +126,15 @@ def _searching_net(mode: str) -> tuple[SpikingResNet, list[torch.Tensor]]:
     net = _spiking_net(masked=False).train()
     for layer in net.masked_layers().values():
         layer.set_mode(mode, 4.0)
-    _, maps = net.forward_sequence(torch.rand(3, 8, 1, 8, 8,
-                                              generator=torch.Generator().manual_seed(1)))
+    _, maps = net.forward_sequence(
+        torch.rand(3, 8, 1, 8, 8, generator=torch.Generator().manual_seed(1))
+    )
     return net, maps
 
 
-def _energy_grads(route_spikes: bool, route_masks: bool, spike_scale: float = 1.0,
-                  values: list | None = None) -> tuple[float, float]:
+def _energy_grads(
+    route_spikes: bool, route_masks: bool, spike_scale: float = 1.0, values: list | None = None
+) -> tuple[float, float]:
     net, maps = _searching_net("soft")
     terms = train.budget_terms(net, maps, route_spikes, route_masks, spike_scale)
     energy = fn.energy_estimate(terms, 8, 0.9)
@@ -133,8 +142,11 @@ def _energy_grads(route_spikes: bool, route_masks: bool, spike_scale: float = 1.
         values.append(float(energy.detach()))
     energy.backward()
     bn = sum(float(b.beta.grad.abs().sum()) for b in net.spike_bns() if b.beta.grad is not None)
-    masks = sum(float(m.mask_logits.grad.abs().sum()) for m in net.masked_layers().values()
-                if m.mask_logits.grad is not None)
+    masks = sum(
+        float(m.mask_logits.grad.abs().sum())
+        for m in net.masked_layers().values()
+        if m.mask_logits.grad is not None
+    )
     return bn, masks
 
 
@@ -172,8 +184,10 @@ def test_surrogate_route_pushes_only_the_thresholds_through_the_spikes() -> None
     assert beta_push > 0  # lambda > 0: descent lowers beta (raises the threshold)
     penalty.backward()  # the penalty itself now reaches only the masks
     assert all(bn.beta.grad is None for bn in net.spike_bns())
-    assert any(m.mask_logits.grad is not None and float(m.mask_logits.grad.abs().sum()) > 0
-               for m in net.masked_layers().values())
+    assert any(
+        m.mask_logits.grad is not None and float(m.mask_logits.grad.abs().sum()) > 0
+        for m in net.masked_layers().values()
+    )
     _, _, flipped = _constrained("surrogate", -2.0)  # under budget: the push reverses
     assert all(torch.allclose(a, -b) for (_, a), (_, b) in zip(grads, flipped))
 
@@ -238,8 +252,9 @@ def test_distillation_pulls_the_student_toward_the_teacher() -> None:
     assert float(plain) == pytest.approx(float(torch.log(torch.tensor(3.0))))
 
 
-@pytest.mark.parametrize("bad", [{"budget_ratio": 0.0}, {"budget_ratio": 1.5},
-                                 {"energy_target_uj": -1.0}])
+@pytest.mark.parametrize(
+    "bad", [{"budget_ratio": 0.0}, {"budget_ratio": 1.5}, {"energy_target_uj": -1.0}]
+)
 def test_malformed_budget_is_refused(bad: dict) -> None:
     with pytest.raises(EnergyBudgetError, match="must be"):
         resolve_target({**train.DEFAULTS, **bad}, 1.0)
@@ -268,8 +283,7 @@ def test_constrained_training_cuts_measured_energy(tiny_dense: tuple) -> None:
     e_free = measure_variant("free", free.eval(), free_logs, data, TINY, None)
     target = e_free.metrics["energy_budgeted_uj"].value / 4
     fast = {**TINY, "dual_lr": 0.5, "bn_lr": 0.02}  # few steps: let the multiplier act quickly
-    tight, logs = train.sparsify(net.state_dict(), "spike_only", target, data, fast,
-                                 progress=False)
+    tight, logs = train.sparsify(net.state_dict(), "spike_only", target, data, fast, progress=False)
     e_tight = measure_variant("spike_only", tight, logs, data, fast, target)
     assert logs[0]["lambda"] > 0
     assert e_tight.metrics["energy_budgeted_uj"].value < 0.6 * target * 4
@@ -278,8 +292,7 @@ def test_constrained_training_cuts_measured_energy(tiny_dense: tuple) -> None:
 def test_unreachable_budget_is_reported_not_ignored(tiny_dense: tuple) -> None:
     net, data = tiny_dense
     cfg = {**TINY, "sparse_epochs": 1, "finetune_epochs": 1}
-    sparse, logs = train.sparsify(net.state_dict(), "spike_only", 1e-9, data, cfg,
-                                  progress=False)
+    sparse, logs = train.sparsify(net.state_dict(), "spike_only", 1e-9, data, cfg, progress=False)
     result = measure_variant("spike_only", sparse, logs, data, cfg, 1e-9)
     assert result.metrics["budget_met"].value == 0.0
     assert any("NOT met" in note for note in result.notes)
@@ -292,8 +305,9 @@ def test_sparsify_rejects_unknown_variant_and_bad_target(tiny_dense: tuple) -> N
     with pytest.raises(ValueError, match="positive"):
         train.sparsify(net.state_dict(), "unisparse", float("nan"), data, TINY, progress=False)
     with pytest.raises(ValueError, match="spike_grad"):
-        train.sparsify(net.state_dict(), "unisparse", 1.0, data, {**TINY, "spike_grad": "x"},
-                       progress=False)
+        train.sparsify(
+            net.state_dict(), "unisparse", 1.0, data, {**TINY, "spike_grad": "x"}, progress=False
+        )
 
 
 def test_random_masks_match_requested_density() -> None:

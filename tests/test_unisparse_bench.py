@@ -12,8 +12,13 @@ from neuroedge.models.unisparse.bench import run_bench
 from neuroedge.models.unisparse.data import CIFAR_FILES
 from neuroedge.models.unisparse.recipe import run_recipe
 
-QUICK = {"train_subset": 128, "dense_epochs": 1, "sparse_epochs": 1, "finetune_epochs": 1,
-         "variants": ["dense", "unisparse"]}
+QUICK = {
+    "train_subset": 128,
+    "dense_epochs": 1,
+    "sparse_epochs": 1,
+    "finetune_epochs": 1,
+    "variants": ["dense", "unisparse"],
+}
 
 
 def test_bench_writes_rows_per_layer_tables_and_pareto_plot(tmp_path: Path) -> None:
@@ -21,15 +26,24 @@ def test_bench_writes_rows_per_layer_tables_and_pareto_plot(tmp_path: Path) -> N
     variants = [r["variant"] for r in doc["rows"] if r["backend"] == "host"]
     assert variants == ["dense", "unisparse"]
     sparse = next(r for r in doc["rows"] if r["variant"] == "unisparse")["metrics"]
-    for name in ("accuracy", "sops_per_sample", "sops_per_sample_no_first", "energy_uj",
-                 "firing_rate", "weight_density", "budget_met", "train_s_per_epoch"):
+    for name in (
+        "accuracy",
+        "sops_per_sample",
+        "sops_per_sample_no_first",
+        "energy_uj",
+        "firing_rate",
+        "weight_density",
+        "budget_met",
+        "train_s_per_epoch",
+    ):
         assert name in sparse
     value = {k: m["value"] for k, m in sparse.items()}
     # sops_per_sample means what the generic bench means by it (spike-driven only: with
     # direct encoding the analog first layer adds none); the MACs count in with_first only
     assert value["sops_per_sample"] == value["sops_per_sample_no_first"] > 0
     assert value["sops_per_sample_with_first"] == pytest.approx(
-        value["sops_per_sample"] + value["macs_per_sample"])
+        value["sops_per_sample"] + value["macs_per_sample"]
+    )
     assert json.loads((tmp_path / "report.json").read_text())["rows"] == doc["rows"]
     md = (tmp_path / "report.md").read_text()
     assert "## Per-layer operations per sample" in md and "| blocks.0.conv1 |" in md
@@ -47,12 +61,25 @@ def test_recipe_names_the_missing_cifar_files_before_training(tmp_path: Path) ->
 def test_recipe_runs_resnet18_end_to_end_on_a_cifar_folder(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     for name in CIFAR_FILES:
-        blob = {b"data": rng.integers(0, 256, (16, 3072), dtype=np.uint8),
-                b"labels": [int(v) for v in rng.integers(0, 10, 16)]}
+        blob = {
+            b"data": rng.integers(0, 256, (16, 3072), dtype=np.uint8),
+            b"labels": [int(v) for v in rng.integers(0, 10, 16)],
+        }
         (tmp_path / name).write_bytes(pickle.dumps(blob))
-    doc = run_recipe(str(tmp_path), str(tmp_path / "out"), {
-        "device": "cpu", "steps": 1, "batch": 16, "train_subset": 16, "dense_epochs": 1,
-        "sparse_epochs": 1, "finetune_epochs": 1, "variants": ["dense", "unisparse"]})
+    doc = run_recipe(
+        str(tmp_path),
+        str(tmp_path / "out"),
+        {
+            "device": "cpu",
+            "steps": 1,
+            "batch": 16,
+            "train_subset": 16,
+            "dense_epochs": 1,
+            "sparse_epochs": 1,
+            "finetune_epochs": 1,
+            "variants": ["dense", "unisparse"],
+        },
+    )
     assert [r["variant"] for r in doc["rows"]] == ["dense", "unisparse"]
     assert "Against the paper" in (tmp_path / "out" / "report.md").read_text()
 
@@ -71,19 +98,31 @@ def _results(accs: dict[str, float], sops: dict[str, float]) -> dict:
     from neuroedge.models.unisparse.pipeline import VariantResult
     from neuroedge.types import Measurement
 
-    return {n: VariantResult(n, None, [], {"accuracy": Measurement(a, "fraction"),
-                                           "sops_per_sample_no_first": Measurement(sops[n],
-                                                                                   "SOPs")}, [])
-            for n, a in accs.items()}
+    return {
+        n: VariantResult(
+            n,
+            None,
+            [],
+            {
+                "accuracy": Measurement(a, "fraction"),
+                "sops_per_sample_no_first": Measurement(sops[n], "SOPs"),
+            },
+            [],
+        )
+        for n, a in accs.items()
+    }
 
 
 def test_claim_over_seeds_reads_mean_drop_every_seed_reduction_and_paired_se() -> None:
     from neuroedge.models.unisparse.seeds import claim_over_seeds
 
     sops = {"dense": 600.0, "unisparse": 100.0, "spike_only": 100.0, "weight_only": 100.0}
-    per_seed = {s: _results({"dense": 0.96, "unisparse": 0.95 + d, "spike_only": 0.70,
-                             "weight_only": 0.95}, sops)
-                for s, d in zip(range(4), (0.002, 0.004, 0.006, 0.008))}
+    per_seed = {
+        s: _results(
+            {"dense": 0.96, "unisparse": 0.95 + d, "spike_only": 0.70, "weight_only": 0.95}, sops
+        )
+        for s, d in zip(range(4), (0.002, 0.004, 0.006, 0.008))
+    }
     claim = claim_over_seeds(per_seed)
     assert claim["sop_reduction_min"] == pytest.approx(6.0) and claim["reduction_holds"]
     assert claim["accuracy_drop_pts"] == pytest.approx(0.5) and claim["drop_holds"]
@@ -92,21 +131,28 @@ def test_claim_over_seeds_reads_mean_drop_every_seed_reduction_and_paired_se() -
     assert wo["se_pts"] == pytest.approx(np.std([0.2, 0.4, 0.6, 0.8], ddof=1) / 2)
     assert wo["beats"] and claim["holds"]
     # one seed under 5x fails the reduction; a margin inside 2 SE is no win
-    per_seed[3]["unisparse"].metrics["sops_per_sample_no_first"] = \
+    per_seed[3]["unisparse"].metrics["sops_per_sample_no_first"] = (
         per_seed[0]["dense"].metrics["sops_per_sample_no_first"].__class__(130.0, "SOPs")
-    per_seed[0]["unisparse"].metrics["accuracy"] = \
+    )
+    per_seed[0]["unisparse"].metrics["accuracy"] = (
         per_seed[0]["dense"].metrics["accuracy"].__class__(0.93, "fraction")
+    )
     claim = claim_over_seeds(per_seed)
     assert not claim["reduction_holds"] and claim["sop_reduction_min"] == pytest.approx(600 / 130)
     assert not claim["rivals"]["weight_only"]["beats"] and not claim["holds"]
 
 
-def test_bench_over_two_seeds_in_two_workers_writes_mean_and_per_seed_rows(tmp_path: Path
-                                                                           ) -> None:
+def test_bench_over_two_seeds_in_two_workers_writes_mean_and_per_seed_rows(tmp_path: Path) -> None:
     doc = run_bench(str(tmp_path), ["host"], {**QUICK, "seeds": [0, 1], "workers": 2})
     variants = [r["variant"] for r in doc["rows"] if r["backend"] == "host"]
-    assert variants == ["dense", "unisparse", "dense@seed=0", "unisparse@seed=0",
-                        "dense@seed=1", "unisparse@seed=1"]
+    assert variants == [
+        "dense",
+        "unisparse",
+        "dense@seed=0",
+        "unisparse@seed=0",
+        "dense@seed=1",
+        "unisparse@seed=1",
+    ]
     rows = {r["variant"]: r["metrics"] for r in doc["rows"]}
     mean = np.mean([rows[f"unisparse@seed={s}"]["accuracy"]["value"] for s in (0, 1)])
     assert rows["unisparse"]["accuracy"]["value"] == pytest.approx(mean)
@@ -117,7 +163,8 @@ def test_bench_over_two_seeds_in_two_workers_writes_mean_and_per_seed_rows(tmp_p
 
 
 def test_bench_over_seeds_refuses_bad_workers_and_averages_a_run_without_unisparse(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     with pytest.raises(ValueError, match="workers must be a positive integer"):
         run_bench(str(tmp_path), ["host"], {**QUICK, "seeds": [0, 1], "workers": 0})
     doc = run_bench(str(tmp_path), ["host"], {**QUICK, "seeds": [0, 1], "variants": ["dense"]})
@@ -125,8 +172,11 @@ def test_bench_over_seeds_refuses_bad_workers_and_averages_a_run_without_unispar
     assert list(rows) == ["dense", "dense@seed=0", "dense@seed=1"]
     mean = np.mean([rows[f"dense@seed={s}"]["accuracy"]["value"] for s in (0, 1)])
     assert rows["dense"]["accuracy"]["value"] == pytest.approx(mean)
-    assert doc["claim"] == {"holds": False, "seeds": [0, 1],
-                            "reason": "no unisparse variant in the run"}
+    assert doc["claim"] == {
+        "holds": False,
+        "seeds": [0, 1],
+        "reason": "no unisparse variant in the run",
+    }
     assert "No claim: the run has no unisparse variant" in (tmp_path / "report.md").read_text()
 
 
@@ -138,8 +188,9 @@ def test_bench_lava_rows_agree_with_host_in_floating_point(tmp_path: Path, requi
     lava = {r["variant"]: r["metrics"] for r in doc["rows"] if r["backend"] == "lava"}
     host = {r["variant"]: r["metrics"] for r in doc["rows"] if r["backend"] == "host"}
     assert min(host[v]["firing_rate"]["value"] for v in ("dense", "unisparse")) > 0.01
-    assert set(lava) == {f"{v}/{m}" for v in ("dense", "unisparse")
-                         for m in ("floating_pt", "fixed_pt")}
+    assert set(lava) == {
+        f"{v}/{m}" for v in ("dense", "unisparse") for m in ("floating_pt", "fixed_pt")
+    }
     for variant in ("dense", "unisparse"):
         exact = lava[f"{variant}/floating_pt"]
         assert exact["spike_agreement"]["value"] == 1.0

@@ -12,8 +12,10 @@ from neuroedge.models.unisparse.data import CIFAR_FILES, load_cifar10, load_digi
 
 def _write_batch(path: Path, n: int, seed: int) -> None:
     rng = np.random.default_rng(seed)
-    blob = {b"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8),
-            b"labels": [int(v) for v in rng.integers(0, 10, n)]}
+    blob = {
+        b"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8),
+        b"labels": [int(v) for v in rng.integers(0, 10, n)],
+    }
     path.write_bytes(pickle.dumps(blob))
 
 
@@ -50,9 +52,9 @@ def test_truncated_cifar_batch_names_the_file(cifar_dir: Path) -> None:
 
 
 def test_wrong_cifar_layout_is_refused(cifar_dir: Path) -> None:
-    (cifar_dir / "data_batch_2").write_bytes(pickle.dumps({b"data": np.zeros((4, 10),
-                                                                             np.uint8),
-                                                           b"labels": [0, 1, 2, 3]}))
+    (cifar_dir / "data_batch_2").write_bytes(
+        pickle.dumps({b"data": np.zeros((4, 10), np.uint8), b"labels": [0, 1, 2, 3]})
+    )
     with pytest.raises(ValueError, match=r"data_batch_2: b'data' must be uint8 \(N, 3072\)"):
         load_cifar10(cifar_dir)
 

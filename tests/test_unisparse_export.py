@@ -20,8 +20,9 @@ def _folded(seed: int = 0) -> torch.nn.Module:
         for bn in net.spike_bns():
             bn.beta.uniform_(0.6, 1.2, generator=gen)
         for layer in net.masked_layers().values():
-            layer.mask_fixed.copy_((torch.rand(layer.mask_fixed.shape, generator=gen) < 0.5)
-                                   .float())
+            layer.mask_fixed.copy_(
+                (torch.rand(layer.mask_fixed.shape, generator=gen) < 0.5).float()
+            )
             layer.set_mode("fixed")
     return fold(net.eval())
 
@@ -33,11 +34,13 @@ def test_onnx_step_export_agrees_with_host_on_every_spike(tmp_path: Path, requir
     from neuroedge.registry import get_backend
 
     folded = _folded()
-    program = TorchProgram(folded, ("x",), ("logits", "spikes"), spec_mod.STATE_NAMES,
-                           folded.init_state)
+    program = TorchProgram(
+        folded, ("x",), ("logits", "spikes"), spec_mod.STATE_NAMES, folded.init_state
+    )
     backend = get_backend("onnxrt")
-    art = backend.compile(program, spec_mod.SPEC, {"form": "step",
-                                                   "path": str(tmp_path / "u.onnx")})
+    art = backend.compile(
+        program, spec_mod.SPEC, {"form": "step", "path": str(tmp_path / "u.onnx")}
+    )
     xs = {"x": np.random.default_rng(0).random((6, 3, 1, 8, 8), dtype=np.float32)}
     host = run_torch_program(program, xs)
     require_nonzero_state(host)
@@ -102,8 +105,9 @@ def test_neuroedge_nir_runner_reproduces_host_logits_and_membranes() -> None:
     from neuroedge.models.unisparse.export import to_nir
 
     folded = _folded(2)
-    program = TorchProgram(folded, ("x",), ("logits", "spikes"), spec_mod.STATE_NAMES,
-                           folded.init_state)
+    program = TorchProgram(
+        folded, ("x",), ("logits", "spikes"), spec_mod.STATE_NAMES, folded.init_state
+    )
     xs = np.random.default_rng(1).random((5, 2, 1, 8, 8), dtype=np.float32)
     host = run_torch_program(program, {"x": xs})
     ran = nir_run.run_nir(to_nir(folded).graph, {"input": xs})
@@ -121,8 +125,14 @@ def test_lava_runs_the_residual_net_spike_for_spike(require) -> None:
     from neuroedge.registry import get_backend
 
     folded = _folded(3)
-    program = TorchProgram(folded, ("x",), ("logits", "spikes"), spec_mod.STATE_NAMES,
-                           folded.init_state, meta={"nir": lambda: to_nir(folded)})
+    program = TorchProgram(
+        folded,
+        ("x",),
+        ("logits", "spikes"),
+        spec_mod.STATE_NAMES,
+        folded.init_state,
+        meta={"nir": lambda: to_nir(folded)},
+    )
     xs = np.random.default_rng(2).random((4, 3, 1, 8, 8), dtype=np.float32)
     host = run_torch_program(program, {"x": xs})
     assert host["spikes"].mean() > 0.01
@@ -130,8 +140,12 @@ def test_lava_runs_the_residual_net_spike_for_spike(require) -> None:
     art = lava.compile(program, spec_mod.SPEC, {"variant": "floating_pt"})
     try:
         # every block's shortcut (identity or 1x1 conv) skips a population: one step of delay
-        delayed = {layer.name: syn.source for layer in art.handle.layers
-                   for syn in layer.synapses if syn.delay == 1}
+        delayed = {
+            layer.name: syn.source
+            for layer in art.handle.layers
+            for syn in layer.synapses
+            if syn.delay == 1
+        }
         assert delayed == {"b0_lif2": "stem_lif", "b1_lif2": "b0_lif2", "b2_lif2": "b1_lif2"}
         metrics = compare(host, lava.run(art, {"x": xs}))
     finally:

@@ -8,8 +8,12 @@ import numpy as np
 import pytest
 from neuroedge.models.uq_last_layer import functional as F
 from neuroedge.models.uq_last_layer import rmt
-from neuroedge.models.uq_last_layer.data import (load_csv_split, load_split, make_split,
-                                                 synthetic_regression)
+from neuroedge.models.uq_last_layer.data import (
+    load_csv_split,
+    load_split,
+    make_split,
+    synthetic_regression,
+)
 from neuroedge.models.uq_last_layer.experiment import VAL_FRACTION, fit_posterior, map_nll
 from scipy.stats import spearmanr
 
@@ -38,7 +42,7 @@ def test_last_layer_jacobian_is_the_last_block_of_the_full_jacobian(classifier):
     split, net = classifier
     _, full = F.jacobians(net, split.x_test, "full")
     f, last = F.jacobians(net, split.x_test, "last_layer")
-    assert np.array_equal(full[:, :, -last.shape[2]:], last)
+    assert np.array_equal(full[:, :, -last.shape[2] :], last)
     # its features are the penultimate activations after the tanh, and the bias is included
     import torch
 
@@ -47,11 +51,10 @@ def test_last_layer_jacobian_is_the_last_block_of_the_full_jacobian(classifier):
     c, h = split.classes, net[-1].in_features
     assert last.shape[2] == c * (h + 1) == F.theta_of(net, "last_layer").size
     for k in range(c):
-        assert np.array_equal(last[:, k, k * h:(k + 1) * h], phi)
+        assert np.array_equal(last[:, k, k * h : (k + 1) * h], phi)
         assert np.all(last[:, k, c * h + k] == 1.0)
     # and the network is linear in its last layer: f = J_LL theta_LL
-    assert np.allclose(np.einsum("ncp,p->nc", last, F.theta_of(net, "last_layer")), f,
-                       atol=1e-12)
+    assert np.allclose(np.einsum("ncp,p->nc", last, F.theta_of(net, "last_layer")), f, atol=1e-12)
 
 
 def test_classification_ggn_equals_explicit_sum_of_j_lambda_j(classifier):
@@ -73,8 +76,13 @@ def test_regression_evidence_and_predictive_match_dense_formulas(regression):
     j = jac[:, 0, :]
     h = j.T @ j / s2 + lam * np.eye(len(theta))
     rss = float(((f[:, 0] - split.y_train) ** 2).sum())
-    logz = (-0.5 * n * math.log(2 * math.pi * s2) - rss / (2 * s2) - 0.5 * lam * theta @ theta
-            + 0.5 * len(theta) * math.log(lam) - 0.5 * np.linalg.slogdet(h)[1])
+    logz = (
+        -0.5 * n * math.log(2 * math.pi * s2)
+        - rss / (2 * s2)
+        - 0.5 * lam * theta @ theta
+        + 0.5 * len(theta) * math.log(lam)
+        - 0.5 * np.linalg.slogdet(h)[1]
+    )
     assert post.log_evidence == pytest.approx(logz, rel=1e-9)
     ft, jt = F.jacobians(net, split.x_test, "last_layer")
     pred = F.predict(post, ft, jt)
@@ -91,9 +99,15 @@ def test_last_layer_and_full_agree_on_ranking_and_ood_at_a_fraction_of_the_cost(
     split, net = regression
     # one timed fit of a millisecond-scale call is noise on a shared machine: take p50 of
     # interleaved repeats
-    times = {s: t.percentile(50) for s, t in measure_side_by_side(
-        {s: (lambda s=s: fit_posterior(net, split, s)) for s in F.SUBSETS},
-        repeats=15, warmup=1, block=1).items()}
+    times = {
+        s: t.percentile(50)
+        for s, t in measure_side_by_side(
+            {s: (lambda s=s: fit_posterior(net, split, s)) for s in F.SUBSETS},
+            repeats=15,
+            warmup=1,
+            block=1,
+        ).items()
+    }
     posts, preds, oods = {}, {}, {}
     for subset in F.SUBSETS:
         posts[subset] = fit_posterior(net, split, subset)
@@ -129,9 +143,12 @@ def test_last_layer_and_full_rank_classification_variances_alike():
     split = load_split("wine", 0)  # bundled with scikit-learn
     net = F.make_mlp(split.x_train.shape[1], 8, split.classes, 0)
     F.train_map(net, split.x_train, split.y_train, "classification", steps=300, lr=5e-3)
-    var = {s: F.predict(fit_posterior(net, split, s), *F.jacobians(net, split.x_test, s)).variance
-           for s in F.SUBSETS}
+    var = {
+        s: F.predict(fit_posterior(net, split, s), *F.jacobians(net, split.x_test, s)).variance
+        for s in F.SUBSETS
+    }
     assert spearmanr(var["last_layer"], var["full"])[0] >= 0.8
+
 
 def test_rmt_free_energy_gap_is_small_and_shrinks():
     small, mid = rmt.compare(200, 100, 200), rmt.compare(400, 200, 400)
@@ -176,8 +193,9 @@ def test_mc_predictive_matches_quadrature_and_ignores_common_logit_shifts():
     # two classes: p_0 = E[sigmoid(d)], d = f_0 - f_1 ~ N(m, v), by Gauss-Hermite quadrature
     nodes, weights = np.polynomial.hermite_e.hermegauss(80)
     m, v = f[:, 0] - f[:, 1], cov[:, 0, 0] + cov[:, 1, 1] - 2 * cov[:, 0, 1]
-    exact = (weights / weights.sum() / (1 + np.exp(-(m[:, None] + np.sqrt(v)[:, None]
-                                                       * nodes)))).sum(-1)
+    exact = (
+        weights / weights.sum() / (1 + np.exp(-(m[:, None] + np.sqrt(v)[:, None] * nodes)))
+    ).sum(-1)
     probs = F.expected_softmax(f, cov, samples=20000)
     assert np.allclose(probs[:, 0], exact, atol=0.01)
     # a common shift of all logits changes no probability: its variance must change nothing
@@ -185,9 +203,11 @@ def test_mc_predictive_matches_quadrature_and_ignores_common_logit_shifts():
     cov3 = a3 @ np.swapaxes(a3, -1, -2)
     shifted = cov3 + 5.0 * np.ones((3, 3))
     assert np.allclose(F.expected_softmax(f3, shifted), F.expected_softmax(f3, cov3), atol=1e-9)
+
     # (the probit softmax(f / sqrt(1 + pi/8 diag S)) is not invariant: it flattens)
     def probit(s):
         return F.softmax(f3 / np.sqrt(1 + math.pi / 8 * np.diagonal(s, axis1=1, axis2=2)))
+
     assert np.abs(probit(shifted) - probit(cov3)).max() > 0.01
 
 
@@ -198,13 +218,17 @@ def test_consistent_weight_decay_makes_adams_objective_the_log_posterior(task):
 
     rng = np.random.default_rng(5)
     x = torch.as_tensor(rng.standard_normal((40, 3)))
-    y = (torch.as_tensor(rng.standard_normal(40)) if task == "regression"
-         else torch.as_tensor(rng.integers(0, 3, 40)))
+    y = (
+        torch.as_tensor(rng.standard_normal(40))
+        if task == "regression"
+        else torch.as_tensor(rng.integers(0, 3, 40))
+    )
     net = F.make_mlp(3, 4, 1 if task == "regression" else 3, 0)
-    post = F.GLMPosterior(task, np.zeros(1), np.eye(1), 0.7,
-                          0.3 if task == "regression" else 1.0, 0.0)
+    post = F.GLMPosterior(
+        task, np.zeros(1), np.eye(1), 0.7, 0.3 if task == "regression" else 1.0, 0.0
+    )
     wd = consistent_weight_decay(post, len(y))
-    sq = sum((p ** 2).sum() for p in net.parameters())
+    sq = sum((p**2).sum() for p in net.parameters())
     out = net(x)
     if task == "regression":  # Adam: mean MSE + wd/2 |theta|^2; posterior: Gaussian NLL + prior
         adam = torch.nn.functional.mse_loss(out[:, 0], y) + wd / 2 * sq
@@ -222,7 +246,8 @@ def test_consistent_weight_decay_makes_adams_objective_the_log_posterior(task):
 
 @pytest.mark.parametrize("task", ["regression", "classification"])
 def test_validation_tuning_minimises_held_out_nll_and_never_reads_test_data(
-        task, regression, classifier):
+    task, regression, classifier
+):
     import dataclasses
 
     split, net = regression if task == "regression" else classifier
@@ -231,19 +256,32 @@ def test_validation_tuning_minimises_held_out_nll_and_never_reads_test_data(
     # brute force over the same grid: the GLM on the rows the MAP was fitted on, each
     # (sigma^2, lambda), scored by the predictive NLL of the held-out validation rows
     n_val = int(len(split.y_train) * VAL_FRACTION)
-    ref = fit_posterior(net, dataclasses.replace(split, x_train=split.x_train[n_val:],
-                                                 y_train=split.y_train[n_val:]), "last_layer")
+    ref = fit_posterior(
+        net,
+        dataclasses.replace(split, x_train=split.x_train[n_val:], y_train=split.y_train[n_val:]),
+        "last_layer",
+    )
     f_val, j_val = F.jacobians(net, split.x_train[:n_val], "last_layer")
-    scores = {(s2, lam): F.nll(F.predict(dataclasses.replace(
-        ref, noise_var=float(s2), prior_prec=float(lam)), f_val, j_val),
-        split.y_train[:n_val], task)
-        for s2 in F.noise_grid(task) for lam in F.PRIOR_GRID}
+    scores = {
+        (s2, lam): F.nll(
+            F.predict(
+                dataclasses.replace(ref, noise_var=float(s2), prior_prec=float(lam)), f_val, j_val
+            ),
+            split.y_train[:n_val],
+            task,
+        )
+        for s2 in F.noise_grid(task)
+        for lam in F.PRIOR_GRID
+    }
     best = min(scores, key=scores.get)
     assert (post.noise_var, post.prior_prec) == best
     # the test and OOD sets never reach the tuning: poisoning them changes nothing
-    poisoned = dataclasses.replace(split, x_test=np.full_like(split.x_test, np.nan),
-                                   y_test=split.y_test[::-1].copy(),
-                                   x_ood=np.full_like(split.x_ood, np.nan))
+    poisoned = dataclasses.replace(
+        split,
+        x_test=np.full_like(split.x_test, np.nan),
+        y_test=split.y_test[::-1].copy(),
+        x_ood=np.full_like(split.x_ood, np.nan),
+    )
     again = fit_posterior(net, poisoned, "last_layer", "val_nll")
     assert (again.noise_var, again.prior_prec) == (post.noise_var, post.prior_prec)
     assert np.array_equal(again.eigvals, post.eigvals)
@@ -251,8 +289,14 @@ def test_validation_tuning_minimises_held_out_nll_and_never_reads_test_data(
         fit_posterior(net, split, "last_layer", "test")
     f, jac = F.jacobians(net, split.x_train, "last_layer")
     with pytest.raises(ValueError, match="validation set: .* do not match"):
-        F.fit_glm(f, jac, split.y_train, F.theta_of(net, "last_layer"), task,
-                  validation=(f_val, j_val[:, :, :-1], split.y_train[:n_val]))
+        F.fit_glm(
+            f,
+            jac,
+            split.y_train,
+            F.theta_of(net, "last_layer"),
+            task,
+            validation=(f_val, j_val[:, :, :-1], split.y_train[:n_val]),
+        )
 
 
 def _compare_rows(seed: int, gap: float, rho: float, ratio: float) -> list:
@@ -262,23 +306,39 @@ def _compare_rows(seed: int, gap: float, rho: float, ratio: float) -> list:
     rows = []
     for tuning in F.TUNINGS:
         for subset, auroc in (("last_layer", 0.7), ("full", 0.7 + gap)):
-            rows.append(Report("uq.last_layer", "host", f"d/{tuning}/{subset}",
-                               metrics={"ood_auroc": Measurement(auroc, "fraction")}))
-        rows.append(Report("uq.last_layer", "host", f"d/{tuning}/compare", metrics={
-            "auroc_diff": Measurement(gap, "full-LL"),
-            "spearman_var": Measurement(rho, "rank corr"),
-            "time_ratio": Measurement(ratio, "full/last-layer")}))
+            rows.append(
+                Report(
+                    "uq.last_layer",
+                    "host",
+                    f"d/{tuning}/{subset}",
+                    metrics={"ood_auroc": Measurement(auroc, "fraction")},
+                )
+            )
+        rows.append(
+            Report(
+                "uq.last_layer",
+                "host",
+                f"d/{tuning}/compare",
+                metrics={
+                    "auroc_diff": Measurement(gap, "full-LL"),
+                    "spearman_var": Measurement(rho, "rank corr"),
+                    "time_ratio": Measurement(ratio, "full/last-layer"),
+                },
+            )
+        )
     return rows
 
 
-@pytest.mark.parametrize(("gaps", "rhos", "ratios", "holds"), [
-    ((0.05, 0.10), (0.9, 0.9), (30.0, 30.0), True),  # mean gap 0.075 <= 0.08
-    ((0.05, 0.12), (0.9, 0.9), (30.0, 30.0), False),  # mean gap 0.085
-    ((0.0, 0.0), (0.95, 0.6), (30.0, 30.0), False),  # mean Spearman 0.775
-    ((0.0, 0.0), (0.9, 0.9), (30.0, 9.0), False),  # mean time ratio 19.5
-])
-def test_claim_over_seeds_reads_the_means_of_gap_spearman_and_time_ratio(gaps, rhos, ratios,
-                                                                         holds):
+@pytest.mark.parametrize(
+    ("gaps", "rhos", "ratios", "holds"),
+    [
+        ((0.05, 0.10), (0.9, 0.9), (30.0, 30.0), True),  # mean gap 0.075 <= 0.08
+        ((0.05, 0.12), (0.9, 0.9), (30.0, 30.0), False),  # mean gap 0.085
+        ((0.0, 0.0), (0.95, 0.6), (30.0, 30.0), False),  # mean Spearman 0.775
+        ((0.0, 0.0), (0.9, 0.9), (30.0, 9.0), False),  # mean time ratio 19.5
+    ],
+)
+def test_claim_over_seeds_reads_the_means_of_gap_spearman_and_time_ratio(gaps, rhos, ratios, holds):
     from neuroedge.models.uq_last_layer.experiment import claim_over_seeds
 
     per_seed = {s: _compare_rows(s, g, r, t) for s, g, r, t in zip((3, 4), gaps, rhos, ratios)}
@@ -298,9 +358,17 @@ def test_bench_over_two_seeds_writes_mean_and_per_seed_rows(tmp_path):
 
     from neuroedge.models.uq_last_layer.experiment import bench
 
-    doc = bench(str(tmp_path), config={"seeds": [0, 1], "datasets": ["wine"], "steps": 60,
-                                       "rmt_sizes": [[40, 20, 40]], "rmt_seeds": 1,
-                                       "timing_repeats": 1})
+    doc = bench(
+        str(tmp_path),
+        config={
+            "seeds": [0, 1],
+            "datasets": ["wine"],
+            "steps": 60,
+            "rmt_sizes": [[40, 20, 40]],
+            "rmt_seeds": 1,
+            "timing_repeats": 1,
+        },
+    )
     rows = {r["variant"]: r["metrics"] for r in doc["rows"]}
     for key in ("wine/evidence/full", "wine/val_nll/compare"):
         for metric in rows[key]:

@@ -137,14 +137,34 @@ from neuroedge.bench.seeds import (
 from neuroedge.types import Measurement, Report
 
 MODEL = "event.bivision"
-COLUMNS = ("accuracy", "map50", "map", "sops_per_sample", "macs_per_sample",
-           "synaptic_ops_per_sample", "energy_uj", "e2s_signal_pass", "e2s_noise_pass",
-           "firing_rate", "throughput_per_s", "throughput_per_cpu_s")
-SWEEP_DEFAULTS: dict[str, Any] = {"rates": [0, 2, 5, 10, 30], "size": 32, "train_samples": 768,
-                                  "test_samples": 1536, "epochs": 20, "batch": 16, "lr": 5e-3,
-                                  "seed": 0, "workers": 2,
-                                  "throughput_tiles": 10, "throughput_repeats": 5,
-                                  "train_noise": "clean"}
+COLUMNS = (
+    "accuracy",
+    "map50",
+    "map",
+    "sops_per_sample",
+    "macs_per_sample",
+    "synaptic_ops_per_sample",
+    "energy_uj",
+    "e2s_signal_pass",
+    "e2s_noise_pass",
+    "firing_rate",
+    "throughput_per_s",
+    "throughput_per_cpu_s",
+)
+SWEEP_DEFAULTS: dict[str, Any] = {
+    "rates": [0, 2, 5, 10, 30],
+    "size": 32,
+    "train_samples": 768,
+    "test_samples": 1536,
+    "epochs": 20,
+    "batch": 16,
+    "lr": 5e-3,
+    "seed": 0,
+    "workers": 2,
+    "throughput_tiles": 10,
+    "throughput_repeats": 5,
+    "train_noise": "clean",
+}
 DEFAULT_SEEDS = (0, 1, 2, 3, 4, 5)  # the claim is read over seeds (single seeds fail it)
 TRAIN_NOISE = ("same", "clean")  # train at each tested rate, or once on clean data
 SPREAD_METRICS = ("accuracy", "map50")  # mean rows also carry their spread over seeds
@@ -155,8 +175,13 @@ def shared_recording() -> Path:
     """The real EVT 2.0 recording of the shared test data (``<repo>/../shared``)."""
     import neuroedge
 
-    return (Path(neuroedge.__file__).resolve().parents[2] / "shared" / "data" / "events"
-            / "evt2_sample.raw")
+    return (
+        Path(neuroedge.__file__).resolve().parents[2]
+        / "shared"
+        / "data"
+        / "events"
+        / "evt2_sample.raw"
+    )
 
 
 def throughput_rows(cfg: Mapping[str, Any]) -> tuple[list[Report], str]:
@@ -178,21 +203,42 @@ def throughput_rows(cfg: Mapping[str, Any]) -> tuple[list[Report], str]:
     params = E2SParams(steps=-(-span * tiles // step_us), step_us=step_us)
     to_frame = tonic.transforms.ToFrame(sensor_size=(width, height, 2), time_window=step_us)
     e2s(events[:10], width, height, params)  # compile outside the timing
-    timings = measure_side_by_side({"e2s": lambda: e2s(events, width, height, params),
-                                    "tonic_toframe": lambda: to_frame(events)},
-                                   repeats=int(cfg["throughput_repeats"]), warmup=1, block=1)
-    cpu = {"e2s": lambda: e2s(events, width, height, params),
-           "tonic_toframe": lambda: to_frame(events)}
+    timings = measure_side_by_side(
+        {
+            "e2s": lambda: e2s(events, width, height, params),
+            "tonic_toframe": lambda: to_frame(events),
+        },
+        repeats=int(cfg["throughput_repeats"]),
+        warmup=1,
+        block=1,
+    )
+    cpu = {
+        "e2s": lambda: e2s(events, width, height, params),
+        "tonic_toframe": lambda: to_frame(events),
+    }
     rows = []
     for name, lat in timings.items():
         rate = len(events) / (float(np.mean(lat.times_ms)) / 1000.0)
-        rows.append(Report(MODEL, "host", name, metrics={
-            "throughput_per_s": Measurement(rate, "events/s"),
-            "throughput_per_cpu_s": Measurement(len(events) / _thread_seconds(cpu[name]),
-                                                "events/CPU-s"),
-            "latency_p50_ms": Measurement(lat.percentile(50), "ms")},
-            notes=((f"{len(events)} events ({path.name} x{tiles}), {width}x{height}, "
-                    f"{params.steps} steps of {step_us} us, one thread"),)))
+        rows.append(
+            Report(
+                MODEL,
+                "host",
+                name,
+                metrics={
+                    "throughput_per_s": Measurement(rate, "events/s"),
+                    "throughput_per_cpu_s": Measurement(
+                        len(events) / _thread_seconds(cpu[name]), "events/CPU-s"
+                    ),
+                    "latency_p50_ms": Measurement(lat.percentile(50), "ms"),
+                },
+                notes=(
+                    (
+                        f"{len(events)} events ({path.name} x{tiles}), {width}x{height}, "
+                        f"{params.steps} steps of {step_us} us, one thread"
+                    ),
+                ),
+            )
+        )
     ratio = rows[0].metrics["throughput_per_s"].value / rows[1].metrics["throughput_per_s"].value
     return rows, f"E2S vs tonic ToFrame, same events, same run: {ratio:.2f}x"
 
@@ -220,9 +266,18 @@ def sweep_datasets(out: Path, cfg: Mapping[str, Any], progress: bool) -> dict[tu
         clean = ensure_dataset(out / "data", task, {**cfg, "noise_rate_hz": 0.0}, progress)
         folders[(task, "clean")] = clean
         for rate in cfg["rates"]:
-            folders[(task, float(rate))] = clean if float(rate) == 0 else (
-                add_noise_to_dataset(clean, out / "data" / f"{clean.name}_noise{rate:g}hz",
-                                     float(rate), seed=int(cfg["seed"]) + 1))
+            folders[(task, float(rate))] = (
+                clean
+                if float(rate) == 0
+                else (
+                    add_noise_to_dataset(
+                        clean,
+                        out / "data" / f"{clean.name}_noise{rate:g}hz",
+                        float(rate),
+                        seed=int(cfg["seed"]) + 1,
+                    )
+                )
+            )
     return folders
 
 
@@ -241,8 +296,13 @@ def filter_pass_fractions(clean: Path, rate: float, seed: int) -> dict[str, Meas
     passed, total = np.zeros(2), np.zeros(2)  # [scene, noise]
     for k, (path, _) in enumerate(ncars_files(clean, "test")):
         scene = read_events(path, sensor=sensor)
-        noise = noise_events(sensor, 0, int(params.steps * params.step_us),
-                             DVSParams(noise_rate_hz=rate), np.random.default_rng([seed, k]))
+        noise = noise_events(
+            sensor,
+            0,
+            int(params.steps * params.step_us),
+            DVSParams(noise_rate_hz=rate),
+            np.random.default_rng([seed, k]),
+        )
         events = np.concatenate([scene, noise])
         is_noise = np.r_[np.zeros(len(scene), bool), np.ones(len(noise), bool)]
         order = np.argsort(events["t"], kind="stable")
@@ -251,8 +311,15 @@ def filter_pass_fractions(clean: Path, rate: float, seed: int) -> dict[str, Meas
         step = events["t"] // params.step_us
         inside = step < params.steps
         fired = np.zeros(len(events), bool)
-        fired[inside] = spikes[step[inside], events["p"][inside].astype(np.int64),
-                               events["y"][inside], events["x"][inside]] > 0
+        fired[inside] = (
+            spikes[
+                step[inside],
+                events["p"][inside].astype(np.int64),
+                events["y"][inside],
+                events["x"][inside],
+            ]
+            > 0
+        )
         for j, mask in enumerate((~is_noise & inside, is_noise & inside)):
             passed[j] += fired[mask].sum()
             total[j] += mask.sum()
@@ -270,9 +337,14 @@ def check_train_noise(value: Any) -> str:
     return str(value)
 
 
-def variant_row(variant: str, rate: float, folders: Mapping[tuple, Path],
-                cfg: Mapping[str, Any], progress: bool,
-                trained: dict[tuple[str, str], Any] | None = None) -> Report:
+def variant_row(
+    variant: str,
+    rate: float,
+    folders: Mapping[tuple, Path],
+    cfg: Mapping[str, Any],
+    progress: bool,
+    trained: dict[tuple[str, str], Any] | None = None,
+) -> Report:
     """Test one variant at one noise rate on both tasks. ``train_noise`` "same": trained on
     that rate's training split; "clean": trained once on the clean training split (kept in
     ``trained``, keyed by (variant, task), and reused at every rate)."""
@@ -292,8 +364,13 @@ def variant_row(variant: str, rate: float, folders: Mapping[tuple, Path],
         if net is None:
             train_root = folders[(task, rate if protocol == "same" else "clean")]
             net = train.make_net({**cfg, "variant": variant})
-            train.fit(net, load_task(train_root, task, "train", rep), task,
-                      {**cfg, "variant": variant}, progress)
+            train.fit(
+                net,
+                load_task(train_root, task, "train", rep),
+                task,
+                {**cfg, "variant": variant},
+                progress,
+            )
             if protocol == "clean":
                 trained[key] = net
         if task == "classification":
@@ -304,22 +381,34 @@ def variant_row(variant: str, rate: float, folders: Mapping[tuple, Path],
             outputs = train.predict(net, test_set.x)
         for name, value in train.task_metrics(*outputs, test_set, task).items():
             metrics[name] = Measurement(value, "fraction")
-    metrics.update({
-        "sops_per_sample": Measurement(ops.sops_per_sample, "SOP", "counted"),
-        "macs_per_sample": Measurement(ops.macs_per_sample, "MAC", "counted"),
-        "sops_per_sample_no_first": Measurement(ops.sops_per_sample_no_first, "SOP", "counted"),
-        "synaptic_ops_per_sample": Measurement(ops.sops_per_sample + ops.macs_per_sample, "op",
-                                               "counted"),
-        "firing_rate": Measurement(ops.firing_rate, "spikes/neuron/step"),
-        "energy_uj": HOROWITZ_45NM.measurement(ops.macs_per_sample, ops.sops_per_sample),
-    })
+    metrics.update(
+        {
+            "sops_per_sample": Measurement(ops.sops_per_sample, "SOP", "counted"),
+            "macs_per_sample": Measurement(ops.macs_per_sample, "MAC", "counted"),
+            "sops_per_sample_no_first": Measurement(ops.sops_per_sample_no_first, "SOP", "counted"),
+            "synaptic_ops_per_sample": Measurement(
+                ops.sops_per_sample + ops.macs_per_sample, "op", "counted"
+            ),
+            "firing_rate": Measurement(ops.firing_rate, "spikes/neuron/step"),
+            "energy_uj": HOROWITZ_45NM.measurement(ops.macs_per_sample, ops.sops_per_sample),
+        }
+    )
     if rep == "e2s":
-        metrics.update(filter_pass_fractions(folders[("classification", "clean")], rate,
-                                             int(cfg["seed"]) + 2))
-    trained_on = (f"trained on {rate:g} Hz/pixel noise" if protocol == "same"
-                  else "trained once on the clean training split")
-    return Report(MODEL, "host", sweep_label(variant, rate), metrics=metrics,
-                  notes=(f"{trained_on}, tested at {rate:g} Hz/pixel",))
+        metrics.update(
+            filter_pass_fractions(folders[("classification", "clean")], rate, int(cfg["seed"]) + 2)
+        )
+    trained_on = (
+        f"trained on {rate:g} Hz/pixel noise"
+        if protocol == "same"
+        else "trained once on the clean training split"
+    )
+    return Report(
+        MODEL,
+        "host",
+        sweep_label(variant, rate),
+        metrics=metrics,
+        notes=(f"{trained_on}, tested at {rate:g} Hz/pixel",),
+    )
 
 
 def noise_sweep_plot(doc: dict[str, Any], path: Path) -> Path | None:
@@ -343,8 +432,14 @@ def noise_sweep_plot(doc: dict[str, Any], path: Path) -> Path | None:
         for name, points in sorted(series.items()):
             points.sort(key=lambda p: p[0])
             spread = [p[1].get(f"{metric}_sd", {}).get("value", 0.0) for p in points]
-            ax.errorbar([p[0] for p in points], [p[1][metric]["value"] for p in points],
-                        yerr=spread if any(spread) else None, fmt="o-", capsize=3, label=name)
+            ax.errorbar(
+                [p[0] for p in points],
+                [p[1][metric]["value"] for p in points],
+                yerr=spread if any(spread) else None,
+                fmt="o-",
+                capsize=3,
+                label=name,
+            )
         ax.set_xlabel("background activity (Hz per pixel)")
         ax.set_title(titles.get(metric, metric))
     axes[0].legend()
@@ -352,15 +447,23 @@ def noise_sweep_plot(doc: dict[str, Any], path: Path) -> Path | None:
     if claim:
         for metric in ("accuracy", "map50"):
             sem = np.nan_to_num(np.asarray(claim[metric]["margin_sem"], float))
-            ax.errorbar(claim["rates"], claim[metric]["margin"], yerr=sem if sem.any() else None,
-                        fmt="o-", capsize=3, label=metric)
+            ax.errorbar(
+                claim["rates"],
+                claim[metric]["margin"],
+                yerr=sem if sem.any() else None,
+                fmt="o-",
+                capsize=3,
+                label=metric,
+            )
         ax.axhline(0.0, color="grey", lw=0.8)
         ax.legend()
     ax.set_xlabel("background activity (Hz per pixel)")
     ax.set_title("margin statnf_e2s - lif_histogram (+- SE)")
     protocol = doc.get("config", {}).get("train_noise", "same")
-    fig.suptitle("event.bivision on simulated events: noise sweep "
-                 f"({'trained at each rate' if protocol == 'same' else 'trained on clean data'})")
+    fig.suptitle(
+        "event.bivision on simulated events: noise sweep "
+        f"({'trained at each rate' if protocol == 'same' else 'trained on clean data'})"
+    )
     fig.tight_layout()
     return finish_figure(fig, path)
 
@@ -374,13 +477,20 @@ def sweep_label(variant: str, rate: float, seed: int | str | None = None) -> str
 def mean_rows(per_seed: Mapping[tuple[str, float], list[Report]]) -> list[Report]:
     """One ``<variant>@noise=R`` row per (variant, rate): each metric's mean over the seeds,
     plus ``<metric>_sd`` (sample standard deviation) for accuracy and map50."""
-    return [mean_report(reps, sweep_label(variant, rate), SPREAD_METRICS,
-                        f"per seed in rows {sweep_label(variant, rate, 'S')}")
-            for (variant, rate), reps in per_seed.items()]
+    return [
+        mean_report(
+            reps,
+            sweep_label(variant, rate),
+            SPREAD_METRICS,
+            f"per seed in rows {sweep_label(variant, rate, 'S')}",
+        )
+        for (variant, rate), reps in per_seed.items()
+    ]
 
 
-def claim_check(per_seed: Mapping[tuple[str, float], list[Report]], rates: Sequence[float]
-                ) -> dict[str, Any]:
+def claim_check(
+    per_seed: Mapping[tuple[str, float], list[Report]], rates: Sequence[float]
+) -> dict[str, Any]:
     """The issue's claim from the measured rows: STATNF + E2S beats LIF + histogram on accuracy
     and map50 at the same or lower SOPs (``synaptic_ops_per_sample``, SOPs + MACs) at every
     rate, and the margin grows with the noise rate.
@@ -398,22 +508,38 @@ def claim_check(per_seed: Mapping[tuple[str, float], list[Report]], rates: Seque
     out: dict[str, Any] = {"rates": rates, "seeds": len(per_seed[(model, rates[0])])}
     holds = len(rates) >= 3 and rates[0] == 0.0
     for metric in ("accuracy", "map50"):
-        per_rate = [np.array([a.metrics[metric].value for a in per_seed[(model, r)]])
-                    - np.array([b.metrics[metric].value for b in per_seed[(baseline, r)]])
-                    for r in rates]  # the margin of every seed at every rate
+        per_rate = [
+            np.array([a.metrics[metric].value for a in per_seed[(model, r)]])
+            - np.array([b.metrics[metric].value for b in per_seed[(baseline, r)]])
+            for r in rates
+        ]  # the margin of every seed at every rate
         margin, sem = np.array([paired_difference(m, np.zeros_like(m)) for m in per_rate]).T
-        step, step_sem = np.array([paired_difference(hi, lo) for lo, hi
-                                   in zip(per_rate, per_rate[1:])]).reshape(-1, 2).T
+        step, step_sem = (
+            np.array([paired_difference(hi, lo) for lo, hi in zip(per_rate, per_rate[1:])])
+            .reshape(-1, 2)
+            .T
+        )
         beats = bool(np.all(margin > 0))
         grows = bool(np.all(np.diff(margin) >= 0) and margin[-1] > margin[0])
-        out[metric] = {"margin": margin.round(4).tolist(), "margin_sem": sem.round(4).tolist(),
-                       "step": step.round(4).tolist(), "step_sem": step_sem.round(4).tolist(),
-                       "beats_at_every_rate": beats, "margin_grows": grows,
-                       "falls_at": [rates[i + 1] for i in np.flatnonzero(np.diff(margin) < 0)]}
+        out[metric] = {
+            "margin": margin.round(4).tolist(),
+            "margin_sem": sem.round(4).tolist(),
+            "step": step.round(4).tolist(),
+            "step_sem": step_sem.round(4).tolist(),
+            "beats_at_every_rate": beats,
+            "margin_grows": grows,
+            "falls_at": [rates[i + 1] for i in np.flatnonzero(np.diff(margin) < 0)],
+        }
         holds = holds and beats and grows
-    ops = {v: [float(np.mean([r.metrics["synaptic_ops_per_sample"].value
-                              for r in per_seed[(v, rate)]])) for rate in rates]
-           for v in SWEEP_VARIANTS}
+    ops = {
+        v: [
+            float(
+                np.mean([r.metrics["synaptic_ops_per_sample"].value for r in per_seed[(v, rate)]])
+            )
+            for rate in rates
+        ]
+        for v in SWEEP_VARIANTS
+    }
     out["ops_at_most_baseline"] = bool(all(a <= b for a, b in zip(*ops.values())))
     out["holds"] = bool(holds and out["ops_at_most_baseline"])
     return out
@@ -421,30 +547,52 @@ def claim_check(per_seed: Mapping[tuple[str, float], list[Report]], rates: Seque
 
 def claim_section(claim: Mapping[str, Any]) -> list[str]:
     """report.md lines for the claim check."""
-    lines = ["## Claim: STATNF + E2S vs LIF + histogram", "",
-             f"Margins (statnf_e2s - lif_histogram), mean over {claim['seeds']} seed(s), "
-             "+- standard error over seeds:", "",
-             "| rate (Hz/pixel) | accuracy margin | map50 margin |", "|---|---|---|"]
+    lines = [
+        "## Claim: STATNF + E2S vs LIF + histogram",
+        "",
+        f"Margins (statnf_e2s - lif_histogram), mean over {claim['seeds']} seed(s), "
+        "+- standard error over seeds:",
+        "",
+        "| rate (Hz/pixel) | accuracy margin | map50 margin |",
+        "|---|---|---|",
+    ]
     for i, rate in enumerate(claim["rates"]):
-        cells = [f"{claim[m]['margin'][i]:+.3f} +- {claim[m]['margin_sem'][i]:.3f}"
-                 for m in ("accuracy", "map50")]
+        cells = [
+            f"{claim[m]['margin'][i]:+.3f} +- {claim[m]['margin_sem'][i]:.3f}"
+            for m in ("accuracy", "map50")
+        ]
         lines.append(f"| {rate:g} | {cells[0]} | {cells[1]} |")
-    lines += ["", "Steps: change of the margin from one rate to the next, paired by seed, "
-              "+- standard error (a step within 2 SE of 0 is not resolved by these seeds):", "",
-              "| step (Hz/pixel) | accuracy | map50 |", "|---|---|---|"]
+    lines += [
+        "",
+        "Steps: change of the margin from one rate to the next, paired by seed, "
+        "+- standard error (a step within 2 SE of 0 is not resolved by these seeds):",
+        "",
+        "| step (Hz/pixel) | accuracy | map50 |",
+        "|---|---|---|",
+    ]
     for i, (lo, hi) in enumerate(zip(claim["rates"], claim["rates"][1:])):
-        cells = [f"{claim[m]['step'][i]:+.3f} +- {claim[m]['step_sem'][i]:.3f}"
-                 for m in ("accuracy", "map50")]
+        cells = [
+            f"{claim[m]['step'][i]:+.3f} +- {claim[m]['step_sem'][i]:.3f}"
+            for m in ("accuracy", "map50")
+        ]
         lines.append(f"| {lo:g} -> {hi:g} | {cells[0]} | {cells[1]} |")
     lines.append("")
     for metric in ("accuracy", "map50"):
         c = claim[metric]
-        lines.append(f"- {metric}: beats at every rate: {c['beats_at_every_rate']}; margin "
-                     f"grows: {c['margin_grows']}"
-                     + (f" (falls at {', '.join(f'{r:g}' for r in c['falls_at'])} Hz)"
-                        if c["falls_at"] else ""))
-    lines += [f"- SOPs + MACs at most the baseline's at every rate: "
-              f"{claim['ops_at_most_baseline']}", f"- claim holds: **{claim['holds']}**", ""]
+        lines.append(
+            f"- {metric}: beats at every rate: {c['beats_at_every_rate']}; margin "
+            f"grows: {c['margin_grows']}"
+            + (
+                f" (falls at {', '.join(f'{r:g}' for r in c['falls_at'])} Hz)"
+                if c["falls_at"]
+                else ""
+            )
+        )
+    lines += [
+        f"- SOPs + MACs at most the baseline's at every rate: {claim['ops_at_most_baseline']}",
+        f"- claim holds: **{claim['holds']}**",
+        "",
+    ]
     return lines
 
 
@@ -456,13 +604,20 @@ def sweep_seed(job: tuple[str, Mapping[str, Any], bool]) -> dict[tuple[str, floa
     out_dir, cfg, progress = job
     folders = sweep_datasets(Path(out_dir), cfg, progress)
     trained: dict[tuple[str, str], Any] = {}  # train_noise "clean": one net per variant, task
-    return {(variant, float(rate)): variant_row(variant, float(rate), folders, cfg, progress,
-                                                trained)
-            for rate in cfg["rates"] for variant in SWEEP_VARIANTS}
+    return {
+        (variant, float(rate)): variant_row(variant, float(rate), folders, cfg, progress, trained)
+        for rate in cfg["rates"]
+        for variant in SWEEP_VARIANTS
+    }
 
 
-def bench(out_dir: str, backends: Sequence[str] = ("host",), config: Mapping[str, Any]
-          | None = None, history: str | None = None, progress: bool = True) -> dict[str, Any]:
+def bench(
+    out_dir: str,
+    backends: Sequence[str] = ("host",),
+    config: Mapping[str, Any] | None = None,
+    history: str | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
     """Run the sweep (every seed of ``seeds``) and the throughput comparison; write
     report.json/md and the PNG."""
     from neuroedge.bench.report import build_document, write_report
@@ -475,25 +630,40 @@ def bench(out_dir: str, backends: Sequence[str] = ("host",), config: Mapping[str
     check_train_noise(cfg.get("train_noise", "same"))
     out = Path(out_dir)
     rows, ratio_line = throughput_rows(cfg)
-    jobs = {seed: (str(out), {**cfg, "seed": seed}, progress and workers == 1)
-            for seed in seeds}
+    jobs = {seed: (str(out), {**cfg, "seed": seed}, progress and workers == 1) for seed in seeds}
     per_seed: dict[tuple[str, float], list[Report]] = {}
-    for seed_rows in map_seeds(sweep_seed, jobs, workers, "event.bivision seeds",
-                               progress).values():
+    for seed_rows in map_seeds(
+        sweep_seed, jobs, workers, "event.bivision seeds", progress
+    ).values():
         for key, row in seed_rows.items():
             per_seed.setdefault(key, []).append(row)
     if len(seeds) == 1:
         rows += [reps[0] for reps in per_seed.values()]
     else:
         rows += mean_rows(per_seed)
-        rows += [replace(r, variant=sweep_label(variant, rate, seed))
-                 for (variant, rate), reps in per_seed.items() for seed, r in zip(seeds, reps)]
+        rows += [
+            replace(r, variant=sweep_label(variant, rate, seed))
+            for (variant, rate), reps in per_seed.items()
+            for seed, r in zip(seeds, reps)
+        ]
     claim = claim_check(per_seed, cfg["rates"])
-    doc = build_document(MODEL, rows, config=json.loads(json.dumps(cfg)), columns=list(COLUMNS),
-                         backends=list(backends), summary=[ratio_line], claim=claim)
-    write_report(doc, out, columns=COLUMNS,
-                 sections=["## Summary", "", f"- {ratio_line}", "", *claim_section(claim)],
-                 plots=[noise_sweep_plot], history=history)
+    doc = build_document(
+        MODEL,
+        rows,
+        config=json.loads(json.dumps(cfg)),
+        columns=list(COLUMNS),
+        backends=list(backends),
+        summary=[ratio_line],
+        claim=claim,
+    )
+    write_report(
+        doc,
+        out,
+        columns=COLUMNS,
+        sections=["## Summary", "", f"- {ratio_line}", "", *claim_section(claim)],
+        plots=[noise_sweep_plot],
+        history=history,
+    )
     print(ratio_line)
     print(f"claim (margins grow with noise, {len(seeds)} seed(s)): {claim['holds']}")
     return doc

@@ -33,14 +33,16 @@ class EventSet(NamedTuple):
     boxes: list[np.ndarray]  # per sample (n, 4) x, y, w, h (detection) or empty
 
 
-def represent(events: np.ndarray, sensor: SensorSize, rep: str,
-              params: E2SParams = DEFAULT_E2S) -> np.ndarray:
+def represent(
+    events: np.ndarray, sensor: SensorSize, rep: str, params: E2SParams = DEFAULT_E2S
+) -> np.ndarray:
     """(T, 2, H, W) float32 input of one recording."""
     if rep == "e2s":
         return e2s(events, sensor.width, sensor.height, params).astype(np.float32)
     if rep == "histogram":
-        return np.log1p(event_histogram(events, sensor.width, sensor.height, params.steps,
-                                        params.step_us))
+        return np.log1p(
+            event_histogram(events, sensor.width, sensor.height, params.steps, params.step_us)
+        )
     raise ValueError(f"representation {rep!r} is not one of {REPRESENTATIONS}")
 
 
@@ -53,18 +55,19 @@ def dataset_sensor(root: str | os.PathLike[str]) -> SensorSize:
     return SensorSize(int(cfg["width"]), int(cfg["height"]))
 
 
-def load_classification(root: str | os.PathLike[str], split: str, rep: str,
-                        params: E2SParams = DEFAULT_E2S) -> EventSet:
+def load_classification(
+    root: str | os.PathLike[str], split: str, rep: str, params: E2SParams = DEFAULT_E2S
+) -> EventSet:
     """An N-CARS layout split as network inputs and labels (1 = car)."""
     sensor = dataset_sensor(root)
     files = ncars_files(root, split)
-    x = np.stack([represent(read_events(f, sensor=sensor), sensor, rep, params)
-                  for f, _ in files])
+    x = np.stack([represent(read_events(f, sensor=sensor), sensor, rep, params) for f, _ in files])
     return EventSet(x, np.array([label for _, label in files], np.int64), [])
 
 
-def load_detection(root: str | os.PathLike[str], split: str, rep: str,
-                   params: E2SParams = DEFAULT_E2S) -> EventSet:
+def load_detection(
+    root: str | os.PathLike[str], split: str, rep: str, params: E2SParams = DEFAULT_E2S
+) -> EventSet:
     """A Gen1 layout split as network inputs and per-sample boxes (the last box time stamp of
     each recording, where the window ends)."""
     sensor = dataset_sensor(root)
@@ -73,13 +76,13 @@ def load_detection(root: str | os.PathLike[str], split: str, rep: str,
         xs.append(represent(read_events(dat, sensor=sensor), sensor, rep, params))
         table = read_boxes(npy)
         last = table[table["ts"] == table["ts"].max()] if len(table) else table
-        boxes.append(np.stack([last["x"], last["y"], last["w"], last["h"]], 1)
-                     .astype(np.float64))
+        boxes.append(np.stack([last["x"], last["y"], last["w"], last["h"]], 1).astype(np.float64))
     return EventSet(np.stack(xs), np.zeros(len(xs), np.int64), boxes)
 
 
-def load_task(root: str | os.PathLike[str], task: str, split: str, rep: str,
-              params: E2SParams = DEFAULT_E2S) -> EventSet:
+def load_task(
+    root: str | os.PathLike[str], task: str, split: str, rep: str, params: E2SParams = DEFAULT_E2S
+) -> EventSet:
     """``load_classification`` or ``load_detection`` by task name."""
     if task == "classification":
         return load_classification(root, split, rep, params)
@@ -88,17 +91,27 @@ def load_task(root: str | os.PathLike[str], task: str, split: str, rep: str,
     raise ValueError(f"task {task!r} is not one of ('classification', 'detection')")
 
 
-def ensure_dataset(base: str | os.PathLike[str], task: str, cfg: dict, progress: bool = True,
-                   ) -> Path:
+def ensure_dataset(
+    base: str | os.PathLike[str],
+    task: str,
+    cfg: dict,
+    progress: bool = True,
+) -> Path:
     """The generated dataset folder for ``task`` and ``cfg`` under ``base``, generated on first
     use (train_samples / test_samples recordings at noise_rate_hz; seed and size from cfg)."""
     from neuroedge.events.generate import GeneratorConfig, make_gen1_like, make_ncars_like
 
     counts = {"train": int(cfg["train_samples"]), "test": int(cfg["test_samples"])}
-    gen = GeneratorConfig(width=int(cfg["size"]), height=int(cfg["size"]),
-                          noise_rate_hz=float(cfg["noise_rate_hz"]), seed=int(cfg["seed"]))
-    root = Path(base) / (f"{task}_{counts['train']}_{counts['test']}_{gen.width}px_"
-                         f"{gen.noise_rate_hz:g}hz_seed{gen.seed}")
+    gen = GeneratorConfig(
+        width=int(cfg["size"]),
+        height=int(cfg["size"]),
+        noise_rate_hz=float(cfg["noise_rate_hz"]),
+        seed=int(cfg["seed"]),
+    )
+    root = Path(base) / (
+        f"{task}_{counts['train']}_{counts['test']}_{gen.width}px_"
+        f"{gen.noise_rate_hz:g}hz_seed{gen.seed}"
+    )
     if not (root / "config.json").is_file():
         make = make_ncars_like if task == "classification" else make_gen1_like
         make(root, counts, gen, progress)

@@ -41,11 +41,16 @@ def make_targets(boxes: Sequence[np.ndarray], grid: int, stride: int) -> torch.T
             cx, cy = (x + w / 2) / stride, (y + h / 2) / stride
             i, j = min(int(cy), grid - 1), min(int(cx), grid - 1)
             sx, sy = max(w / (6 * stride), 0.5), max(h / (6 * stride), 0.5)
-            bump = torch.exp(-((cells[None, :] - j) ** 2 / (2 * sx * sx)
-                               + (cells[:, None] - i) ** 2 / (2 * sy * sy)))
+            bump = torch.exp(
+                -(
+                    (cells[None, :] - j) ** 2 / (2 * sx * sx)
+                    + (cells[:, None] - i) ** 2 / (2 * sy * sy)
+                )
+            )
             target[b, 0] = torch.maximum(target[b, 0], bump)
-            target[b, 1:, i, j] = torch.tensor([cx - j, cy - i, np.log(max(w, 1) / stride),
-                                                np.log(max(h, 1) / stride), 1.0])
+            target[b, 1:, i, j] = torch.tensor(
+                [cx - j, cy - i, np.log(max(w, 1) / stride), np.log(max(h, 1) / stride), 1.0]
+            )
     return target
 
 
@@ -54,15 +59,17 @@ def detection_loss(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     centre = target[:, 5]
     prob = torch.sigmoid(pred[:, 0]).clamp(1e-4, 1 - 1e-4)
     pos = -((1 - prob) ** 2) * torch.log(prob) * centre
-    neg = -((1 - target[:, 0]) ** 4) * prob ** 2 * torch.log(1 - prob) * (1 - centre)
+    neg = -((1 - target[:, 0]) ** 4) * prob**2 * torch.log(1 - prob) * (1 - centre)
     n_pos = centre.sum().clamp(min=1.0)
-    box = (F.l1_loss(torch.sigmoid(pred[:, 1:3]), target[:, 1:3], reduction="none").sum(1)
-           + F.l1_loss(pred[:, 3:5], target[:, 3:5], reduction="none").sum(1))
+    box = F.l1_loss(torch.sigmoid(pred[:, 1:3]), target[:, 1:3], reduction="none").sum(
+        1
+    ) + F.l1_loss(pred[:, 3:5], target[:, 3:5], reduction="none").sum(1)
     return (pos.sum() + neg.sum() + (box * centre).sum()) / n_pos
 
 
-def decode(pred: np.ndarray, stride: int, min_score: float = 0.01,
-           top_k: int = 10) -> list[np.ndarray]:
+def decode(
+    pred: np.ndarray, stride: int, min_score: float = 0.01, top_k: int = 10
+) -> list[np.ndarray]:
     """Per sample an (n, 5) array of x, y, w, h, score from (B, 5, G, G) head outputs."""
     t = torch.as_tensor(pred)
     score = torch.sigmoid(t[:, 0])
@@ -93,17 +100,35 @@ def coco_map(truth: Sequence[np.ndarray], found: Sequence[np.ndarray]) -> dict[s
     annotations = []
     for i, boxes in enumerate(truth):
         for box in np.asarray(boxes, np.float64).reshape(-1, 4):
-            annotations.append({"id": len(annotations) + 1, "image_id": i, "category_id": 1,
-                                "bbox": [float(v) for v in box], "iscrowd": 0,
-                                "area": float(box[2] * box[3])})
+            annotations.append(
+                {
+                    "id": len(annotations) + 1,
+                    "image_id": i,
+                    "category_id": 1,
+                    "bbox": [float(v) for v in box],
+                    "iscrowd": 0,
+                    "area": float(box[2] * box[3]),
+                }
+            )
     if not annotations:
         raise ValueError("no ground-truth boxes: mAP is undefined")
-    results = [{"image_id": i, "category_id": 1, "bbox": [float(v) for v in box[:4]],
-                "score": float(box[4])} for i, boxes in enumerate(found) for box in boxes]
+    results = [
+        {
+            "image_id": i,
+            "category_id": 1,
+            "bbox": [float(v) for v in box[:4]],
+            "score": float(box[4]),
+        }
+        for i, boxes in enumerate(found)
+        for box in boxes
+    ]
     with contextlib.redirect_stdout(io.StringIO()):
         gt = COCO()
-        gt.dataset = {"images": images, "annotations": annotations,
-                      "categories": [{"id": 1, "name": "car"}]}
+        gt.dataset = {
+            "images": images,
+            "annotations": annotations,
+            "categories": [{"id": 1, "name": "car"}],
+        }
         gt.createIndex()
         if not results:
             return {"map50": 0.0, "map": 0.0}
@@ -111,5 +136,7 @@ def coco_map(truth: Sequence[np.ndarray], found: Sequence[np.ndarray]) -> dict[s
         evaluator.evaluate()
         evaluator.accumulate()
         evaluator.summarize()
-    return {"map50": max(float(evaluator.stats[1]), 0.0), "map": max(float(evaluator.stats[0]),
-                                                                      0.0)}
+    return {
+        "map50": max(float(evaluator.stats[1]), 0.0),
+        "map": max(float(evaluator.stats[0]), 0.0),
+    }

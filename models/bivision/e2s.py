@@ -125,8 +125,7 @@ def _compile() -> dict[str, object]:
     import numba
 
     @numba.njit(cache=True, nogil=True, fastmath=True)
-    def bin_events(t, x, y, p, t0, step_us, steps, width, height, counts, row, rows, origin,
-                   cap):
+    def bin_events(t, x, y, p, t0, step_us, steps, width, height, counts, row, rows, origin, cap):
         """Count the window's events into the flat grid ``counts``: event (step, p, y, x) adds
         one, saturating at ``cap``, at ``origin + step * plane + (p * rows + y) * row + x`` with
         ``plane = 2 * rows * row``. Returns (status, steps used): status -1 on success, -2 - i
@@ -228,8 +227,9 @@ def _compile() -> dict[str, object]:
                 active = active_cells(words, first, first + rows * row // 8)
                 density = active / (height * width)
                 if by_count:
-                    mean = 9.0 * plane_events(words, first, first + rows * row // 8) / (
-                        height * width)
+                    mean = (
+                        9.0 * plane_events(words, first, first + rows * row // 8) / (height * width)
+                    )
                     need = events_needed(k0, mean, eps)
                 else:
                     need = support_needed(k0, density, eps)
@@ -246,12 +246,28 @@ def _compile() -> dict[str, object]:
                             found = 0
                             if by_count:
                                 found = np.int64(c) - 1
-                                for q in (at - row - 1, at - row, at - row + 1, at - 1,
-                                          at + 1, at + row - 1, at + row, at + row + 1):
+                                for q in (
+                                    at - row - 1,
+                                    at - row,
+                                    at - row + 1,
+                                    at - 1,
+                                    at + 1,
+                                    at + row - 1,
+                                    at + row,
+                                    at + row + 1,
+                                ):
                                     found += (counts[q] & E2S_CAP) + (counts[q - plane] >> 7)
                             else:
-                                for q in (at - row - 1, at - row, at - row + 1, at - 1,
-                                          at + 1, at + row - 1, at + row, at + row + 1):
+                                for q in (
+                                    at - row - 1,
+                                    at - row,
+                                    at - row + 1,
+                                    at - 1,
+                                    at + 1,
+                                    at + row - 1,
+                                    at + row,
+                                    at + row + 1,
+                                ):
                                     found += (counts[q] | (counts[q - plane] >> 7)) != 0
                             drive = np.float32(c) * (gain if found >= need else lone)
                             cell = at - now
@@ -269,47 +285,106 @@ def _compile() -> dict[str, object]:
     return _KERNELS
 
 
-def _bin(events: np.ndarray, width: int, height: int, steps: int, step_us: int, t0: int,
-         counts: np.ndarray, row: int, rows: int, origin: int, cap: float | int) -> int:
+def _bin(
+    events: np.ndarray,
+    width: int,
+    height: int,
+    steps: int,
+    step_us: int,
+    t0: int,
+    counts: np.ndarray,
+    row: int,
+    rows: int,
+    origin: int,
+    cap: float | int,
+) -> int:
     """Run ``bin_events`` on a structured event array; raise ValueError naming a bad event."""
     status, used = _compile()["bin"](
-        events["t"], events["x"], events["y"], events["p"], int(t0), int(step_us), int(steps),
-        int(width), int(height), counts, int(row), int(rows), int(origin), cap)
+        events["t"],
+        events["x"],
+        events["y"],
+        events["p"],
+        int(t0),
+        int(step_us),
+        int(steps),
+        int(width),
+        int(height),
+        counts,
+        int(row),
+        int(rows),
+        int(origin),
+        cap,
+    )
     if status <= -2:
         i = -2 - status
-        raise ValueError(f"event {i} (t={int(events['t'][i])} us) is earlier than event {i - 1}"
-                         " (events must be sorted by time; see neuroedge.events.check_events)")
+        raise ValueError(
+            f"event {i} (t={int(events['t'][i])} us) is earlier than event {i - 1}"
+            " (events must be sorted by time; see neuroedge.events.check_events)"
+        )
     if status >= 0:
-        raise ValueError(f"event {status} {events[status].tolist()} is off the {width}x{height} "
-                         "sensor or has polarity > 1")
+        raise ValueError(
+            f"event {status} {events[status].tolist()} is off the {width}x{height} "
+            "sensor or has polarity > 1"
+        )
     return int(used)
 
 
-def event_histogram(events: np.ndarray, width: int, height: int, steps: int, step_us: int,
-                    t0: int = 0) -> np.ndarray:
+def event_histogram(
+    events: np.ndarray, width: int, height: int, steps: int, step_us: int, t0: int = 0
+) -> np.ndarray:
     """Event counts (T, 2, H, W) float32 of the window ``[t0, t0 + steps*step_us)``.
 
     Raises ValueError naming the first event that is out of time order or off the sensor.
     """
     counts = np.zeros((steps, 2, height, width), np.float32)
-    _bin(events, width, height, steps, step_us, t0, counts.reshape(-1), width, height,
-         0, np.float32(np.inf))
+    _bin(
+        events,
+        width,
+        height,
+        steps,
+        step_us,
+        t0,
+        counts.reshape(-1),
+        width,
+        height,
+        0,
+        np.float32(np.inf),
+    )
     return counts
 
 
-def e2s(events: np.ndarray, width: int, height: int, params: E2SParams = E2SParams(),
-        t0: int = 0) -> np.ndarray:
+def e2s(
+    events: np.ndarray, width: int, height: int, params: E2SParams = E2SParams(), t0: int = 0
+) -> np.ndarray:
     """Binary spikes (T, 2, H, W) uint8 of the E2S retina (module docstring).
 
     uint8 keeps the memory traffic of large sensors low (a spike is one byte)."""
     row = -(-(width + 2) // 8) * 8  # padded row, whole 8-byte words
     plane = 2 * (height + 2) * row
     counts = np.zeros((params.steps + 1) * plane, np.uint8)
-    used = _bin(events, width, height, params.steps, params.step_us, t0, counts, row,
-                height + 2, plane + row + 1, np.uint8(E2S_CAP))
+    used = _bin(
+        events,
+        width,
+        height,
+        params.steps,
+        params.step_us,
+        t0,
+        counts,
+        row,
+        height + 2,
+        plane + row + 1,
+        np.uint8(E2S_CAP),
+    )
     spikes = np.zeros((params.steps, 2, height, width), np.uint8)
-    return _compile()["retina"](counts, used, row, np.float32(params.leak),
-                                np.float32(params.support_weight), np.float32(params.threshold),
-                                np.int64(params.min_support),
-                                np.float64(params.false_support),
-                                bool(params.count_support), spikes)
+    return _compile()["retina"](
+        counts,
+        used,
+        row,
+        np.float32(params.leak),
+        np.float32(params.support_weight),
+        np.float32(params.threshold),
+        np.int64(params.min_support),
+        np.float64(params.false_support),
+        bool(params.count_support),
+        spikes,
+    )

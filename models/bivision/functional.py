@@ -50,8 +50,9 @@ class STATNFParams(NamedTuple):
 CENTRE_MASK = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 1.0], [1.0, 1.0, 1.0]])
 
 
-def statnf_step(i: torch.Tensor, state: STATNFState, p: STATNFParams,
-                support: torch.Tensor) -> tuple[torch.Tensor, STATNFState]:
+def statnf_step(
+    i: torch.Tensor, state: STATNFState, p: STATNFParams, support: torch.Tensor
+) -> tuple[torch.Tensor, STATNFState]:
     """One STATNF step for input current ``i`` (B, C, H, W); ``support`` = K * s[t-1]."""
     shape = (1, -1, 1, 1)
     lam = torch.sigmoid(p.beta).view(shape)

@@ -65,8 +65,9 @@ class STATNFCell(nn.Module):
             self.lateral.weight.mul_(0.3).mul_(CENTRE_MASK)
         self.lateral.weight.register_hook(lambda g: g * CENTRE_MASK.to(g))
 
-    def forward(self, i: torch.Tensor, v: torch.Tensor, s: torch.Tensor,
-                h: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    def forward(
+        self, i: torch.Tensor, v: torch.Tensor, s: torch.Tensor, h: torch.Tensor
+    ) -> tuple[torch.Tensor, ...]:
         params = STATNFParams(self.beta, self.alpha, self.lateral.weight)
         z, new = statnf_step(i, STATNFState(v, s, h), params, self.lateral(s))
         return z, new.v, new.s, new.h
@@ -81,9 +82,14 @@ class LIFMapCell(LIFCell):
 
 
 class BiSNet(nn.Module):
-    def __init__(self, neuron: str = "statnf", size: int = 64,
-                 channels: tuple[int, int, int] = (8, 16, 32), fused: int = 16,
-                 classes: int = 2) -> None:
+    def __init__(
+        self,
+        neuron: str = "statnf",
+        size: int = 64,
+        channels: tuple[int, int, int] = (8, 16, 32),
+        fused: int = 16,
+        classes: int = 2,
+    ) -> None:
         super().__init__()
         if neuron not in NEURONS:
             raise ValueError(f"neuron {neuron!r} is not one of {NEURONS}")
@@ -100,15 +106,29 @@ class BiSNet(nn.Module):
         self.mix2, self.mix3 = nn.Conv2d(fused, fused, 1), nn.Conv2d(fused, fused, 1)
         widths = (c1, c2, c3, fused, fused, fused, fused, fused)
         self.cells = nn.ModuleList(
-            STATNFCell(w) if neuron == "statnf" else LIFMapCell(LIFParams()) for w in widths)
+            STATNFCell(w) if neuron == "statnf" else LIFMapCell(LIFParams()) for w in widths
+        )
         self.cls_map = nn.Conv2d(fused, classes, 3, padding=1)
         self.det = nn.Conv2d(fused, DET_CHANNELS, 3, padding=1)
         self.cls_readout, self.det_readout = LICell(), LICell()
-        self.shapes = [(w, size // 2 ** k, size // 2 ** k) for w, k in
-                       zip(widths, (1, 2, 3, 3, 2, 1, 2, 3))]
+        self.shapes = [
+            (w, size // 2**k, size // 2**k) for w, k in zip(widths, (1, 2, 3, 3, 2, 1, 2, 3))
+        ]
         with torch.no_grad():
-            for conv in (self.conv1, self.conv2, self.conv3, self.lat1, self.lat2, self.lat3,
-                         self.up3, self.up2, self.down2, self.down3, self.mix2, self.mix3):
+            for conv in (
+                self.conv1,
+                self.conv2,
+                self.conv3,
+                self.lat1,
+                self.lat2,
+                self.lat3,
+                self.up3,
+                self.up2,
+                self.down2,
+                self.down3,
+                self.mix2,
+                self.mix3,
+            ):
                 conv.weight.mul_(INIT_GAIN[neuron])
             self.det.bias[0] = HEATMAP_PRIOR_LOGIT
 
@@ -116,17 +136,21 @@ class BiSNet(nn.Module):
         per = STATNFCell.state_size if self.neuron == "statnf" else 1
         maps = tuple(torch.zeros(batch, *shape) for shape in self.shapes for _ in range(per))
         grid = self.size // 4
-        return (*maps, torch.zeros(batch, self.classes),
-                torch.zeros(batch, DET_CHANNELS, grid, grid))
+        return (
+            *maps,
+            torch.zeros(batch, self.classes),
+            torch.zeros(batch, DET_CHANNELS, grid, grid),
+        )
 
     def state_names(self) -> tuple[str, ...]:
         parts = ("v", "s", "h") if self.neuron == "statnf" else ("v",)
         return (*(f"{p}_{layer}" for layer in NECK_LAYERS for p in parts), "v_cls", "v_det")
 
-    def _fire(self, k: int, current: torch.Tensor, state: list[torch.Tensor],
-              out: list[torch.Tensor]) -> torch.Tensor:
+    def _fire(
+        self, k: int, current: torch.Tensor, state: list[torch.Tensor], out: list[torch.Tensor]
+    ) -> torch.Tensor:
         per = STATNFCell.state_size if self.neuron == "statnf" else 1
-        z, *new = self.cells[k](current, *state[k * per:(k + 1) * per])
+        z, *new = self.cells[k](current, *state[k * per : (k + 1) * per])
         out.extend(new)
         return z
 

@@ -18,21 +18,21 @@ MAPPED = {
     "backbone Conv2d (3x stride 2)": "NIR Conv2d",
     "LIF neurons (lif variant)": "NIR LIF (forward-Euler step of the same equation)",
     "1x1 lateral convs of the neck": "NIR Conv2d (not exported here: they follow the parts "
-                                     "below that do not map)",
+    "below that do not map)",
 }
 NOT_MAPPED = {
     "E2S front end": "event binning and the retina neuron run on the event stream before the "
-                     "network (numba on the host), as the research note advises; NIR graphs "
-                     "take tensors per step, not address-events with timestamps",
+    "network (numba on the host), as the research note advises; NIR graphs "
+    "take tensors per step, not address-events with timestamps",
     "STATNF adaptive threshold": "NIR 1.0 has no adaptive-threshold (ALIF) neuron; CubaLIF's "
-                                 "synaptic current is a different state variable",
+    "synaptic current is a different state variable",
     "STATNF lateral support (K * s[t-1])": "a recurrent depthwise Conv2d edge from a neuron's "
-                                           "output to its input would map (NIR allows cycles) "
-                                           "but only together with the threshold above",
+    "output to its input would map (NIR allows cycles) "
+    "but only together with the threshold above",
     "nearest x2 upsampling (top-down path)": "no NIR primitive for upsampling",
     "spatial mean of Q3 (class head)": "NIR has SumPool2d/AvgPool2d with fixed kernels; the "
-                                       "global mean is an AvgPool2d of the full map, not "
-                                       "exported by the shared exporter",
+    "global mean is an AvgPool2d of the full map, not "
+    "exported by the shared exporter",
     "detection decoding and NMS": "data-dependent control flow: host post-processing",
 }
 
@@ -41,9 +41,11 @@ def refuse_full_graph() -> Any:
     """The detector's ``program.meta["nir"]``: the whole net has no NIR graph; say why."""
     from neuroedge.errors import ExportRefused
 
-    raise ExportRefused("the full detector does not map to NIR: " + "; ".join(
-        f"{part} ({why.split(';')[0]})" for part, why in NOT_MAPPED.items())
-        + ". Its LIF backbone does: models/bivision/neuromorphic.backbone_to_nir")
+    raise ExportRefused(
+        "the full detector does not map to NIR: "
+        + "; ".join(f"{part} ({why.split(';')[0]})" for part, why in NOT_MAPPED.items())
+        + ". Its LIF backbone does: models/bivision/neuromorphic.backbone_to_nir"
+    )
 
 
 def backbone_program(net: Any) -> TorchProgram:
@@ -51,8 +53,10 @@ def backbone_program(net: Any) -> TorchProgram:
     from torch import nn
 
     if net.neuron != "lif":
-        raise ValueError(f"only the LIF variant's backbone maps to NIR (STATNF: "
-                         f"{NOT_MAPPED['STATNF adaptive threshold']})")
+        raise ValueError(
+            f"only the LIF variant's backbone maps to NIR (STATNF: "
+            f"{NOT_MAPPED['STATNF adaptive threshold']})"
+        )
     import torch
 
     class Backbone(nn.Module):
@@ -70,18 +74,29 @@ def backbone_program(net: Any) -> TorchProgram:
     def init_state(batch: int) -> tuple[Any, ...]:
         return tuple(torch.zeros(batch, *shape) for shape in net.shapes[:3])
 
-    return TorchProgram(Backbone().eval(), ("x",), ("spikes3", "spikes1", "spikes2"),
-                        ("v1", "v2", "v3"), init_state, meta={"part": "bivision backbone"})
+    return TorchProgram(
+        Backbone().eval(),
+        ("x",),
+        ("spikes3", "spikes1", "spikes2"),
+        ("v1", "v2", "v3"),
+        init_state,
+        meta={"part": "bivision backbone"},
+    )
 
 
 def backbone_spec(net: Any, example: Any) -> ModelSpec:
     """A ModelSpec for the backbone program (the NIR exporter reads names and example)."""
     size = net.size
     outs = tuple(IOSpec(f"spikes{k}", ("T", "batch", *net.shapes[k - 1])) for k in (3, 1, 2))
-    return ModelSpec(name="event.bivision_backbone", family="snn",
-                     summary="LIF backbone of event.bivision", inputs=(
-                         IOSpec("x", ("T", "batch", 2, size, size)),), outputs=outs,
-                     build=lambda cfg: backbone_program(net), example=lambda seed: example)
+    return ModelSpec(
+        name="event.bivision_backbone",
+        family="snn",
+        summary="LIF backbone of event.bivision",
+        inputs=(IOSpec("x", ("T", "batch", 2, size, size)),),
+        outputs=outs,
+        build=lambda cfg: backbone_program(net),
+        example=lambda seed: example,
+    )
 
 
 def backbone_to_nir(net: Any, example: dict[str, Any]) -> Any:

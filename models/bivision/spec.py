@@ -35,13 +35,24 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
         with seeded(int(cfg["seed"])):
             net = train.make_net(cfg)
     if net.size != SIZE:
-        raise ValueError(f"checkpoint {path} is for {net.size}x{net.size} inputs; the registered"
-                         f" model takes {SIZE}x{SIZE}")
+        raise ValueError(
+            f"checkpoint {path} is for {net.size}x{net.size} inputs; the registered"
+            f" model takes {SIZE}x{SIZE}"
+        )
     net.eval()
-    return TorchProgram(net, ("x",), ("logits", "detection"), net.state_names(), net.init_state,
-                        meta={"trained": trained, "variant": cfg["variant"],
-                              "checkpoint": str(path) if trained else None,
-                              "nir": neuromorphic.refuse_full_graph})
+    return TorchProgram(
+        net,
+        ("x",),
+        ("logits", "detection"),
+        net.state_names(),
+        net.init_state,
+        meta={
+            "trained": trained,
+            "variant": cfg["variant"],
+            "checkpoint": str(path) if trained else None,
+            "nir": neuromorphic.refuse_full_graph,
+        },
+    )
 
 
 def example(seed: int = 0) -> dict[str, np.ndarray]:
@@ -57,22 +68,32 @@ def example(seed: int = 0) -> dict[str, np.ndarray]:
     return {"x": np.ascontiguousarray(e2s(events, SIZE, SIZE)[:, None], dtype=np.float32)}
 
 
-def evaluate(run: Callable[[dict[str, Any]], Mapping[str, Any]],
-             config: Mapping[str, Any]) -> dict[str, Measurement]:
+def evaluate(
+    run: Callable[[dict[str, Any]], Mapping[str, Any]], config: Mapping[str, Any]
+) -> dict[str, Measurement]:
     """Accuracy on a generated N-CARS-like test split (``eval_samples``, default 64),
     through whichever backend ``run`` belongs to."""
     import tempfile
 
     from neuroedge.models.bivision.data import ensure_dataset, load_task
 
-    cfg = {"train_samples": 0, "test_samples": int(config.get("eval_samples", 64)),
-           "size": SIZE, "seed": int(config.get("seed", 0)) + 100,
-           "noise_rate_hz": float(config.get("noise_rate_hz", 0.0))}
+    cfg = {
+        "train_samples": 0,
+        "test_samples": int(config.get("eval_samples", 64)),
+        "size": SIZE,
+        "seed": int(config.get("seed", 0)) + 100,
+        "noise_rate_hz": float(config.get("noise_rate_hz", 0.0)),
+    }
     with tempfile.TemporaryDirectory() as tmp:
-        data = load_task(ensure_dataset(tmp, "classification", cfg, progress=False),
-                         "classification", "test", "e2s")
-    logits = np.asarray(run({"x": np.ascontiguousarray(data.x.transpose(1, 0, 2, 3, 4))})
-                        ["logits"]).mean(axis=0)
+        data = load_task(
+            ensure_dataset(tmp, "classification", cfg, progress=False),
+            "classification",
+            "test",
+            "e2s",
+        )
+    logits = np.asarray(
+        run({"x": np.ascontiguousarray(data.x.transpose(1, 0, 2, 3, 4))})["logits"]
+    ).mean(axis=0)
     accuracy = float((logits.argmax(-1) == data.labels).mean())
     return {"accuracy": Measurement(accuracy, "fraction", "measured")}
 
@@ -88,12 +109,18 @@ SPEC = ModelSpec(
     family="event",
     summary="STATNF + E2S + BiSNet spiking detector/classifier for event cameras (32x32, T=5)",
     inputs=(IOSpec("x", ("T", "batch", 2, SIZE, SIZE)),),
-    outputs=(IOSpec("logits", ("T", "batch", 2)),
-             IOSpec("detection", ("T", "batch", 5, SIZE // 4, SIZE // 4))),
+    outputs=(
+        IOSpec("logits", ("T", "batch", 2)),
+        IOSpec("detection", ("T", "batch", 5, SIZE // 4, SIZE // 4)),
+    ),
     build=build,
     example=example,
-    paper=Paper("Bio-Vision-Inspired Spiking Neural Networks for Object Detection with Event "
-                "Cameras", "ICML 2026", 2026, "https://icml.cc/virtual/2026/poster/64518"),
+    paper=Paper(
+        "Bio-Vision-Inspired Spiking Neural Networks for Object Detection with Event Cameras",
+        "ICML 2026",
+        2026,
+        "https://icml.cc/virtual/2026/poster/64518",
+    ),
     efficiency=Efficiency("SOP"),
     tolerance={"onnxrt": 1e-4, "default": 1e-4},
     default_config={},
@@ -106,9 +133,23 @@ SPEC = ModelSpec(
     # train: train.DEFAULTS (train.py imports torch) plus data and fit's threads. bench: the
     # sweep defaults, the seed list (bench.seeds), the recording for the throughput rows and
     # what train.fit reads (variant and noise_rate_hz are set by the sweep itself)
-    config_keys={"build": ("checkpoint", "smoke", "seed", "variant", "size"),
-                 "train": ("task", "variant", "epochs", "batch", "lr", "seed", "size",
-                           "train_samples", "test_samples", "noise_rate_hz", "augment", "data",
-                           "threads"),
-                 "bench": (*SWEEP_DEFAULTS, "seeds", "events_file", "threads", "augment")},
+    config_keys={
+        "build": ("checkpoint", "smoke", "seed", "variant", "size"),
+        "train": (
+            "task",
+            "variant",
+            "epochs",
+            "batch",
+            "lr",
+            "seed",
+            "size",
+            "train_samples",
+            "test_samples",
+            "noise_rate_hz",
+            "augment",
+            "data",
+            "threads",
+        ),
+        "bench": (*SWEEP_DEFAULTS, "seeds", "events_file", "threads", "augment"),
+    },
 )

@@ -31,10 +31,19 @@ from neuroedge.models.bivision.module import BiSNet
 
 TASKS = ("classification", "detection")
 VARIANTS = {"statnf_e2s": ("statnf", "e2s"), "lif_histogram": ("lif", "histogram")}
-DEFAULTS: dict[str, Any] = {"task": "classification", "variant": "statnf_e2s", "epochs": 8,
-                            "batch": 32, "lr": 3e-3, "seed": 0, "size": 64,
-                            "train_samples": 600, "test_samples": 200, "noise_rate_hz": 0.0,
-                            "augment": "none"}
+DEFAULTS: dict[str, Any] = {
+    "task": "classification",
+    "variant": "statnf_e2s",
+    "epochs": 8,
+    "batch": 32,
+    "lr": 3e-3,
+    "seed": 0,
+    "size": 64,
+    "train_samples": 600,
+    "test_samples": 200,
+    "noise_rate_hz": 0.0,
+    "augment": "none",
+}
 
 
 def _augment(xs: np.ndarray, flip: np.ndarray, swap: np.ndarray) -> np.ndarray:
@@ -87,8 +96,9 @@ def _batch_loss(net: BiSNet, xs: Any, task: str, labels: Any, targets: Any) -> A
     return detection_loss(detection, targets)
 
 
-def fit(net: BiSNet, data: EventSet, task: str, cfg: Mapping[str, Any],
-        progress: bool = True) -> float:
+def fit(
+    net: BiSNet, data: EventSet, task: str, cfg: Mapping[str, Any], progress: bool = True
+) -> float:
     """Train ``net`` in place on ``data``; returns the last epoch's mean loss."""
     import torch
     from neuroedge.models.bivision.detection import make_targets
@@ -105,8 +115,9 @@ def fit(net: BiSNet, data: EventSet, task: str, cfg: Mapping[str, Any],
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(epochs, 1))
     grid = net.size // 4
     targets = make_targets(data.boxes, grid, 4) if task == "detection" else None
-    mirrored = (make_targets(_mirrored(data.boxes, net.size), grid, 4)
-                if task == "detection" else None)
+    mirrored = (
+        make_targets(_mirrored(data.boxes, net.size), grid, 4) if task == "detection" else None
+    )
     augment = augmentations(cfg.get("augment", DEFAULTS["augment"]))
     labels = torch.from_numpy(data.labels)
     mean_loss = float("nan")
@@ -116,13 +127,14 @@ def fit(net: BiSNet, data: EventSet, task: str, cfg: Mapping[str, Any],
         losses = []
         order = rng.permutation(len(data.x))
         for first in range(0, len(order), batch):
-            idx = order[first:first + batch]
+            idx = order[first : first + batch]
             flip, swap = (rng.random((2, len(idx))) < 0.5) & augment[:, None]
             xs = torch.from_numpy(_augment(data.x[idx], flip, swap)).transpose(0, 1)
             target = None
             if targets is not None:
-                target = torch.where(torch.from_numpy(flip)[:, None, None, None],
-                                     mirrored[idx], targets[idx])
+                target = torch.where(
+                    torch.from_numpy(flip)[:, None, None, None], mirrored[idx], targets[idx]
+                )
             loss = _batch_loss(net, xs, task, labels[idx], target)
             opt.zero_grad()
             loss.backward()
@@ -143,15 +155,16 @@ def predict(net: BiSNet, x: np.ndarray, batch: int = 64) -> tuple[np.ndarray, np
     logits, maps = [], []
     with torch.inference_mode():
         for first in range(0, len(x), batch):
-            xs = torch.from_numpy(x[first:first + batch]).transpose(0, 1)
+            xs = torch.from_numpy(x[first : first + batch]).transpose(0, 1)
             y, d = net.forward_sequence(xs)
             logits.append(y.numpy())
             maps.append(d.numpy())
     return np.concatenate(logits), np.concatenate(maps)
 
 
-def task_metrics(logits: np.ndarray, maps: np.ndarray, data: EventSet,
-                 task: str) -> dict[str, float]:
+def task_metrics(
+    logits: np.ndarray, maps: np.ndarray, data: EventSet, task: str
+) -> dict[str, float]:
     """``accuracy`` for classification; ``map50`` and ``map`` (COCO) for detection."""
     from neuroedge.models.bivision.detection import coco_map, decode
 
@@ -160,8 +173,9 @@ def task_metrics(logits: np.ndarray, maps: np.ndarray, data: EventSet,
     return coco_map(data.boxes, decode(maps, stride=4))
 
 
-def train(config: Mapping[str, Any] | None = None, out: str | Path | None = None,
-          progress: bool = True) -> dict[str, Any]:
+def train(
+    config: Mapping[str, Any] | None = None, out: str | Path | None = None, progress: bool = True
+) -> dict[str, Any]:
     """Generate (or reuse) the task's dataset, train one variant, save the checkpoint.
 
     ``config``: task, variant, epochs, batch, lr, seed, size, train_samples, test_samples,
@@ -172,17 +186,28 @@ def train(config: Mapping[str, Any] | None = None, out: str | Path | None = None
     from neuroedge.paths import checkpoint_path, home
 
     cfg = {**DEFAULTS, **(config or {})}
-    root = Path(cfg["data"]) if cfg.get("data") else ensure_dataset(
-        home() / "data" / "bivision", cfg["task"], cfg, progress)
+    root = (
+        Path(cfg["data"])
+        if cfg.get("data")
+        else ensure_dataset(home() / "data" / "bivision", cfg["task"], cfg, progress)
+    )
     rep = VARIANTS[cfg["variant"]][1]
-    train_set, test_set = load_task(root, cfg["task"], "train", rep), load_task(
-        root, cfg["task"], "test", rep)
+    train_set, test_set = (
+        load_task(root, cfg["task"], "train", rep),
+        load_task(root, cfg["task"], "test", rep),
+    )
     net = make_net(cfg)
     start = time.perf_counter()
     loss = fit(net, train_set, cfg["task"], cfg, progress)
     seconds = time.perf_counter() - start
     metrics = task_metrics(*predict(net, test_set.x), test_set, cfg["task"])
     path = Path(out) if out else checkpoint_path(f"event.bivision.{cfg['task']}")
-    save_checkpoint(path, {"state_dict": net.state_dict(), "config": dict(cfg),
-                           "metrics": {**metrics, "loss": loss, "train_seconds": seconds}})
+    save_checkpoint(
+        path,
+        {
+            "state_dict": net.state_dict(),
+            "config": dict(cfg),
+            "metrics": {**metrics, "loss": loss, "train_seconds": seconds},
+        },
+    )
     return {"path": str(path), "data": str(root), **metrics, "seconds": seconds}

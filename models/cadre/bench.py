@@ -34,44 +34,80 @@ def _user_series(config: Mapping[str, Any]) -> tuple[CausalSeries, int, list[str
     return CausalSeries(x, empty_z, domain, np.zeros((x.shape[-1],) * 2)), period or 1, names
 
 
-def bench(out_dir: str, backends: list[str], config: Mapping[str, Any],
-          history: str | None = None) -> dict[str, Any]:
+def bench(
+    out_dir: str, backends: list[str], config: Mapping[str, Any], history: str | None = None
+) -> dict[str, Any]:
     from neuroedge.bench.report import build_document, write_report
 
     torch.set_num_threads(1)  # tiny MLPs: extra threads only contend on a shared 2-core box
     cfg = {**TR.DEFAULTS, "steps": 600, "n": 3000, **config}
-    rows = [Report(SPEC.name, "host", "identity", metrics={
-        "max_abs_err": Measurement(identity_check(), "abs", "measured")},
-        notes=("J_g = I - D_m J_m^-1 against B on 20 random linear-additive SEMs",))]
+    rows = [
+        Report(
+            SPEC.name,
+            "host",
+            "identity",
+            metrics={"max_abs_err": Measurement(identity_check(), "abs", "measured")},
+            notes=("J_g = I - D_m J_m^-1 against B on 20 random linear-additive SEMs",),
+        )
+    ]
     if "series" in cfg:
         data, domains, names = _user_series(cfg)
         fit = TR.fit(_cadre(data, domains, cfg), data, cfg, "CaDRe")
         graph = TR.estimated_graph(fit.model, data)
-        doc = build_document(SPEC.name, rows, config=_jsonable(cfg), graph=graph.tolist(),
-                             variables=names)
+        doc = build_document(
+            SPEC.name, rows, config=_jsonable(cfg), graph=graph.tolist(), variables=names
+        )
     else:
-        data = generate(n=int(cfg["n"]), length=LENGTH, dx=DX, dz=DZ, domains=DOMAINS,
-                        seed=int(cfg["seed"]))
+        data = generate(
+            n=int(cfg["n"]), length=LENGTH, dx=DX, dz=DZ, domains=DOMAINS, seed=int(cfg["seed"])
+        )
         result = TR.compare(data, DOMAINS, cfg)
         sc = result["scores"]
-        rows.append(Report(SPEC.name, "host", "cadre", metrics={
-            "mcc": Measurement(result["mcc_cadre"], "correlation"),
-            "shd": Measurement(sc.shd, "edges", "counted"),
-            "f1": Measurement(sc.f1, "fraction"), "tpr": Measurement(sc.tpr, "fraction"),
-            "fdr": Measurement(sc.fdr, "fraction"),
-            "skeleton_f1": Measurement(sc.skeleton_f1, "fraction")}))
-        rows.append(Report(SPEC.name, "host", "beta-vae", metrics={
-            "mcc": Measurement(result["mcc_beta_vae"], "correlation")}))
+        rows.append(
+            Report(
+                SPEC.name,
+                "host",
+                "cadre",
+                metrics={
+                    "mcc": Measurement(result["mcc_cadre"], "correlation"),
+                    "shd": Measurement(sc.shd, "edges", "counted"),
+                    "f1": Measurement(sc.f1, "fraction"),
+                    "tpr": Measurement(sc.tpr, "fraction"),
+                    "fdr": Measurement(sc.fdr, "fraction"),
+                    "skeleton_f1": Measurement(sc.skeleton_f1, "fraction"),
+                },
+            )
+        )
+        rows.append(
+            Report(
+                SPEC.name,
+                "host",
+                "beta-vae",
+                metrics={"mcc": Measurement(result["mcc_beta_vae"], "correlation")},
+            )
+        )
         rows = _with_latency(rows, result["model"], data)
-        doc = build_document(SPEC.name, rows, config=_jsonable(cfg),
-                             graph=result["graph"].tolist(), true_graph=data.graph.tolist(),
-                             losses={"cadre": result["losses_cadre"][::10],
-                                     "beta_vae": result["losses_beta_vae"][::10]})
+        doc = build_document(
+            SPEC.name,
+            rows,
+            config=_jsonable(cfg),
+            graph=result["graph"].tolist(),
+            true_graph=data.graph.tolist(),
+            losses={
+                "cadre": result["losses_cadre"][::10],
+                "beta_vae": result["losses_beta_vae"][::10],
+            },
+        )
     doc["columns"] = COLUMNS
-    sections = [(f"Graph threshold |J_g| > {cfg['threshold']}; budget {cfg['steps']} Adam "
-                 f"steps of batch {cfg['batch']} for both models.")]
-    write_report(doc, out_dir, columns=COLUMNS, sections=sections, plots=[graph_plot],
-                 history=history)
+    sections = [
+        (
+            f"Graph threshold |J_g| > {cfg['threshold']}; budget {cfg['steps']} Adam "
+            f"steps of batch {cfg['batch']} for both models."
+        )
+    ]
+    write_report(
+        doc, out_dir, columns=COLUMNS, sections=sections, plots=[graph_plot], history=history
+    )
     return doc
 
 

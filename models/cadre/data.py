@@ -53,8 +53,15 @@ def _orthogonal(d: int, rng: np.random.Generator) -> np.ndarray:
     return ortho_group.rvs(d, random_state=rng) if d > 1 else np.ones((1, 1))
 
 
-def generate(n: int = 4000, length: int = 5, dx: int = 8, dz: int = 2, domains: int = 4,
-             edge_prob: float = 0.3, seed: int = 0) -> CausalSeries:
+def generate(
+    n: int = 4000,
+    length: int = 5,
+    dx: int = 8,
+    dz: int = 2,
+    domains: int = 4,
+    edge_prob: float = 0.3,
+    seed: int = 0,
+) -> CausalSeries:
     """``n`` windows of ``length`` steps of the observed-DAG + hidden-dynamics process."""
     rng = np.random.default_rng(seed)
     a_mat, w_mat = 0.8 * _orthogonal(dz, rng), _orthogonal(dz, rng)
@@ -80,8 +87,9 @@ def generate(n: int = 4000, length: int = 5, dx: int = 8, dz: int = 2, domains: 
     return CausalSeries(x.astype(np.float32), z_seq.astype(np.float32), domain, graph)
 
 
-def windows(series: np.ndarray, length: int, period: int | None = None
-            ) -> tuple[np.ndarray, np.ndarray]:
+def windows(
+    series: np.ndarray, length: int, period: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Standardised overlapping windows [n, length, d] and their domain (start index mod
     ``period``, e.g. the month for monthly data; 0 when no period)."""
     series = np.asarray(series, dtype=np.float64)
@@ -94,8 +102,9 @@ def windows(series: np.ndarray, length: int, period: int | None = None
     return z[idx].astype(np.float32), domain
 
 
-def read_csv_series(path: str | os.PathLike[str], time_column: str | None = None
-                    ) -> tuple[np.ndarray, list[str]]:
+def read_csv_series(
+    path: str | os.PathLike[str], time_column: str | None = None
+) -> tuple[np.ndarray, list[str]]:
     """A numeric [T, d] series from a CSV with a header row; gaps and ragged rows raise
     ``ValueError`` naming the file row (1-based, header = row 1) and column."""
     path = Path(path)
@@ -108,15 +117,18 @@ def read_csv_series(path: str | os.PathLike[str], time_column: str | None = None
     values = np.empty((len(rows) - 1, len(keep)))
     for r, row in enumerate(rows[1:], start=2):
         if len(row) != len(header):
-            raise ValueError(f"{path}: row {r} has {len(row)} fields, the header has "
-                             f"{len(header)} (mismatched length)")
+            raise ValueError(
+                f"{path}: row {r} has {len(row)} fields, the header has "
+                f"{len(header)} (mismatched length)"
+            )
         for c, i in enumerate(keep):
             cell = row[i].strip()
             try:
                 values[r - 2, c] = float(cell)
             except ValueError:
-                raise ValueError(f"{path}: row {r}, column {header[i]!r}: {cell!r} is not a "
-                                 "number") from None
+                raise ValueError(
+                    f"{path}: row {r}, column {header[i]!r}: {cell!r} is not a number"
+                ) from None
             if not np.isfinite(values[r - 2, c]):
                 raise ValueError(f"{path}: row {r}, column {header[i]!r} is a gap ({cell!r})")
     if time_column is not None:
@@ -136,12 +148,15 @@ def _check_regular(path: Path, times: np.ndarray, first_row: int) -> None:
     odd = np.flatnonzero(~np.isclose(steps, usual, rtol=1e-6, atol=0))
     if odd.size:
         r = int(odd[0]) + first_row + 1
-        raise ValueError(f"{path}: row {r}: time step {steps[odd[0]]:g} differs from the usual "
-                         f"{usual:g} (a gap in the series)")
+        raise ValueError(
+            f"{path}: row {r}: time step {steps[odd[0]]:g} differs from the usual "
+            f"{usual:g} (a gap in the series)"
+        )
 
 
-def read_netcdf_series(path: str | os.PathLike[str], variables: list[str] | None = None,
-                       time_dim: str = "time") -> tuple[np.ndarray, list[str]]:
+def read_netcdf_series(
+    path: str | os.PathLike[str], variables: list[str] | None = None, time_dim: str = "time"
+) -> tuple[np.ndarray, list[str]]:
     """A [T, d] series from NetCDF: each variable flattened over its non-time dimensions
     (e.g. lat x lon grid points); NaN gaps and mismatched time lengths name the element."""
     import xarray as xr
@@ -158,13 +173,17 @@ def read_netcdf_series(path: str | os.PathLike[str], variables: list[str] | None
             arr = ds[name].transpose(time_dim, ...).values.astype(np.float64)
             arr = arr.reshape(len(arr), -1)
             if length is not None and len(arr) != length:
-                raise ValueError(f"{path}: variable {name!r} has {len(arr)} time steps, "
-                                 f"{names[0]!r} has {length} (mismatched lengths)")
+                raise ValueError(
+                    f"{path}: variable {name!r} has {len(arr)} time steps, "
+                    f"{names[0]!r} has {length} (mismatched lengths)"
+                )
             length = len(arr)
             bad = np.argwhere(~np.isfinite(arr))
             if len(bad):
-                raise ValueError(f"{path}: variable {name!r} has a gap (NaN) at {time_dim} "
-                                 f"index {int(bad[0][0])}, element {int(bad[0][1])}")
+                raise ValueError(
+                    f"{path}: variable {name!r} has a gap (NaN) at {time_dim} "
+                    f"index {int(bad[0][0])}, element {int(bad[0][1])}"
+                )
             columns.append(arr)
             labels += [f"{name}[{k}]" for k in range(arr.shape[1])]
     return np.concatenate(columns, axis=1), labels

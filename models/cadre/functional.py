@@ -50,8 +50,9 @@ def dag_penalty(a: Any) -> Any:
 
     d = a.shape[-1]
     eye = torch.eye(d, dtype=a.dtype, device=a.device)
-    return torch.diagonal(torch.linalg.matrix_power(eye + a * a / d, d),
-                          dim1=-2, dim2=-1).sum(-1) - d
+    return (
+        torch.diagonal(torch.linalg.matrix_power(eye + a * a / d, d), dim1=-2, dim2=-1).sum(-1) - d
+    )
 
 
 def mcc(estimate: np.ndarray, truth: np.ndarray) -> float:
@@ -63,7 +64,7 @@ def mcc(estimate: np.ndarray, truth: np.ndarray) -> float:
     if len(est) != len(tru):
         raise ValueError(f"MCC needs paired samples, got {len(est)} and {len(tru)}")
     k = tru.shape[1]
-    corr = np.corrcoef(est.T, tru.T)[: est.shape[1], est.shape[1]:]
+    corr = np.corrcoef(est.T, tru.T)[: est.shape[1], est.shape[1] :]
     corr = np.nan_to_num(np.abs(corr))
     rows, cols = linear_sum_assignment(-corr)
     return float(corr[rows, cols].sum() / k)
@@ -80,8 +81,7 @@ class GraphScores:
     skeleton_f1: float  # F1 of the undirected edge sets (orientation ignored)
 
 
-def graph_scores(estimate: np.ndarray, truth: np.ndarray, threshold: float = 0.3
-                 ) -> GraphScores:
+def graph_scores(estimate: np.ndarray, truth: np.ndarray, threshold: float = 0.3) -> GraphScores:
     """Compare supports of |estimate| > threshold and truth != 0 (diagonals ignored)."""
     est = np.abs(np.asarray(estimate)) > threshold
     tru = np.asarray(truth) != 0
@@ -95,9 +95,15 @@ def graph_scores(estimate: np.ndarray, truth: np.ndarray, threshold: float = 0.3
     precision = tp / n_pred if n_pred else 0.0
     recall = tp / n_true if n_true else 0.0
     f1 = 2 * precision * recall / (precision + recall) if tp else 0.0
-    return GraphScores(extra + missing + reversed_, f1, recall,
-                       (n_pred - tp) / n_pred if n_pred else 0.0, n_true, n_pred,
-                       _f1(np.triu(est | est.T), np.triu(tru | tru.T)))
+    return GraphScores(
+        extra + missing + reversed_,
+        f1,
+        recall,
+        (n_pred - tp) / n_pred if n_pred else 0.0,
+        n_true,
+        n_pred,
+        _f1(np.triu(est | est.T), np.triu(tru | tru.T)),
+    )
 
 
 def _f1(est: np.ndarray, tru: np.ndarray) -> float:

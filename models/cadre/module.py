@@ -99,8 +99,12 @@ class CaDRe(nn.Module):
         emb = self.embedding(domain)[:, None, :].expand(-1, z.shape[1] - 1, -1)
         cond = torch.cat([z[:, :-1], emb], -1).reshape(-1, self.dz + emb.shape[-1])
         log_pz = self.z_prior.log_prob(z[:, 1:].reshape(-1, self.dz), cond).sum() / len(x)
-        log_pz = log_pz + gaussian_log_prob(z[:, 0], torch.zeros_like(z[:, 0]),
-                                            torch.zeros_like(z[:, 0])).mean()
+        log_pz = (
+            log_pz
+            + gaussian_log_prob(
+                z[:, 0], torch.zeros_like(z[:, 0]), torch.zeros_like(z[:, 0])
+            ).mean()
+        )
         kl_z = gaussian_log_prob(z, mu_z, lv_z).sum(1).mean() - log_pz
         log_ps = self.s_prior.log_prob(s.reshape(-1, self.dx), z.reshape(-1, self.dz))
         kl_s = gaussian_log_prob(s, mu_s, lv_s).sum(1).mean() - log_ps.sum() / len(x)

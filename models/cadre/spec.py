@@ -49,14 +49,17 @@ def build(config: Mapping[str, Any]) -> HostProgram:
         if xt.ndim != 3 or xt.shape[1] < 3 or xt.shape[2] != DX:
             raise ValueError(f"x: expected [batch, T >= 3, {DX}], got {list(xt.shape)}")
         if not torch.isfinite(xt).all():
-            raise ValueError(f"x: window {int(torch.nonzero(~torch.isfinite(xt))[0, 0])} has a "
-                             "gap (NaN)")
+            raise ValueError(
+                f"x: window {int(torch.nonzero(~torch.isfinite(xt))[0, 0])} has a gap (NaN)"
+            )
         z, s = model.posterior_means(xt)
         with torch.no_grad():
             j_g = F.jacobian_graph(model.decoder_jacobian(z.detach(), s.detach()))
         inner = xt.shape[1] - 2
-        return {"graph": j_g.reshape(len(xt), inner, DX, DX).mean(1).numpy(),
-                "latents": z.detach().reshape(len(xt), inner, DZ)[:, 0].numpy()}
+        return {
+            "graph": j_g.reshape(len(xt), inner, DX, DX).mean(1).numpy(),
+            "latents": z.detach().reshape(len(xt), inner, DZ)[:, 0].numpy(),
+        }
 
     return HostProgram(fn, meta={"trained": trained})
 
@@ -81,8 +84,12 @@ def train(config: Mapping[str, Any] | None = None, out: str | None = None) -> di
     result = TR.fit(CaDRe(DX, DZ, DOMAINS, cfg["hidden"]), data, cfg)
     path = _checkpoint({"checkpoint": out or cfg.get("checkpoint")})
     save_checkpoint(path, {"state_dict": result.model.state_dict()})
-    return {"checkpoint": str(path), "mcc": TR.latent_mcc(result.model, data),
-            "loss_first": result.losses[0], "loss_last": result.losses[-1]}
+    return {
+        "checkpoint": str(path),
+        "mcc": TR.latent_mcc(result.model, data),
+        "loss_first": result.losses[0],
+        "loss_last": result.losses[-1],
+    }
 
 
 def identity_check(trials: int = 20, seed: int = 0) -> float:
@@ -111,17 +118,50 @@ SPEC = ModelSpec(
     outputs=(IOSpec("graph", ("batch", DX, DX)), IOSpec("latents", ("batch", DZ))),
     build=build,
     example=example,
-    paper=Paper("CaDRe: Learning General Causal Structures with Hidden Dynamic Process for "
-                "Climate Analysis", "ICML 2026", 2026, "https://arxiv.org/abs/2501.12500"),
+    paper=Paper(
+        "CaDRe: Learning General Causal Structures with Hidden Dynamic Process for "
+        "Climate Analysis",
+        "ICML 2026",
+        2026,
+        "https://arxiv.org/abs/2501.12500",
+    ),
     efficiency=Efficiency("FLOP"),
     train=train,
     bench="neuroedge.models.cadre.bench:bench",
     # train: train.fit's keys (train.DEFAULTS less "threshold", which training never reads;
     # train.py imports torch) plus n and checkpoint; bench: all of train.DEFAULTS, n and the
     # user-series keys
-    config_keys={"build": ("checkpoint", "smoke"),
-                 "train": ("steps", "batch", "lr", "hidden", "lambda_z", "lambda_s", "alpha",
-                           "beta", "jac_batch", "seed", "n", "checkpoint"),
-                 "bench": ("steps", "batch", "lr", "hidden", "lambda_z", "lambda_s", "alpha",
-                           "beta", "jac_batch", "threshold", "seed", "n", "series", "period")},
+    config_keys={
+        "build": ("checkpoint", "smoke"),
+        "train": (
+            "steps",
+            "batch",
+            "lr",
+            "hidden",
+            "lambda_z",
+            "lambda_s",
+            "alpha",
+            "beta",
+            "jac_batch",
+            "seed",
+            "n",
+            "checkpoint",
+        ),
+        "bench": (
+            "steps",
+            "batch",
+            "lr",
+            "hidden",
+            "lambda_z",
+            "lambda_s",
+            "alpha",
+            "beta",
+            "jac_batch",
+            "threshold",
+            "seed",
+            "n",
+            "series",
+            "period",
+        ),
+    },
 )

@@ -27,9 +27,19 @@ from neuroedge.models.cadre import functional as F
 from neuroedge.models.cadre.data import CausalSeries
 from neuroedge.models.cadre.module import BetaVAE, CaDRe
 
-DEFAULTS: dict[str, Any] = {"steps": 600, "batch": 128, "lr": 2e-3, "hidden": 64,
-                            "lambda_z": 0.1, "lambda_s": 0.1, "alpha": 1e-2, "beta": 1e-1,
-                            "jac_batch": 16, "threshold": 0.3, "seed": 0}
+DEFAULTS: dict[str, Any] = {
+    "steps": 600,
+    "batch": 128,
+    "lr": 2e-3,
+    "hidden": 64,
+    "lambda_z": 0.1,
+    "lambda_s": 0.1,
+    "alpha": 1e-2,
+    "beta": 1e-1,
+    "jac_batch": 16,
+    "threshold": 0.3,
+    "seed": 0,
+}
 
 
 @dataclass(frozen=True)
@@ -45,8 +55,12 @@ def _penalties(model: CaDRe, x: torch.Tensor, cfg: Mapping[str, Any]) -> torch.T
     return cfg["alpha"] * j_g.abs().sum((-1, -2)).mean() + cfg["beta"] * F.dag_penalty(mean_abs)
 
 
-def fit(model: torch.nn.Module, data: CausalSeries, config: Mapping[str, Any] | None = None,
-        desc: str = "train") -> FitResult:
+def fit(
+    model: torch.nn.Module,
+    data: CausalSeries,
+    config: Mapping[str, Any] | None = None,
+    desc: str = "train",
+) -> FitResult:
     """Adam on the (penalised) negative ELBO; CaDRe gets the graph penalties, BetaVAE none."""
     from tqdm import tqdm
 
@@ -86,8 +100,9 @@ def estimated_graph(model: CaDRe, data: CausalSeries, n: int = 256) -> np.ndarra
     return j_g.mean(0).numpy()
 
 
-def compare(data: CausalSeries, domains: int, config: Mapping[str, Any] | None = None
-            ) -> dict[str, Any]:
+def compare(
+    data: CausalSeries, domains: int, config: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """Train CaDRe and the beta-VAE at the same budget; MCC of both, graph scores of CaDRe."""
     cfg = {**DEFAULTS, **(config or {})}
     dx, dz = data.x.shape[-1], data.z.shape[-1]
@@ -96,6 +111,12 @@ def compare(data: CausalSeries, domains: int, config: Mapping[str, Any] | None =
     torch.manual_seed(cfg["seed"])
     vae = fit(BetaVAE(dx, dz, cfg["hidden"]), data, cfg, "beta-VAE")
     graph = estimated_graph(cadre.model, data)
-    return {"mcc_cadre": latent_mcc(cadre.model, data), "mcc_beta_vae": latent_mcc(vae.model, data),
-            "graph": graph, "scores": F.graph_scores(graph, data.graph, cfg["threshold"]),
-            "losses_cadre": cadre.losses, "losses_beta_vae": vae.losses, "model": cadre.model}
+    return {
+        "mcc_cadre": latent_mcc(cadre.model, data),
+        "mcc_beta_vae": latent_mcc(vae.model, data),
+        "graph": graph,
+        "scores": F.graph_scores(graph, data.graph, cfg["threshold"]),
+        "losses_cadre": cadre.losses,
+        "losses_beta_vae": vae.losses,
+        "model": cadre.model,
+    }

@@ -17,11 +17,17 @@ from neuroedge.models.envy_free import functional as F
 from neuroedge.types import Measurement, Report
 
 DEFAULTS: dict[str, Any] = {
-    "sigma": 1.0, "trials": 200, "seed": 0,
-    "delta_sweep_m": 400, "deltas": [8, 16, 32],
-    "m_sweep_delta": 12, "ms": [100, 200, 400, 800],
-    "budget_cases": [[400, 10], [800, 20]], "budget_trials": 400,
-    "brute_force_ms": [6, 8, 10, 12], "brute_force_instances": 40,
+    "sigma": 1.0,
+    "trials": 200,
+    "seed": 0,
+    "delta_sweep_m": 400,
+    "deltas": [8, 16, 32],
+    "m_sweep_delta": 12,
+    "ms": [100, 200, 400, 800],
+    "budget_cases": [[400, 10], [800, 20]],
+    "budget_trials": 400,
+    "brute_force_ms": [6, 8, 10, 12],
+    "brute_force_instances": 40,
 }
 
 
@@ -29,9 +35,15 @@ def tau90_curve(pairs: Sequence[tuple[int, float]], cfg: Mapping[str, Any]) -> l
     """tau_90 for each (m, Delta), with a progress bar."""
     from tqdm import tqdm
 
-    return [F.tau_for_success(lambda rng, n, m=m, d=d: F.hard_instances(m, d, rng, n),
-                              sigma=cfg["sigma"], trials=cfg["trials"], seed=cfg["seed"])
-            for m, d in tqdm(pairs, desc="alloc.envy_free tau_90", leave=False)]
+    return [
+        F.tau_for_success(
+            lambda rng, n, m=m, d=d: F.hard_instances(m, d, rng, n),
+            sigma=cfg["sigma"],
+            trials=cfg["trials"],
+            seed=cfg["seed"],
+        )
+        for m, d in tqdm(pairs, desc="alloc.envy_free tau_90", leave=False)
+    ]
 
 
 def brute_force_gap(cfg: Mapping[str, Any]) -> dict[str, float]:
@@ -57,35 +69,77 @@ def run_sweeps(cfg: Mapping[str, Any]) -> dict[str, Any]:
     for m, d in cfg["budget_cases"]:
         tau_star = F.theorem_budget(int(m), float(d), cfg["sigma"])
         vals = F.hard_instances(int(m), float(d), rng, cfg["budget_trials"])
-        budget.append({"m": m, "delta": d, "tau_star": tau_star,
-                       "success": F.success_rate(vals, tau_star, cfg["sigma"], rng),
-                       "success_at_tau_star_over_1000":
-                           F.success_rate(vals, tau_star / 1000, cfg["sigma"], rng)})
-    return {"deltas": deltas, "tau90_vs_delta": tau_delta, "ms": ms, "tau90_vs_m": tau_m,
-            "slope_tau_vs_delta": F.loglog_slope(deltas, tau_delta),
-            "slope_tau_vs_m": F.loglog_slope(ms, tau_m),
-            "slope_queries_vs_m": F.loglog_slope(ms, np.asarray(ms) * np.asarray(tau_m)),
-            "budget": budget, "brute_force": brute_force_gap(cfg)}
+        budget.append(
+            {
+                "m": m,
+                "delta": d,
+                "tau_star": tau_star,
+                "success": F.success_rate(vals, tau_star, cfg["sigma"], rng),
+                "success_at_tau_star_over_1000": F.success_rate(
+                    vals, tau_star / 1000, cfg["sigma"], rng
+                ),
+            }
+        )
+    return {
+        "deltas": deltas,
+        "tau90_vs_delta": tau_delta,
+        "ms": ms,
+        "tau90_vs_m": tau_m,
+        "slope_tau_vs_delta": F.loglog_slope(deltas, tau_delta),
+        "slope_tau_vs_m": F.loglog_slope(ms, tau_m),
+        "slope_queries_vs_m": F.loglog_slope(ms, np.asarray(ms) * np.asarray(tau_m)),
+        "budget": budget,
+        "brute_force": brute_force_gap(cfg),
+    }
 
 
 def rows_from(sweeps: Mapping[str, Any]) -> list[Report]:
     name = "alloc.envy_free"
-    rows = [Report(name, "host", "tau90_vs_m", metrics={
-        "slope": Measurement(sweeps["slope_tau_vs_m"], "d log tau / d log m"),
-        "slope_queries": Measurement(sweeps["slope_queries_vs_m"], "d log(m tau) / d log m")},
-        notes=(f"Delta={sweeps.get('m_sweep_delta', '')}; target slope in [1.1, 1.9]",)),
-        Report(name, "host", "tau90_vs_delta", metrics={
-            "slope": Measurement(sweeps["slope_tau_vs_delta"], "d log tau / d log Delta")},
-            notes=("target slope in [-2.8, -1.6]",))]
+    rows = [
+        Report(
+            name,
+            "host",
+            "tau90_vs_m",
+            metrics={
+                "slope": Measurement(sweeps["slope_tau_vs_m"], "d log tau / d log m"),
+                "slope_queries": Measurement(
+                    sweeps["slope_queries_vs_m"], "d log(m tau) / d log m"
+                ),
+            },
+            notes=(f"Delta={sweeps.get('m_sweep_delta', '')}; target slope in [1.1, 1.9]",),
+        ),
+        Report(
+            name,
+            "host",
+            "tau90_vs_delta",
+            metrics={"slope": Measurement(sweeps["slope_tau_vs_delta"], "d log tau / d log Delta")},
+            notes=("target slope in [-2.8, -1.6]",),
+        ),
+    ]
     for case in sweeps["budget"]:
-        rows.append(Report(name, "host", f"budget_m{case['m']}_d{case['delta']}", metrics={
-            "success_rate": Measurement(case["success"], "fraction"),
-            "success_rate_tau_over_1000": Measurement(case["success_at_tau_star_over_1000"],
-                                                      "fraction"),
-            "tau_star": Measurement(case["tau_star"], "queries/item/agent", "counted")}))
-    rows.append(Report(name, "host", "brute_force", metrics={
-        "envy_gap_to_opt": Measurement(sweeps["brute_force"]["worst_gap"], "utility")},
-        notes=("max over random instances m<=12 of envy(threshold, exact values) - OptEnvy",)))
+        rows.append(
+            Report(
+                name,
+                "host",
+                f"budget_m{case['m']}_d{case['delta']}",
+                metrics={
+                    "success_rate": Measurement(case["success"], "fraction"),
+                    "success_rate_tau_over_1000": Measurement(
+                        case["success_at_tau_star_over_1000"], "fraction"
+                    ),
+                    "tau_star": Measurement(case["tau_star"], "queries/item/agent", "counted"),
+                },
+            )
+        )
+    rows.append(
+        Report(
+            name,
+            "host",
+            "brute_force",
+            metrics={"envy_gap_to_opt": Measurement(sweeps["brute_force"]["worst_gap"], "utility")},
+            notes=("max over random instances m<=12 of envy(threshold, exact values) - OptEnvy",),
+        )
+    )
     return rows
 
 
@@ -98,8 +152,9 @@ def sweep_plot(doc: dict[str, Any], path: Path) -> Path:
     s = doc["sweeps"]
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
     for ax, x, y, label, slope in (
-            (axes[0], s["ms"], s["tau90_vs_m"], "m (items)", s["slope_tau_vs_m"]),
-            (axes[1], s["deltas"], s["tau90_vs_delta"], "Delta", s["slope_tau_vs_delta"])):
+        (axes[0], s["ms"], s["tau90_vs_m"], "m (items)", s["slope_tau_vs_m"]),
+        (axes[1], s["deltas"], s["tau90_vs_delta"], "Delta", s["slope_tau_vs_delta"]),
+    ):
         ax.loglog(x, y, "o-", label=f"measured, slope {slope:.2f}")
         ref = np.asarray(y[0]) * (np.asarray(x) / x[0]) ** (1.5 if "m" in label else -2.0)
         ax.loglog(x, ref, "--", label="paper m^1.5 / Delta^-2 (per item)")
@@ -110,21 +165,37 @@ def sweep_plot(doc: dict[str, Any], path: Path) -> Path:
     return finish_figure(fig, path)
 
 
-def bench(out_dir: str, backends: Sequence[str] = ("host",), config: Mapping[str, Any] |
-          None = None, history: str | None = None) -> dict[str, Any]:
+def bench(
+    out_dir: str,
+    backends: Sequence[str] = ("host",),
+    config: Mapping[str, Any] | None = None,
+    history: str | None = None,
+) -> dict[str, Any]:
     """Run the sweeps, write report.json/report.md/sweep.png, return the document."""
     from neuroedge.bench.report import build_document, write_report
 
     cfg = {**DEFAULTS, **(config or {})}
     sweeps = run_sweeps(cfg)
     sweeps["m_sweep_delta"] = cfg["m_sweep_delta"]
-    columns = ["slope", "success_rate", "success_rate_tau_over_1000", "tau_star",
-               "envy_gap_to_opt"]
-    doc = build_document("alloc.envy_free", rows_from(sweeps), config=cfg, sweeps=sweeps,
-                         columns=columns)
-    write_report(doc, out_dir, columns=columns, plots=[sweep_plot], history=history,
-                 sections=[(f"tau_90 vs Delta at m={cfg['delta_sweep_m']}: "
-                           f"{dict(zip(sweeps['deltas'], sweeps['tau90_vs_delta']))}"),
-                           (f"tau_90 vs m at Delta={cfg['m_sweep_delta']}: "
-                           f"{dict(zip(sweeps['ms'], sweeps['tau90_vs_m']))}")])
+    columns = ["slope", "success_rate", "success_rate_tau_over_1000", "tau_star", "envy_gap_to_opt"]
+    doc = build_document(
+        "alloc.envy_free", rows_from(sweeps), config=cfg, sweeps=sweeps, columns=columns
+    )
+    write_report(
+        doc,
+        out_dir,
+        columns=columns,
+        plots=[sweep_plot],
+        history=history,
+        sections=[
+            (
+                f"tau_90 vs Delta at m={cfg['delta_sweep_m']}: "
+                f"{dict(zip(sweeps['deltas'], sweeps['tau90_vs_delta']))}"
+            ),
+            (
+                f"tau_90 vs m at Delta={cfg['m_sweep_delta']}: "
+                f"{dict(zip(sweeps['ms'], sweeps['tau90_vs_m']))}"
+            ),
+        ],
+    )
     return doc

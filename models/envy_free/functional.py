@@ -53,16 +53,18 @@ def check_valuations(values: np.ndarray, what: str = "valuations") -> np.ndarray
     """``values`` as float64 ``[m, 2]`` with entries in [0, 1]; errors name the bad row."""
     arr = np.asarray(values, dtype=np.float64)
     if arr.ndim != 2 or arr.shape[1] != 2 or arr.shape[0] < 1:
-        raise ValueError(f"{what}: expected shape [m, 2] (one column per agent), got "
-                         f"{list(arr.shape)}")
+        raise ValueError(
+            f"{what}: expected shape [m, 2] (one column per agent), got {list(arr.shape)}"
+        )
     bad = ~np.isfinite(arr).all(axis=1)
     if bad.any():
         raise ValueError(f"{what}: row {int(np.argmax(bad))} has a NaN or inf value")
     out = (arr < 0) | (arr > 1)
     if out.any():
         row, col = map(int, np.argwhere(out)[0])
-        raise ValueError(f"{what}: row {row} agent {'ab'[col]} value {arr[row, col]} is outside "
-                         "[0, 1]")
+        raise ValueError(
+            f"{what}: row {row} agent {'ab'[col]} value {arr[row, col]} is outside [0, 1]"
+        )
     return arr
 
 
@@ -103,16 +105,23 @@ def brute_force_allocation(values: np.ndarray) -> Allocation:
     vals = check_valuations(values)
     m = vals.shape[0]
     if m > BRUTE_FORCE_MAX_ITEMS:
-        raise ValueError(f"brute force enumerates 2^m allocations; m={m} exceeds "
-                         f"{BRUTE_FORCE_MAX_ITEMS}")
-    masks = ((np.arange(2 ** m)[:, None] >> np.arange(m)) & 1).astype(bool)
+        raise ValueError(
+            f"brute force enumerates 2^m allocations; m={m} exceeds {BRUTE_FORCE_MAX_ITEMS}"
+        )
+    masks = ((np.arange(2**m)[:, None] >> np.arange(m)) & 1).astype(bool)
     envies = envy(vals, masks)
     best = int(np.argmin(envies))
     return Allocation(masks[best], float(envies[best]))
 
 
-def query_means(values: np.ndarray, tau: float, sigma: float, rng: np.random.Generator,
-                trials: int = 1, exact: bool = False) -> np.ndarray:
+def query_means(
+    values: np.ndarray,
+    tau: float,
+    sigma: float,
+    rng: np.random.Generator,
+    trials: int = 1,
+    exact: bool = False,
+) -> np.ndarray:
     """Sample means of ``tau`` noisy queries per item and agent: ``[trials, m, 2]``.
 
     ``exact`` draws each of the (integer) tau queries; otherwise the mean is drawn directly from
@@ -131,12 +140,12 @@ def query_means(values: np.ndarray, tau: float, sigma: float, rng: np.random.Gen
 
 def theorem_budget(m: int, delta: float, sigma: float = 1.0) -> int:
     """Queries per item and agent of Thm 5: ceil(sigma^2 (15 m^1.5 ln m / Delta^2 + ln^2 m))."""
-    return math.ceil(sigma ** 2 * (15 * m ** 1.5 * math.log(m) / delta ** 2
-                                       + math.log(m) ** 2))
+    return math.ceil(sigma**2 * (15 * m**1.5 * math.log(m) / delta**2 + math.log(m) ** 2))
 
 
-def hard_instance(m: int, delta: float, rng: np.random.Generator, gamma: float = 0.25
-                  ) -> np.ndarray:
+def hard_instance(
+    m: int, delta: float, rng: np.random.Generator, gamma: float = 0.25
+) -> np.ndarray:
     """The lower-bound family (Sec. 5): m/2 items (1/2 + eps s, 1/2 - eps s), eps = 2 Delta / m,
     and m/2 common items (1/2 + gamma t, 1/2 + gamma t); s, t = +-1. OptEnvy is about -Delta."""
     if m < 2 or m % 2:
@@ -156,8 +165,9 @@ def hard_instances(m: int, delta: float, rng: np.random.Generator, trials: int) 
     return np.stack([hard_instance(m, delta, rng) for _ in range(trials)])
 
 
-def success_rate(values: np.ndarray, tau: float, sigma: float, rng: np.random.Generator,
-                 trials: int = 200) -> float:
+def success_rate(
+    values: np.ndarray, tau: float, sigma: float, rng: np.random.Generator, trials: int = 200
+) -> float:
     """Fraction of trials where the threshold allocation of noisy means is envy-free.
 
     ``values`` is one instance ``[m, 2]`` or one per trial ``[trials, m, 2]``."""
@@ -168,14 +178,22 @@ def success_rate(values: np.ndarray, tau: float, sigma: float, rng: np.random.Ge
     return float((envy(values, threshold_allocation(means)) <= 0).mean())
 
 
-def tau_for_success(values_fn: Callable[[np.random.Generator, int], np.ndarray],
-                    target: float = 0.9, sigma: float = 1.0, trials: int = 200,
-                    seed: int = 0, lo: float = 0.01, hi: float = 1e5, steps: int = 18) -> float:
+def tau_for_success(
+    values_fn: Callable[[np.random.Generator, int], np.ndarray],
+    target: float = 0.9,
+    sigma: float = 1.0,
+    trials: int = 200,
+    seed: int = 0,
+    lo: float = 0.01,
+    hi: float = 1e5,
+    steps: int = 18,
+) -> float:
     """Smallest tau reaching ``target`` success, by bisection on log tau.
 
     ``values_fn(rng, trials)`` draws one instance per trial ``[trials, m, 2]``; common random
     numbers (the same seed at every probe) keep the success curve monotone for bisection.
     """
+
     def rate(tau: float) -> float:
         rng = np.random.default_rng(seed)
         return success_rate(values_fn(rng, trials), tau, sigma, rng, trials)

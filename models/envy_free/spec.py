@@ -30,8 +30,9 @@ def load_valuations(path: str | os.PathLike[str]) -> np.ndarray:
     from neuroedge.models.envy_free.functional import check_valuations
     from neuroedge.models.self_distill.data import read_numeric_csv
 
-    return check_valuations(read_numeric_csv(path, columns=2, what="valuation matrix"),
-                            what=f"valuation matrix {path}")
+    return check_valuations(
+        read_numeric_csv(path, columns=2, what="valuation matrix"), what=f"valuation matrix {path}"
+    )
 
 
 def build(config: Mapping[str, Any]) -> HostProgram:
@@ -55,8 +56,12 @@ SPEC = ModelSpec(
     outputs=(IOSpec("to_b", ("items",), "bool"), IOSpec("estimated_envy", (1,), "float64")),
     build=build,
     example=example,
-    paper=Paper("Envy-Free Allocation of Indivisible Goods via Noisy Queries", "ICML 2026",
-                2026, "https://arxiv.org/abs/2602.06361"),
+    paper=Paper(
+        "Envy-Free Allocation of Indivisible Goods via Noisy Queries",
+        "ICML 2026",
+        2026,
+        "https://arxiv.org/abs/2602.06361",
+    ),
     efficiency=Efficiency("step"),
     tolerance={"default": 0.0},
     bench="neuroedge.models.envy_free.experiment:bench",

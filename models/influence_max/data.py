@@ -21,8 +21,9 @@ def _field_int(text: str, file: Path, line_no: int, what: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise ValueError(f"edge list {file}: line {line_no}: {what} {text!r} is not an integer "
-                         "node id") from None
+        raise ValueError(
+            f"edge list {file}: line {line_no}: {what} {text!r} is not an integer node id"
+        ) from None
     if value < 0:
         raise ValueError(f"edge list {file}: line {line_no}: {what} {value} is negative")
     return value
@@ -32,11 +33,11 @@ def _field_prob(text: str, file: Path, line_no: int) -> float:
     try:
         p = float(text)
     except ValueError:
-        raise ValueError(f"edge list {file}: line {line_no}: probability {text!r} is not a "
-                         "number") from None
+        raise ValueError(
+            f"edge list {file}: line {line_no}: probability {text!r} is not a number"
+        ) from None
     if not (math.isfinite(p) and 0.0 <= p <= 1.0):
-        raise ValueError(f"edge list {file}: line {line_no}: probability {text} is not in "
-                         "[0, 1]")
+        raise ValueError(f"edge list {file}: line {line_no}: probability {text} is not in [0, 1]")
     return p
 
 
@@ -54,8 +55,10 @@ def load_edge_list(path: str | os.PathLike[str]) -> ICGraph:
         if not src and not re.fullmatch(r"-?\d+", fields[0]):
             continue  # header
         if len(fields) not in (2, 3) or (width is not None and len(fields) != width):
-            raise ValueError(f"edge list {file}: line {line_no} has {len(fields)} fields, "
-                             f"expected {width or '2 (u v) or 3 (u v p)'}")
+            raise ValueError(
+                f"edge list {file}: line {line_no} has {len(fields)} fields, "
+                f"expected {width or '2 (u v) or 3 (u v p)'}"
+            )
         width = len(fields)
         u = _field_int(fields[0], file, line_no, "source")
         v = _field_int(fields[1], file, line_no, "target")
@@ -71,7 +74,9 @@ def load_edge_list(path: str | os.PathLike[str]) -> ICGraph:
     n = int(max(s.max(), d.max())) + 1
     missing = np.setdiff1d(np.arange(n), np.concatenate([s, d]))
     if missing.size:
-        raise ValueError(f"edge list {file}: node ids must be 0..{n - 1} with every id in some "
-                         f"edge; ids {missing[:10].tolist()} appear in no edge (disconnected)")
+        raise ValueError(
+            f"edge list {file}: node ids must be 0..{n - 1} with every id in some "
+            f"edge; ids {missing[:10].tolist()} appear in no edge (disconnected)"
+        )
     p = np.asarray(prob) if width == 3 else weighted_cascade(n, s, d)
     return ICGraph(n, s, d, p)

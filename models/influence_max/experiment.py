@@ -19,8 +19,14 @@ from neuroedge.types import Measurement, Report
 
 NAME = "graph.influence_max"
 DEFAULTS: dict[str, Any] = {
-    "graphs": ["random20", "karate", "lesmis"], "k": 2, "horizon": 1500,
-    "horizons": {"lesmis": 500}, "rho": 0.1, "worlds": 200, "eval_worlds": 2000, "seed": 0,
+    "graphs": ["random20", "karate", "lesmis"],
+    "k": 2,
+    "horizon": 1500,
+    "horizons": {"lesmis": 500},
+    "rho": 0.1,
+    "worlds": 200,
+    "eval_worlds": 2000,
+    "seed": 0,
     "edges": None,
 }
 POLICIES = ("ucb", "epsilon_greedy", "random")
@@ -32,8 +38,9 @@ def load_graph(name: str, cfg: Mapping[str, Any]) -> F.ICGraph:
     if name in ("karate", "lesmis"):
         import networkx as nx
 
-        return F.from_networkx(nx.karate_club_graph() if name == "karate"
-                               else nx.les_miserables_graph())
+        return F.from_networkx(
+            nx.karate_club_graph() if name == "karate" else nx.les_miserables_graph()
+        )
     from neuroedge.models.influence_max.data import load_edge_list
 
     return load_edge_list(name)
@@ -50,13 +57,25 @@ def run_graph(name: str, cfg: Mapping[str, Any]) -> dict[str, Any]:
     horizon = int(cfg["horizons"].get(name, cfg["horizon"]))
     ref = L.RegretReference.build(graph, cfg["k"], cfg["eval_worlds"], cfg["seed"] + 1)
     worlds = F.Worlds.draw(graph, cfg["worlds"], cfg["seed"] + 2)
-    policies = {"ucb": L.ucb_policy(cfg["k"], worlds, cfg["rho"]),
-                "epsilon_greedy": L.epsilon_greedy_policy(cfg["k"], worlds),
-                "random": L.random_policy(cfg["k"])}
-    curves = {p: L.run_online(graph, fn, ref, horizon, cfg["seed"] + 3, learn=p != "random",
-                              desc=f"{name} {p}").tolist() for p, fn in policies.items()}
-    return {"n": graph.n, "edges": len(graph.src), "horizon": horizon,
-            "best_set": list(ref.best), "best_spread": ref.best_value, "regret": curves}
+    policies = {
+        "ucb": L.ucb_policy(cfg["k"], worlds, cfg["rho"]),
+        "epsilon_greedy": L.epsilon_greedy_policy(cfg["k"], worlds),
+        "random": L.random_policy(cfg["k"]),
+    }
+    curves = {
+        p: L.run_online(
+            graph, fn, ref, horizon, cfg["seed"] + 3, learn=p != "random", desc=f"{name} {p}"
+        ).tolist()
+        for p, fn in policies.items()
+    }
+    return {
+        "n": graph.n,
+        "edges": len(graph.src),
+        "horizon": horizon,
+        "best_set": list(ref.best),
+        "best_spread": ref.best_value,
+        "regret": curves,
+    }
 
 
 def rows_from(results: Mapping[str, Any]) -> list[Report]:
@@ -65,13 +84,25 @@ def rows_from(results: Mapping[str, Any]) -> list[Report]:
         final_random = res["regret"]["random"][-1]
         for policy in POLICIES:
             curve = np.asarray(res["regret"][policy])
-            rows.append(Report(NAME, "host", f"{name}/{policy}", metrics={
-                "regret": Measurement(float(curve[-1]), "nodes (cumulative)"),
-                "regret_slope": Measurement(loglog_slope(curve), "d log R / d log T"),
-                "regret_vs_random": Measurement(float(curve[-1] / final_random), "ratio"),
-                "regret_per_round": Measurement(float(curve[-1] / len(curve)), "nodes")},
-                notes=((f"n={res['n']} E={res['edges']} T={res['horizon']} "
-                       f"sigma(S*)={res['best_spread']:.3f} S*={res['best_set']}"),)))
+            rows.append(
+                Report(
+                    NAME,
+                    "host",
+                    f"{name}/{policy}",
+                    metrics={
+                        "regret": Measurement(float(curve[-1]), "nodes (cumulative)"),
+                        "regret_slope": Measurement(loglog_slope(curve), "d log R / d log T"),
+                        "regret_vs_random": Measurement(float(curve[-1] / final_random), "ratio"),
+                        "regret_per_round": Measurement(float(curve[-1] / len(curve)), "nodes"),
+                    },
+                    notes=(
+                        (
+                            f"n={res['n']} E={res['edges']} T={res['horizon']} "
+                            f"sigma(S*)={res['best_spread']:.3f} S*={res['best_set']}"
+                        ),
+                    ),
+                )
+            )
     return rows
 
 
@@ -88,8 +119,12 @@ def regret_plot(doc: dict[str, Any], path: Path) -> Path:
             curve = np.maximum(np.asarray(res["regret"][policy]), 1e-3)
             ax.loglog(np.arange(1, len(curve) + 1), curve, label=policy)
         t = np.arange(1, res["horizon"] + 1)
-        ax.loglog(t, np.sqrt(t) * res["regret"]["ucb"][-1] / np.sqrt(t[-1]), "k:",
-                  label="sqrt(T) reference")
+        ax.loglog(
+            t,
+            np.sqrt(t) * res["regret"]["ucb"][-1] / np.sqrt(t[-1]),
+            "k:",
+            label="sqrt(T) reference",
+        )
         ax.set_title(f"{name} (n={res['n']}, K={doc['config']['k']})")
         ax.set_xlabel("round T")
         ax.set_ylabel("cumulative regret (nodes)")
@@ -97,8 +132,12 @@ def regret_plot(doc: dict[str, Any], path: Path) -> Path:
     return finish_figure(fig, path)
 
 
-def bench(out_dir: str, backends: Sequence[str] = ("host",), config: Mapping[str, Any] |
-          None = None, history: str | None = None) -> dict[str, Any]:
+def bench(
+    out_dir: str,
+    backends: Sequence[str] = ("host",),
+    config: Mapping[str, Any] | None = None,
+    history: str | None = None,
+) -> dict[str, Any]:
     """Run every graph and policy; write report.json/report.md/regret.png."""
     from neuroedge.bench.report import build_document, write_report
 

@@ -39,8 +39,10 @@ class ICGraph:
     def __post_init__(self) -> None:
         e = len(self.src)
         if len(self.dst) != e or len(self.prob) != e:
-            raise ValueError(f"src, dst and prob need one entry per edge; got {len(self.src)}, "
-                             f"{len(self.dst)}, {len(self.prob)}")
+            raise ValueError(
+                f"src, dst and prob need one entry per edge; got {len(self.src)}, "
+                f"{len(self.dst)}, {len(self.prob)}"
+            )
         for name, ids in (("src", self.src), ("dst", self.dst)):
             bad = (ids < 0) | (ids >= self.n)
             if bad.any():
@@ -49,8 +51,10 @@ class ICGraph:
         bad = ~np.isfinite(self.prob) | (self.prob < 0) | (self.prob > 1)
         if bad.any():
             i = int(np.argmax(bad))
-            raise ValueError(f"edge {i} ({int(self.src[i])}->{int(self.dst[i])}): probability "
-                             f"{self.prob[i]} is not in [0, 1]")
+            raise ValueError(
+                f"edge {i} ({int(self.src[i])}->{int(self.dst[i])}): probability "
+                f"{self.prob[i]} is not in [0, 1]"
+            )
 
     def with_prob(self, prob: np.ndarray) -> ICGraph:
         return ICGraph(self.n, self.src, self.dst, np.asarray(prob, np.float64))
@@ -74,8 +78,9 @@ def from_networkx(graph: object) -> ICGraph:
     return ICGraph(len(nodes), src, dst, weighted_cascade(len(nodes), src, dst))
 
 
-def random_graph(n: int, seed: int, max_in: int = 3, p_range: tuple[float, float] = (0.05, 0.5)
-                 ) -> ICGraph:
+def random_graph(
+    n: int, seed: int, max_in: int = 3, p_range: tuple[float, float] = (0.05, 0.5)
+) -> ICGraph:
     """Each node gets 1..max_in random in-neighbours; p ~ U(p_range)."""
     rng = np.random.default_rng(seed)
     src, dst = [], []
@@ -140,8 +145,12 @@ def best_seed_set(reach: np.ndarray, k: int) -> tuple[int, ...]:
         raise ValueError(f"seed budget K={k} must be in 1..{n}")
     if math.comb(n, k) <= EXACT_LIMIT:
         sets = np.asarray(list(itertools.combinations(range(n), k)), np.int64)
-        values = np.concatenate([reach[:, chunk, :].any(axis=2).sum(-1).mean(0)
-                                 for chunk in np.array_split(sets, max(1, len(sets) // 128))])
+        values = np.concatenate(
+            [
+                reach[:, chunk, :].any(axis=2).sum(-1).mean(0)
+                for chunk in np.array_split(sets, max(1, len(sets) // 128))
+            ]
+        )
         return tuple(int(i) for i in sets[int(np.argmax(values))])
     chosen: list[int] = []
     covered = np.zeros((reach.shape[0], n), bool)

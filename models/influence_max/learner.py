@@ -49,15 +49,16 @@ def node_loglik(theta: np.ndarray, x: np.ndarray, trials: np.ndarray, succ: np.n
     return float(succ @ np.log(-np.expm1(-z)) - (trials - succ) @ z - RIDGE / 2 * theta @ theta)
 
 
-def node_mle(theta: np.ndarray, x: np.ndarray, trials: np.ndarray, succ: np.ndarray,
-             iters: int = 20) -> np.ndarray:
+def node_mle(
+    theta: np.ndarray, x: np.ndarray, trials: np.ndarray, succ: np.ndarray, iters: int = 20
+) -> np.ndarray:
     """Projected, damped Newton ascent of ``node_loglik`` from ``theta`` (never decreases it)."""
     current = node_loglik(theta, x, trials, succ)
     for _ in range(iters):
         z = x @ theta
         mu = -np.expm1(-z)
         grad = x.T @ (succ * np.exp(-z) / mu - (trials - succ)) - RIDGE * theta
-        curv = (x.T * (succ * np.exp(-z) / mu ** 2)) @ x + RIDGE * np.eye(len(theta))
+        curv = (x.T * (succ * np.exp(-z) / mu**2)) @ x + RIDGE * np.eye(len(theta))
         step = np.linalg.solve(curv, grad)
         for scale in (1.0, 0.5, 0.25, 0.1, 0.01):
             cand = np.clip(theta + scale * step, THETA_MIN, THETA_MAX)
@@ -157,25 +158,30 @@ Policy = Callable[[int, NodeLevelModel, np.random.Generator], tuple[int, ...]]
 
 def ucb_policy(k: int, worlds: Worlds, rho: float = 0.1) -> Policy:
     """Optimistic node-level GLM-UCB with the standard oracle on p~."""
+
     def choose(t: int, model: NodeLevelModel, rng: np.random.Generator) -> tuple[int, ...]:
         theta = model.theta_hat() + rho * math.sqrt(math.log(1 + t)) * model.widths()
         p_opt = -np.expm1(-np.clip(theta, 0, None))
         return best_seed_set(worlds.reach(model.graph, p_opt), k)
+
     return choose
 
 
 def epsilon_greedy_policy(k: int, worlds: Worlds, epsilon: float = 0.1) -> Policy:
     """With probability epsilon a random set, else the oracle on the MLE p_hat."""
+
     def choose(t: int, model: NodeLevelModel, rng: np.random.Generator) -> tuple[int, ...]:
         if t == 0 or rng.random() < epsilon:
             return tuple(sorted(rng.choice(model.graph.n, k, replace=False).tolist()))
         return best_seed_set(worlds.reach(model.graph, -np.expm1(-model.theta_hat())), k)
+
     return choose
 
 
 def random_policy(k: int) -> Policy:
     def choose(t: int, model: NodeLevelModel, rng: np.random.Generator) -> tuple[int, ...]:
         return tuple(sorted(rng.choice(model.graph.n, k, replace=False).tolist()))
+
     return choose
 
 
@@ -194,19 +200,40 @@ class RegretReference:
         return cls(reach, best, spread(reach, best))
 
 
-def run_online(graph: ICGraph, policy: Policy, reference: RegretReference, horizon: int,
-               seed: int, learn: bool = True, desc: str | None = None) -> np.ndarray:
+def run_online(
+    graph: ICGraph,
+    policy: Policy,
+    reference: RegretReference,
+    horizon: int,
+    seed: int,
+    learn: bool = True,
+    desc: str | None = None,
+) -> np.ndarray:
     """Cumulative pseudo-regret sum_t [sigma(S*) - sigma(S_t)] after each round, [horizon]."""
     from threadpoolctl import threadpool_limits
     from tqdm import tqdm
 
     with threadpool_limits(1):  # tiny LAPACK calls: idle BLAS threads only spin
-        return _run_online(graph, policy, reference, horizon, seed, learn,
-                           tqdm(range(horizon), desc=desc, disable=desc is None, leave=False))
+        return _run_online(
+            graph,
+            policy,
+            reference,
+            horizon,
+            seed,
+            learn,
+            tqdm(range(horizon), desc=desc, disable=desc is None, leave=False),
+        )
 
 
-def _run_online(graph: ICGraph, policy: Policy, reference: RegretReference, horizon: int,
-                seed: int, learn: bool, rounds: Iterable[int]) -> np.ndarray:
+def _run_online(
+    graph: ICGraph,
+    policy: Policy,
+    reference: RegretReference,
+    horizon: int,
+    seed: int,
+    learn: bool,
+    rounds: Iterable[int],
+) -> np.ndarray:
     rng = np.random.default_rng(seed)
     model = NodeLevelModel(graph)
     cache: dict[tuple[int, ...], float] = {}

@@ -14,16 +14,18 @@ def build(config: Mapping[str, Any]) -> HostProgram:
     """The offline oracle on given edges: seeds maximising the Monte-Carlo spread."""
     from neuroedge.models.influence_max import functional as F
 
-    k, worlds, seed = int(config.get("k", 2)), int(config.get("worlds", 200)), int(
-        config.get("seed", 0))
+    k, worlds, seed = (
+        int(config.get("k", 2)),
+        int(config.get("worlds", 200)),
+        int(config.get("seed", 0)),
+    )
 
     def oracle(src: np.ndarray, dst: np.ndarray, prob: np.ndarray) -> dict[str, np.ndarray]:
         n = int(max(src.max(), dst.max())) + 1
         graph = F.ICGraph(n, src, dst, prob)
         reach = F.Worlds.draw(graph, worlds, seed).reach(graph)
         best = F.best_seed_set(reach, k)
-        return {"seeds": np.asarray(best, np.int64),
-                "spread": np.asarray([F.spread(reach, best)])}
+        return {"seeds": np.asarray(best, np.int64), "spread": np.asarray([F.spread(reach, best)])}
 
     return HostProgram(oracle, meta={"k": k, "worlds": worlds})
 
@@ -40,13 +42,20 @@ SPEC = ModelSpec(
     name="graph.influence_max",
     family="algorithm",
     summary="online influence maximisation (IC, node-level feedback, standard oracle, GLM-UCB)",
-    inputs=(IOSpec("src", ("edges",), "int64"), IOSpec("dst", ("edges",), "int64"),
-            IOSpec("prob", ("edges",), "float64")),
+    inputs=(
+        IOSpec("src", ("edges",), "int64"),
+        IOSpec("dst", ("edges",), "int64"),
+        IOSpec("prob", ("edges",), "float64"),
+    ),
     outputs=(IOSpec("seeds", (2,), "int64"), IOSpec("spread", (1,), "float64")),
     build=build,
     example=example,
-    paper=Paper("Efficient Online Influence Maximization under Independent Cascade with "
-                "Node-Level Feedback", "ICML 2026", 2026),
+    paper=Paper(
+        "Efficient Online Influence Maximization under Independent Cascade with "
+        "Node-Level Feedback",
+        "ICML 2026",
+        2026,
+    ),
     efficiency=Efficiency("step"),
     tolerance={"default": 0.0},
     bench="neuroedge.models.influence_max.experiment:bench",

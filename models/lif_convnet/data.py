@@ -22,8 +22,9 @@ def load_digits_split(seed: int = 0, test_fraction: float = 0.2) -> DigitsSplit:
     data = load_digits()
     x = (data.images / 16.0).astype(np.float32)[:, None]
     y = data.target.astype(np.int64)
-    x_tr, x_te, y_tr, y_te = train_test_split(x, y, test_size=test_fraction, random_state=seed,
-                                              stratify=y)
+    x_tr, x_te, y_tr, y_te = train_test_split(
+        x, y, test_size=test_fraction, random_state=seed, stratify=y
+    )
     return DigitsSplit(x_tr, y_tr, x_te, y_te)
 
 

@@ -14,8 +14,9 @@ import torch
 import torch.nn.functional as F
 
 
-def lif_convnet_step(net: Any, x: torch.Tensor, v1: torch.Tensor, v2: torch.Tensor,
-                     v3: torch.Tensor) -> tuple[torch.Tensor, ...]:
+def lif_convnet_step(
+    net: Any, x: torch.Tensor, v1: torch.Tensor, v2: torch.Tensor, v3: torch.Tensor
+) -> tuple[torch.Tensor, ...]:
     """One time step of ``net`` (conv1, lif1, conv2, lif2, fc, readout); state is explicit."""
     z1, v1 = net.lif1(net.conv1(x), v1)
     z2, v2 = net.lif2(F.avg_pool2d(net.conv2(z1), 2), v2)

@@ -15,8 +15,13 @@ OUTPUT_NAMES = ("logits", "spikes1", "spikes2")
 
 
 class LIFConvNet(nn.Module):
-    def __init__(self, channels1: int = 16, channels2: int = 32, classes: int = 10,
-                 params: LIFParams = LIFParams()) -> None:
+    def __init__(
+        self,
+        channels1: int = 16,
+        channels2: int = 32,
+        classes: int = 10,
+        params: LIFParams = LIFParams(),
+    ) -> None:
         super().__init__()
         self.channels = (channels1, channels2, classes)
         self.conv1 = nn.Conv2d(1, channels1, 3, padding=1)
@@ -26,15 +31,19 @@ class LIFConvNet(nn.Module):
         self.fc = nn.Linear(channels2 * (IMAGE // 2) ** 2, classes)
         self.readout = LICell(params)
 
-    def forward(self, x: torch.Tensor, v1: torch.Tensor, v2: torch.Tensor,
-                v3: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    def forward(
+        self, x: torch.Tensor, v1: torch.Tensor, v2: torch.Tensor, v3: torch.Tensor
+    ) -> tuple[torch.Tensor, ...]:
         return lif_convnet_step(self, x, v1, v2, v3)
 
     def init_state(self, batch: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         c1, c2, classes = self.channels
         half = IMAGE // 2
-        return (torch.zeros(batch, c1, IMAGE, IMAGE), torch.zeros(batch, c2, half, half),
-                torch.zeros(batch, classes))
+        return (
+            torch.zeros(batch, c1, IMAGE, IMAGE),
+            torch.zeros(batch, c2, half, half),
+            torch.zeros(batch, classes),
+        )
 
     def forward_sequence(self, xs: torch.Tensor) -> torch.Tensor:
         """Logits averaged over time for a (T, batch, 1, 8, 8) input (used in training)."""

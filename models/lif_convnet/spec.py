@@ -38,8 +38,14 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
         with seeded(int(config.get("seed", 0))):
             net = train.make_net(cfg)
     net.eval()
-    return TorchProgram(net, ("x",), module.OUTPUT_NAMES, module.STATE_NAMES, net.init_state,
-                        meta={"trained": trained, "checkpoint": str(path) if trained else None})
+    return TorchProgram(
+        net,
+        ("x",),
+        module.OUTPUT_NAMES,
+        module.STATE_NAMES,
+        net.init_state,
+        meta={"trained": trained, "checkpoint": str(path) if trained else None},
+    )
 
 
 def example(seed: int = 0) -> dict[str, np.ndarray]:
@@ -48,11 +54,12 @@ def example(seed: int = 0) -> dict[str, np.ndarray]:
 
     split = load_digits_split()
     i = int(np.random.default_rng(seed).integers(len(split.x_test)))
-    return {"x": direct_encoding(split.x_test[i:i + 1], STEPS)}
+    return {"x": direct_encoding(split.x_test[i : i + 1], STEPS)}
 
 
-def evaluate(run: Callable[[dict[str, Any]], Mapping[str, Any]],
-             config: Mapping[str, Any]) -> dict[str, Measurement]:
+def evaluate(
+    run: Callable[[dict[str, Any]], Mapping[str, Any]], config: Mapping[str, Any]
+) -> dict[str, Measurement]:
     """Top-1 accuracy on the held-out digits, logits averaged over the T steps."""
     from neuroedge.models.lif_convnet.data import direct_encoding, load_digits_split
 
@@ -60,9 +67,9 @@ def evaluate(run: Callable[[dict[str, Any]], Mapping[str, Any]],
     batch = int(config.get("eval_batch", 120))
     correct = 0
     for first in range(0, len(split.y_test), batch):
-        xs = direct_encoding(split.x_test[first:first + batch], STEPS)
+        xs = direct_encoding(split.x_test[first : first + batch], STEPS)
         logits = np.asarray(run({"x": xs})["logits"]).mean(axis=0)
-        correct += int((logits.argmax(-1) == split.y_test[first:first + batch]).sum())
+        correct += int((logits.argmax(-1) == split.y_test[first : first + batch]).sum())
     return {"accuracy": Measurement(correct / len(split.y_test), "fraction", "measured")}
 
 
@@ -71,8 +78,11 @@ SPEC = ModelSpec(
     family="snn",
     summary="spiking LIF convnet on scikit-learn digits (8x8), explicit membrane state",
     inputs=(IOSpec("x", ("T", "batch", 1, 8, 8)),),
-    outputs=(IOSpec("logits", ("T", "batch", 10)), IOSpec("spikes1", ("T", "batch", 16, 8, 8)),
-             IOSpec("spikes2", ("T", "batch", 32, 4, 4))),
+    outputs=(
+        IOSpec("logits", ("T", "batch", 10)),
+        IOSpec("spikes1", ("T", "batch", 16, 8, 8)),
+        IOSpec("spikes2", ("T", "batch", 32, 4, 4)),
+    ),
     build=build,
     example=example,
     efficiency=Efficiency("SOP"),
@@ -83,8 +93,16 @@ SPEC = ModelSpec(
     exportable=("onnx", "nir"),
     # build: build() (train_config goes to train.train when train_if_missing trains) and
     # evaluate() (the generic bench); train: train.DEFAULTS (train.py imports torch)
-    config_keys={"build": ("checkpoint", "smoke", "untrained", "train_if_missing",
-                           "train_config", "seed", "eval_batch"),
-                 "train": ("steps", "epochs", "batch", "lr", "seed", "channels1",
-                           "channels2")},
+    config_keys={
+        "build": (
+            "checkpoint",
+            "smoke",
+            "untrained",
+            "train_if_missing",
+            "train_config",
+            "seed",
+            "eval_batch",
+        ),
+        "train": ("steps", "epochs", "batch", "lr", "seed", "channels1", "channels2"),
+    },
 )

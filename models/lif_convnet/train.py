@@ -14,8 +14,15 @@ from neuroedge.models.lif_convnet.data import direct_encoding, load_digits_split
 from neuroedge.models.lif_convnet.module import LIFConvNet
 from neuroedge.paths import checkpoint_path
 
-DEFAULTS: dict[str, Any] = {"steps": 8, "epochs": 20, "batch": 64, "lr": 1e-2, "seed": 0,
-                            "channels1": 16, "channels2": 32}
+DEFAULTS: dict[str, Any] = {
+    "steps": 8,
+    "epochs": 20,
+    "batch": 64,
+    "lr": 1e-2,
+    "seed": 0,
+    "channels1": 16,
+    "channels2": 32,
+}
 
 
 def make_net(config: Mapping[str, Any]) -> LIFConvNet:
@@ -30,8 +37,9 @@ def accuracy(net: LIFConvNet, x: np.ndarray, y: np.ndarray, steps: int) -> float
     return float((logits.argmax(-1).numpy() == y).mean())
 
 
-def train(config: Mapping[str, Any] | None = None, out: str | Path | None = None,
-          progress: bool = True) -> dict[str, Any]:
+def train(
+    config: Mapping[str, Any] | None = None, out: str | Path | None = None, progress: bool = True
+) -> dict[str, Any]:
     """Train, save the checkpoint atomically and return ``{"path", "accuracy", "seconds"}``."""
     import torch
     from tqdm import tqdm
@@ -50,20 +58,29 @@ def train(config: Mapping[str, Any] | None = None, out: str | Path | None = None
         net.train()
         order = rng.permutation(len(data.y_train))
         for first in range(0, len(order), batch):
-            idx = order[first:first + batch]
+            idx = order[first : first + batch]
             xs = torch.from_numpy(direct_encoding(data.x_train[idx], steps))
-            loss = torch.nn.functional.cross_entropy(net.forward_sequence(xs),
-                                                     torch.from_numpy(data.y_train[idx]))
+            loss = torch.nn.functional.cross_entropy(
+                net.forward_sequence(xs), torch.from_numpy(data.y_train[idx])
+            )
             opt.zero_grad()
             loss.backward()
             opt.step()
         sched.step()
         net.eval()
-        bar.set_postfix(loss=f"{loss.item():.3f}",
-                        test_acc=f"{accuracy(net, data.x_test, data.y_test, steps):.3f}")
+        bar.set_postfix(
+            loss=f"{loss.item():.3f}",
+            test_acc=f"{accuracy(net, data.x_test, data.y_test, steps):.3f}",
+        )
     seconds = time.perf_counter() - start
     acc = accuracy(net, data.x_test, data.y_test, steps)
     path = Path(out) if out else checkpoint_path("snn.lif_convnet")
-    save_checkpoint(path, {"state_dict": net.state_dict(), "config": cfg,
-                           "metrics": {"accuracy": acc, "train_seconds": seconds}})
+    save_checkpoint(
+        path,
+        {
+            "state_dict": net.state_dict(),
+            "config": cfg,
+            "metrics": {"accuracy": acc, "train_seconds": seconds},
+        },
+    )
     return {"path": str(path), "accuracy": acc, "seconds": seconds}

@@ -50,8 +50,13 @@ class StabilityResult:
         return max((d / b for d, b in zip(self.drifts, self.bounds)), default=float("nan"))
 
 
-def stability(n_adapters: int = 30, n_tokens: int = 32, horizon: float = 60.0,
-              layers: int = 1200, seed: int = 0) -> StabilityResult:
+def stability(
+    n_adapters: int = 30,
+    n_tokens: int = 32,
+    horizon: float = 60.0,
+    layers: int = 1200,
+    seed: int = 0,
+) -> StabilityResult:
     """Prop 3.3 on random symmetric rank-2 tied adapters of scale 0.03-0.15."""
     from tqdm import tqdm
 
@@ -79,9 +84,14 @@ class PhaseResult:
     w2: np.ndarray = field(repr=False)  # [len(depths), len(cs)] mean W2 over seeds
 
 
-def phase_transition(cs: Sequence[float] = (0.03, 0.1, 0.3, 1.0, 3.0),
-                     depths: Sequence[int] = (16, 64, 256), seeds: int = 3,
-                     n_tokens: int = 32, horizon: float = 5.0, rank: int = 2) -> PhaseResult:
+def phase_transition(
+    cs: Sequence[float] = (0.03, 0.1, 0.3, 1.0, 3.0),
+    depths: Sequence[int] = (16, 64, 256),
+    seeds: int = 3,
+    n_tokens: int = 32,
+    horizon: float = 5.0,
+    rank: int = 2,
+) -> PhaseResult:
     """Mean W2(base, adapted) at time ``horizon`` with eta = c sqrt(L), per (L, c)."""
     from tqdm import tqdm
 
@@ -89,13 +99,17 @@ def phase_transition(cs: Sequence[float] = (0.03, 0.1, 0.3, 1.0, 3.0),
     d = len(v)
     w2 = np.zeros((len(depths), len(cs)))
     cells = [(i, j, s) for i in range(len(depths)) for j in range(len(cs)) for s in range(seeds)]
-    bases = {(L, s): run_flow(sphere_tokens(n_tokens, d, s), v, v, horizon, L)
-             for L in depths for s in range(seeds)}
+    bases = {
+        (L, s): run_flow(sphere_tokens(n_tokens, d, s), v, v, horizon, L)
+        for L in depths
+        for s in range(seeds)
+    }
     for i, j, s in tqdm(cells, desc="phase diagram", leave=False):
         L = depths[i]
         adapters = random_adapters(d, rank, L, cs[j] * np.sqrt(L), seed=1000 * s + 7 * i + j)
-        adapted = run_flow(sphere_tokens(n_tokens, d, s), v, [v + dv for dv in adapters],
-                           horizon, L)
+        adapted = run_flow(
+            sphere_tokens(n_tokens, d, s), v, [v + dv for dv in adapters], horizon, L
+        )
         w2[i, j] += wasserstein2(bases[(L, s)], adapted) / seeds
     return PhaseResult(tuple(cs), tuple(depths), w2)
 
@@ -116,8 +130,14 @@ class DeviationResult:
         return float(np.interp(t, self.times, self.overlap))
 
 
-def time_to_deviation(strength: float = 0.3, settle: float = 80.0, h: float = 0.05,
-                      kick: float = 0.0, n_tokens: int = 32, seed: int = 0) -> DeviationResult:
+def time_to_deviation(
+    strength: float = 0.3,
+    settle: float = 80.0,
+    h: float = 0.05,
+    kick: float = 0.0,
+    n_tokens: int = 32,
+    seed: int = 0,
+) -> DeviationResult:
     """Settle the base flow into u_1 = e_1, then apply dV = strength (e_2 e_2^T - e_1 e_1^T).
 
     ``kick`` > 0 adds that much e_2 to every settled token (then renormalises), to vary eps_0.

@@ -42,15 +42,22 @@ def attention_field(x: np.ndarray, a: np.ndarray, v: np.ndarray, beta: float) ->
     return pushed - np.sum(pushed * x, axis=1, keepdims=True) * x
 
 
-def attention_layer(x: np.ndarray, a: np.ndarray, v: np.ndarray, beta: float,
-                    h: float) -> np.ndarray:
+def attention_layer(
+    x: np.ndarray, a: np.ndarray, v: np.ndarray, beta: float, h: float
+) -> np.ndarray:
     """One Transformer layer: Euler step of size ``h`` then renormalisation to the sphere."""
     y = x + h * attention_field(x, a, v, beta)
     return y / np.linalg.norm(y, axis=1, keepdims=True)
 
 
-def run_flow(x0: np.ndarray, a: np.ndarray, values: list[np.ndarray] | np.ndarray,
-             horizon: float, layers: int, beta: float = 1.0) -> np.ndarray:
+def run_flow(
+    x0: np.ndarray,
+    a: np.ndarray,
+    values: list[np.ndarray] | np.ndarray,
+    horizon: float,
+    layers: int,
+    beta: float = 1.0,
+) -> np.ndarray:
     """Tokens after ``layers`` layers over time ``horizon``.
 
     ``values`` is one [d, d] matrix (tied across layers) or a list of ``layers`` of them.
@@ -116,8 +123,7 @@ def tied_adapter(d: int, rank: int, scale: float, seed: int) -> np.ndarray:
     return out
 
 
-def random_adapters(d: int, rank: int, layers: int, eta: float,
-                    seed: int) -> list[np.ndarray]:
+def random_adapters(d: int, rank: int, layers: int, eta: float, seed: int) -> list[np.ndarray]:
     """Per-layer i.i.d. dV_l = eta * sum_a u_a v_a^T with u, v ~ N(0, I/d) (Thm 4.2)."""
     rng = np.random.default_rng(seed)
     u = rng.standard_normal((layers, d, rank)) / np.sqrt(d)
@@ -150,13 +156,23 @@ def spectral_bound(v: np.ndarray, dv: np.ndarray) -> SpectralBound:
     evals, evecs = np.linalg.eigh((v + v.T) / 2)
     u1 = evecs[:, -1]
     perp = np.eye(len(v)) - np.outer(u1, u1)
-    return SpectralBound(a=float(u1 @ dv @ u1), b=float(np.linalg.norm(perp @ dv @ u1)),
-                         e=float(np.linalg.norm(perp @ dv @ perp, 2)),
-                         gap=float(evals[-1] - evals[-2]))
+    return SpectralBound(
+        a=float(u1 @ dv @ u1),
+        b=float(np.linalg.norm(perp @ dv @ u1)),
+        e=float(np.linalg.norm(perp @ dv @ perp, 2)),
+        gap=float(evals[-1] - evals[-2]),
+    )
 
 
-def deviation_trace(x0: np.ndarray, a: np.ndarray, v: np.ndarray, direction: np.ndarray,
-                    horizon: float, h: float, beta: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+def deviation_trace(
+    x0: np.ndarray,
+    a: np.ndarray,
+    v: np.ndarray,
+    direction: np.ndarray,
+    horizon: float,
+    h: float,
+    beta: float = 1.0,
+) -> tuple[np.ndarray, np.ndarray]:
     """Times and mean |<x_i, direction>| along a tied flow of step ``h`` up to ``horizon``."""
     steps = round(horizon / h)
     x = np.asarray(x0, dtype=np.float64)

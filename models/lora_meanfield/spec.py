@@ -35,13 +35,18 @@ def build(config: Mapping[str, Any]) -> HostProgram:
         d = x0.shape[1]
         for name, m in (("value", value), ("delta_value", delta_value)):
             if np.shape(m) != (d, d) or not np.isfinite(m).all():
-                raise ValueError(f"{name}: expected a finite [{d}, {d}] matrix, got shape "
-                                 f"{list(np.shape(m))}")
+                raise ValueError(
+                    f"{name}: expected a finite [{d}, {d}] matrix, got shape {list(np.shape(m))}"
+                )
         base = run_flow(x0, value, value, horizon, layers, beta)
         adapted = run_flow(x0, value, value + delta_value, horizon, layers, beta)
         drift = np.linalg.norm(cluster_direction(base) - cluster_direction(adapted))
-        return {"base_tokens": base, "adapted_tokens": adapted,
-                "w2": np.array([wasserstein2(base, adapted)]), "cluster_drift": np.array([drift])}
+        return {
+            "base_tokens": base,
+            "adapted_tokens": adapted,
+            "w2": np.array([wasserstein2(base, adapted)]),
+            "cluster_drift": np.array([drift]),
+        }
 
     return HostProgram(fn, meta={"config": cfg})
 
@@ -51,12 +56,16 @@ def example(seed: int = 0) -> dict[str, np.ndarray]:
     from neuroedge.models.lora_meanfield.experiments import base_value
     from neuroedge.models.lora_meanfield.functional import sphere_tokens, tied_adapter
 
-    return {"tokens": sphere_tokens(32, 8, seed), "value": base_value(),
-            "delta_value": tied_adapter(8, 2, 0.1, seed)}
+    return {
+        "tokens": sphere_tokens(32, 8, seed),
+        "value": base_value(),
+        "delta_value": tied_adapter(8, 2, 0.1, seed),
+    }
 
 
-def bench(out_dir: str, backends: list[str], config: Mapping[str, Any],
-          history: str | None = None) -> dict[str, Any]:
+def bench(
+    out_dir: str, backends: list[str], config: Mapping[str, Any], history: str | None = None
+) -> dict[str, Any]:
     """Measure the three claims; rows per experiment, plots of the phase diagram and T*."""
     from neuroedge.bench.report import build_document, write_report
     from neuroedge.models.lora_meanfield import experiments as ex
@@ -68,50 +77,90 @@ def bench(out_dir: str, backends: list[str], config: Mapping[str, Any],
     rows = [_stability_row(stab), *_phase_rows(phase), *_deviation_rows(devs)]
     logs = np.log(1.0 / np.array([d.eps0 for d in devs]))
     slope = float(np.polyfit(logs, [d.measured for d in devs], 1)[0])
-    doc = build_document(SPEC.name, rows, config={"seeds": seeds, **DEFAULTS},
-                         phase_diagram={"cs": list(phase.cs), "depths": list(phase.depths),
-                                        "w2": phase.w2.tolist()},
-                         deviation={"times": devs[0].times[::20].tolist(),
-                                    "overlap": devs[0].overlap[::20].tolist(),
-                                    "predicted": devs[0].predicted},
-                         tstar_slope_vs_ln_inv_eps0=slope)
+    doc = build_document(
+        SPEC.name,
+        rows,
+        config={"seeds": seeds, **DEFAULTS},
+        phase_diagram={"cs": list(phase.cs), "depths": list(phase.depths), "w2": phase.w2.tolist()},
+        deviation={
+            "times": devs[0].times[::20].tolist(),
+            "overlap": devs[0].overlap[::20].tolist(),
+            "predicted": devs[0].predicted,
+        },
+        tstar_slope_vs_ln_inv_eps0=slope,
+    )
     doc["columns"] = COLUMNS
-    sections = [f"T* against ln(1/eps0): slope {slope:.3f} (theory 1/gap~ = {1 / 0.3:.3f}).",
-                ("Rows: `stability` = Prop 3.3 on random tied adapters; `phase c=..` = mean W2 "
-                 "at T=5 per depth; `deviation eps0=..` = measured vs predicted T*.")]
-    write_report(doc, out_dir, columns=COLUMNS, sections=sections,
-                 plots=[phase_diagram_plot, deviation_plot], history=history)
+    sections = [
+        f"T* against ln(1/eps0): slope {slope:.3f} (theory 1/gap~ = {1 / 0.3:.3f}).",
+        (
+            "Rows: `stability` = Prop 3.3 on random tied adapters; `phase c=..` = mean W2 "
+            "at T=5 per depth; `deviation eps0=..` = measured vs predicted T*."
+        ),
+    ]
+    write_report(
+        doc,
+        out_dir,
+        columns=COLUMNS,
+        sections=sections,
+        plots=[phase_diagram_plot, deviation_plot],
+        history=history,
+    )
     return doc
 
 
-COLUMNS = ("bound_violations", "max_drift_over_bound", "w2_L16", "w2_L64", "w2_L256",
-           "w2_ratio_L256_L16", "tstar_ratio")
+COLUMNS = (
+    "bound_violations",
+    "max_drift_over_bound",
+    "w2_L16",
+    "w2_L64",
+    "w2_L256",
+    "w2_ratio_L256_L16",
+    "tstar_ratio",
+)
 
 
 def _stability_row(stab: Any) -> Report:
-    return Report(SPEC.name, "host", "stability", metrics={
-        "bound_violations": Measurement(stab.violations, "count", "counted"),
-        "max_drift_over_bound": Measurement(stab.max_ratio, "ratio", "measured"),
-        "adapters_checked": Measurement(len(stab.drifts), "count", "counted"),
-        "adapters_outside_condition": Measurement(stab.skipped, "count", "counted")})
+    return Report(
+        SPEC.name,
+        "host",
+        "stability",
+        metrics={
+            "bound_violations": Measurement(stab.violations, "count", "counted"),
+            "max_drift_over_bound": Measurement(stab.max_ratio, "ratio", "measured"),
+            "adapters_checked": Measurement(len(stab.drifts), "count", "counted"),
+            "adapters_outside_condition": Measurement(stab.skipped, "count", "counted"),
+        },
+    )
 
 
 def _phase_rows(phase: Any) -> list[Report]:
     rows = []
     for j, c in enumerate(phase.cs):
-        metrics = {f"w2_L{L}": Measurement(float(phase.w2[i, j]), "distance", "measured")
-                   for i, L in enumerate(phase.depths)}
+        metrics = {
+            f"w2_L{L}": Measurement(float(phase.w2[i, j]), "distance", "measured")
+            for i, L in enumerate(phase.depths)
+        }
         metrics["w2_ratio_L256_L16"] = Measurement(
-            float(phase.w2[-1, j] / phase.w2[0, j]), "ratio", "measured")
+            float(phase.w2[-1, j] / phase.w2[0, j]), "ratio", "measured"
+        )
         rows.append(Report(SPEC.name, "host", f"phase c={c:g}", metrics=metrics))
     return rows
 
 
 def _deviation_rows(devs: list[Any]) -> list[Report]:
-    return [Report(SPEC.name, "host", f"deviation eps0={d.eps0:.1e}", metrics={
-        "tstar_measured": Measurement(d.measured, "time", "measured"),
-        "tstar_predicted": Measurement(d.predicted, "time", "estimated"),
-        "tstar_ratio": Measurement(d.ratio, "ratio", "measured")}) for d in devs]
+    return [
+        Report(
+            SPEC.name,
+            "host",
+            f"deviation eps0={d.eps0:.1e}",
+            metrics={
+                "tstar_measured": Measurement(d.measured, "time", "measured"),
+                "tstar_predicted": Measurement(d.predicted, "time", "estimated"),
+                "tstar_ratio": Measurement(d.ratio, "ratio", "measured"),
+            },
+        )
+        for d in devs
+    ]
 
 
 def phase_diagram_plot(doc: dict[str, Any], path: Path) -> Path:
@@ -151,17 +200,26 @@ SPEC = ModelSpec(
     name="theory.lora_meanfield",
     family="algorithm",
     summary="LoRA forgetting as perturbed mean-field attention on the sphere (W2, cluster drift)",
-    inputs=(IOSpec("tokens", ("tokens", "dim"), "float64"),
-            IOSpec("value", ("dim", "dim"), "float64"),
-            IOSpec("delta_value", ("dim", "dim"), "float64")),
-    outputs=(IOSpec("base_tokens", ("tokens", "dim"), "float64"),
-             IOSpec("adapted_tokens", ("tokens", "dim"), "float64"),
-             IOSpec("w2", (1,), "float64"), IOSpec("cluster_drift", (1,), "float64")),
+    inputs=(
+        IOSpec("tokens", ("tokens", "dim"), "float64"),
+        IOSpec("value", ("dim", "dim"), "float64"),
+        IOSpec("delta_value", ("dim", "dim"), "float64"),
+    ),
+    outputs=(
+        IOSpec("base_tokens", ("tokens", "dim"), "float64"),
+        IOSpec("adapted_tokens", ("tokens", "dim"), "float64"),
+        IOSpec("w2", (1,), "float64"),
+        IOSpec("cluster_drift", (1,), "float64"),
+    ),
     build=build,
     example=example,
-    paper=Paper("The impact of LoRA on Oversmoothing: Understanding Catastrophic Forgetting in "
-                "Mean-Field Attention Dynamics", "ICML 2026", 2026,
-                "https://arxiv.org/abs/2402.15415"),
+    paper=Paper(
+        "The impact of LoRA on Oversmoothing: Understanding Catastrophic Forgetting in "
+        "Mean-Field Attention Dynamics",
+        "ICML 2026",
+        2026,
+        "https://arxiv.org/abs/2402.15415",
+    ),
     efficiency=Efficiency("step"),
     default_config=dict(DEFAULTS),
     bench=bench,

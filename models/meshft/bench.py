@@ -28,8 +28,15 @@ from neuroedge.models.meshft.module import MeshFT, MeshGraphNet
 from neuroedge.types import Measurement, Report
 
 NAME = "physics.meshft"
-COLUMNS = ("one_step_mse", "energy_drift", "dispersion_error", "modified_energy_err_1e4",
-           "momentum_err_1e4", "modified_energy_rises", "latency_p50_ms")
+COLUMNS = (
+    "one_step_mse",
+    "energy_drift",
+    "dispersion_error",
+    "modified_energy_err_1e4",
+    "momentum_err_1e4",
+    "modified_energy_rises",
+    "latency_p50_ms",
+)
 
 
 def conservation(model: MeshFT, steps: int, seed: int = 0) -> dict[str, float]:
@@ -45,9 +52,11 @@ def conservation(model: MeshFT, steps: int, seed: int = 0) -> dict[str, float]:
     qs, ps = F.rollout(q, p, m, w, edges, dt, steps)
     h = F.modified_energy(qs, ps, m, w, edges, dt).numpy()
     mom = ps.sum(-1).numpy()
-    return {"modified": float(np.abs(h / h[0] - 1).max()),
-            "momentum": float(np.abs(mom - mom[0]).max()),
-            "energy": F.relative_drift(F.energy(qs, ps, m, w, edges).numpy())}
+    return {
+        "modified": float(np.abs(h / h[0] - 1).max()),
+        "momentum": float(np.abs(mom - mom[0]).max()),
+        "energy": F.relative_drift(F.energy(qs, ps, m, w, edges).numpy()),
+    }
 
 
 def passivity(mesh: Mesh, rate: float, steps: int = 5000, seed: int = 0) -> int:
@@ -72,8 +81,9 @@ def _mgn(mesh: Mesh, data: T.WaveBatch, hidden: int, layers: int) -> MeshGraphNe
     return MeshGraphNet(mesh, hidden, layers, scale, rates).float()
 
 
-def _train_models(mesh: Mesh, data: T.WaveBatch, cfg: Mapping[str, Any]
-                  ) -> dict[str, torch.nn.Module]:
+def _train_models(
+    mesh: Mesh, data: T.WaveBatch, cfg: Mapping[str, Any]
+) -> dict[str, torch.nn.Module]:
     """MeshFT (learn_geom, scalar), the fixed theory model and the MGN on the same pairs."""
     models: dict[str, torch.nn.Module] = {}
     for hodge, lr in (("learn_geom", 3e-3), ("scalar", 5e-2)):
@@ -87,8 +97,9 @@ def _train_models(mesh: Mesh, data: T.WaveBatch, cfg: Mapping[str, Any]
     return models
 
 
-def bench(out_dir: str, backends: list[str], config: Mapping[str, Any],
-          history: str | None = None) -> dict[str, Any]:
+def bench(
+    out_dir: str, backends: list[str], config: Mapping[str, Any], history: str | None = None
+) -> dict[str, Any]:
     from neuroedge.bench.latency import measure_side_by_side
     from neuroedge.bench.report import build_document, write_report
 
@@ -109,9 +120,11 @@ def bench(out_dir: str, backends: list[str], config: Mapping[str, Any],
         traces[name] = (energy / energy[0]).tolist()
         errs = T.dispersion_errors(model, mesh, ks, dt, 100)
         disp[name] = errs.tolist()
-        metrics = {"one_step_mse": Measurement(mse, "normalised MSE"),
-                   "energy_drift": Measurement(F.relative_drift(energy), "relative"),
-                   "dispersion_error": Measurement(float(errs.mean()), "relative")}
+        metrics = {
+            "one_step_mse": Measurement(mse, "normalised MSE"),
+            "energy_drift": Measurement(F.relative_drift(energy), "relative"),
+            "dispersion_error": Measurement(float(errs.mean()), "relative"),
+        }
         if isinstance(model, MeshFT) and name != "theory":
             for label, target in (("", model), ("_delaunay", _delaunay_twin(model))):
                 cons = conservation(target, int(cfg["steps_1e4"]))
@@ -119,31 +132,62 @@ def bench(out_dir: str, backends: list[str], config: Mapping[str, Any],
                 metrics[f"momentum_err_1e4{label}"] = Measurement(cons["momentum"], "abs")
         rows.append(Report(NAME, "host", name, metrics=metrics))
     batch = (torch.as_tensor(np.stack([q0] * 8)), torch.as_tensor(np.stack([p0] * 8)))
-    lat = measure_side_by_side({n: (lambda mdl=models[n]: _step(mdl, batch, dt))
-                                for n in ("meshft-learn_geom", "mgn")}, repeats=50, batch=8)
+    lat = measure_side_by_side(
+        {n: (lambda mdl=models[n]: _step(mdl, batch, dt)) for n in ("meshft-learn_geom", "mgn")},
+        repeats=50,
+        batch=8,
+    )
     for row_i, row in enumerate(rows):
         if row.variant in lat:
             rows[row_i] = row.with_metrics(**lat[row.variant].metrics())
     for rate in (0.0, 0.01, 0.1):
-        rows.append(Report(NAME, "host", f"damped r={rate:g}", metrics={
-            "modified_energy_rises": Measurement(passivity(periodic_delaunay(64, 3), rate),
-                                                 "steps of 5000", "counted")}))
-    drift = {r.variant: r.metrics["energy_drift"].value for r in rows if "energy_drift" in
-             r.metrics}
+        rows.append(
+            Report(
+                NAME,
+                "host",
+                f"damped r={rate:g}",
+                metrics={
+                    "modified_energy_rises": Measurement(
+                        passivity(periodic_delaunay(64, 3), rate), "steps of 5000", "counted"
+                    )
+                },
+            )
+        )
+    drift = {
+        r.variant: r.metrics["energy_drift"].value for r in rows if "energy_drift" in r.metrics
+    }
     ratio = drift["mgn"] / drift["meshft-learn_geom"]
-    doc = build_document(NAME, rows, config=cfg, energy_traces=traces, dt=dt,
-                         dispersion={"ks": [list(k) for k in ks], "errors": disp},
-                         drift_ratio_mgn_over_meshft=ratio,
-                         latency_ratio_mgn_over_meshft=lat["mgn"].percentile(50)
-                         / lat["meshft-learn_geom"].percentile(50))
+    doc = build_document(
+        NAME,
+        rows,
+        config=cfg,
+        energy_traces=traces,
+        dt=dt,
+        dispersion={"ks": [list(k) for k in ks], "errors": disp},
+        drift_ratio_mgn_over_meshft=ratio,
+        latency_ratio_mgn_over_meshft=lat["mgn"].percentile(50)
+        / lat["meshft-learn_geom"].percentile(50),
+    )
     doc["columns"] = COLUMNS
-    sections = [f"Rollout energy drift, MGN / MeshFT (learn_geom): {ratio:.1f}x.",
-                (f"Step latency MGN / MeshFT (batch 8, side by side): "
-                 f"{doc['latency_ratio_mgn_over_meshft']:.2f}x."),
-                ("`*_1e4` columns: 1e4 KDK steps at omega_max dt = 0.5 with the learned metric "
-                 "(`_delaunay` in report.json: the same networks on a periodic Delaunay mesh).")]
-    write_report(doc, out_dir, columns=COLUMNS, sections=sections,
-                 plots=[energy_drift_plot, dispersion_plot], history=history)
+    sections = [
+        f"Rollout energy drift, MGN / MeshFT (learn_geom): {ratio:.1f}x.",
+        (
+            f"Step latency MGN / MeshFT (batch 8, side by side): "
+            f"{doc['latency_ratio_mgn_over_meshft']:.2f}x."
+        ),
+        (
+            "`*_1e4` columns: 1e4 KDK steps at omega_max dt = 0.5 with the learned metric "
+            "(`_delaunay` in report.json: the same networks on a periodic Delaunay mesh)."
+        ),
+    ]
+    write_report(
+        doc,
+        out_dir,
+        columns=COLUMNS,
+        sections=sections,
+        plots=[energy_drift_plot, dispersion_plot],
+        history=history,
+    )
     return doc
 
 
@@ -156,8 +200,9 @@ def _delaunay_twin(model: MeshFT) -> MeshFT:
     """The same learned metric (geometry MLPs or scalars) on a periodic Delaunay mesh."""
     mesh = periodic_delaunay(256, seed=0)
     twin = MeshFT(mesh, model.hodge.mode).double()
-    state = {k: v for k, v in model.state_dict().items()
-             if not k.startswith(("tensors.", "hodge.mesh."))}
+    state = {
+        k: v for k, v in model.state_dict().items() if not k.startswith(("tensors.", "hodge.mesh."))
+    }
     twin.load_state_dict(state, strict=False)
     return twin
 
@@ -167,8 +212,7 @@ def energy_drift_plot(doc: dict[str, Any], path: Path) -> Path:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.5))
     for name, trace in doc["energy_traces"].items():
-        ax.plot(np.arange(len(trace)) * doc["dt"], np.abs(np.array(trace) - 1) + 1e-16,
-                label=name)
+        ax.plot(np.arange(len(trace)) * doc["dt"], np.abs(np.array(trace) - 1) + 1e-16, label=name)
     ax.set_yscale("log")
     ax.set_xlabel("time")
     ax.set_ylabel("|E_t / E_0 - 1| (theory energy)")

@@ -49,8 +49,9 @@ def stiffness(q: Any, w: Any, edges: Any) -> Any:
     return divergence_t(w * gradient(q, edges), edges, q.shape[-1])
 
 
-def kdk_step(q: Any, p: Any, m: Any, w: Any, edges: Any, dt: float,
-             r: Any = None) -> tuple[Any, Any]:
+def kdk_step(
+    q: Any, p: Any, m: Any, w: Any, edges: Any, dt: float, r: Any = None
+) -> tuple[Any, Any]:
     """One kick-(damp)-drift-kick-(damp) step; ``r`` is the per-node Rayleigh rate or None."""
     import torch
 
@@ -90,8 +91,17 @@ def substeps(omega: float, dt: float, cfl: float = 1.0) -> int:
     return max(1, math.ceil(omega * dt / cfl))
 
 
-def rollout(q: Any, p: Any, m: Any, w: Any, edges: Any, dt: float, steps: int,
-            r: Any = None, cfl: float = 1.0) -> tuple[Any, Any]:
+def rollout(
+    q: Any,
+    p: Any,
+    m: Any,
+    w: Any,
+    edges: Any,
+    dt: float,
+    steps: int,
+    r: Any = None,
+    cfl: float = 1.0,
+) -> tuple[Any, Any]:
     """``steps`` steps of size dt (each CFL-split); returns q, p stacked [steps + 1, ..., N]."""
     import torch
 
@@ -123,15 +133,17 @@ def relative_drift(values: Any) -> float:
     return float(np.max(np.abs(v - v[0])) / abs(v[0]))
 
 
-def plane_wave_phase(q: np.ndarray, points: np.ndarray, star0: np.ndarray,
-                     k: np.ndarray) -> np.ndarray:
+def plane_wave_phase(
+    q: np.ndarray, points: np.ndarray, star0: np.ndarray, k: np.ndarray
+) -> np.ndarray:
     """Complex projections c_t = sum_i V0_i q_t,i exp(-i k.x_i) of q [T, N]."""
     basis = np.exp(-1j * (points @ k))
     return (q * star0) @ basis
 
 
-def measured_frequency(q: np.ndarray, points: np.ndarray, star0: np.ndarray, k: np.ndarray,
-                       dt: float) -> float:
+def measured_frequency(
+    q: np.ndarray, points: np.ndarray, star0: np.ndarray, k: np.ndarray, dt: float
+) -> float:
     """omega_hat = sum_t w_t dphi_t / (dt sum_t w_t), w_t = min(|c_t|, |c_t+1|).
 
     For q = A sin(k.x - omega t + phi) the projection turns at -omega; the sign is dropped.

@@ -64,8 +64,14 @@ def periodic_grid(nx: int, ny: int, lx: float = 1.0, ly: float = 1.0) -> Mesh:
         pairs.append(np.stack([np.minimum(a, b), np.maximum(a, b)], axis=1))
         vectors.append(sign[:, None] * np.asarray(vec)[None, :])
         stars.append(np.full(len(a), star))
-    return Mesh(points, np.concatenate(pairs).astype(np.int64), np.concatenate(vectors),
-                np.full(nx * ny, hx * hy), np.concatenate(stars), (lx, ly))
+    return Mesh(
+        points,
+        np.concatenate(pairs).astype(np.int64),
+        np.concatenate(vectors),
+        np.full(nx * ny, hx * hy),
+        np.concatenate(stars),
+        (lx, ly),
+    )
 
 
 def periodic_delaunay(n: int, seed: int = 0, lx: float = 1.0, ly: float = 1.0) -> Mesh:
@@ -82,8 +88,9 @@ def periodic_delaunay(n: int, seed: int = 0, lx: float = 1.0, ly: float = 1.0) -
     return _mesh_from_triangles(base, triangles, (lx, ly), floor=True)
 
 
-def mesh_from_arrays(points: np.ndarray, triangles: np.ndarray,
-                     period: tuple[float, float] | None = None) -> Mesh:
+def mesh_from_arrays(
+    points: np.ndarray, triangles: np.ndarray, period: tuple[float, float] | None = None
+) -> Mesh:
     """A mesh from user arrays, validated (NaN nodes, degenerate or non-manifold elements)."""
     points = np.asarray(points, dtype=np.float64)
     triangles = np.asarray(triangles)
@@ -93,12 +100,14 @@ def mesh_from_arrays(points: np.ndarray, triangles: np.ndarray,
         raise MeshError(f"triangles: expected shape [F, 3], got {list(triangles.shape)}")
     bad = np.flatnonzero(~np.isfinite(points).all(axis=1))
     if bad.size:
-        raise MeshError(f"node {int(bad[0])} has a NaN or infinite coordinate "
-                        f"{points[bad[0]].tolist()}")
+        raise MeshError(
+            f"node {int(bad[0])} has a NaN or infinite coordinate {points[bad[0]].tolist()}"
+        )
     if points.shape[1] == 3:
         if np.ptp(points[:, 2]) > 1e-12 * max(np.ptp(points[:, :2]), 1.0):
-            raise MeshError("points: the mesh is not planar (z varies); physics.meshft takes 2-D "
-                            "meshes")
+            raise MeshError(
+                "points: the mesh is not planar (z varies); physics.meshft takes 2-D meshes"
+            )
         points = points[:, :2]
     if triangles.min() < 0 or triangles.max() >= len(points):
         raise MeshError(f"triangles: node index out of range [0, {len(points)})")
@@ -112,8 +121,12 @@ def _min_image(d: np.ndarray, period: tuple[float, float] | None) -> np.ndarray:
     return d - size * np.round(d / size)
 
 
-def _mesh_from_triangles(points: np.ndarray, triangles: np.ndarray,
-                         period: tuple[float, float] | None, floor: bool = False) -> Mesh:
+def _mesh_from_triangles(
+    points: np.ndarray,
+    triangles: np.ndarray,
+    period: tuple[float, float] | None,
+    floor: bool = False,
+) -> Mesh:
     """Edges, cotangent star1 and barycentric star0 of a triangle mesh."""
     corners = [points[triangles[:, k]] for k in range(3)]
     e1 = _min_image(corners[1] - corners[0], period)
@@ -122,16 +135,20 @@ def _mesh_from_triangles(points: np.ndarray, triangles: np.ndarray,
     area = np.abs(signed)
     tiny = np.flatnonzero(area <= 1e-12 * max(area.mean(), 1e-300))
     if tiny.size:
-        raise MeshError(f"triangle {int(tiny[0])} {triangles[tiny[0]].tolist()} is degenerate "
-                        f"(area {area[tiny[0]]:.3e})")
+        raise MeshError(
+            f"triangle {int(tiny[0])} {triangles[tiny[0]].tolist()} is degenerate "
+            f"(area {area[tiny[0]]:.3e})"
+        )
     half = np.concatenate([triangles[:, [0, 1]], triangles[:, [1, 2]], triangles[:, [2, 0]]])
     keys = np.sort(half, axis=1)
     edges, inverse, counts = np.unique(keys, axis=0, return_inverse=True, return_counts=True)
     inverse = inverse.ravel()
     if counts.max() > 2:
         k = int(np.argmax(counts))
-        raise MeshError(f"edge {k} {edges[k].tolist()} is non-manifold: shared by "
-                        f"{int(counts[k])} triangles (at most 2 allowed)")
+        raise MeshError(
+            f"edge {k} {edges[k].tolist()} is non-manifold: shared by "
+            f"{int(counts[k])} triangles (at most 2 allowed)"
+        )
     cot = np.zeros(len(edges))
     n_tri = len(triangles)
     for slot, opposite in enumerate((2, 0, 1)):  # edge (0,1) faces corner 2, and so on
@@ -139,8 +156,9 @@ def _mesh_from_triangles(points: np.ndarray, triangles: np.ndarray,
         a = _min_image(points[triangles[:, slot]] - apex, period)
         b = _min_image(points[triangles[:, (slot + 1) % 3]] - apex, period)
         cross = np.abs(a[:, 0] * b[:, 1] - a[:, 1] * b[:, 0])
-        np.add.at(cot, inverse[slot * n_tri:(slot + 1) * n_tri],
-                  0.5 * (a * b).sum(axis=1) / cross)
+        np.add.at(
+            cot, inverse[slot * n_tri : (slot + 1) * n_tri], 0.5 * (a * b).sum(axis=1) / cross
+        )
     star0 = np.zeros(len(points))
     for k in range(3):
         np.add.at(star0, triangles[:, k], area / 3.0)
@@ -150,8 +168,9 @@ def _mesh_from_triangles(points: np.ndarray, triangles: np.ndarray,
     vectors = _min_image(points[edges[:, 1]] - points[edges[:, 0]], period)
     if floor:
         star0 = np.maximum(star0, np.quantile(star0, 1e-3))
-    return Mesh(points, edges.astype(np.int64), vectors, star0, np.maximum(cot, 0.0), period,
-                triangles)
+    return Mesh(
+        points, edges.astype(np.int64), vectors, star0, np.maximum(cot, 0.0), period, triangles
+    )
 
 
 def read_mesh(path: str | os.PathLike[str]) -> Mesh:
@@ -193,8 +212,9 @@ def read_fields(path: str | os.PathLike[str], n_nodes: int) -> np.ndarray:
     else:
         raise ValueError(f"{path}: fields must be .npz, .h5 or .hdf5")
     if fields.ndim != 3 or fields.shape[1] != n_nodes or fields.shape[2] != 2:
-        raise ValueError(f"{path}: fields must have shape [T, {n_nodes}, 2], got "
-                         f"{list(fields.shape)}")
+        raise ValueError(
+            f"{path}: fields must have shape [T, {n_nodes}, 2], got {list(fields.shape)}"
+        )
     bad = np.argwhere(~np.isfinite(fields))
     if len(bad):
         t, node, ch = (int(v) for v in bad[0])

@@ -54,17 +54,20 @@ class MeshTensors(nn.Module):
         self.register_buffer("star1", torch.as_tensor(mesh.star1))
         pts = torch.as_tensor(mesh.points)
         vec = torch.as_tensor(mesh.edge_vectors)
-        self.register_buffer("node_features", _standardise(torch.cat(
-            [pts, self.star0[:, None]], 1)))
-        self.register_buffer("edge_features", _standardise(torch.cat(
-            [vec, vec.norm(dim=1, keepdim=True)], 1)))
+        self.register_buffer(
+            "node_features", _standardise(torch.cat([pts, self.star0[:, None]], 1))
+        )
+        self.register_buffer(
+            "edge_features", _standardise(torch.cat([vec, vec.norm(dim=1, keepdim=True)], 1))
+        )
 
 
 class Hodge(nn.Module):
     """Diagonal SPD metrics (m per node, w per edge) in one of ``HODGE_MODES``."""
 
-    def __init__(self, mesh: MeshTensors, mode: str = "learn_geom", c: float = 1.0,
-                 hidden: int = 64) -> None:
+    def __init__(
+        self, mesh: MeshTensors, mode: str = "learn_geom", c: float = 1.0, hidden: int = 64
+    ) -> None:
         super().__init__()
         if mode not in HODGE_MODES:
             raise ValueError(f"hodge mode {mode!r} is not one of {', '.join(HODGE_MODES)}")
@@ -84,8 +87,10 @@ class Hodge(nn.Module):
 
     def raw(self) -> tuple[torch.Tensor, torch.Tensor]:
         if self.mode == "learn_geom":
-            return (self.node_net(self.mesh.node_features.to(self.node_net[0].weight))[:, 0],
-                    self.edge_net(self.mesh.edge_features.to(self.edge_net[0].weight))[:, 0])
+            return (
+                self.node_net(self.mesh.node_features.to(self.node_net[0].weight))[:, 0],
+                self.edge_net(self.mesh.edge_features.to(self.edge_net[0].weight))[:, 0],
+            )
         return self.raw_m, self.raw_w
 
     def forward(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -93,15 +98,23 @@ class Hodge(nn.Module):
         if self.mode == "theory":
             return star0, self.c2 * star1
         raw_m, raw_w = self.raw()
-        return (star0 * (nn.functional.softplus(raw_m) + 1e-6),
-                self.c2 * star1 * (nn.functional.softplus(raw_w) + 1e-6))
+        return (
+            star0 * (nn.functional.softplus(raw_m) + 1e-6),
+            self.c2 * star1 * (nn.functional.softplus(raw_w) + 1e-6),
+        )
 
 
 class MeshFT(nn.Module):
     """Structure-preserving step: KDK with the learned metrics and optional Rayleigh damping."""
 
-    def __init__(self, mesh: Mesh, hodge: str = "learn_geom", damping: str = "none",
-                 c: float = 1.0, cfl: float = 1.0) -> None:
+    def __init__(
+        self,
+        mesh: Mesh,
+        hodge: str = "learn_geom",
+        damping: str = "none",
+        c: float = 1.0,
+        cfl: float = 1.0,
+    ) -> None:
         super().__init__()
         if damping not in DAMPING_MODES:
             raise ValueError(f"damping {damping!r} is not one of {', '.join(DAMPING_MODES)}")
@@ -118,8 +131,9 @@ class MeshFT(nn.Module):
             return None
         return nn.functional.softplus(self.raw_r)
 
-    def forward(self, q: torch.Tensor, p: torch.Tensor, dt: float
-                ) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, q: torch.Tensor, p: torch.Tensor, dt: float
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         m, w = self.hodge()
         edges, r = self.tensors.edges, self.rate()
         n_sub = F.substeps(F.omega_max(m, w, edges), dt, self.cfl)
@@ -127,8 +141,9 @@ class MeshFT(nn.Module):
             q, p = F.kdk_step(q, p, m, w, edges, dt / n_sub, r)
         return q, p
 
-    def rollout(self, q: torch.Tensor, p: torch.Tensor, dt: float, steps: int
-                ) -> tuple[torch.Tensor, torch.Tensor]:
+    def rollout(
+        self, q: torch.Tensor, p: torch.Tensor, dt: float, steps: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """``steps`` steps with the metrics and the CFL split computed once (no gradient)."""
         with torch.no_grad():
             m, w = self.hodge()
@@ -141,9 +156,14 @@ class MeshGraphNet(nn.Module):
     Inputs are scaled by ``scale`` = (std q, std p) of the training data; RK2 (Heun) steps it.
     """
 
-    def __init__(self, mesh: Mesh, hidden: int = 32, layers: int = 2,
-                 scale: tuple[float, float] = (1.0, 1.0),
-                 rate_scale: tuple[float, float] = (1.0, 1.0)) -> None:
+    def __init__(
+        self,
+        mesh: Mesh,
+        hidden: int = 32,
+        layers: int = 2,
+        scale: tuple[float, float] = (1.0, 1.0),
+        rate_scale: tuple[float, float] = (1.0, 1.0),
+    ) -> None:
         super().__init__()
         self.tensors = MeshTensors(mesh)
         self.register_buffer("scale", torch.tensor(scale))
@@ -165,10 +185,9 @@ class MeshGraphNet(nn.Module):
         out = self.node_out(h) * self.rate_scale
         return out[..., 0], out[..., 1]
 
-    def forward(self, q: torch.Tensor, p: torch.Tensor, dt: float
-                ) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, q: torch.Tensor, p: torch.Tensor, dt: float
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         dq1, dp1 = self.field(q, p)
         dq2, dp2 = self.field(q + dt * dq1, p + dt * dp1)
         return q + 0.5 * dt * (dq1 + dq2), p + 0.5 * dt * (dp1 + dp2)
-
-

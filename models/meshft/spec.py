@@ -18,8 +18,15 @@ from typing import Any
 import numpy as np
 from neuroedge.types import Efficiency, HostProgram, IOSpec, ModelSpec, Paper
 
-DEFAULTS: dict[str, Any] = {"mesh": "grid", "hodge": "learn_geom", "steps": 100, "dt": 0.002,
-                            "train_iters": 150, "train_pairs": 256, "lr": 3e-3}
+DEFAULTS: dict[str, Any] = {
+    "mesh": "grid",
+    "hodge": "learn_geom",
+    "steps": 100,
+    "dt": 0.002,
+    "train_iters": 150,
+    "train_pairs": 256,
+    "lr": 3e-3,
+}
 
 
 def make_mesh(name: str) -> Any:
@@ -69,20 +76,26 @@ def build(config: Mapping[str, Any]) -> HostProgram:
     def fn(q: np.ndarray, p: np.ndarray) -> dict[str, np.ndarray]:
         for name, arr in (("q", q), ("p", p)):
             if np.ndim(arr) != 2 or np.shape(arr)[1] != n:
-                raise ValueError(f"{name}: expected shape [batch, {n}] for this mesh, got "
-                                 f"{list(np.shape(arr))}")
+                raise ValueError(
+                    f"{name}: expected shape [batch, {n}] for this mesh, got {list(np.shape(arr))}"
+                )
             if not np.isfinite(arr).all():
-                raise ValueError(f"{name}: row {int(np.argwhere(~np.isfinite(arr))[0][0])} "
-                                 "has NaN or infinite values")
+                raise ValueError(
+                    f"{name}: row {int(np.argwhere(~np.isfinite(arr))[0][0])} "
+                    "has NaN or infinite values"
+                )
         qs, ps = model.rollout(torch.as_tensor(q), torch.as_tensor(p), dt, steps)
         with torch.no_grad():
             m, w = model.hodge()
             h = dt / F.substeps(F.omega_max(m, w, model.tensors.edges), dt)
             mod = F.modified_energy(qs, ps, m, w, model.tensors.edges, h).numpy()
         mom = ps.sum(-1).numpy()
-        return {"q_final": qs[-1].numpy(), "p_final": ps[-1].numpy(),
-                "modified_energy_error": np.abs(mod / mod[0] - 1).max(0),
-                "momentum_error": np.abs(mom - mom[0]).max(0)}
+        return {
+            "q_final": qs[-1].numpy(),
+            "p_final": ps[-1].numpy(),
+            "modified_energy_error": np.abs(mod / mod[0] - 1).max(0),
+            "momentum_error": np.abs(mom - mom[0]).max(0),
+        }
 
     return HostProgram(fn, meta={"trained": trained, "mesh": cfg["mesh"], "nodes": n})
 
@@ -109,8 +122,13 @@ def train(config: Mapping[str, Any] | None = None, out: str | None = None) -> di
     model = MeshFT(mesh, str(cfg["hodge"])).float()
     losses = T.fit(model, data, int(cfg["train_iters"]), float(cfg["lr"]))
     path = _checkpoint({**cfg, "checkpoint": out or cfg.get("checkpoint")})
-    save_checkpoint(path, {"state_dict": model.double().state_dict(),
-                           "config": {"mesh": cfg["mesh"], "hodge": cfg["hodge"]}})
+    save_checkpoint(
+        path,
+        {
+            "state_dict": model.double().state_dict(),
+            "config": {"mesh": cfg["mesh"], "hodge": cfg["hodge"]},
+        },
+    )
     return {"checkpoint": str(path), "loss_first": losses[0], "loss_last": losses[-1]}
 
 
@@ -119,20 +137,27 @@ SPEC = ModelSpec(
     family="algorithm",
     summary="MeshFT-Net: port-Hamiltonian wave physics on meshes, metric learned, topology fixed",
     inputs=(IOSpec("q", ("batch", "nodes"), "float64"), IOSpec("p", ("batch", "nodes"), "float64")),
-    outputs=(IOSpec("q_final", ("batch", "nodes"), "float64"),
-             IOSpec("p_final", ("batch", "nodes"), "float64"),
-             IOSpec("modified_energy_error", ("batch",), "float64"),
-             IOSpec("momentum_error", ("batch",), "float64")),
+    outputs=(
+        IOSpec("q_final", ("batch", "nodes"), "float64"),
+        IOSpec("p_final", ("batch", "nodes"), "float64"),
+        IOSpec("modified_energy_error", ("batch",), "float64"),
+        IOSpec("momentum_error", ("batch",), "float64"),
+    ),
     build=build,
     example=example,
-    paper=Paper("MeshFT / MeshFT-Net (Noguchi & Kawahara)",
-                "ICML 2026", 2026, "https://arxiv.org/abs/2605.00394"),
+    paper=Paper(
+        "MeshFT / MeshFT-Net (Noguchi & Kawahara)",
+        "ICML 2026",
+        2026,
+        "https://arxiv.org/abs/2605.00394",
+    ),
     efficiency=Efficiency("step"),
     default_config={k: DEFAULTS[k] for k in ("mesh", "steps", "dt")},
     train=train,
     bench="neuroedge.models.meshft.bench:bench",
-    config_keys={"build": ("mesh", "steps", "dt", "checkpoint", "smoke"),
-                 "train": ("mesh", "hodge", "dt", "train_iters", "train_pairs", "lr",
-                           "checkpoint"),
-                 "bench": ("iters", "mgn_iters", "rollout", "steps_1e4")},
+    config_keys={
+        "build": ("mesh", "steps", "dt", "checkpoint", "smoke"),
+        "train": ("mesh", "hodge", "dt", "train_iters", "train_pairs", "lr", "checkpoint"),
+        "bench": ("iters", "mgn_iters", "rollout", "steps_1e4"),
+    },
 )

@@ -34,12 +34,12 @@ class WaveBatch:
 
 def wavenumbers(kmax: int) -> list[tuple[int, int]]:
     """The integer (kx, ky) of the training set: kx in +-{1..kmax}, ky in +-{0..kmax}."""
-    return [(kx, ky) for kx in range(-kmax, kmax + 1) for ky in range(-kmax, kmax + 1)
-            if kx != 0]
+    return [(kx, ky) for kx in range(-kmax, kmax + 1) for ky in range(-kmax, kmax + 1) if kx != 0]
 
 
-def plane_wave(mesh: Mesh, kxy: tuple[int, int], amp: float, phase: float, t: float,
-               c: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+def plane_wave(
+    mesh: Mesh, kxy: tuple[int, int], amp: float, phase: float, t: float, c: float = 1.0
+) -> tuple[np.ndarray, np.ndarray]:
     """q and p = V0 dq/dt of one analytic plane wave at time ``t``."""
     lx, ly = mesh.period or (1.0, 1.0)
     k = 2 * np.pi * np.array([kxy[0] / lx, kxy[1] / ly])
@@ -48,8 +48,9 @@ def plane_wave(mesh: Mesh, kxy: tuple[int, int], amp: float, phase: float, t: fl
     return amp * np.sin(arg), -mesh.star0 * omega * amp * np.cos(arg)
 
 
-def plane_wave_pairs(mesh: Mesh, n: int, dt: float, seed: int, kmax: int = 4,
-                     c: float = 1.0) -> WaveBatch:
+def plane_wave_pairs(
+    mesh: Mesh, n: int, dt: float, seed: int, kmax: int = 4, c: float = 1.0
+) -> WaveBatch:
     """``n`` random one-step pairs (float64)."""
     rng = np.random.default_rng(seed)
     ks = wavenumbers(kmax)
@@ -57,14 +58,19 @@ def plane_wave_pairs(mesh: Mesh, n: int, dt: float, seed: int, kmax: int = 4,
     for _ in range(n):
         kxy = ks[rng.integers(len(ks))]
         amp, phase, t0 = rng.uniform(0.5, 1.5), rng.uniform(0, 2 * np.pi), rng.uniform(0, 2 * np.pi)
-        rows.append((*plane_wave(mesh, kxy, amp, phase, t0, c),
-                     *plane_wave(mesh, kxy, amp, phase, t0 + dt, c)))
+        rows.append(
+            (
+                *plane_wave(mesh, kxy, amp, phase, t0, c),
+                *plane_wave(mesh, kxy, amp, phase, t0 + dt, c),
+            )
+        )
     q0, p0, q1, p1 = (torch.as_tensor(np.stack(col)) for col in zip(*rows))
     return WaveBatch(q0, p0, q1, p1, dt)
 
 
-def one_step_loss(model: torch.nn.Module, batch: WaveBatch,
-                  idx: torch.Tensor | None = None) -> torch.Tensor:
+def one_step_loss(
+    model: torch.nn.Module, batch: WaveBatch, idx: torch.Tensor | None = None
+) -> torch.Tensor:
     q0, p0, q1, p1 = batch.q0, batch.p0, batch.q1, batch.p1
     if idx is not None:
         q0, p0, q1, p1 = q0[idx], p0[idx], q1[idx], p1[idx]
@@ -75,8 +81,15 @@ def one_step_loss(model: torch.nn.Module, batch: WaveBatch,
     return (((q - q1) / sq) ** 2).mean() + (((p - p1) / sp) ** 2).mean()
 
 
-def fit(model: torch.nn.Module, batch: WaveBatch, iters: int, lr: float, batch_size: int = 64,
-        seed: int = 0, desc: str = "train") -> list[float]:
+def fit(
+    model: torch.nn.Module,
+    batch: WaveBatch,
+    iters: int,
+    lr: float,
+    batch_size: int = 64,
+    seed: int = 0,
+    desc: str = "train",
+) -> list[float]:
     """AdamW (weight decay 1e-6, grad-clip 1.0) on the one-step loss; returns the loss trace."""
     from tqdm import tqdm
 
@@ -95,8 +108,9 @@ def fit(model: torch.nn.Module, batch: WaveBatch, iters: int, lr: float, batch_s
     return losses
 
 
-def model_rollout(model: torch.nn.Module, q: np.ndarray, p: np.ndarray, dt: float,
-                  steps: int) -> tuple[np.ndarray, np.ndarray]:
+def model_rollout(
+    model: torch.nn.Module, q: np.ndarray, p: np.ndarray, dt: float, steps: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Roll ``model`` out in float64 from (q, p); returns [steps + 1, ...] arrays."""
     model = model.double()
     qt, pt = torch.as_tensor(q, dtype=torch.float64), torch.as_tensor(p, dtype=torch.float64)
@@ -115,30 +129,40 @@ def model_rollout(model: torch.nn.Module, q: np.ndarray, p: np.ndarray, dt: floa
 def theory_energy(mesh: Mesh, q: np.ndarray, p: np.ndarray, c: float = 1.0) -> np.ndarray:
     """The common yardstick: H with the theory metrics M = V0, W = c^2 V1inv."""
     m, w = torch.as_tensor(mesh.star0), torch.as_tensor(c * c * mesh.star1)
-    return F.energy(torch.as_tensor(q), torch.as_tensor(p), m, w,
-                    torch.as_tensor(mesh.edges)).numpy()
+    return F.energy(
+        torch.as_tensor(q), torch.as_tensor(p), m, w, torch.as_tensor(mesh.edges)
+    ).numpy()
 
 
-def superposed_waves(mesh: Mesh, n_waves: int, seed: int, kmax: int = 4
-                     ) -> tuple[np.ndarray, np.ndarray]:
+def superposed_waves(
+    mesh: Mesh, n_waves: int, seed: int, kmax: int = 4
+) -> tuple[np.ndarray, np.ndarray]:
     """A sum of ``n_waves`` random plane waves at t = 0 (the rollout initial condition)."""
     rng = np.random.default_rng(seed)
     ks = wavenumbers(kmax)
     q, p = np.zeros(mesh.n_nodes), np.zeros(mesh.n_nodes)
     for _ in range(n_waves):
-        dq, dp = plane_wave(mesh, ks[rng.integers(len(ks))], rng.uniform(0.5, 1.5),
-                            rng.uniform(0, 2 * np.pi), 0.0)
+        dq, dp = plane_wave(
+            mesh, ks[rng.integers(len(ks))], rng.uniform(0.5, 1.5), rng.uniform(0, 2 * np.pi), 0.0
+        )
         q, p = q + dq, p + dp
     return q, p
 
 
-def dispersion_errors(model: torch.nn.Module, mesh: Mesh, ks: Sequence[tuple[int, int]],
-                      dt: float, steps: int, c: float = 1.0) -> np.ndarray:
+def dispersion_errors(
+    model: torch.nn.Module,
+    mesh: Mesh,
+    ks: Sequence[tuple[int, int]],
+    dt: float,
+    steps: int,
+    c: float = 1.0,
+) -> np.ndarray:
     """|omega_hat - c|k|| / (c|k|) of single plane waves rolled out by ``model``."""
     lx, ly = mesh.period or (1.0, 1.0)
     waves = [plane_wave(mesh, kxy, 1.0, 0.3, 0.0, c) for kxy in ks]
-    qs, _ = model_rollout(model, np.stack([w[0] for w in waves]),
-                          np.stack([w[1] for w in waves]), dt, steps)
+    qs, _ = model_rollout(
+        model, np.stack([w[0] for w in waves]), np.stack([w[1] for w in waves]), dt, steps
+    )
     errors = []
     for i, kxy in enumerate(ks):
         k = 2 * np.pi * np.array([kxy[0] / lx, kxy[1] / ly])

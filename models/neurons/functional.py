@@ -57,8 +57,9 @@ def heaviside(x: torch.Tensor, alpha: float = 10.0) -> torch.Tensor:
     return (x > 0).to(x.dtype)
 
 
-def lif_step(i: torch.Tensor, state: LIFState,
-             p: LIFParams = LIFParams()) -> tuple[torch.Tensor, LIFState]:
+def lif_step(
+    i: torch.Tensor, state: LIFState, p: LIFParams = LIFParams()
+) -> tuple[torch.Tensor, LIFState]:
     """One Euler step of a LIF population; returns spikes and the new state."""
     if p.reset not in RESETS:
         raise ValueError(f"reset {p.reset!r} is not one of {RESETS}")
@@ -71,8 +72,9 @@ def lif_step(i: torch.Tensor, state: LIFState,
     return z, LIFState(v_new)
 
 
-def li_step(i: torch.Tensor, state: LIFState,
-            p: LIFParams = LIFParams()) -> tuple[torch.Tensor, LIFState]:
+def li_step(
+    i: torch.Tensor, state: LIFState, p: LIFParams = LIFParams()
+) -> tuple[torch.Tensor, LIFState]:
     """One Euler step of a leaky integrator (no spikes); returns the potential and state."""
     v_new = state.v + (p.dt / p.tau_mem) * (p.v_leak - state.v + p.r * i)
     return v_new, LIFState(v_new)

@@ -14,8 +14,9 @@ from pathlib import Path
 import numpy as np
 
 
-def read_numeric_csv(path: str | os.PathLike[str], *, columns: int | None = None,
-                     what: str = "table") -> np.ndarray:
+def read_numeric_csv(
+    path: str | os.PathLike[str], *, columns: int | None = None, what: str = "table"
+) -> np.ndarray:
     """A float64 array ``[rows, columns]`` from ``path``.
 
     Raises ``ValueError`` naming the line and column of a row with the wrong number of fields,
@@ -33,8 +34,9 @@ def read_numeric_csv(path: str | os.PathLike[str], *, columns: int | None = None
                 continue  # header
             width = columns if columns is not None else (len(rows[0]) if rows else len(fields))
             if len(fields) != width:
-                raise ValueError(f"{what} {file}: line {line_no} has {len(fields)} fields, "
-                                 f"expected {width}")
+                raise ValueError(
+                    f"{what} {file}: line {line_no} has {len(fields)} fields, expected {width}"
+                )
             rows.append([_parse(f, file, line_no, col, what) for col, f in enumerate(fields)])
     if not rows:
         raise ValueError(f"{what} {file}: no data rows")
@@ -53,11 +55,14 @@ def _parse(text: str, file: Path, line_no: int, col: int, what: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise ValueError(f"{what} {file}: line {line_no} column {col}: {text.strip()!r} is not "
-                         "a number") from None
+        raise ValueError(
+            f"{what} {file}: line {line_no} column {col}: {text.strip()!r} is not a number"
+        ) from None
     if not math.isfinite(value):
-        raise ValueError(f"{what} {file}: line {line_no} column {col}: value {text.strip()!r} "
-                         "is not finite (NaN or inf)")
+        raise ValueError(
+            f"{what} {file}: line {line_no} column {col}: value {text.strip()!r} "
+            "is not finite (NaN or inf)"
+        )
     return value
 
 
@@ -65,6 +70,8 @@ def load_regression_csv(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.nd
     """``(X [n, p], y [n])`` from a CSV whose last column is the target."""
     table = read_numeric_csv(path, what="feature matrix")
     if table.shape[1] < 2:
-        raise ValueError(f"feature matrix {path}: needs at least one feature column and a target "
-                         f"column, got {table.shape[1]} column(s)")
+        raise ValueError(
+            f"feature matrix {path}: needs at least one feature column and a target "
+            f"column, got {table.shape[1]} column(s)"
+        )
     return table[:, :-1], table[:, -1]

@@ -19,10 +19,20 @@ from neuroedge.types import Measurement, Report
 
 NAME = "stats.self_distill"
 DEFAULTS: dict[str, Any] = {
-    "seed": 2026, "identity_n": 400, "identity_seeds": 5, "lambdas": [0.1, 0.5, 2.0, 5.0],
-    "oneshot_n": 2000, "oneshot_seeds": 3, "oneshot_lambdas": [0.1, 2.0, 5.0],
-    "de_p": 400, "de_n": 800, "de_rho": 0.5, "de_seeds": 5, "de_lambdas": [0.1, 1.0, 5.0],
-    "real_features": 200, "real_lambdas": [0.01, 1.0],
+    "seed": 2026,
+    "identity_n": 400,
+    "identity_seeds": 5,
+    "lambdas": [0.1, 0.5, 2.0, 5.0],
+    "oneshot_n": 2000,
+    "oneshot_seeds": 3,
+    "oneshot_lambdas": [0.1, 2.0, 5.0],
+    "de_p": 400,
+    "de_n": 800,
+    "de_rho": 0.5,
+    "de_seeds": 5,
+    "de_lambdas": [0.1, 1.0, 5.0],
+    "real_features": 200,
+    "real_lambdas": [0.01, 1.0],
 }
 
 
@@ -47,17 +57,22 @@ def identities(cfg: Mapping[str, Any]) -> dict[str, float]:
             sign_bad += int(np.sign(terms.xi_star) != -np.sign(slope))
             no_gain += int(abs(slope) > 1e-8 and not terms.risk_star < terms.r)
             xi_by_lam[lam].append(terms.xi_star)
-    return {"identity_max_abs_err": err, "sign_rule_violations": sign_bad,
-            "no_gain_cases": no_gain,
-            "median_xi_star": {str(k): float(np.median(v)) for k, v in xi_by_lam.items()}}
+    return {
+        "identity_max_abs_err": err,
+        "sign_rule_violations": sign_bad,
+        "no_gain_cases": no_gain,
+        "median_xi_star": {str(k): float(np.median(v)) for k, v in xi_by_lam.items()},
+    }
 
 
 def one_shot_vs_oracle(cfg: Mapping[str, Any]) -> dict[str, dict[str, float]]:
     """Per lambda: worst captured gain, worst relative error and sign agreement of xi_hat."""
     from tqdm import tqdm
 
-    out = {str(lam): {"min_gain": np.inf, "max_rel_err": 0.0, "sign_agree": 1.0}
-           for lam in cfg["oneshot_lambdas"]}
+    out = {
+        str(lam): {"min_gain": np.inf, "max_rel_err": 0.0, "sign_agree": 1.0}
+        for lam in cfg["oneshot_lambdas"]
+    }
     for seed in tqdm(range(cfg["oneshot_seeds"]), desc=f"{NAME} one-shot", leave=False):
         x, y, beta = isotropic_problem(cfg["oneshot_n"], cfg["seed"] + 100 + seed)
         svd = F.RidgeSVD.fit(x, y)
@@ -65,8 +80,9 @@ def one_shot_vs_oracle(cfg: Mapping[str, Any]) -> dict[str, dict[str, float]]:
             oracle, xi_hat = F.risk_terms(svd, lam, beta), F.one_shot(svd, lam).xi_star
             row = out[str(lam)]
             row["min_gain"] = min(row["min_gain"], oracle.captured_gain(xi_hat))
-            row["max_rel_err"] = max(row["max_rel_err"],
-                                     abs(xi_hat - oracle.xi_star) / abs(oracle.xi_star))
+            row["max_rel_err"] = max(
+                row["max_rel_err"], abs(xi_hat - oracle.xi_star) / abs(oracle.xi_star)
+            )
             row["sign_agree"] *= float(np.sign(xi_hat) == np.sign(oracle.xi_star))
     return out
 
@@ -85,8 +101,7 @@ def equivalents_error(cfg: Mapping[str, Any]) -> float:
         sample = []
         for _ in range(cfg["de_seeds"]):
             x = rng.standard_normal((n, p)) @ chol.T
-            t = F.risk_terms(F.RidgeSVD.fit(x, x @ beta + rng.standard_normal(n)), lam, beta,
-                             sigma)
+            t = F.risk_terms(F.RidgeSVD.fit(x, x @ beta + rng.standard_normal(n)), lam, beta, sigma)
             sample.append([t.r - 1, t.r_pd - 1, t.c - 1])
         theory = np.array([de.r - 1, de.r_pd - 1, de.c - 1])
         worst = max(worst, float(np.max(np.abs(np.mean(sample, 0) - theory) / np.abs(theory))))
@@ -111,36 +126,73 @@ def diabetes_relu(cfg: Mapping[str, Any]) -> dict[str, dict[str, float]]:
     out = {}
     for lam in cfg["real_lambdas"]:
         xi_hat = F.one_shot(svd, lam).xi_star
-        risks = [np.mean((feats[test] @ F.student(svd, lam, xi) - y[test]) ** 2)
-                 for xi in (0.0, xi_hat)]
+        risks = [
+            np.mean((feats[test] @ F.student(svd, lam, xi) - y[test]) ** 2) for xi in (0.0, xi_hat)
+        ]
         bt, bpd = F.teacher(svd, lam), F.pure_distilled(svd, lam)
         pred_t, pred_pd = feats[test] @ bt, feats[test] @ bpd
         curve = [np.mean(((1 - xi) * pred_t + xi * pred_pd - y[test]) ** 2) for xi in grid]
-        out[str(lam)] = {"teacher": float(risks[0]), "one_shot": float(risks[1]),
-                         "grid_best": float(np.min(curve)), "xi_hat": float(xi_hat),
-                         "xi_grid": float(grid[int(np.argmin(curve))])}
+        out[str(lam)] = {
+            "teacher": float(risks[0]),
+            "one_shot": float(risks[1]),
+            "grid_best": float(np.min(curve)),
+            "xi_hat": float(xi_hat),
+            "xi_grid": float(grid[int(np.argmin(curve))]),
+        }
     return out
 
 
 def rows_from(res: Mapping[str, Any]) -> list[Report]:
     ident = res["identities"]
-    rows = [Report(NAME, "host", "identities", metrics={
-        "identity_max_abs_err": Measurement(ident["identity_max_abs_err"], "xi"),
-        "sign_rule_violations": Measurement(ident["sign_rule_violations"], "cases", "counted"),
-        "xi_star_lam0.1": Measurement(ident["median_xi_star"]["0.1"], "xi"),
-        "xi_star_lam5": Measurement(ident["median_xi_star"]["5.0"], "xi")})]
+    rows = [
+        Report(
+            NAME,
+            "host",
+            "identities",
+            metrics={
+                "identity_max_abs_err": Measurement(ident["identity_max_abs_err"], "xi"),
+                "sign_rule_violations": Measurement(
+                    ident["sign_rule_violations"], "cases", "counted"
+                ),
+                "xi_star_lam0.1": Measurement(ident["median_xi_star"]["0.1"], "xi"),
+                "xi_star_lam5": Measurement(ident["median_xi_star"]["5.0"], "xi"),
+            },
+        )
+    ]
     for lam, r in res["one_shot"].items():
-        rows.append(Report(NAME, "host", f"one_shot_lam{lam}", metrics={
-            "captured_gain": Measurement(r["min_gain"], "fraction (worst seed)"),
-            "xi_rel_err": Measurement(r["max_rel_err"], "fraction (worst seed)"),
-            "sign_agreement": Measurement(r["sign_agree"], "fraction")}))
-    rows.append(Report(NAME, "host", "det_equivalents", metrics={
-        "de_max_rel_err": Measurement(res["de_max_rel_err"], "fraction")}))
+        rows.append(
+            Report(
+                NAME,
+                "host",
+                f"one_shot_lam{lam}",
+                metrics={
+                    "captured_gain": Measurement(r["min_gain"], "fraction (worst seed)"),
+                    "xi_rel_err": Measurement(r["max_rel_err"], "fraction (worst seed)"),
+                    "sign_agreement": Measurement(r["sign_agree"], "fraction"),
+                },
+            )
+        )
+    rows.append(
+        Report(
+            NAME,
+            "host",
+            "det_equivalents",
+            metrics={"de_max_rel_err": Measurement(res["de_max_rel_err"], "fraction")},
+        )
+    )
     for lam, r in res["diabetes"].items():
-        rows.append(Report(NAME, "host", f"diabetes_relu_lam{lam}", metrics={
-            "test_mse_teacher": Measurement(r["teacher"], "standardised y^2"),
-            "test_mse_one_shot": Measurement(r["one_shot"], "standardised y^2"),
-            "test_mse_grid_best": Measurement(r["grid_best"], "standardised y^2")}))
+        rows.append(
+            Report(
+                NAME,
+                "host",
+                f"diabetes_relu_lam{lam}",
+                metrics={
+                    "test_mse_teacher": Measurement(r["teacher"], "standardised y^2"),
+                    "test_mse_one_shot": Measurement(r["one_shot"], "standardised y^2"),
+                    "test_mse_grid_best": Measurement(r["grid_best"], "standardised y^2"),
+                },
+            )
+        )
     return rows
 
 
@@ -166,17 +218,35 @@ def risk_plot(doc: dict[str, Any], path: Path) -> Path:
     return finish_figure(fig, path)
 
 
-def bench(out_dir: str, backends: Sequence[str] = ("host",), config: Mapping[str, Any] |
-          None = None, history: str | None = None) -> dict[str, Any]:
+def bench(
+    out_dir: str,
+    backends: Sequence[str] = ("host",),
+    config: Mapping[str, Any] | None = None,
+    history: str | None = None,
+) -> dict[str, Any]:
     """Run every experiment, write report.json/report.md/risk.png, return the document."""
     from neuroedge.bench.report import build_document, write_report
 
     cfg = {**DEFAULTS, **(config or {})}
-    res = {"identities": identities(cfg), "one_shot": one_shot_vs_oracle(cfg),
-           "de_max_rel_err": equivalents_error(cfg), "diabetes": diabetes_relu(cfg)}
-    columns = ["identity_max_abs_err", "sign_rule_violations", "xi_star_lam0.1", "xi_star_lam5",
-               "captured_gain", "xi_rel_err", "sign_agreement", "de_max_rel_err",
-               "test_mse_teacher", "test_mse_one_shot", "test_mse_grid_best"]
+    res = {
+        "identities": identities(cfg),
+        "one_shot": one_shot_vs_oracle(cfg),
+        "de_max_rel_err": equivalents_error(cfg),
+        "diabetes": diabetes_relu(cfg),
+    }
+    columns = [
+        "identity_max_abs_err",
+        "sign_rule_violations",
+        "xi_star_lam0.1",
+        "xi_star_lam5",
+        "captured_gain",
+        "xi_rel_err",
+        "sign_agreement",
+        "de_max_rel_err",
+        "test_mse_teacher",
+        "test_mse_one_shot",
+        "test_mse_grid_best",
+    ]
     doc = build_document(NAME, rows_from(res), config=cfg, results=res, columns=columns)
     write_report(doc, out_dir, columns=columns, plots=[risk_plot], history=history)
     return doc

@@ -78,7 +78,7 @@ class RiskTerms:
 
     def risk(self, xi: float | np.ndarray) -> float | np.ndarray:
         """R(xi) = R - 2 xi (R - C) + xi^2 D."""
-        return self.r - 2 * xi * (self.r - self.c) + xi ** 2 * self.d
+        return self.r - 2 * xi * (self.r - self.c) + xi**2 * self.d
 
     def captured_gain(self, xi: float) -> float:
         """(R - R(xi)) / (R - R_sd*): the fraction of the oracle improvement xi achieves."""
@@ -94,14 +94,14 @@ def _check_lambda(lam: float) -> float:
 def teacher(svd: RidgeSVD, lam: float) -> np.ndarray:
     """b_T = V diag(s / (s^2 + lambda)) U^T y / sqrt(n)."""
     lam = _check_lambda(lam)
-    return svd.vt.T @ (svd.s / (svd.s ** 2 + lam) * svd.uy)
+    return svd.vt.T @ (svd.s / (svd.s**2 + lam) * svd.uy)
 
 
 def pure_distilled(svd: RidgeSVD, lam: float) -> np.ndarray:
     """b_PD = S Sigma_hat b_T = V diag(h s / (s^2 + lambda)) U^T y / sqrt(n), h = s^2/(s^2+l)."""
     lam = _check_lambda(lam)
-    h = svd.s ** 2 / (svd.s ** 2 + lam)
-    return svd.vt.T @ (h * svd.s / (svd.s ** 2 + lam) * svd.uy)
+    h = svd.s**2 / (svd.s**2 + lam)
+    return svd.vt.T @ (h * svd.s / (svd.s**2 + lam) * svd.uy)
 
 
 def student(svd: RidgeSVD, lam: float, xi: float) -> np.ndarray:
@@ -111,15 +111,20 @@ def student(svd: RidgeSVD, lam: float, xi: float) -> np.ndarray:
 
 def teacher_derivative(svd: RidgeSVD, lam: float) -> np.ndarray:
     """d b_T / d lambda = -S b_T = -V diag(s / (s^2 + lambda)^2) uy."""
-    return -svd.vt.T @ (svd.s / (svd.s ** 2 + lam) ** 2 * svd.uy)
+    return -svd.vt.T @ (svd.s / (svd.s**2 + lam) ** 2 * svd.uy)
 
 
 def _sigma_dot(a: np.ndarray, b: np.ndarray, sigma: np.ndarray | None) -> float:
     return float(a @ b) if sigma is None else float(a @ sigma @ b)
 
 
-def risk_terms(svd: RidgeSVD, lam: float, beta: np.ndarray, sigma: np.ndarray | None = None,
-               noise_var: float = 1.0) -> RiskTerms:
+def risk_terms(
+    svd: RidgeSVD,
+    lam: float,
+    beta: np.ndarray,
+    sigma: np.ndarray | None = None,
+    noise_var: float = 1.0,
+) -> RiskTerms:
     """R, R_pd, C, D for test covariance ``sigma`` (None = identity) and signal ``beta``."""
     et, ep = teacher(svd, lam) - beta, pure_distilled(svd, lam) - beta
     r = _sigma_dot(et, et, sigma) + noise_var
@@ -129,8 +134,9 @@ def risk_terms(svd: RidgeSVD, lam: float, beta: np.ndarray, sigma: np.ndarray | 
     return RiskTerms(r, r_pd, c, _sigma_dot(diff, diff, sigma))
 
 
-def risk_derivative(svd: RidgeSVD, lam: float, beta: np.ndarray,
-                    sigma: np.ndarray | None = None) -> float:
+def risk_derivative(
+    svd: RidgeSVD, lam: float, beta: np.ndarray, sigma: np.ndarray | None = None
+) -> float:
     """R'(lambda) = 2 <b_T - beta, d b_T / d lambda>_Sigma."""
     return 2 * _sigma_dot(teacher(svd, lam) - beta, teacher_derivative(svd, lam), sigma)
 
@@ -138,12 +144,14 @@ def risk_derivative(svd: RidgeSVD, lam: float, beta: np.ndarray,
 def one_shot(svd: RidgeSVD, lam: float) -> RiskTerms:
     """Estimated risk terms (Eqs 17-19) from the training data only; ``.xi_star`` is xi_hat."""
     lam = _check_lambda(lam)
-    h = svd.s ** 2 / (svd.s ** 2 + lam)
-    df, df_pd = h.sum() / svd.n, (h ** 2).sum() / svd.n
+    h = svd.s**2 / (svd.s**2 + lam)
+    df, df_pd = h.sum() / svd.n, (h**2).sum() / svd.n
     if df >= 1 or df_pd >= 1:
-        raise ValueError(f"lambda={lam} interpolates the data (df/n={df:.3f}); the GCV "
-                         "correction 1/(1 - df/n) is undefined")
-    res_t, res_pd = (1 - h) * svd.uy, (1 - h ** 2) * svd.uy
+        raise ValueError(
+            f"lambda={lam} interpolates the data (df/n={df:.3f}); the GCV "
+            "correction 1/(1 - df/n) is undefined"
+        )
+    res_t, res_pd = (1 - h) * svd.uy, (1 - h**2) * svd.uy
     r = (svd.remainder + res_t @ res_t) / (1 - df) ** 2
     r_pd = (svd.remainder + res_pd @ res_pd) / (1 - df_pd) ** 2
     c = (svd.remainder + res_t @ res_pd) / ((1 - df) * (1 - df_pd))
@@ -152,6 +160,7 @@ def one_shot(svd: RidgeSVD, lam: float) -> RiskTerms:
 
 def solve_kappa(eigs: np.ndarray, gamma: float, lam: float) -> float:
     """kappa > 0 solving kappa (1 - gamma mean(s / (s + kappa))) = lambda, by bisection."""
+
     def f(k: float) -> float:
         return k * (1 - gamma * np.mean(eigs / (eigs + k))) - lam
 
@@ -162,8 +171,9 @@ def solve_kappa(eigs: np.ndarray, gamma: float, lam: float) -> float:
     return 0.5 * (lo + hi)
 
 
-def deterministic_equivalents(eigs: np.ndarray, proj: np.ndarray, gamma: float, lam: float,
-                              noise_var: float) -> RiskTerms:
+def deterministic_equivalents(
+    eigs: np.ndarray, proj: np.ndarray, gamma: float, lam: float, noise_var: float
+) -> RiskTerms:
     """Proportional-asymptotics equivalents (Theorem 3.1) of excess risks A, B and cross C.
 
     ``eigs`` are the eigenvalues of Sigma; ``proj`` the signal in Sigma's eigenbasis.
@@ -171,18 +181,18 @@ def deterministic_equivalents(eigs: np.ndarray, proj: np.ndarray, gamma: float, 
     """
     kappa = solve_kappa(eigs, gamma, lam)
     g = 1 / (eigs + kappa)
-    t2, t3, t4 = (gamma * np.mean(eigs ** 2 * g ** j) for j in (2, 3, 4))
+    t2, t3, t4 = (gamma * np.mean(eigs**2 * g**j) for j in (2, 3, 4))
     b = 1 / (1 - t2)
-    e = kappa - b * lam + b ** 2 * kappa * lam * t3
-    a4 = b ** 3 * kappa ** 2 * lam ** 2
-    a3 = 2 * b ** 2 * kappa * lam * e
-    a2 = b * e ** 2 + b ** 4 * kappa ** 2 * lam ** 2 * t4 + b ** 5 * kappa ** 2 * lam ** 2 * t3 ** 2
-    u2, u3, u4 = t2 / (1 - t2), t3 * b ** 3, t4 * b ** 4 + 2 * t3 ** 2 * b ** 5
-    q2, q3, q4 = (float(np.sum(proj ** 2 * eigs * g ** j)) for j in (2, 3, 4))
-    big_q2 = kappa ** 2 * b * q2
-    big_q3 = 2 * kappa * b * e * q2 + 2 * kappa ** 2 * b ** 2 * lam * q3
+    e = kappa - b * lam + b**2 * kappa * lam * t3
+    a4 = b**3 * kappa**2 * lam**2
+    a3 = 2 * b**2 * kappa * lam * e
+    a2 = b * e**2 + b**4 * kappa**2 * lam**2 * t4 + b**5 * kappa**2 * lam**2 * t3**2
+    u2, u3, u4 = t2 / (1 - t2), t3 * b**3, t4 * b**4 + 2 * t3**2 * b**5
+    q2, q3, q4 = (float(np.sum(proj**2 * eigs * g**j)) for j in (2, 3, 4))
+    big_q2 = kappa**2 * b * q2
+    big_q3 = 2 * kappa * b * e * q2 + 2 * kappa**2 * b**2 * lam * q3
     big_q4 = a2 * q2 + a3 * q3 + a4 * q4
     a = big_q2 + noise_var * u2
-    bb = (4 * big_q2 - 2 * big_q3 + big_q4) + noise_var * (u2 - 2 * lam * u3 + lam ** 2 * u4)
+    bb = (4 * big_q2 - 2 * big_q3 + big_q4) + noise_var * (u2 - 2 * lam * u3 + lam**2 * u4)
     c = (2 * big_q2 - 0.5 * big_q3) + noise_var * (u2 - lam * u3)
     return RiskTerms(a + noise_var, bb + noise_var, c + noise_var, a + bb - 2 * c)

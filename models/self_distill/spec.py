@@ -17,8 +17,11 @@ def distill(x: np.ndarray, y: np.ndarray, lam: np.ndarray) -> dict[str, np.ndarr
     lam_value = float(np.asarray(lam).reshape(-1)[0])
     svd = F.RidgeSVD.fit(x, y)
     xi_hat = F.one_shot(svd, lam_value).xi_star
-    return {"xi_hat": np.asarray([xi_hat]), "teacher": F.teacher(svd, lam_value),
-            "student": F.student(svd, lam_value, xi_hat)}
+    return {
+        "xi_hat": np.asarray([xi_hat]),
+        "teacher": F.teacher(svd, lam_value),
+        "student": F.student(svd, lam_value, xi_hat),
+    }
 
 
 def build(config: Mapping[str, Any]) -> HostProgram:
@@ -37,14 +40,24 @@ SPEC = ModelSpec(
     name="stats.self_distill",
     family="algorithm",
     summary="ridge self-distillation with the optimal (possibly negative) mixing weight, one-shot",
-    inputs=(IOSpec("x", ("n", "p"), "float64"), IOSpec("y", ("n",), "float64"),
-            IOSpec("lam", (1,), "float64")),
-    outputs=(IOSpec("xi_hat", (1,), "float64"), IOSpec("teacher", ("p",), "float64"),
-             IOSpec("student", ("p",), "float64")),
+    inputs=(
+        IOSpec("x", ("n", "p"), "float64"),
+        IOSpec("y", ("n",), "float64"),
+        IOSpec("lam", (1,), "float64"),
+    ),
+    outputs=(
+        IOSpec("xi_hat", (1,), "float64"),
+        IOSpec("teacher", ("p",), "float64"),
+        IOSpec("student", ("p",), "float64"),
+    ),
     build=build,
     example=example,
-    paper=Paper("Optimal Unconstrained Self-Distillation in Ridge Regression", "ICML 2026", 2026,
-                "https://arxiv.org/abs/2602.17565"),
+    paper=Paper(
+        "Optimal Unconstrained Self-Distillation in Ridge Regression",
+        "ICML 2026",
+        2026,
+        "https://arxiv.org/abs/2602.17565",
+    ),
     efficiency=Efficiency("FLOP"),
     tolerance={"default": 1e-10},
     bench="neuroedge.models.self_distill.experiment:bench",

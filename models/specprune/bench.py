@@ -78,8 +78,14 @@ from neuroedge.models.specprune.sim import CAMERAS, MAX_STEPS, ManipulationEnv
 from neuroedge.types import Measurement, Report
 
 METHOD_ORDER = ("unpruned", "specprune", "fastv", "random")
-COLUMNS = ("success_rate", "latency_p50_ms", "speedup", "visual_tokens_kept",
-           "visual_tokens_per_layer", "flops_per_inference")
+COLUMNS = (
+    "success_rate",
+    "latency_p50_ms",
+    "speedup",
+    "visual_tokens_kept",
+    "visual_tokens_per_layer",
+    "flops_per_inference",
+)
 
 
 SWEEP_METHODS = ("specprune", "fastv", "random")
@@ -103,7 +109,8 @@ def sweep_configs(budgets: Any, n_visual: int) -> dict[str, PruneConfig]:
     ``specprune@budget=B`` (coarse budget round(2B/3), the default ratio 32/48) and
     ``fastv@budget=B`` / ``random@budget=B`` (B in both modes, as in the main rows)."""
     if not isinstance(budgets, (list, tuple)) or not all(
-            isinstance(b, int) and not isinstance(b, bool) for b in budgets):
+        isinstance(b, int) and not isinstance(b, bool) for b in budgets
+    ):
         raise ValueError(f"budgets must be a list of integers, got {budgets!r}")
     bad = [b for b in budgets if not 1 <= b <= n_visual]
     if bad:
@@ -142,9 +149,11 @@ def candidate_configs(candidates: Any, prune: PruneConfig) -> dict[str, PruneCon
     from dataclasses import fields, replace
 
     if not isinstance(candidates, (list, tuple)) or not all(
-            isinstance(c, Mapping) for c in candidates):
-        raise ValueError(f"candidates must be a list of objects of PruneConfig fields, got "
-                         f"{candidates!r}")
+        isinstance(c, Mapping) for c in candidates
+    ):
+        raise ValueError(
+            f"candidates must be a list of objects of PruneConfig fields, got {candidates!r}"
+        )
     names = [f.name for f in fields(PruneConfig)]
     configs = {}
     for i, fields_i in enumerate(candidates):
@@ -163,46 +172,68 @@ def layout_seed0(value: Any, demo_episodes: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
         raise ValueError(f"seed0 must be an integer layout seed, got {value!r}")
     if value < demo_episodes:
-        raise ValueError(f"seed0 {value} overlaps the training layouts 0..{demo_episodes - 1}; "
-                         f"use {EVAL_SEED0} (evaluation) or {TUNE_SEED0} (held-out selection)")
+        raise ValueError(
+            f"seed0 {value} overlaps the training layouts 0..{demo_episodes - 1}; "
+            f"use {EVAL_SEED0} (evaluation) or {TUNE_SEED0} (held-out selection)"
+        )
     return value
 
 
 SELECT_MIN_SPEEDUP = 1.45  # the claim's 1.4x plus a margin for run-to-run timing noise
 
 
-def select_candidate(rows: Sequence[Report], backend: str,
-                     min_speedup: float = SELECT_MIN_SPEEDUP) -> dict[str, Any]:
+def select_candidate(
+    rows: Sequence[Report], backend: str, min_speedup: float = SELECT_MIN_SPEEDUP
+) -> dict[str, Any]:
     """The rule SpecPrune's settings are chosen by, on the held-out layouts (``seed0`` =
     TUNE_SEED0), fixed before any candidate was run: among the SpecPrune rows (the default
     and every candidate) timed at least ``min_speedup`` faster than unpruned on ``backend``,
     the one with the highest success; ties go to the faster. None qualifies: no pick."""
     timed = {r.variant: r for r in rows if r.backend == backend and "speedup" in r.metrics}
     base = timed["unpruned"].metrics["success_rate"].value
-    table = [{"variant": label, "speedup": r.metrics["speedup"].value,
-              "success_rate": r.metrics["success_rate"].value,
-              "drop_points": 100 * (base - r.metrics["success_rate"].value)}
-             for label, r in timed.items() if base_method(label) == "specprune"]
-    best = max((c for c in table if c["speedup"] >= min_speedup),
-               key=lambda c: (c["success_rate"], c["speedup"]), default=None)
-    return {"backend": backend, "min_speedup": min_speedup, "unpruned_success": base,
-            "candidates": table, "pick": best["variant"] if best else None}
+    table = [
+        {
+            "variant": label,
+            "speedup": r.metrics["speedup"].value,
+            "success_rate": r.metrics["success_rate"].value,
+            "drop_points": 100 * (base - r.metrics["success_rate"].value),
+        }
+        for label, r in timed.items()
+        if base_method(label) == "specprune"
+    ]
+    best = max(
+        (c for c in table if c["speedup"] >= min_speedup),
+        key=lambda c: (c["success_rate"], c["speedup"]),
+        default=None,
+    )
+    return {
+        "backend": backend,
+        "min_speedup": min_speedup,
+        "unpruned_success": base,
+        "candidates": table,
+        "pick": best["variant"] if best else None,
+    }
 
 
-def selection_lines(selection: Mapping[str, Any], configs: Mapping[str, PruneConfig]
-                    ) -> list[str]:
+def selection_lines(selection: Mapping[str, Any], configs: Mapping[str, PruneConfig]) -> list[str]:
     from dataclasses import asdict
 
-    lines = [f"Candidate selection ({selection['backend']}; rule: highest success among "
-             f"SpecPrune settings at least {selection['min_speedup']}x faster than unpruned):",
-             "", "| variant | speedup | success | drop (points) | settings |",
-             "|---|---|---|---|---|"]
+    lines = [
+        f"Candidate selection ({selection['backend']}; rule: highest success among "
+        f"SpecPrune settings at least {selection['min_speedup']}x faster than unpruned):",
+        "",
+        "| variant | speedup | success | drop (points) | settings |",
+        "|---|---|---|---|---|",
+    ]
     default = PruneConfig()
     for c in selection["candidates"]:
-        changed = {k: v for k, v in asdict(configs[c["variant"]]).items()
-                   if getattr(default, k) != v}
-        lines.append(f"| {c['variant']} | {c['speedup']:.2f} | {c['success_rate']:.3f} | "
-                     f"{c['drop_points']:.1f} | {changed or 'defaults'} |")
+        changed = {
+            k: v for k, v in asdict(configs[c["variant"]]).items() if getattr(default, k) != v
+        }
+        lines.append(
+            f"| {c['variant']} | {c['speedup']:.2f} | {c['success_rate']:.3f} | "
+            f"{c['drop_points']:.1f} | {changed or 'defaults'} |"
+        )
     return lines + ["", f"Pick: {selection['pick']}", ""]
 
 
@@ -225,8 +256,9 @@ def blank(obs: Mapping[str, Any], view: str | None) -> Mapping[str, Any]:
     return {**obs, view: np.full_like(np.asarray(obs[view]), BLANK_VALUE)}
 
 
-def rollout(env: ManipulationEnv, policy: PrunedPolicy, seed: int,
-            blank_view: str | None = None) -> bool:
+def rollout(
+    env: ManipulationEnv, policy: PrunedPolicy, seed: int, blank_view: str | None = None
+) -> bool:
     """One closed-loop episode (camera ``blank_view`` blanked, if given); True on Meta-World's
     success signal."""
     obs, success = env.reset(seed), False
@@ -238,8 +270,9 @@ def rollout(env: ManipulationEnv, policy: PrunedPolicy, seed: int,
     return success
 
 
-def decoder_flops(model: Any, static_kept: int | None, prune: PruneConfig | None
-                  ) -> tuple[float, list[int]]:
+def decoder_flops(
+    model: Any, static_kept: int | None, prune: PruneConfig | None
+) -> tuple[float, list[int]]:
     """Decoder FLOPs of one inference with ``static_kept`` visual tokens after layer 1, and the
     visual tokens each layer processes."""
     cfg = model.config
@@ -278,13 +311,26 @@ def evaluate_job(job: tuple[str, str, str, dict[str, Any], str, int, int]) -> di
             outcomes.append(rollout(env, policy, seed0 + ep, blanked_view(label)))
             kept += policy.kept
             modes += policy.modes
-    return {"method": label, "task": task_name, "wins": sum(outcomes), "episodes": episodes,
-            "outcomes": outcomes, "kept": kept, "modes": modes}
+    return {
+        "method": label,
+        "task": task_name,
+        "wins": sum(outcomes),
+        "episodes": episodes,
+        "outcomes": outcomes,
+        "kept": kept,
+        "modes": modes,
+    }
 
 
-def evaluate_all(sources: Mapping[str, str], backend: str, configs: Mapping[str, PruneConfig],
-                 tasks: Sequence[str], episodes: int, workers: int, seed0: int = EVAL_SEED0
-                 ) -> dict[str, dict[str, Any]]:
+def evaluate_all(
+    sources: Mapping[str, str],
+    backend: str,
+    configs: Mapping[str, PruneConfig],
+    tasks: Sequence[str],
+    episodes: int,
+    workers: int,
+    seed0: int = EVAL_SEED0,
+) -> dict[str, dict[str, Any]]:
     """Success per task and kept-token statistics of every method (the keys of ``configs``:
     a method name or a sweep label such as ``fastv@budget=8``); cells run in parallel
     processes (spawned: each owns its EGL context) when ``workers`` > 1."""
@@ -292,8 +338,11 @@ def evaluate_all(sources: Mapping[str, str], backend: str, configs: Mapping[str,
 
     from tqdm import tqdm
 
-    jobs = [(sources[m], backend, m, asdict(configs[m]), t, episodes, seed0)
-            for m in configs for t in tasks]
+    jobs = [
+        (sources[m], backend, m, asdict(configs[m]), t, episodes, seed0)
+        for m in configs
+        for t in tasks
+    ]
     with tqdm(total=len(jobs), desc=f"closed-loop cells ({episodes} episodes each)") as bar:
         cells = []
         if workers <= 1:
@@ -315,11 +364,14 @@ def evaluate_all(sources: Mapping[str, str], backend: str, configs: Mapping[str,
         mine = [c for c in cells if c["method"] == m]
         kept = [k for c in mine for k in c["kept"]]
         modes = [x for c in mine for x in c["modes"]]
-        results[m] = {"per_task": {c["task"]: c["wins"] / c["episodes"] for c in mine},
-                      "wins": {c["task"]: c["wins"] for c in mine},
-                      "outcomes": [o for c in mine for o in c["outcomes"]],
-                      "kept": float(np.mean(kept)), "kept_all": kept,
-                      "fine_fraction": float(np.mean([x == "fine" for x in modes]))}
+        results[m] = {
+            "per_task": {c["task"]: c["wins"] / c["episodes"] for c in mine},
+            "wins": {c["task"]: c["wins"] for c in mine},
+            "outcomes": [o for c in mine for o in c["outcomes"]],
+            "kept": float(np.mean(kept)),
+            "kept_all": kept,
+            "fine_fraction": float(np.mean([x == "fine" for x in modes])),
+        }
     return results
 
 
@@ -337,8 +389,9 @@ def record_observations(tasks: Sequence[str], per_task: int = 12) -> list[list[d
     return sequences
 
 
-def latency_side_by_side(policies: Mapping[str, PrunedPolicy], sequences: list[list[dict]],
-                         repeats: int) -> dict[str, Any]:
+def latency_side_by_side(
+    policies: Mapping[str, PrunedPolicy], sequences: list[list[dict]], repeats: int
+) -> dict[str, Any]:
     from neuroedge.bench.latency import measure_side_by_side
 
     flat = [obs for seq in sequences for obs in seq]
@@ -351,43 +404,62 @@ def latency_side_by_side(policies: Mapping[str, PrunedPolicy], sequences: list[l
                 policy.reset()
             policy.plan(flat[i])
             cursor[name] += 1
+
         return call
 
-    return measure_side_by_side({n: make(n, p) for n, p in policies.items()}, repeats=repeats,
-                                warmup=3, block=5)
+    return measure_side_by_side(
+        {n: make(n, p) for n, p in policies.items()}, repeats=repeats, warmup=3, block=5
+    )
 
 
-def paired_table(results: Mapping[str, Mapping[str, Any]], tasks: Sequence[str],
-                 episodes: int) -> tuple[dict[str, Any], list[str]]:
+def paired_table(
+    results: Mapping[str, Mapping[str, Any]], tasks: Sequence[str], episodes: int
+) -> tuple[dict[str, Any], list[str]]:
     """Per-task wins and the paired comparison with unpruned on the same episode seeds
     (episodes only this method won / only unpruned won), as a dict and markdown lines."""
     base = np.asarray(results["unpruned"]["outcomes"], dtype=bool)
-    paired, lines = {}, [f"Per-task successes out of {episodes} episodes (the same seeds for "
-                         "every method); paired against unpruned:", "",
-                         f"| method | {' | '.join(tasks)} | overall | only this won | "
-                         "only unpruned won |", "|---" * (len(tasks) + 4) + "|"]
+    paired, lines = (
+        {},
+        [
+            f"Per-task successes out of {episodes} episodes (the same seeds for "
+            "every method); paired against unpruned:",
+            "",
+            f"| method | {' | '.join(tasks)} | overall | only this won | only unpruned won |",
+            "|---" * (len(tasks) + 4) + "|",
+        ],
+    )
     for m in results:
         mine = np.asarray(results[m]["outcomes"], dtype=bool)
-        paired[m] = {"wins": dict(results[m]["wins"]), "episodes": episodes,
-                     "only_this": int((mine & ~base).sum()),
-                     "only_unpruned": int((base & ~mine).sum())}
+        paired[m] = {
+            "wins": dict(results[m]["wins"]),
+            "episodes": episodes,
+            "only_this": int((mine & ~base).sum()),
+            "only_unpruned": int((base & ~mine).sum()),
+        }
         cells = [str(results[m]["wins"][t]) for t in tasks]
-        lines.append(f"| {m} | {' | '.join(cells)} | {int(mine.sum())}/{mine.size} | "
-                     f"{paired[m]['only_this']} | {paired[m]['only_unpruned']} |")
+        lines.append(
+            f"| {m} | {' | '.join(cells)} | {int(mine.sum())}/{mine.size} | "
+            f"{paired[m]['only_this']} | {paired[m]['only_unpruned']} |"
+        )
     return paired, lines + [""]
 
 
-def rival_pairs(results: Mapping[str, Mapping[str, Any]]) -> tuple[list[dict[str, Any]],
-                                                                   list[str]]:
+def rival_pairs(results: Mapping[str, Mapping[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
     """SpecPrune against FastV and random at each budget on the same episodes: the episodes
     only one of the pair won, and the exact two-sided McNemar p-value (binomial test on those
     discordant episodes). ``better`` needs more wins *and* p < 0.05."""
     from scipy.stats import binomtest
 
-    pairs, lines = [], ["SpecPrune against the baselines at the same budget (paired episodes; "
-                        "McNemar exact test on the episodes only one of the pair won):", "",
-                        "| specprune | rival | only specprune won | only rival won | p |",
-                        "|---|---|---|---|---|"]
+    pairs, lines = (
+        [],
+        [
+            "SpecPrune against the baselines at the same budget (paired episodes; "
+            "McNemar exact test on the episodes only one of the pair won):",
+            "",
+            "| specprune | rival | only specprune won | only rival won | p |",
+            "|---|---|---|---|---|",
+        ],
+    )
     for label in results:
         if base_method(label) != "specprune":
             continue
@@ -398,9 +470,16 @@ def rival_pairs(results: Mapping[str, Mapping[str, Any]]) -> tuple[list[dict[str
             theirs = np.asarray(results[rival]["outcomes"], dtype=bool)
             won, lost = int((mine & ~theirs).sum()), int((theirs & ~mine).sum())
             p = binomtest(won, won + lost).pvalue if won + lost else 1.0
-            pairs.append({"specprune": label, "rival": rival, "only_specprune": won,
-                          "only_rival": lost, "p_value": float(p),
-                          "better": bool(won > lost and p < 0.05)})
+            pairs.append(
+                {
+                    "specprune": label,
+                    "rival": rival,
+                    "only_specprune": won,
+                    "only_rival": lost,
+                    "p_value": float(p),
+                    "better": bool(won > lost and p < 0.05),
+                }
+            )
             lines.append(f"| {label} | {rival} | {won} | {lost} | {p:.3g} |")
     return pairs, lines + [""]
 
@@ -418,10 +497,13 @@ def speedup_plot(doc: dict[str, Any], path: Path) -> Path:
             continue
         marker = "o" if row["backend"] == "host" else "s"
         ax.scatter(m["speedup"]["value"], 100 * m["success_rate"]["value"], s=40, marker=marker)
-        ax.annotate(f"{row['variant']} ({row['backend']})",
-                    (m["speedup"]["value"], 100 * m["success_rate"]["value"]),
-                    textcoords="offset points", xytext=(5, 4 if marker == "o" else -12),
-                    fontsize=8)
+        ax.annotate(
+            f"{row['variant']} ({row['backend']})",
+            (m["speedup"]["value"], 100 * m["success_rate"]["value"]),
+            textcoords="offset points",
+            xytext=(5, 4 if marker == "o" else -12),
+            fontsize=8,
+        )
     ax.set_xlabel("end-to-end policy speedup vs unpruned (p50, same run)")
     ax.set_ylabel("success rate (%)")
     ax.set_title("vla.specprune on Meta-World")
@@ -429,44 +511,62 @@ def speedup_plot(doc: dict[str, Any], path: Path) -> Path:
     return finish_figure(fig, path)
 
 
-def outcome_metrics(result: Mapping[str, Any], flops: float, counts: list[int]
-                    ) -> dict[str, Measurement]:
+def outcome_metrics(
+    result: Mapping[str, Any], flops: float, counts: list[int]
+) -> dict[str, Measurement]:
     """Success (overall and per task), visual tokens and FLOPs of one evaluated method."""
-    metrics = {"success_rate": Measurement(float(np.mean(list(result["per_task"].values()))),
-                                           "fraction"),
-               "visual_tokens_kept": Measurement(result["kept"], "tokens", "counted"),
-               "visual_tokens_per_layer": Measurement(float(np.mean(counts)), "tokens",
-                                                      "counted"),
-               "flops_per_inference": Measurement(flops, "FLOP", "counted")}
-    metrics.update({f"success_rate_{t}": Measurement(v, "fraction")
-                    for t, v in result["per_task"].items()})
+    metrics = {
+        "success_rate": Measurement(float(np.mean(list(result["per_task"].values()))), "fraction"),
+        "visual_tokens_kept": Measurement(result["kept"], "tokens", "counted"),
+        "visual_tokens_per_layer": Measurement(float(np.mean(counts)), "tokens", "counted"),
+        "flops_per_inference": Measurement(flops, "FLOP", "counted"),
+    }
+    metrics.update(
+        {f"success_rate_{t}": Measurement(v, "fraction") for t, v in result["per_task"].items()}
+    )
     return metrics
 
 
-def row(method: str, result: Mapping[str, Any], latency: Any, base_p50: float,
-        flops: float, counts: list[int], budget: int | None, backend: str = "host",
-        evaluated_on: str = "host") -> Report:
-    metrics = {**{k: v for k, v in latency.metrics().items() if k != "peak_rss_mb"},
-               "speedup": Measurement(base_p50 / latency.percentile(50), "x"),
-               **outcome_metrics(result, flops, counts)}
+def row(
+    method: str,
+    result: Mapping[str, Any],
+    latency: Any,
+    base_p50: float,
+    flops: float,
+    counts: list[int],
+    budget: int | None,
+    backend: str = "host",
+    evaluated_on: str = "host",
+) -> Report:
+    metrics = {
+        **{k: v for k, v in latency.metrics().items() if k != "peak_rss_mb"},
+        "speedup": Measurement(base_p50 / latency.percentile(50), "x"),
+        **outcome_metrics(result, flops, counts),
+    }
     base = base_method(method)
     notes = [f"fine-mode fraction {result['fine_fraction']:.2f}"] if base == "specprune" else []
     if budget is not None and base in ("fastv", "random"):
         notes.append(f"static budget {budget} visual tokens (SpecPrune's fine-mode budget)")
     if backend != evaluated_on:
-        notes.append(f"success_rate from the {evaluated_on} engine; this backend's actions "
-                     "match it (see export.max_abs_err)")
+        notes.append(
+            f"success_rate from the {evaluated_on} engine; this backend's actions "
+            "match it (see export.max_abs_err)"
+        )
     return Report("vla.specprune", backend, method, metrics=metrics, notes=tuple(notes))
 
 
-def sweep_row(label: str, result: Mapping[str, Any], flops: float, counts: list[int],
-              evaluated_on: str) -> Report:
+def sweep_row(
+    label: str, result: Mapping[str, Any], flops: float, counts: list[int], evaluated_on: str
+) -> Report:
     """A budget-sweep or view-ablation row: success and token counts (not timed)."""
     metrics = outcome_metrics(result, flops, counts)
     view = blanked_view(label)
-    notes = [f"view ablation: the {view} camera is a uniform gray frame ({BLANK_VALUE}) at "
-             "every query; success and tokens only, not timed" if view else
-             "budget sweep: success and tokens only, not timed"]
+    notes = [
+        f"view ablation: the {view} camera is a uniform gray frame ({BLANK_VALUE}) at "
+        "every query; success and tokens only, not timed"
+        if view
+        else "budget sweep: success and tokens only, not timed"
+    ]
     if base_method(label) == "specprune":
         notes.append(f"fine-mode fraction {result['fine_fraction']:.2f}")
     return Report("vla.specprune", evaluated_on, label, metrics=metrics, notes=tuple(notes))
@@ -482,14 +582,23 @@ def budget_plot(doc: dict[str, Any], path: Path) -> Path:
     backend = doc["success_evaluated_on"]
     rows = [r for r in doc["rows"] if r["backend"] == backend]
     for method in SWEEP_METHODS:
-        points = sorted((r["metrics"]["visual_tokens_kept"]["value"],
-                         100 * r["metrics"]["success_rate"]["value"]) for r in rows
-                        if base_method(r["variant"]) == method)
+        points = sorted(
+            (
+                r["metrics"]["visual_tokens_kept"]["value"],
+                100 * r["metrics"]["success_rate"]["value"],
+            )
+            for r in rows
+            if base_method(r["variant"]) == method
+        )
         ax.plot(*zip(*points), marker="o", label=method)
     base = [r for r in rows if r["variant"] == "unpruned"]
     if base:
-        ax.axhline(100 * base[0]["metrics"]["success_rate"]["value"], color="gray", ls="--",
-                   label="unpruned")
+        ax.axhline(
+            100 * base[0]["metrics"]["success_rate"]["value"],
+            color="gray",
+            ls="--",
+            label="unpruned",
+        )
     ax.set_xscale("log")
     ax.set_xlabel("visual tokens kept after layer 1 (mean, log scale)")
     ax.set_ylabel("success rate (%)")
@@ -499,13 +608,16 @@ def budget_plot(doc: dict[str, Any], path: Path) -> Path:
     return finish_figure(fig, path)
 
 
-def static_counts(model: Any, method: str, result: Mapping[str, Any],
-                  prune: PruneConfig) -> tuple[float, list[int]]:
+def static_counts(
+    model: Any, method: str, result: Mapping[str, Any], prune: PruneConfig
+) -> tuple[float, list[int]]:
     """Mean decoder FLOPs over the method's inferences, and the mean tokens per layer."""
     if method == "unpruned":
         return decoder_flops(model, None, None)
-    per_call = [decoder_flops(model, k, prune if method == "specprune" else None)
-                for k in result["kept_all"]]
+    per_call = [
+        decoder_flops(model, k, prune if method == "specprune" else None)
+        for k in result["kept_all"]
+    ]
     counts = np.mean([c for _, c in per_call], axis=0).tolist()
     return float(np.mean([f for f, _ in per_call])), counts
 
@@ -517,8 +629,9 @@ def vision_flops(model: Any) -> float:
     return 2 * (2.0 * n * 3 * p * p * d + model.config.get("vit_depth", 1) * block)
 
 
-def parity_onnx(model: Any, prune: PruneConfig, sequences: list[list[dict]],
-                out_dir: Path) -> dict[str, Any]:
+def parity_onnx(
+    model: Any, prune: PruneConfig, sequences: list[list[dict]], out_dir: Path
+) -> dict[str, Any]:
     """Export both controller modes to ONNX and compare actions with eager on real frames."""
     from neuroedge.models.specprune.deploy import export_policy, load_policy
 
@@ -526,8 +639,9 @@ def parity_onnx(model: Any, prune: PruneConfig, sequences: list[list[dict]],
     diffs = {}
     for mode in ("coarse", "fine"):
         exported = load_policy(out_dir, "onnxrt", controller=False)
-        eager = PrunedPolicy(torch_engine(model, "specprune", prune), "specprune", prune,
-                             controller=False)
+        eager = PrunedPolicy(
+            torch_engine(model, "specprune", prune), "specprune", prune, controller=False
+        )
         worst = 0.0
         for seq in sequences:
             for p in (exported, eager):
@@ -539,25 +653,36 @@ def parity_onnx(model: Any, prune: PruneConfig, sequences: list[list[dict]],
     return {"policy_dir": str(out_dir), "max_abs_err": diffs}
 
 
-def export_methods(model: Any, configs: Mapping[str, PruneConfig], out_dir: Path
-                   ) -> dict[str, str]:
+def export_methods(model: Any, configs: Mapping[str, PruneConfig], out_dir: Path) -> dict[str, str]:
     """Every method exported for ONNX Runtime (one static graph per controller mode)."""
     from neuroedge.models.specprune.deploy import export_policy
 
-    return {m: str(export_policy(model, out_dir / m, "onnxrt", method=base_method(m),
-                                 prune=configs[m]))
-            for m in configs}
+    return {
+        m: str(export_policy(model, out_dir / m, "onnxrt", method=base_method(m), prune=configs[m]))
+        for m in configs
+    }
 
 
-def time_methods(model: Any, configs: Mapping[str, PruneConfig], sources: Mapping[str, str],
-                 sequences: list[list[dict]], backends: Sequence[str], repeats: int
-                 ) -> dict[str, dict[str, Any]]:
+def time_methods(
+    model: Any,
+    configs: Mapping[str, PruneConfig],
+    sources: Mapping[str, str],
+    sequences: list[list[dict]],
+    backends: Sequence[str],
+    repeats: int,
+) -> dict[str, dict[str, Any]]:
     """End-to-end latency of every method in ``configs`` (labels such as
     ``specprune@candidate=0`` too), eager and (if asked) the exported ONNX graphs."""
     import copy
 
-    policies = {m: PrunedPolicy(torch_engine(copy.deepcopy(model), base_method(m), configs[m]),
-                                base_method(m), configs[m]) for m in configs}
+    policies = {
+        m: PrunedPolicy(
+            torch_engine(copy.deepcopy(model), base_method(m), configs[m]),
+            base_method(m),
+            configs[m],
+        )
+        for m in configs
+    }
     timings = {"host": latency_side_by_side(policies, sequences, repeats)}
     if "onnxrt" in backends:
         from neuroedge.models.specprune.deploy import load_policy
@@ -567,9 +692,12 @@ def time_methods(model: Any, configs: Mapping[str, PruneConfig], sources: Mappin
     return timings
 
 
-def run_bench(out_dir: str, backends: Sequence[str] = ("host",),
-              config: Mapping[str, Any] | None = None, history: str | None = None
-              ) -> dict[str, Any]:
+def run_bench(
+    out_dir: str,
+    backends: Sequence[str] = ("host",),
+    config: Mapping[str, Any] | None = None,
+    history: str | None = None,
+) -> dict[str, Any]:
     """Evaluate the four methods, time them side by side, check ONNX parity, write the report."""
     import torch
     from neuroedge.bench.report import build_document, write_report
@@ -594,30 +722,51 @@ def run_bench(out_dir: str, backends: Sequence[str] = ("host",),
     checkpoint = str(cfg.get("checkpoint") or checkpoint_path("vla.specprune"))
     sources = dict.fromkeys(evaluated, checkpoint)
     if "onnxrt" in backends:  # the deployed graphs also run the closed-loop episodes
-        sources = export_methods(model, {**timed, **sweep},
-                                 Path(out_dir) / "policy_onnx_methods")
+        sources = export_methods(model, {**timed, **sweep}, Path(out_dir) / "policy_onnx_methods")
         sources.update(dict.fromkeys(ablation, sources["unpruned"]))  # the same graphs
     evaluated_on = str(cfg.get("eval_backend", "onnxrt" if "onnxrt" in backends else "host"))
-    results = evaluate_all(sources if evaluated_on == "onnxrt" else
-                           dict.fromkeys(evaluated, checkpoint), evaluated_on, evaluated, tasks,
-                           episodes, int(cfg.get("workers", 1)), seed0)
+    results = evaluate_all(
+        sources if evaluated_on == "onnxrt" else dict.fromkeys(evaluated, checkpoint),
+        evaluated_on,
+        evaluated,
+        tasks,
+        episodes,
+        int(cfg.get("workers", 1)),
+        seed0,
+    )
     sequences = record_observations(tasks)
-    timings = time_methods(model, timed, sources, sequences, backends,
-                           int(cfg.get("repeats", 60)))
+    timings = time_methods(model, timed, sources, sequences, backends, int(cfg.get("repeats", 60)))
     rows = []
     for backend, latency in timings.items():
         base = latency["unpruned"].percentile(50)
         for m in timed:
             flops, counts = static_counts(model, base_method(m), results[m], timed[m])
-            rows.append(row(m, results[m], latency[m], base, flops + vision_flops(model), counts,
-                            budget, backend, evaluated_on))
+            rows.append(
+                row(
+                    m,
+                    results[m],
+                    latency[m],
+                    base,
+                    flops + vision_flops(model),
+                    counts,
+                    budget,
+                    backend,
+                    evaluated_on,
+                )
+            )
     for label, sweep_cfg in {**sweep, **ablation}.items():
         flops, counts = static_counts(model, base_method(label), results[label], sweep_cfg)
-        rows.append(sweep_row(label, results[label], flops + vision_flops(model), counts,
-                              evaluated_on))
-    extra: dict[str, Any] = {"columns": list(COLUMNS), "episodes_per_task": episodes,
-                             "success_evaluated_on": evaluated_on, "seed0": seed0,
-                             "tasks": list(tasks), "config": {**cfg, "train": train_cfg}}
+        rows.append(
+            sweep_row(label, results[label], flops + vision_flops(model), counts, evaluated_on)
+        )
+    extra: dict[str, Any] = {
+        "columns": list(COLUMNS),
+        "episodes_per_task": episodes,
+        "success_evaluated_on": evaluated_on,
+        "seed0": seed0,
+        "tasks": list(tasks),
+        "config": {**cfg, "train": train_cfg},
+    }
     if "onnxrt" in backends:
         extra["export"] = parity_onnx(model, prune, sequences, Path(out_dir) / "policy_onnx")
     extra["paired"], sections = paired_table(results, tasks, episodes)
@@ -625,12 +774,15 @@ def run_bench(out_dir: str, backends: Sequence[str] = ("host",),
     sections += rival_lines
     if candidates:
         extra["candidate_selection"] = select_candidate(
-            rows, "onnxrt" if "onnxrt" in backends else "host")
+            rows, "onnxrt" if "onnxrt" in backends else "host"
+        )
         sections += selection_lines(extra["candidate_selection"], timed)
     doc = build_document("vla.specprune", rows, **extra)
-    sections += [f"- ONNX export parity (max abs action diff): {extra['export']['max_abs_err']}"
-                ] if "export" in extra else []
+    sections += (
+        [f"- ONNX export parity (max abs action diff): {extra['export']['max_abs_err']}"]
+        if "export" in extra
+        else []
+    )
     plots = [speedup_plot, budget_plot] if sweep else [speedup_plot]
-    write_report(doc, out_dir, columns=COLUMNS, sections=sections, plots=plots,
-                 history=history)
+    write_report(doc, out_dir, columns=COLUMNS, sections=sections, plots=plots, history=history)
     return doc

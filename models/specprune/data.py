@@ -54,13 +54,11 @@ def tokenize(instruction: str) -> np.ndarray:
     words = instruction.lower().split()
     unknown = [w for w in words if w not in vocab]
     if unknown:
-        raise ValueError(f"instruction {instruction!r} has words outside the vocabulary: "
-                         f"{unknown}")
+        raise ValueError(f"instruction {instruction!r} has words outside the vocabulary: {unknown}")
     if len(words) > TEXT_LEN:
-        raise ValueError(f"instruction {instruction!r} has {len(words)} words; at most "
-                         f"{TEXT_LEN}")
+        raise ValueError(f"instruction {instruction!r} has {len(words)} words; at most {TEXT_LEN}")
     ids = np.zeros(TEXT_LEN, dtype=np.int64)
-    ids[:len(words)] = [vocab[w] for w in words]
+    ids[: len(words)] = [vocab[w] for w in words]
     return ids
 
 
@@ -78,8 +76,9 @@ class Demos:
         return len(self.proprio)
 
 
-def _episode(env: ManipulationEnv, seed: int, rng: np.random.Generator
-             ) -> tuple[dict[str, list], bool]:
+def _episode(
+    env: ManipulationEnv, seed: int, rng: np.random.Generator
+) -> tuple[dict[str, list], bool]:
     """One noisy-expert episode; a sample (frames, proprio, label chunk) every STRIDE steps."""
     obs, labels, frames = env.reset(seed), [], {"primary": [], "wrist": [], "proprio": []}
     success, starts = False, []
@@ -91,10 +90,11 @@ def _episode(env: ManipulationEnv, seed: int, rng: np.random.Generator
         label = env.expert_action()
         labels.append(label)
         noisy = np.clip(label + rng.normal(0, NOISE_STD, ACTION_DIM), -1, 1)
-        obs, success = env.step(noisy.astype(np.float32),
-                                with_images=env.steps % STRIDE == STRIDE - 1)
+        obs, success = env.step(
+            noisy.astype(np.float32), with_images=env.steps % STRIDE == STRIDE - 1
+        )
     labels += [labels[-1]] * (CHUNK - 1)
-    chunks = [np.stack(labels[i:i + CHUNK]) for i in starts]
+    chunks = [np.stack(labels[i : i + CHUNK]) for i in starts]
     return {**frames, "actions": chunks}, success
 
 
@@ -103,8 +103,7 @@ def generate(tasks: tuple[str, ...], episodes: int, seed: int = 0) -> Demos:
     from tqdm import tqdm
 
     rng = np.random.default_rng(seed)
-    parts: dict[str, list] = {"primary": [], "wrist": [], "proprio": [], "actions": [],
-                              "text": []}
+    parts: dict[str, list] = {"primary": [], "wrist": [], "proprio": [], "actions": [], "text": []}
     with tqdm(total=episodes * len(tasks), desc="expert demos", unit="ep") as bar:
         for name in tasks:
             with ManipulationEnv(name) as env:
@@ -117,9 +116,13 @@ def generate(tasks: tuple[str, ...], episodes: int, seed: int = 0) -> Demos:
                     for key, values in got.items():
                         parts[key] += values
                     parts["text"] += [ids] * len(got["actions"])
-    return Demos(np.stack(parts["primary"]), np.stack(parts["wrist"]),
-                 np.stack(parts["proprio"]).astype(np.float32), np.stack(parts["text"]),
-                 np.stack(parts["actions"]).astype(np.float32))
+    return Demos(
+        np.stack(parts["primary"]),
+        np.stack(parts["wrist"]),
+        np.stack(parts["proprio"]).astype(np.float32),
+        np.stack(parts["text"]),
+        np.stack(parts["actions"]).astype(np.float32),
+    )
 
 
 def cache_path(tasks: tuple[str, ...], episodes: int, seed: int) -> Path:
@@ -136,8 +139,9 @@ def load_or_generate(tasks: tuple[str, ...], episodes: int, seed: int = 0) -> De
             with np.load(path) as f:
                 return Demos(**{k: f[k] for k in Demos.__dataclass_fields__})
         except (OSError, KeyError, ValueError) as err:
-            raise ArtifactError(f"{path}: unreadable demonstration cache ({err}); delete it to "
-                                "regenerate") from err
+            raise ArtifactError(
+                f"{path}: unreadable demonstration cache ({err}); delete it to regenerate"
+            ) from err
     demos = generate(tasks, episodes, seed)
     buf = io.BytesIO()
     np.savez(buf, **{k: getattr(demos, k) for k in Demos.__dataclass_fields__})

@@ -37,15 +37,18 @@ def example_inputs(model: Any, seed: int = 0) -> dict[str, np.ndarray]:
     """Batch-1 network inputs of the right shapes and dtypes."""
     rng = np.random.default_rng(seed)
     size, cfg = model.config["image"], model.config
-    return {"primary": rng.integers(0, 256, (1, size, size, 3), dtype=np.uint8),
-            "wrist": rng.integers(0, 256, (1, size, size, 3), dtype=np.uint8),
-            "proprio": rng.normal(size=(1, cfg["proprio"])).astype(np.float32),
-            "text": rng.integers(1, cfg["vocab"], (1, cfg["text_len"]), dtype=np.int64),
-            "prior": (rng.random((1, model.n_visual)) < 0.1).astype(np.float32)}
+    return {
+        "primary": rng.integers(0, 256, (1, size, size, 3), dtype=np.uint8),
+        "wrist": rng.integers(0, 256, (1, size, size, 3), dtype=np.uint8),
+        "proprio": rng.normal(size=(1, cfg["proprio"])).astype(np.float32),
+        "text": rng.integers(1, cfg["vocab"], (1, cfg["text_len"]), dtype=np.int64),
+        "prior": (rng.random((1, model.n_visual)) < 0.1).astype(np.float32),
+    }
 
 
-def export_mode_onnx(model: Any, method: str, prune: PruneConfig, mode: str,
-                     path: str | os.PathLike[str]) -> Path:
+def export_mode_onnx(
+    model: Any, method: str, prune: PruneConfig, mode: str, path: str | os.PathLike[str]
+) -> Path:
     """One static-shape ONNX graph of ``model`` for controller ``mode``, checked by onnx."""
     import warnings
 
@@ -56,14 +59,27 @@ def export_mode_onnx(model: Any, method: str, prune: PruneConfig, mode: str,
     args = tuple(torch.from_numpy(v) for v in example_inputs(model).values())
     with atomic_path(path) as tmp, warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(model, args, str(tmp), input_names=list(INPUTS),
-                          output_names=list(OUTPUTS), opset_version=17, dynamo=False)
+        torch.onnx.export(
+            model,
+            args,
+            str(tmp),
+            input_names=list(INPUTS),
+            output_names=list(OUTPUTS),
+            opset_version=17,
+            dynamo=False,
+        )
         onnx.checker.check_model(onnx.load(str(tmp)), full_check=True)
     return Path(path)
 
 
-def export_policy(model: Any, out_dir: str | os.PathLike[str], backend: str = "onnxrt", *,
-                  method: str = "specprune", prune: PruneConfig | None = None) -> Path:
+def export_policy(
+    model: Any,
+    out_dir: str | os.PathLike[str],
+    backend: str = "onnxrt",
+    *,
+    method: str = "specprune",
+    prune: PruneConfig | None = None,
+) -> Path:
     """Write a policy directory for ``backend`` (host or onnxrt); returns the directory."""
     if backend not in BACKENDS:
         raise ValueError(f"backend {backend!r} is not one of {BACKENDS}")
@@ -78,12 +94,18 @@ def export_policy(model: Any, out_dir: str | os.PathLike[str], backend: str = "o
         from neuroedge.checkpoints import save_checkpoint
 
         files = {COARSE: "policy.pt", FINE: "policy.pt"}
-        save_checkpoint(out / "policy.pt", {"state_dict": model.state_dict(),
-                                            "config": dict(model.config)})
-    manifest = {"format": FORMAT, "version": VERSION, "backend": backend, "method": method,
-                "prune": {k: list(v) if isinstance(v, tuple) else v
-                          for k, v in asdict(prune).items()},
-                "model_config": dict(model.config), "files": files}
+        save_checkpoint(
+            out / "policy.pt", {"state_dict": model.state_dict(), "config": dict(model.config)}
+        )
+    manifest = {
+        "format": FORMAT,
+        "version": VERSION,
+        "backend": backend,
+        "method": method,
+        "prune": {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(prune).items()},
+        "model_config": dict(model.config),
+        "files": files,
+    }
     write_text(out / "policy.json", json.dumps(manifest, indent=2) + "\n")
     return out
 
@@ -104,18 +126,24 @@ def read_manifest(policy_dir: str | os.PathLike[str], backend: str) -> dict[str,
     if manifest.get("format") != FORMAT:
         raise ArtifactError(f"{path}: format {manifest.get('format')!r}, expected {FORMAT!r}")
     if manifest.get("version") != VERSION:
-        raise ArtifactError(f"{path}: policy format version {manifest.get('version')!r} was "
-                            f"written by another neuroedge; this one reads version {VERSION}")
+        raise ArtifactError(
+            f"{path}: policy format version {manifest.get('version')!r} was "
+            f"written by another neuroedge; this one reads version {VERSION}"
+        )
     if manifest.get("backend") != backend:
-        raise ArtifactError(f"{path}: exported for backend {manifest.get('backend')!r}, "
-                            f"asked to load it on {backend!r}")
+        raise ArtifactError(
+            f"{path}: exported for backend {manifest.get('backend')!r}, "
+            f"asked to load it on {backend!r}"
+        )
     missing = [k for k in ("method", "prune", "files") if k not in manifest]
     files = manifest.get("files")
     if missing or not isinstance(manifest["prune"], dict) or not isinstance(files, dict):
         raise ArtifactError(f"{path}: manifest lacks {missing or 'a prune/files object'}")
     if sorted(files) != sorted((COARSE, FINE)):
-        raise ArtifactError(f"{path}: files for modes {sorted(files)}, expected one per "
-                            f"controller mode {[COARSE, FINE]}")
+        raise ArtifactError(
+            f"{path}: files for modes {sorted(files)}, expected one per "
+            f"controller mode {[COARSE, FINE]}"
+        )
     return manifest
 
 
@@ -130,9 +158,14 @@ def onnx_engine(sessions: Mapping[str, Any]) -> Engine:
     return run
 
 
-def load_policy(policy_dir: str | os.PathLike[str], backend: str = "onnxrt", *,
-                controller: bool = True, seed: int = 0,
-                providers: str | None = "CPUExecutionProvider") -> PrunedPolicy:
+def load_policy(
+    policy_dir: str | os.PathLike[str],
+    backend: str = "onnxrt",
+    *,
+    controller: bool = True,
+    seed: int = 0,
+    providers: str | None = "CPUExecutionProvider",
+) -> PrunedPolicy:
     """A ``PrunedPolicy`` (``select_action(obs)``) from a directory written by export_policy.
 
     ``providers`` (onnxrt): ONNX Runtime execution providers, a comma list; None takes the
@@ -142,8 +175,13 @@ def load_policy(policy_dir: str | os.PathLike[str], backend: str = "onnxrt", *,
     """
     manifest = read_manifest(policy_dir, backend)
     fields = PruneConfig.__dataclass_fields__
-    prune = PruneConfig(**{k: tuple(v) if isinstance(v, list) else v
-                           for k, v in manifest["prune"].items() if k in fields})
+    prune = PruneConfig(
+        **{
+            k: tuple(v) if isinstance(v, list) else v
+            for k, v in manifest["prune"].items()
+            if k in fields
+        }
+    )
     base = Path(policy_dir)
     if backend == "onnxrt":
         from neuroedge.backends.onnxrt import open_session

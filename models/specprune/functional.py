@@ -71,8 +71,9 @@ class PruneConfig:
 
     def __post_init__(self) -> None:
         if not 0 < self.budget_coarse <= self.budget_fine:
-            raise ValueError(f"need 0 < budget_coarse ({self.budget_coarse}) <= budget_fine "
-                             f"({self.budget_fine})")
+            raise ValueError(
+                f"need 0 < budget_coarse ({self.budget_coarse}) <= budget_fine ({self.budget_fine})"
+            )
         if not 0.0 < self.dynamic_keep <= 1.0:
             raise ValueError(f"dynamic_keep {self.dynamic_keep} is outside (0, 1]")
 
@@ -98,8 +99,7 @@ def patch_vectors(frame: np.ndarray, patch: int) -> tuple[np.ndarray, np.ndarray
     return vectors, np.linalg.norm(vectors, axis=1)
 
 
-def patch_cosine(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]
-                 ) -> np.ndarray:
+def patch_cosine(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
     """Cosine similarity per patch of two ``patch_vectors`` results (1 where a norm is 0)."""
     num = (a[0] * b[0]).sum(1)
     den = a[1] * b[1]
@@ -160,8 +160,9 @@ class ControllerState(NamedTuple):
     mode: str  # "coarse" or "fine"
 
 
-def controller_step(state: ControllerState, v_t: float, v_r: float, dz: float,
-                    config: PruneConfig) -> ControllerState:
+def controller_step(
+    state: ControllerState, v_t: float, v_r: float, dz: float, config: PruneConfig
+) -> ControllerState:
     """Action-aware mode switch (paper eq. 7) from end-effector speeds of the last chunk."""
     slow = v_t < config.v_t_threshold and v_r < config.v_r_threshold
     if state.mode == COARSE and slow and dz <= 0.0:
@@ -179,8 +180,7 @@ def layer_flops(tokens: int, dim: int, ffn: int) -> float:
     return 2.0 * (4 * tokens * dim * dim + 2 * tokens * tokens * dim + 3 * tokens * dim * ffn)
 
 
-def kept_after_dynamic(kept: int, layers: tuple[int, ...], keep: float, depth: int
-                       ) -> list[int]:
+def kept_after_dynamic(kept: int, layers: tuple[int, ...], keep: float, depth: int) -> list[int]:
     """Visual tokens processed by each decoder layer after layer 1 keeps ``kept`` of them."""
     counts, n = [], kept
     for layer in range(2, depth):

@@ -95,9 +95,13 @@ class LlamaBlock(nn.Module):
         self.gate_up = nn.Linear(dim, 2 * ffn, bias=False)
         self.down = nn.Linear(ffn, dim, bias=False)
 
-    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor],
-                bias: torch.Tensor, rows: slice | None
-                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(
+        self,
+        x: torch.Tensor,
+        rope: tuple[torch.Tensor, torch.Tensor],
+        bias: torch.Tensor,
+        rows: slice | None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         b, n, d = x.shape
         qkv = self.qkv(self.norm1(x)).view(b, n, 3, self.heads, -1).permute(2, 0, 3, 1, 4)
         q, k = rotary(qkv[:2], *rope).unbind(0)
@@ -133,15 +137,36 @@ class VLAPolicy(nn.Module):
     the global-set source of the next inference.
     """
 
-    def __init__(self, vocab: int, image: int = 64, patch: int = 8, dim: int = 128,
-                 heads: int = 4, depth: int = 6, ffn: int = 352, chunk: int = 4,
-                 text_len: int = 8, proprio: int = 4, action: int = 4, vit_depth: int = 1
-                 ) -> None:
+    def __init__(
+        self,
+        vocab: int,
+        image: int = 64,
+        patch: int = 8,
+        dim: int = 128,
+        heads: int = 4,
+        depth: int = 6,
+        ffn: int = 352,
+        chunk: int = 4,
+        text_len: int = 8,
+        proprio: int = 4,
+        action: int = 4,
+        vit_depth: int = 1,
+    ) -> None:
         super().__init__()
-        self.config = {"vocab": vocab, "image": image, "patch": patch, "dim": dim,
-                       "heads": heads, "depth": depth, "ffn": ffn, "chunk": chunk,
-                       "text_len": text_len, "proprio": proprio, "action": action,
-                       "vit_depth": vit_depth}
+        self.config = {
+            "vocab": vocab,
+            "image": image,
+            "patch": patch,
+            "dim": dim,
+            "heads": heads,
+            "depth": depth,
+            "ffn": ffn,
+            "chunk": chunk,
+            "text_len": text_len,
+            "proprio": proprio,
+            "action": action,
+            "vit_depth": vit_depth,
+        }
         self.patch, self.per_view = patch, (image // patch) ** 2
         self.n_visual = 2 * self.per_view
         self.text0 = self.n_visual + 1
@@ -159,8 +184,9 @@ class VLAPolicy(nn.Module):
         self.prune = PruneConfig()
         self.record: list[torch.Tensor] | None = None  # eager only: kept positions per stage
 
-    def configure(self, method: str, budget: int = 0, k_local: int = 0,
-                  prune: PruneConfig | None = None) -> VLAPolicy:
+    def configure(
+        self, method: str, budget: int = 0, k_local: int = 0, prune: PruneConfig | None = None
+    ) -> VLAPolicy:
         """Select the pruning rule and the static budget (visual tokens kept after layer 1)."""
         if method not in METHODS:
             raise ValueError(f"method {method!r} is not one of {METHODS}")
@@ -170,8 +196,9 @@ class VLAPolicy(nn.Module):
         self.prune = prune or self.prune
         return self
 
-    def embed(self, primary: torch.Tensor, wrist: torch.Tensor, proprio: torch.Tensor,
-              text: torch.Tensor) -> torch.Tensor:
+    def embed(
+        self, primary: torch.Tensor, wrist: torch.Tensor, proprio: torch.Tensor, text: torch.Tensor
+    ) -> torch.Tensor:
         views = torch.stack([primary, wrist], 1).float() / 255.0 - 0.5  # [B, 2, H, W, 3]
         b, _, h, w, c = views.shape
         p = self.patch
@@ -179,8 +206,9 @@ class VLAPolicy(nn.Module):
         tokens = self.patch_embed(patches.reshape(b, 2, self.per_view, -1)) + self.patch_pos
         tokens = self.vit(tokens.reshape(b * 2, self.per_view, -1)).reshape(b, self.n_visual, -1)
         queries = self.queries.expand(b, -1, -1)
-        return torch.cat([tokens, self.proprio_embed(proprio)[:, None], self.text_embed(text),
-                          queries], dim=1)
+        return torch.cat(
+            [tokens, self.proprio_embed(proprio)[:, None], self.text_embed(text), queries], dim=1
+        )
 
     def bias(self, length: int) -> torch.Tensor:
         """Additive attention bias [1, 1, L, L] of a position-sorted sequence of ``length``
@@ -194,8 +222,14 @@ class VLAPolicy(nn.Module):
     def rope(self, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return rope_tables(pos, self.config["dim"] // self.config["heads"] // 2)
 
-    def forward(self, primary: torch.Tensor, wrist: torch.Tensor, proprio: torch.Tensor,
-                text: torch.Tensor, prior: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self,
+        primary: torch.Tensor,
+        wrist: torch.Tensor,
+        proprio: torch.Tensor,
+        text: torch.Tensor,
+        prior: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         x = self.embed(primary, wrist, proprio, text)
         b, n, _ = x.shape
         pos = torch.arange(n).expand(b, n)
@@ -232,11 +266,12 @@ class VLAPolicy(nn.Module):
                 score = (attn[..., :nv] * text_weight).sum((1, 2))  # eq. 1
             if spec and layer in ema_layers:
                 s = rank_confidence_score(score, eps=self.prune.eps)
-                importance = self.prune.beta * s if layer == 0 else ema(importance, s,
-                                                                        self.prune.beta)
+                importance = (
+                    self.prune.beta * s if layer == 0 else ema(importance, s, self.prune.beta)
+                )
                 if layer < 2:
                     local = local | self.per_view_top(score)
-        actions = self.head(self.norm(x[:, -self.queries.shape[0]:]))
+        actions = self.head(self.norm(x[:, -self.queries.shape[0] :]))
         scores = torch.zeros(b, self.n_visual)
         if spec:
             scores = scores.scatter(1, pos[:, :nv], score)
@@ -259,8 +294,9 @@ class VLAPolicy(nn.Module):
         hit = torch.zeros(b, 2, self.per_view).scatter(2, top, 1.0)
         return hit.view(b, self.n_visual) > 0
 
-    def static_keep(self, local: torch.Tensor, prior: torch.Tensor, received: torch.Tensor,
-                    score: torch.Tensor) -> torch.Tensor:
+    def static_keep(
+        self, local: torch.Tensor, prior: torch.Tensor, received: torch.Tensor, score: torch.Tensor
+    ) -> torch.Tensor:
         """Sorted indices of the ``budget`` visual tokens kept from layer 2 on."""
         if self.method == "specprune":
             member = (local | (prior > 0)).to(score.dtype)
@@ -273,8 +309,9 @@ class VLAPolicy(nn.Module):
         return torch.sort(keep, dim=-1).values
 
 
-def _gather(x: torch.Tensor, pos: torch.Tensor, importance: torch.Tensor, keep: torch.Tensor,
-            nv: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _gather(
+    x: torch.Tensor, pos: torch.Tensor, importance: torch.Tensor, keep: torch.Tensor, nv: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Keep visual entries ``keep`` (indices into the first nv tokens) and all non-visual ones."""
     b, n, d = x.shape
     rest = torch.arange(nv, n).expand(b, n - nv)

@@ -41,8 +41,14 @@ PATCH, PER_VIEW = 8, 64
 class PrunedPolicy:
     """One method ("unpruned", "specprune", "fastv", "random") behind ``select_action``."""
 
-    def __init__(self, engine: Engine, method: str, prune: PruneConfig, seed: int = 0,
-                 controller: bool = True) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        method: str,
+        prune: PruneConfig,
+        seed: int = 0,
+        controller: bool = True,
+    ) -> None:
         self.engine, self.method, self.prune = engine, method, prune
         self.controller = controller and method == "specprune"
         self.rng = np.random.default_rng(seed)
@@ -85,15 +91,19 @@ class PrunedPolicy:
         self.current = {}
         self.scores = scores[0]
         self.modes.append(self.state.mode)
-        self.kept.append(2 * PER_VIEW if self.method == "unpruned"
-                         else self.prune.budget(self.state.mode))
+        self.kept.append(
+            2 * PER_VIEW if self.method == "unpruned" else self.prune.budget(self.state.mode)
+        )
         return np.clip(actions[0], -1.0, 1.0).astype(np.float32)
 
     def inputs(self, obs: Mapping[str, Any], prior: np.ndarray) -> dict[str, np.ndarray]:
-        return {"primary": np.asarray(obs["primary"])[None],
-                "wrist": np.asarray(obs["wrist"])[None],
-                "proprio": np.asarray(obs["proprio"], dtype=np.float32)[None],
-                "text": tokenize(obs["instruction"])[None], "prior": prior[None]}
+        return {
+            "primary": np.asarray(obs["primary"])[None],
+            "wrist": np.asarray(obs["wrist"])[None],
+            "proprio": np.asarray(obs["proprio"], dtype=np.float32)[None],
+            "text": tokenize(obs["instruction"])[None],
+            "prior": prior[None],
+        }
 
     def prior(self, obs: Mapping[str, Any], v_t: float) -> np.ndarray:
         """Random scores for ``random``; V_global u V_dynamic membership for ``specprune``."""
@@ -104,7 +114,7 @@ class PrunedPolicy:
             return prior
         if self.scores is not None:
             for view in range(2):
-                part = self.scores[view * PER_VIEW:(view + 1) * PER_VIEW]
+                part = self.scores[view * PER_VIEW : (view + 1) * PER_VIEW]
                 prior[view * PER_VIEW + top_k_set(part, self.prune.k_global)] = 1.0
         # the current frames' patches are computed once and kept for later comparisons
         self.current = {cam: patch_vectors(np.asarray(obs[cam]), PATCH) for cam in CAMERAS}
@@ -124,8 +134,12 @@ def torch_engine(model: Any, method: str, prune: PruneConfig) -> Engine:
     def run(mode: str, inputs: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         model.configure(method, prune.budget(mode), prune.k_local(mode), prune)
         with torch.inference_mode():
-            actions, scores = model(*(torch.from_numpy(np.ascontiguousarray(inputs[k]))
-                                      for k in ("primary", "wrist", "proprio", "text", "prior")))
+            actions, scores = model(
+                *(
+                    torch.from_numpy(np.ascontiguousarray(inputs[k]))
+                    for k in ("primary", "wrist", "proprio", "text", "prior")
+                )
+            )
         return actions.numpy(), scores.numpy()
 
     return run

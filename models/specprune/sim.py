@@ -50,8 +50,9 @@ class Task:
 
 
 TASKS: dict[str, Task] = {
-    "button": Task("button-press-topdown-v3", "press the red button down",
-                   "SawyerButtonPressTopdownV3Policy"),
+    "button": Task(
+        "button-press-topdown-v3", "press the red button down", "SawyerButtonPressTopdownV3Policy"
+    ),
     "drawer": Task("drawer-close-v3", "push the green drawer closed", "SawyerDrawerCloseV3Policy"),
     "reach": Task("reach-v3", "move the gripper to the red goal", "SawyerReachV3Policy"),
 }
@@ -73,13 +74,17 @@ def check_observation(obs: Mapping[str, Any], image_size: int = IMAGE_SIZE) -> N
         raise TypeError(f"observation must be a mapping, got {type(obs).__name__}")
     missing = [k for k in (*CAMERAS, "proprio", "instruction") if k not in obs]
     if missing:
-        raise ValueError(f"observation lacks {missing}; it needs cameras {list(CAMERAS)}, "
-                         "'proprio' and 'instruction'")
+        raise ValueError(
+            f"observation lacks {missing}; it needs cameras {list(CAMERAS)}, "
+            "'proprio' and 'instruction'"
+        )
     for cam in CAMERAS:
         img = np.asarray(obs[cam])
         if img.shape != (image_size, image_size, 3):
-            raise ValueError(f"camera {cam!r}: expected image shape ({image_size}, {image_size}, 3)"
-                             f", got {img.shape}")
+            raise ValueError(
+                f"camera {cam!r}: expected image shape ({image_size}, {image_size}, 3)"
+                f", got {img.shape}"
+            )
         if img.dtype != np.uint8:
             raise TypeError(f"camera {cam!r}: expected dtype uint8, got {img.dtype}")
     proprio = np.asarray(obs["proprio"], dtype=np.float64)
@@ -87,8 +92,9 @@ def check_observation(obs: Mapping[str, Any], image_size: int = IMAGE_SIZE) -> N
         raise ValueError(f"proprio: expected shape ({PROPRIO_DIM},), got {proprio.shape}")
     bad = np.flatnonzero(~np.isfinite(proprio))
     if bad.size:
-        raise ValueError(f"proprio has non-finite values at indices {bad.tolist()}: "
-                         f"{proprio.tolist()}")
+        raise ValueError(
+            f"proprio has non-finite values at indices {bad.tolist()}: {proprio.tolist()}"
+        )
     if not isinstance(obs["instruction"], str):
         raise TypeError(f"instruction must be a str, got {type(obs['instruction']).__name__}")
 
@@ -138,8 +144,10 @@ class ManipulationEnv:
         return self.renderer.render().copy()
 
     def observation(self, with_images: bool = True) -> dict[str, Any]:
-        obs: dict[str, Any] = {"proprio": self._state[:PROPRIO_DIM].astype(np.float32),
-                               "instruction": self.task.instruction}
+        obs: dict[str, Any] = {
+            "proprio": self._state[:PROPRIO_DIM].astype(np.float32),
+            "instruction": self.task.instruction,
+        }
         if with_images:
             obs.update({cam: self.render(cam) for cam in CAMERAS})
         return obs
@@ -168,5 +176,3 @@ class ManipulationEnv:
     @property
     def done_by_time(self) -> bool:
         return self.steps >= MAX_STEPS
-
-

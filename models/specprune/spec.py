@@ -29,8 +29,10 @@ def load_trained(config: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
     path = Path(config.get("checkpoint") or checkpoint_path(SPEC.name))
     if not path.is_file():
         if not config.get("train_if_missing", True):
-            raise ArtifactError(f"{path}: no trained vla.specprune checkpoint; run "
-                                "`neuroedge train vla.specprune` first")
+            raise ArtifactError(
+                f"{path}: no trained vla.specprune checkpoint; run "
+                "`neuroedge train vla.specprune` first"
+            )
         train.train(config.get("train_config"), out=path)
     return train.load_policy_checkpoint(path)
 
@@ -45,10 +47,15 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
     else:
         model, trained = load_trained(config)[0], True
     prune, mode = PruneConfig(), str(config.get("mode", "coarse"))
-    model.configure(str(config.get("method", "specprune")), prune.budget(mode),
-                    prune.k_local(mode), prune)
-    return TorchProgram(model, ("primary", "wrist", "proprio", "text", "prior"),
-                        ("actions", "scores"), meta={"trained": trained, "mode": mode})
+    model.configure(
+        str(config.get("method", "specprune")), prune.budget(mode), prune.k_local(mode), prune
+    )
+    return TorchProgram(
+        model,
+        ("primary", "wrist", "proprio", "text", "prior"),
+        ("actions", "scores"),
+        meta={"trained": trained, "mode": mode},
+    )
 
 
 def example(seed: int = 0) -> dict[str, np.ndarray]:
@@ -58,27 +65,37 @@ def example(seed: int = 0) -> dict[str, np.ndarray]:
 
     rng = np.random.default_rng(seed)
     instruction = sorted(TASKS.values(), key=lambda t: t.env_name)[seed % len(TASKS)].instruction
-    return {"primary": rng.integers(0, 256, (1, IMAGE, IMAGE, 3), dtype=np.uint8),
-            "wrist": rng.integers(0, 256, (1, IMAGE, IMAGE, 3), dtype=np.uint8),
-            "proprio": rng.normal(0, 0.3, (1, 4)).astype(np.float32),
-            "text": tokenize(instruction)[None],
-            "prior": (rng.random((1, VISUAL)) < 0.1).astype(np.float32)}
+    return {
+        "primary": rng.integers(0, 256, (1, IMAGE, IMAGE, 3), dtype=np.uint8),
+        "wrist": rng.integers(0, 256, (1, IMAGE, IMAGE, 3), dtype=np.uint8),
+        "proprio": rng.normal(0, 0.3, (1, 4)).astype(np.float32),
+        "text": tokenize(instruction)[None],
+        "prior": (rng.random((1, VISUAL)) < 0.1).astype(np.float32),
+    }
 
 
 SPEC = ModelSpec(
     name="vla.specprune",
     family="vla",
     summary="SpecPrune-VLA two-level token pruning + action-aware controller on a small "
-            "OpenVLA-OFT-shaped policy in Meta-World (MuJoCo)",
-    inputs=(IOSpec("primary", ("batch", IMAGE, IMAGE, 3), "uint8"),
-            IOSpec("wrist", ("batch", IMAGE, IMAGE, 3), "uint8"),
-            IOSpec("proprio", ("batch", 4)), IOSpec("text", ("batch", TEXT_LEN), "int64"),
-            IOSpec("prior", ("batch", VISUAL))),
+    "OpenVLA-OFT-shaped policy in Meta-World (MuJoCo)",
+    inputs=(
+        IOSpec("primary", ("batch", IMAGE, IMAGE, 3), "uint8"),
+        IOSpec("wrist", ("batch", IMAGE, IMAGE, 3), "uint8"),
+        IOSpec("proprio", ("batch", 4)),
+        IOSpec("text", ("batch", TEXT_LEN), "int64"),
+        IOSpec("prior", ("batch", VISUAL)),
+    ),
     outputs=(IOSpec("actions", ("batch", CHUNK, 4)), IOSpec("scores", ("batch", VISUAL))),
     build=build,
     example=example,
-    paper=Paper("SpecPrune-VLA: Accelerating Vision-Language-Action Models via Action-Aware "
-                "Self-Speculative Pruning", "ICML 2026", 2026, "https://arxiv.org/abs/2509.05614"),
+    paper=Paper(
+        "SpecPrune-VLA: Accelerating Vision-Language-Action Models via Action-Aware "
+        "Self-Speculative Pruning",
+        "ICML 2026",
+        2026,
+        "https://arxiv.org/abs/2509.05614",
+    ),
     efficiency=Efficiency("FLOP"),
     tolerance={"onnxrt": 1e-4, "default": 1e-4},
     default_config={"train_if_missing": True},
@@ -88,10 +105,32 @@ SPEC = ModelSpec(
     exportable=("onnx",),  # one static-budget graph per (method, mode); see deploy.py
     # bench: run_bench's own keys plus load_trained's (checkpoint, train_if_missing,
     # train_config); its "episodes" are evaluation episodes per task
-    config_keys={"build": ("smoke", "seed", "mode", "method", "checkpoint", "train_if_missing",
-                           "train_config"),
-                 "train": tuple(TRAIN_DEFAULTS),
-                 "bench": ("threads", "tasks", "episodes", "baseline_budget", "candidates",
-                           "seed0", "budgets", "blank_views", "checkpoint", "eval_backend",
-                           "workers", "repeats", "train_if_missing", "train_config")},
+    config_keys={
+        "build": (
+            "smoke",
+            "seed",
+            "mode",
+            "method",
+            "checkpoint",
+            "train_if_missing",
+            "train_config",
+        ),
+        "train": tuple(TRAIN_DEFAULTS),
+        "bench": (
+            "threads",
+            "tasks",
+            "episodes",
+            "baseline_budget",
+            "candidates",
+            "seed0",
+            "budgets",
+            "blank_views",
+            "checkpoint",
+            "eval_backend",
+            "workers",
+            "repeats",
+            "train_if_missing",
+            "train_config",
+        ),
+    },
 )

@@ -54,12 +54,21 @@ from neuroedge.paths import checkpoint_path
 MODEL = "vla.specprune"
 CHECKPOINT_VERSION = 2  # 2: light patch embedding (vit_depth), wider decoder, chunk of 8
 DEFAULTS: dict[str, Any] = {
-    "tasks": ("button", "drawer", "reach"), "episodes": 300, "seed": 0,
-    "batch": 32, "lr": 1.5e-3, "dim": 128, "heads": 4, "depth": 8, "ffn": 352, "vit_depth": 0,
+    "tasks": ("button", "drawer", "reach"),
+    "episodes": 300,
+    "seed": 0,
+    "batch": 32,
+    "lr": 1.5e-3,
+    "dim": 128,
+    "heads": 4,
+    "depth": 8,
+    "ffn": 352,
+    "vit_depth": 0,
     "shift": 4,  # random-shift augmentation of both views, in pixels (0: off)
     "threads": 1,
     "steps": 1600,  # phase 1: optimizer steps at peak ``lr`` (warm-up, then cosine decay)
-    "finetune_steps": 1400, "finetune_lr": 6e-4,  # phase 2: warm restart (0 steps: skip it)
+    "finetune_steps": 1400,
+    "finetune_lr": 6e-4,  # phase 2: warm restart (0 steps: skip it)
     "max_minutes": 0.0,  # optional wall-time cap per phase (0: off, the step counts decide)
     "init": "",  # a checkpoint to continue from ("": fresh weights)
 }
@@ -69,9 +78,16 @@ def make_policy(config: Mapping[str, Any]) -> Any:
     from neuroedge.models.specprune.data import CHUNK, TEXT_LEN, vocabulary
     from neuroedge.models.specprune.module import VLAPolicy
 
-    return VLAPolicy(vocab=len(vocabulary()), dim=int(config["dim"]), heads=int(config["heads"]),
-                     depth=int(config["depth"]), ffn=int(config["ffn"]), chunk=CHUNK,
-                     text_len=TEXT_LEN, vit_depth=int(config.get("vit_depth", 1)))
+    return VLAPolicy(
+        vocab=len(vocabulary()),
+        dim=int(config["dim"]),
+        heads=int(config["heads"]),
+        depth=int(config["depth"]),
+        ffn=int(config["ffn"]),
+        chunk=CHUNK,
+        text_len=TEXT_LEN,
+        vit_depth=int(config.get("vit_depth", 1)),
+    )
 
 
 def learning_rate(peak: float, done: float, warmup: float = 0.05) -> float:
@@ -93,12 +109,15 @@ def random_shift(images: Any, pad: int, gen: Any) -> Any:
     b, h, w, _ = images.shape
     padded = F.pad(images.permute(0, 3, 1, 2).float(), (pad,) * 4, mode="replicate")
     dy, dx = torch.randint(0, 2 * pad + 1, (2, b), generator=gen).tolist()
-    crops = [padded[i, :, y:y + h, x:x + w] for i, (y, x) in enumerate(zip(dy, dx, strict=True))]
+    crops = [
+        padded[i, :, y : y + h, x : x + w] for i, (y, x) in enumerate(zip(dy, dx, strict=True))
+    ]
     return torch.stack(crops).permute(0, 2, 3, 1).to(images.dtype)
 
 
-def train(config: Mapping[str, Any] | None = None, out: str | os.PathLike[str] | None = None
-          ) -> dict[str, Any]:
+def train(
+    config: Mapping[str, Any] | None = None, out: str | os.PathLike[str] | None = None
+) -> dict[str, Any]:
     """Train both phases with a progress bar and save the checkpoint (default:
     paths.checkpoint_path)."""
     import torch
@@ -114,13 +133,17 @@ def train(config: Mapping[str, Any] | None = None, out: str | os.PathLike[str] |
     torch.set_num_threads(int(cfg["threads"]))  # 2 threads on a loaded 2-core box spin: 5-10x
     torch.manual_seed(int(cfg["seed"]))
     demos = load_or_generate(cfg["tasks"], int(cfg["episodes"]), int(cfg["seed"]))
-    tensors = [torch.from_numpy(a) for a in (demos.primary, demos.wrist, demos.proprio,
-                                             demos.text, demos.actions)]
+    tensors = [
+        torch.from_numpy(a)
+        for a in (demos.primary, demos.wrist, demos.proprio, demos.text, demos.actions)
+    ]
     policy = make_policy(cfg).train()
     if cfg.get("init"):  # continue from a checkpoint's weights (same network config)
         policy.load_state_dict(load_policy_checkpoint(cfg["init"])[0].state_dict())
-    phases = [("phase 1", float(cfg["lr"]), int(cfg["steps"])),
-              ("phase 2 (restart)", float(cfg["finetune_lr"]), int(cfg["finetune_steps"]))]
+    phases = [
+        ("phase 1", float(cfg["lr"]), int(cfg["steps"])),
+        ("phase 2 (restart)", float(cfg["finetune_lr"]), int(cfg["finetune_steps"])),
+    ]
     losses: list[float] = []
     done_steps = []
     for label, peak, steps in phases:
@@ -128,16 +151,22 @@ def train(config: Mapping[str, Any] | None = None, out: str | os.PathLike[str] |
             losses = run_phase(policy, tensors, cfg, peak, steps, label)
             done_steps.append(len(losses))
     path = Path(out) if out else checkpoint_path(MODEL)
-    summary = {"final_l1": float(np.mean(losses[-50:])), "samples": len(demos),
-               "steps": done_steps}
-    save_checkpoint(path, {"version": CHECKPOINT_VERSION, "state_dict": policy.state_dict(),
-                           "config": {k: list(v) if isinstance(v, tuple) else v
-                                      for k, v in cfg.items()}, **summary})
+    summary = {"final_l1": float(np.mean(losses[-50:])), "samples": len(demos), "steps": done_steps}
+    save_checkpoint(
+        path,
+        {
+            "version": CHECKPOINT_VERSION,
+            "state_dict": policy.state_dict(),
+            "config": {k: list(v) if isinstance(v, tuple) else v for k, v in cfg.items()},
+            **summary,
+        },
+    )
     return {"checkpoint": str(path), **summary}
 
 
-def run_phase(policy: Any, tensors: list[Any], cfg: Mapping[str, Any], peak: float, steps: int,
-              label: str) -> list[float]:
+def run_phase(
+    policy: Any, tensors: list[Any], cfg: Mapping[str, Any], peak: float, steps: int, label: str
+) -> list[float]:
     """One cosine phase of ``steps`` AdamW steps from the policy's current weights, with its own
     optimizer and a data order seeded by ``cfg["seed"]``; returns the per-step L1 losses."""
     import torch
@@ -159,7 +188,7 @@ def run_phase(policy: Any, tensors: list[Any], cfg: Mapping[str, Any], peak: flo
                     return losses
                 for group in opt.param_groups:
                     group["lr"] = learning_rate(peak, done)
-                idx = order[first:first + batch]
+                idx = order[first : first + batch]
                 prim, wrist, prop, text, target = (t[idx] for t in tensors)
                 prim, wrist = (random_shift(v, int(cfg["shift"]), gen) for v in (prim, wrist))
                 pred, _ = policy(prim, wrist, prop, text, torch.zeros(batch, policy.n_visual))
@@ -180,8 +209,10 @@ def load_policy_checkpoint(path: str | os.PathLike[str]) -> tuple[Any, dict[str,
 
     ckpt = load_checkpoint(path, required=("version", "state_dict", "config"))
     if ckpt["version"] != CHECKPOINT_VERSION:
-        raise ArtifactError(f"{path}: checkpoint version {ckpt['version']}, this neuroedge reads "
-                            f"version {CHECKPOINT_VERSION}")
+        raise ArtifactError(
+            f"{path}: checkpoint version {ckpt['version']}, this neuroedge reads "
+            f"version {CHECKPOINT_VERSION}"
+        )
     cfg = {**DEFAULTS, **ckpt["config"]}
     policy = make_policy(cfg)
     policy.load_state_dict(ckpt["state_dict"])

@@ -26,8 +26,10 @@ class MQARTask:
 
     def __post_init__(self) -> None:
         if self.pairs < 1 or self.keys < self.pairs or self.values < 1:
-            raise ValueError(f"MQAR needs 1 <= pairs <= keys and values >= 1, got pairs="
-                             f"{self.pairs}, keys={self.keys}, values={self.values}")
+            raise ValueError(
+                f"MQAR needs 1 <= pairs <= keys and values >= 1, got pairs="
+                f"{self.pairs}, keys={self.keys}, values={self.values}"
+            )
 
     @property
     def vocab(self) -> int:
@@ -46,8 +48,8 @@ def mqar_batch(task: MQARTask, batch: int, seed: int) -> tuple[np.ndarray, np.nd
     values = task.keys + rng.integers(0, task.values, size=(batch, p))
     order = np.argsort(rng.random((batch, p)), axis=1)
     tokens = np.empty((batch, 3 * p), dtype=np.int64)
-    tokens[:, 0:2 * p:2], tokens[:, 1:2 * p:2] = keys, values
-    tokens[:, 2 * p:] = np.take_along_axis(keys, order, axis=1)
+    tokens[:, 0 : 2 * p : 2], tokens[:, 1 : 2 * p : 2] = keys, values
+    tokens[:, 2 * p :] = np.take_along_axis(keys, order, axis=1)
     targets = np.full_like(tokens, IGNORE)
-    targets[:, 2 * p:] = np.take_along_axis(values, order, axis=1)
+    targets[:, 2 * p :] = np.take_along_axis(values, order, axis=1)
     return tokens, targets

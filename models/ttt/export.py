@@ -20,8 +20,9 @@ from neuroedge.errors import ExportRefused
 OPSET = 17
 
 
-def export_parallel_onnx(layer: Any, path: str | os.PathLike[str], *, tokens: int = 64,
-                         form: str = "parallel") -> Path:
+def export_parallel_onnx(
+    layer: Any, path: str | os.PathLike[str], *, tokens: int = 64, form: str = "parallel"
+) -> Path:
     """Export ``TTTParallelForm(layer, form)`` to ``path``; traced at ``tokens`` tokens.
 
     Refuses (ExportRefused) a variant whose masked form is not exact, or a layer whose chunk
@@ -35,16 +36,26 @@ def export_parallel_onnx(layer: Any, path: str | os.PathLike[str], *, tokens: in
     if reason is not None:
         raise ExportRefused(f"parallel ONNX export: {reason}")
     if layer.variant.momentum or layer.chunk != 1:
-        raise ExportRefused("parallel ONNX export covers the token-level momentum-free layer "
-                            f"(chunk 1); this one has chunk {layer.chunk} and momentum "
-                            f"{layer.variant.momentum}: export the streaming step instead")
+        raise ExportRefused(
+            "parallel ONNX export covers the token-level momentum-free layer "
+            f"(chunk 1); this one has chunk {layer.chunk} and momentum "
+            f"{layer.variant.momentum}: export the streaming step instead"
+        )
     module = TTTParallelForm(layer, form).eval()
     x = torch.randn(1, tokens, layer.qkv.in_features, generator=torch.Generator().manual_seed(0))
     with atomic_path(path) as tmp, warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(module, (x,), str(tmp), input_names=["x"], output_names=["y"],
-                          dynamic_axes={"x": {0: "batch", 1: "L"}, "y": {0: "batch", 1: "L"}},
-                          opset_version=OPSET, dynamo=False, do_constant_folding=True)
+        torch.onnx.export(
+            module,
+            (x,),
+            str(tmp),
+            input_names=["x"],
+            output_names=["y"],
+            dynamic_axes={"x": {0: "batch", 1: "L"}, "y": {0: "batch", 1: "L"}},
+            opset_version=OPSET,
+            dynamo=False,
+            do_constant_folding=True,
+        )
         model = onnx.load(str(tmp))
         onnx.checker.check_model(model, full_check=True)
         model = onnx.shape_inference.infer_shapes(model, check_type=True)

@@ -37,8 +37,9 @@ from neuroedge.models.ttt.variants import ORDERS, TTTVariant
 DEFAULT_BLOCK = 64  # tokens per block of the chunked form (rounded to a multiple of the chunk)
 
 
-def _check(x: TTTInputs, fast: FastWeights, variant: TTTVariant, chunk: int, order: str,
-           form: str) -> None:
+def _check(
+    x: TTTInputs, fast: FastWeights, variant: TTTVariant, chunk: int, order: str, form: str
+) -> None:
     check_inputs(x, fast, chunk, variant)
     if order not in ORDERS:
         raise ValueError(f"order {order!r} is not one of {ORDERS}")
@@ -55,8 +56,10 @@ def pad_to(x: TTTInputs, chunk: int, multiple: int, pad: bool) -> TTTInputs:
     if extra == 0:
         return x
     if not pad:
-        raise ValueError(f"sequence length {n} is not a multiple of {multiple} (chunk size "
-                         f"{chunk}); pass pad=True to pad it with inert zero tokens")
+        raise ValueError(
+            f"sequence length {n} is not a multiple of {multiple} (chunk size "
+            f"{chunk}); pass pad=True to pad it with inert zero tokens"
+        )
 
     def tok(t: torch.Tensor) -> torch.Tensor:
         shape = (*t.shape[:2], extra, *t.shape[3:])
@@ -69,8 +72,9 @@ def pad_to(x: TTTInputs, chunk: int, multiple: int, pad: bool) -> TTTInputs:
     return TTTInputs(tok(x.q), tok(x.k), tok(x.v), tok(x.eta), alpha)
 
 
-def momentum_masks(alpha: torch.Tensor, chunks: int, order: str,
-                   dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+def momentum_masks(
+    alpha: torch.Tensor, chunks: int, order: str, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``(C_out, C_end)`` of one block with a carried momentum buffer as virtual chunk 0.
 
     ``C_out`` (..., chunks, chunks + 1): row c weights the chunk updates seen by chunk c's
@@ -93,9 +97,14 @@ def momentum_masks(alpha: torch.Tensor, chunks: int, order: str,
     return c_out.to(dtype), c_end.to(dtype)
 
 
-def _masked_block(qf: torch.Tensor, kf: torch.Tensor, vh: torch.Tensor,
-                  alpha: torch.Tensor | None, chunk: int, order: str
-                  ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+def _masked_block(
+    qf: torch.Tensor,
+    kf: torch.Tensor,
+    vh: torch.Tensor,
+    alpha: torch.Tensor | None,
+    chunk: int,
+    order: str,
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """Intra-block outputs from a zero state, then (with momentum) per-token gamma and the
     per-chunk end weights. Without momentum the mask is the block-causal indicator, built from
     token positions so a traced export keeps the sequence length dynamic."""
@@ -104,8 +113,11 @@ def _masked_block(qf: torch.Tensor, kf: torch.Tensor, vh: torch.Tensor,
         if chunk == 1 and order == "update_then_apply":
             return scores.tril_() @ vh, None, None  # in place: no second L x L buffer
         pos = torch.arange(qf.shape[-2], device=qf.device) // chunk
-        seen = pos[:, None] >= pos[None, :] if order == "update_then_apply" else \
-            pos[:, None] > pos[None, :]
+        seen = (
+            pos[:, None] >= pos[None, :]
+            if order == "update_then_apply"
+            else pos[:, None] > pos[None, :]
+        )
         return (scores * seen) @ vh, None, None
     c_out, c_end = momentum_masks(alpha, qf.shape[-2] // chunk, order, qf.dtype)
     mask = c_out[..., 1:].repeat_interleave(chunk, -2).repeat_interleave(chunk, -1)
@@ -118,8 +130,14 @@ def _values(x: TTTInputs, variant: TTTVariant) -> torch.Tensor:
     return x.v * (sign * x.eta).unsqueeze(-1)
 
 
-def ttt_parallel(x: TTTInputs, fast: FastWeights, variant: TTTVariant, chunk: int,
-                 order: str = "update_then_apply", pad: bool = True) -> torch.Tensor:
+def ttt_parallel(
+    x: TTTInputs,
+    fast: FastWeights,
+    variant: TTTVariant,
+    chunk: int,
+    order: str = "update_then_apply",
+    pad: bool = True,
+) -> torch.Tensor:
     """The fully parallel masked form; outputs (B, H, L, d_v)."""
     _check(x, fast, variant, chunk, order, "parallel")
     n = x.q.shape[2]
@@ -135,9 +153,13 @@ def _blocks(t: torch.Tensor, size: int) -> torch.Tensor:
     return t.reshape(*t.shape[:2], t.shape[2] // size, size, *t.shape[3:])
 
 
-def _scan_states(w0: torch.Tensor, dw: torch.Tensor, dm: torch.Tensor | None,
-                 gamma_end: torch.Tensor | None, p: torch.Tensor | None
-                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
+def _scan_states(
+    w0: torch.Tensor,
+    dw: torch.Tensor,
+    dm: torch.Tensor | None,
+    gamma_end: torch.Tensor | None,
+    p: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The (W, M) entering every block: exclusive prefix of the blocks' affine maps."""
     if dm is None:  # exclusive prefix sum as one small matmul (faster than a strided cumsum)
         nb = dw.shape[2]
@@ -154,9 +176,15 @@ def _scan_states(w0: torch.Tensor, dw: torch.Tensor, dm: torch.Tensor | None,
     return torch.stack(ws, dim=2), torch.stack(ms, dim=2)
 
 
-def ttt_chunked(x: TTTInputs, fast: FastWeights, variant: TTTVariant, chunk: int,
-                order: str = "update_then_apply", block: int | None = None,
-                pad: bool = True) -> torch.Tensor:
+def ttt_chunked(
+    x: TTTInputs,
+    fast: FastWeights,
+    variant: TTTVariant,
+    chunk: int,
+    order: str = "update_then_apply",
+    block: int | None = None,
+    pad: bool = True,
+) -> torch.Tensor:
     """The chunked prefix-scan form; outputs (B, H, L, d_v)."""
     _check(x, fast, variant, chunk, order, "chunked")
     if variant.muon:
@@ -186,8 +214,9 @@ def ttt_chunked(x: TTTInputs, fast: FastWeights, variant: TTTVariant, chunk: int
     return out.reshape(*out.shape[:2], -1, out.shape[-1])[:, :, :n]
 
 
-def _muon_chunked(x: TTTInputs, fast: FastWeights, variant: TTTVariant, chunk: int,
-                  order: str, pad: bool) -> torch.Tensor:
+def _muon_chunked(
+    x: TTTInputs, fast: FastWeights, variant: TTTVariant, chunk: int, order: str, pad: bool
+) -> torch.Tensor:
     """Muon: all chunk updates at once, a momentum scan, batched Muon, a cumulative sum."""
     n = x.q.shape[2]
     x = pad_to(x, chunk, chunk, pad)

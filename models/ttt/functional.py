@@ -35,9 +35,13 @@ import torch
 import torch.nn.functional as F
 from neuroedge.models.ttt.variants import ORDERS, TTTVariant
 
-NEWTON_SCHULZ = ((4.0848, -6.8946, 2.9270), (3.9505, -6.3029, 2.6377),
-                 (3.7418, -5.5913, 2.3037), (2.8769, -3.1427, 1.2046),
-                 (2.8366, -3.0525, 1.2012))
+NEWTON_SCHULZ = (
+    (4.0848, -6.8946, 2.9270),
+    (3.9505, -6.3029, 2.6377),
+    (3.7418, -5.5913, 2.3037),
+    (2.8769, -3.1427, 1.2046),
+    (2.8366, -3.0525, 1.2012),
+)
 
 
 class FastWeights(NamedTuple):
@@ -64,33 +68,44 @@ def check_inputs(x: TTTInputs, fast: FastWeights, chunk: int, variant: TTTVarian
         raise ValueError(f"chunk size must be >= 1, got {chunk}")
     b, h, n, dk = x.q.shape
     if x.k.shape != x.q.shape:
-        raise ValueError(f"keys {list(x.k.shape)} and queries {list(x.q.shape)} must have the "
-                         "same (batch, heads, tokens, head dim)")
+        raise ValueError(
+            f"keys {list(x.k.shape)} and queries {list(x.q.shape)} must have the "
+            "same (batch, heads, tokens, head dim)"
+        )
     if x.v.shape[:3] != (b, h, n):
-        raise ValueError(f"values {list(x.v.shape)} do not match queries {list(x.q.shape)} in "
-                         "(batch, heads, tokens)")
+        raise ValueError(
+            f"values {list(x.v.shape)} do not match queries {list(x.q.shape)} in "
+            "(batch, heads, tokens)"
+        )
     if x.eta.shape != (b, h, n):
-        raise ValueError(f"learning rates {list(x.eta.shape)} must be (batch, heads, tokens) = "
-                         f"{[b, h, n]}")
+        raise ValueError(
+            f"learning rates {list(x.eta.shape)} must be (batch, heads, tokens) = {[b, h, n]}"
+        )
     rows = dk if variant.kernel == "linear" else _hidden_rows(fast, dk)
     if fast.w1.shape[-2:] != (rows, x.v.shape[-1]):
-        raise ValueError(f"fast weight W1 {list(fast.w1.shape)} must be (..., {rows}, "
-                         f"{x.v.shape[-1]}): head dims of keys {dk} / values {x.v.shape[-1]} "
-                         f"do not match")
+        raise ValueError(
+            f"fast weight W1 {list(fast.w1.shape)} must be (..., {rows}, "
+            f"{x.v.shape[-1]}): head dims of keys {dk} / values {x.v.shape[-1]} "
+            f"do not match"
+        )
     if variant.momentum:
         chunks = -(-n // chunk)
         if x.alpha is None or x.alpha.shape != (b, h, chunks):
             got = None if x.alpha is None else list(x.alpha.shape)
-            raise ValueError(f"momentum needs alpha of shape (batch, heads, chunks) = "
-                             f"{[b, h, chunks]} for {n} tokens in chunks of {chunk}, got {got}")
+            raise ValueError(
+                f"momentum needs alpha of shape (batch, heads, chunks) = "
+                f"{[b, h, chunks]} for {n} tokens in chunks of {chunk}, got {got}"
+            )
 
 
 def _hidden_rows(fast: FastWeights, dk: int) -> int:
     if fast.w0 is None or fast.w2 is None:
         raise ValueError("the SwiGLU kernel needs kernel weights w0 and w2")
     if fast.w0.shape[-2] != dk or fast.w2.shape[-2] != dk:
-        raise ValueError(f"kernel weights W0 {list(fast.w0.shape)} / W2 {list(fast.w2.shape)} "
-                         f"must take head dim {dk} inputs")
+        raise ValueError(
+            f"kernel weights W0 {list(fast.w0.shape)} / W2 {list(fast.w2.shape)} "
+            f"must take head dim {dk} inputs"
+        )
     return int(fast.w0.shape[-1])
 
 
@@ -122,8 +137,9 @@ def renormalize(w: torch.Tensor, norms: torch.Tensor, eps: float = 1e-6) -> torc
     return w / (column_norms(w) + eps) * norms
 
 
-def binding_update(k: torch.Tensor, v: torch.Tensor, eta: torch.Tensor, fast: FastWeights,
-                   variant: TTTVariant) -> FastWeights:
+def binding_update(
+    k: torch.Tensor, v: torch.Tensor, eta: torch.Tensor, fast: FastWeights, variant: TTTVariant
+) -> FastWeights:
     """The descent direction ``-dL/dW`` of ``L = -sum eta_i <f(k_i), v_i>`` for each fast weight
     that is updated (W1 always; W0 and W2 with a dynamic kernel, else None).
 
@@ -148,9 +164,16 @@ def _zip_map(fn, *items: FastWeights) -> FastWeights:
     return FastWeights(*(None if parts[0] is None else fn(*parts) for parts in zip(*items)))
 
 
-def chunk_step(k: torch.Tensor, v: torch.Tensor, eta: torch.Tensor, alpha: torch.Tensor | None,
-               fast: FastWeights, mom: FastWeights | None, norms: FastWeights | None,
-               variant: TTTVariant) -> tuple[FastWeights, FastWeights | None]:
+def chunk_step(
+    k: torch.Tensor,
+    v: torch.Tensor,
+    eta: torch.Tensor,
+    alpha: torch.Tensor | None,
+    fast: FastWeights,
+    mom: FastWeights | None,
+    norms: FastWeights | None,
+    variant: TTTVariant,
+) -> tuple[FastWeights, FastWeights | None]:
     """One TTT update on one chunk: ``(W, M) -> (W', M')``; ``alpha`` is (B, H)."""
     grads = binding_update(k, v, eta, fast, variant)
     if variant.momentum:
@@ -159,16 +182,24 @@ def chunk_step(k: torch.Tensor, v: torch.Tensor, eta: torch.Tensor, alpha: torch
         grads = mom
     if variant.muon:
         grads = _zip_map(newton_schulz, grads)
-    fast = _zip_map(lambda w, g: w + g, fast, grads) if variant.dynamic_kernel else \
-        fast._replace(w1=fast.w1 + grads.w1)
+    fast = (
+        _zip_map(lambda w, g: w + g, fast, grads)
+        if variant.dynamic_kernel
+        else fast._replace(w1=fast.w1 + grads.w1)
+    )
     if variant.weight_norm:
         fast = _zip_map(renormalize, fast, norms)
     return fast, mom
 
 
-def ttt_recurrent(x: TTTInputs, fast: FastWeights, variant: TTTVariant, chunk: int,
-                  order: str = "update_then_apply", inner_steps: int = 1
-                  ) -> tuple[torch.Tensor, FastWeights, FastWeights | None]:
+def ttt_recurrent(
+    x: TTTInputs,
+    fast: FastWeights,
+    variant: TTTVariant,
+    chunk: int,
+    order: str = "update_then_apply",
+    inner_steps: int = 1,
+) -> tuple[torch.Tensor, FastWeights, FastWeights | None]:
     """The reference form: a loop over chunks. Returns (outputs (B,H,L,d_v), W_final, M_final).
 
     ``fast`` holds the initial fast weights, broadcast to the batch.
@@ -187,28 +218,39 @@ def ttt_recurrent(x: TTTInputs, fast: FastWeights, variant: TTTVariant, chunk: i
             outs.append(features(x.q[:, :, sl], fast, variant.kernel) @ fast.w1)
         alpha = x.alpha[:, :, c] if variant.momentum else None
         for _ in range(inner_steps):
-            fast, mom = chunk_step(x.k[:, :, sl], x.v[:, :, sl], x.eta[:, :, sl], alpha, fast,
-                                   mom, norms, variant)
+            fast, mom = chunk_step(
+                x.k[:, :, sl], x.v[:, :, sl], x.eta[:, :, sl], alpha, fast, mom, norms, variant
+            )
         if order == "update_then_apply":
             outs.append(features(x.q[:, :, sl], fast, variant.kernel) @ fast.w1)
     return torch.cat(outs, dim=2), fast, mom
 
 
-def linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                     s0: torch.Tensor | None = None) -> torch.Tensor:
+def linear_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, s0: torch.Tensor | None = None
+) -> torch.Tensor:
     """Plain causal linear attention ``o_t = q_t (S_0 + sum_{i<=t} k_i^T v_i)`` (masked form)."""
     if q.shape != k.shape or q.shape[:-1] != v.shape[:-1]:
-        raise ValueError(f"linear attention needs q, k of one shape and v with the same leading "
-                         f"dims: q {list(q.shape)}, k {list(k.shape)}, v {list(v.shape)}")
+        raise ValueError(
+            f"linear attention needs q, k of one shape and v with the same leading "
+            f"dims: q {list(q.shape)}, k {list(k.shape)}, v {list(v.shape)}"
+        )
     n = q.shape[-2]
     mask = torch.ones(n, n, dtype=torch.bool, device=q.device).tril()
     out = ((q @ k.transpose(-1, -2)) * mask) @ v
     return out if s0 is None else out + q @ s0
 
 
-def streaming_step(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, eta: torch.Tensor,
-                   alpha: torch.Tensor | None, state: FastWeights, mom: torch.Tensor | None,
-                   variant: TTTVariant) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+def streaming_step(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    eta: torch.Tensor,
+    alpha: torch.Tensor | None,
+    state: FastWeights,
+    mom: torch.Tensor | None,
+    variant: TTTVariant,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """One token of the token-level (chunk 1) update-then-apply recurrence with explicit state:
     ``(q_t, k_t, v_t, S_t, M_t) -> (o_t, S_{t+1}, M_{t+1})``; q, k, v are (B, H, d).
 
@@ -218,7 +260,8 @@ def streaming_step(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, eta: torch
     if reason is not None:
         raise ValueError(f"streaming step: {reason}")
     prev = None if mom is None else FastWeights(mom)
-    fast, new_mom = chunk_step(k.unsqueeze(2), v.unsqueeze(2), eta.unsqueeze(2), alpha, state,
-                               prev, None, variant)
+    fast, new_mom = chunk_step(
+        k.unsqueeze(2), v.unsqueeze(2), eta.unsqueeze(2), alpha, state, prev, None, variant
+    )
     out = (features(q.unsqueeze(2), fast, variant.kernel) @ fast.w1).squeeze(2)
     return out, fast.w1, None if new_mom is None else new_mom.w1

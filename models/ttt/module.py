@@ -34,10 +34,18 @@ from torch import nn
 class TTTLayer(nn.Module):
     """A multi-head TTT-KVB layer in one of the ladder's variants, computed in any exact form."""
 
-    def __init__(self, d_model: int, heads: int, head_dim: int,
-                 variant: str | TTTVariant = "v6", chunk: int = 1,
-                 order: str = "update_then_apply", hidden: int | None = None,
-                 base_lr: float = 0.1, q_as_k: bool = False) -> None:
+    def __init__(
+        self,
+        d_model: int,
+        heads: int,
+        head_dim: int,
+        variant: str | TTTVariant = "v6",
+        chunk: int = 1,
+        order: str = "update_then_apply",
+        hidden: int | None = None,
+        base_lr: float = 0.1,
+        q_as_k: bool = False,
+    ) -> None:
         super().__init__()
         if order not in ORDERS:
             raise ValueError(f"order {order!r} is not one of {ORDERS}")
@@ -64,8 +72,10 @@ class TTTLayer(nn.Module):
     def project(self, x: torch.Tensor) -> TTTInputs:
         """Slow projections of ``x`` (B, L, d_model) into per-head q, k, v, eta, alpha."""
         if x.dim() != 3 or x.shape[-1] != self.qkv.in_features:
-            raise ValueError(f"TTT layer input must be (batch, tokens, {self.qkv.in_features}), "
-                             f"got {list(x.shape)}")
+            raise ValueError(
+                f"TTT layer input must be (batch, tokens, {self.qkv.in_features}), "
+                f"got {list(x.shape)}"
+            )
         b, n, _ = x.shape
         qkv = self.qkv(x).view(b, n, 3, self.heads, self.head_dim)
         qk = F.normalize(qkv[:, :, :2], dim=-1)  # normalise before the permute: contiguous rows
@@ -97,8 +107,9 @@ class TTTLayer(nn.Module):
     def default_form(self) -> str:
         return "chunked" if "chunked" in self.variant.forms else "recurrent"
 
-    def forward(self, x: torch.Tensor, form: str | None = None,
-                inner_steps: int = 1) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, form: str | None = None, inner_steps: int = 1
+    ) -> torch.Tensor:
         """``x`` (B, L, d_model) -> (B, L, d_model) computed in ``form`` (default: fastest)."""
         form = form or self.default_form()
         inputs, fast = self.project(x), self.fast_weights(x.shape[0])
@@ -135,8 +146,10 @@ class TTTStreamingStep(nn.Module):
     def __init__(self, layer: TTTLayer) -> None:
         super().__init__()
         if layer.chunk != 1 or layer.order != "update_then_apply":
-            raise ValueError(f"the streaming step is token-level update-then-apply; this layer "
-                             f"has chunk {layer.chunk} and order {layer.order!r}")
+            raise ValueError(
+                f"the streaming step is token-level update-then-apply; this layer "
+                f"has chunk {layer.chunk} and order {layer.order!r}"
+            )
         reason = layer.variant.supports("chunked")
         if reason is not None:
             raise ValueError(f"streaming step: {reason}")
@@ -156,8 +169,16 @@ class TTTStreamingStep(nn.Module):
         fast = layer.fast_weights(x.shape[0])._replace(w1=state[0])
         alpha = None if inp.alpha is None else inp.alpha[:, :, 0]
         mom = state[1] if len(state) > 1 else None
-        o, s, m = streaming_step(inp.q[:, :, 0], inp.k[:, :, 0], inp.v[:, :, 0],
-                                 inp.eta[:, :, 0], alpha, fast, mom, layer.variant)
+        o, s, m = streaming_step(
+            inp.q[:, :, 0],
+            inp.k[:, :, 0],
+            inp.v[:, :, 0],
+            inp.eta[:, :, 0],
+            alpha,
+            fast,
+            mom,
+            layer.variant,
+        )
         y = layer.readout(o.unsqueeze(2))[:, 0]
         return (y, s) if m is None else (y, s, m)
 
@@ -201,8 +222,9 @@ class TTTBlock(nn.Module):
         self.up = nn.Linear(d_model, 4 * d_model, bias=False)
         self.down = nn.Linear(2 * d_model, d_model, bias=False)
 
-    def forward(self, x: torch.Tensor, form: str | None = None,
-                inner_steps: int = 1) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, form: str | None = None, inner_steps: int = 1
+    ) -> torch.Tensor:
         h = self.norm1(x)
         x = x + self.ttt(h, form, inner_steps) + self.swa(h)
         gate, value = self.up(self.norm2(x)).chunk(2, dim=-1)
@@ -212,19 +234,35 @@ class TTTBlock(nn.Module):
 class TTTLanguageModel(nn.Module):
     """Token embedding, TTT blocks, final norm and a linear head: (B, L) ids -> (B, L, vocab)."""
 
-    def __init__(self, vocab: int, d_model: int, layers: int, heads: int, head_dim: int,
-                 variant: str | TTTVariant, chunk: int, order: str, window: int,
-                 q_as_k: bool = False) -> None:
+    def __init__(
+        self,
+        vocab: int,
+        d_model: int,
+        layers: int,
+        heads: int,
+        head_dim: int,
+        variant: str | TTTVariant,
+        chunk: int,
+        order: str,
+        window: int,
+        q_as_k: bool = False,
+    ) -> None:
         super().__init__()
         self.embed = nn.Embedding(vocab, d_model)
         self.blocks = nn.ModuleList(
-            TTTBlock(d_model, heads, TTTLayer(d_model, heads, head_dim, variant, chunk, order,
-                                              q_as_k=q_as_k), window)
-            for _ in range(layers))
+            TTTBlock(
+                d_model,
+                heads,
+                TTTLayer(d_model, heads, head_dim, variant, chunk, order, q_as_k=q_as_k),
+                window,
+            )
+            for _ in range(layers)
+        )
         self.norm, self.head = nn.RMSNorm(d_model), nn.Linear(d_model, vocab, bias=False)
 
-    def forward(self, tokens: torch.Tensor, form: str | None = None,
-                inner_steps: int = 1) -> torch.Tensor:
+    def forward(
+        self, tokens: torch.Tensor, form: str | None = None, inner_steps: int = 1
+    ) -> torch.Tensor:
         x = self.embed(tokens)
         for block in self.blocks:
             x = block(x, form, inner_steps)

@@ -20,8 +20,7 @@ from neuroedge.models.ttt.train import DEFAULTS as TRAIN_DEFAULTS
 from neuroedge.seeding import seeded
 from neuroedge.types import Efficiency, IOSpec, ModelSpec, Paper, TorchProgram
 
-DEFAULTS: dict[str, Any] = {"variant": "v6", "d_model": 32, "heads": 2, "head_dim": 16,
-                            "seed": 0}
+DEFAULTS: dict[str, Any] = {"variant": "v6", "d_model": 32, "heads": 2, "head_dim": 16, "seed": 0}
 EXAMPLE_STEPS, EXAMPLE_BATCH = 16, 2
 
 
@@ -31,8 +30,14 @@ def make_layer(config: Mapping[str, Any]) -> Any:
 
     cfg = {**DEFAULTS, **config}
     with seeded(int(cfg["seed"])):
-        return TTTLayer(cfg["d_model"], cfg["heads"], cfg["head_dim"], str(cfg["variant"]),
-                        chunk=1, order="update_then_apply").eval()
+        return TTTLayer(
+            cfg["d_model"],
+            cfg["heads"],
+            cfg["head_dim"],
+            str(cfg["variant"]),
+            chunk=1,
+            order="update_then_apply",
+        ).eval()
 
 
 def build(config: Mapping[str, Any]) -> TorchProgram:
@@ -41,9 +46,14 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
 
     layer = make_layer(config)
     step = TTTStreamingStep(layer).eval()
-    return TorchProgram(step, ("x",), ("y",), step.state_names, step.init_state,
-                        meta={"variant": layer.variant.name, "trained": False,
-                              "config": {**DEFAULTS, **config}})
+    return TorchProgram(
+        step,
+        ("x",),
+        ("y",),
+        step.state_names,
+        step.init_state,
+        meta={"variant": layer.variant.name, "trained": False, "config": {**DEFAULTS, **config}},
+    )
 
 
 def example(seed: int = 0, config: Mapping[str, Any] | None = None) -> dict[str, np.ndarray]:
@@ -70,8 +80,12 @@ SPEC = ModelSpec(
     outputs=(IOSpec("y", ("T", "batch", "d_model")),),
     build=build,
     example=example,
-    paper=Paper("Test-Time Training with KV Binding Is Secretly Linear Attention", "ICML", 2026,
-                "https://arxiv.org/abs/2602.21204"),
+    paper=Paper(
+        "Test-Time Training with KV Binding Is Secretly Linear Attention",
+        "ICML",
+        2026,
+        "https://arxiv.org/abs/2602.21204",
+    ),
     efficiency=Efficiency("FLOP"),
     tolerance={"onnxrt": 1e-4, "default": 1e-4},
     default_config=DEFAULTS,
@@ -81,6 +95,9 @@ SPEC = ModelSpec(
     exportable=("onnx",),
     # build: DEFAULTS (default_config), and "smoke", accepted and a no-op: the seeded
     # program is always tiny and untrained
-    config_keys={"build": (*DEFAULTS, "smoke"), "train": tuple(TRAIN_DEFAULTS),
-                 "bench": tuple(BENCH_DEFAULTS)},
+    config_keys={
+        "build": (*DEFAULTS, "smoke"),
+        "train": tuple(TRAIN_DEFAULTS),
+        "bench": tuple(BENCH_DEFAULTS),
+    },
 )

@@ -22,13 +22,29 @@ from neuroedge.bench.latency import Latency, measure_latency, measure_side_by_si
 from neuroedge.types import Measurement, Report
 
 BENCH_DEFAULTS: dict[str, Any] = {
-    "variant": "v6", "d_model": 64, "heads": 2, "head_dim": 32, "batch": 1, "seed": 0,
-    "lengths": [256, 512, 1024, 2048, 4096, 8192], "repeats": 5, "threads": 1,
-    "stream_steps": 256, "onnx_length": 2048, "block": 64,
+    "variant": "v6",
+    "d_model": 64,
+    "heads": 2,
+    "head_dim": 32,
+    "batch": 1,
+    "seed": 0,
+    "lengths": [256, 512, 1024, 2048, 4096, 8192],
+    "repeats": 5,
+    "threads": 1,
+    "stream_steps": 256,
+    "onnx_length": 2048,
+    "block": 64,
 }
 FORMS = ("recurrent", "parallel", "chunked")
-COLUMNS = ("throughput_per_s", "latency_p50_ms", "speedup_vs_recurrent", "speedup_vs_host",
-           "gflops_per_s", "roofline_fraction", "max_abs_err")
+COLUMNS = (
+    "throughput_per_s",
+    "latency_p50_ms",
+    "speedup_vs_recurrent",
+    "speedup_vs_host",
+    "gflops_per_s",
+    "roofline_fraction",
+    "max_abs_err",
+)
 
 
 def matmul_gflops(size: int = 1024, repeats: int = 10) -> float:
@@ -41,7 +57,7 @@ def matmul_gflops(size: int = 1024, repeats: int = 10) -> float:
 
     a, b = torch.randn(size, size), torch.randn(size, size)
     timing = measure_latency(lambda: a @ b, repeats=repeats, warmup=2)
-    return 2 * size ** 3 / (min(timing.times_ms) / 1e3) / 1e9
+    return 2 * size**3 / (min(timing.times_ms) / 1e3) / 1e9
 
 
 def layer_flops(form: str, tokens: int, cfg: Mapping[str, Any]) -> float:
@@ -58,23 +74,34 @@ def layer_flops(form: str, tokens: int, cfg: Mapping[str, Any]) -> float:
     return float(projections + h * core * int(cfg["batch"]))
 
 
-def _row(form: str, tokens: int, timing: Latency, flops: float, roofline: float,
-         speedup: float, err: float | None, backend: str = "host",
-         speedup_name: str = "speedup_vs_recurrent") -> Report:
+def _row(
+    form: str,
+    tokens: int,
+    timing: Latency,
+    flops: float,
+    roofline: float,
+    speedup: float,
+    err: float | None,
+    backend: str = "host",
+    speedup_name: str = "speedup_vs_recurrent",
+) -> Report:
     p50_s = timing.percentile(50) / 1e3
     gflops = flops / p50_s / 1e9
-    metrics = {**timing.metrics(),
-               "throughput_per_s": Measurement(timing.batch / p50_s, "tokens/s"),
-               speedup_name: Measurement(speedup, "x"),
-               "gflops_per_s": Measurement(gflops, "GFLOP/s"),
-               "roofline_fraction": Measurement(gflops / roofline, "fraction")}
+    metrics = {
+        **timing.metrics(),
+        "throughput_per_s": Measurement(timing.batch / p50_s, "tokens/s"),
+        speedup_name: Measurement(speedup, "x"),
+        "gflops_per_s": Measurement(gflops, "GFLOP/s"),
+        "roofline_fraction": Measurement(gflops / roofline, "fraction"),
+    }
     if err is not None:
         metrics["max_abs_err"] = Measurement(err, "abs")
     return Report("ttt.linear_attention", backend, f"{form}@L={tokens}", metrics=metrics)
 
 
-def bench_forms(layer: Any, cfg: Mapping[str, Any], roofline: float,
-                progress: bool = True) -> list[Report]:
+def bench_forms(
+    layer: Any, cfg: Mapping[str, Any], roofline: float, progress: bool = True
+) -> list[Report]:
     """The three host forms at every length, timed side by side per length."""
     import torch
     from tqdm import tqdm
@@ -86,16 +113,27 @@ def bench_forms(layer: Any, cfg: Mapping[str, Any], roofline: float,
         with torch.inference_mode():
             outs = {f: layer(x, f) for f in FORMS}
             fns: dict[str, Callable[[], object]] = {
-                f: (lambda f=f, x=x: layer(x, f)) for f in FORMS}
+                f: (lambda f=f, x=x: layer(x, f)) for f in FORMS
+            }
             reps = int(cfg["repeats"])
             # block=1: the forms alternate call by call, so a burst of load hits them alike
-            timings = measure_side_by_side(fns, repeats=reps, warmup=1, block=1,
-                                           batch=int(cfg["batch"]) * tokens)
+            timings = measure_side_by_side(
+                fns, repeats=reps, warmup=1, block=1, batch=int(cfg["batch"]) * tokens
+            )
         base = timings["recurrent"].percentile(50)
         for f in FORMS:
             err = None if f == "recurrent" else float((outs[f] - outs["recurrent"]).abs().max())
-            rows.append(_row(f, tokens, timings[f], layer_flops(f, tokens, cfg), roofline,
-                             base / timings[f].percentile(50), err))
+            rows.append(
+                _row(
+                    f,
+                    tokens,
+                    timings[f],
+                    layer_flops(f, tokens, cfg),
+                    roofline,
+                    base / timings[f].percentile(50),
+                    err,
+                )
+            )
     return rows
 
 
@@ -108,34 +146,52 @@ def bench_stream(cfg: Mapping[str, Any], out_dir: Path) -> list[Report]:
     program = SPEC.build({**SPEC.default_config, "variant": cfg["variant"]})
     host, ort_backend = get_backend("host"), get_backend("onnxrt")
     host_art = host.compile(program, SPEC)
-    ort_art = ort_backend.compile(program, SPEC, {"form": "step",
-                                                  "path": str(out_dir / "step.onnx")})
+    ort_art = ort_backend.compile(
+        program, SPEC, {"form": "step", "path": str(out_dir / "step.onnx")}
+    )
     steps = int(cfg["stream_steps"])
-    x = np.random.default_rng(int(cfg["seed"])).standard_normal(
-        (steps, 1, int(program.meta["config"]["d_model"]))).astype(np.float32)
-    err = compare(host.run(host_art, {"x": x}),
-                  ort_backend.run(ort_art, {"x": x}))["max_abs_err"].value
-    timing = measure_side_by_side({"host": lambda: host.run(host_art, {"x": x}),
-                                   "onnxrt": lambda: ort_backend.run(ort_art, {"x": x})},
-                                  repeats=int(cfg["repeats"]), warmup=1, batch=steps)
+    x = (
+        np.random.default_rng(int(cfg["seed"]))
+        .standard_normal((steps, 1, int(program.meta["config"]["d_model"])))
+        .astype(np.float32)
+    )
+    err = compare(host.run(host_art, {"x": x}), ort_backend.run(ort_art, {"x": x}))[
+        "max_abs_err"
+    ].value
+    timing = measure_side_by_side(
+        {
+            "host": lambda: host.run(host_art, {"x": x}),
+            "onnxrt": lambda: ort_backend.run(ort_art, {"x": x}),
+        },
+        repeats=int(cfg["repeats"]),
+        warmup=1,
+        batch=steps,
+    )
     rows = []
     for name in ("host", "onnxrt"):
-        metrics = {**timing[name].metrics(), "throughput_per_s": Measurement(
-            steps / (timing[name].percentile(50) / 1e3), "tokens/s")}
+        metrics = {
+            **timing[name].metrics(),
+            "throughput_per_s": Measurement(
+                steps / (timing[name].percentile(50) / 1e3), "tokens/s"
+            ),
+        }
         notes: tuple[str, ...] = ()
         if name == "onnxrt":
             metrics["speedup_vs_host"] = Measurement(
-                timing["host"].percentile(50) / timing["onnxrt"].percentile(50), "x")
+                timing["host"].percentile(50) / timing["onnxrt"].percentile(50), "x"
+            )
             metrics["max_abs_err"] = Measurement(err, "abs")
             why = f"streaming step with explicit state; parity over {steps} steps from S_0"
             notes = (why,)
-        rows.append(Report("ttt.linear_attention", name, f"step@T={steps}", metrics=metrics,
-                           notes=notes))
+        rows.append(
+            Report("ttt.linear_attention", name, f"step@T={steps}", metrics=metrics, notes=notes)
+        )
     return rows
 
 
-def bench_parallel_onnx(cfg: Mapping[str, Any], layer: Any, out_dir: Path,
-                        roofline: float) -> Report:
+def bench_parallel_onnx(
+    cfg: Mapping[str, Any], layer: Any, out_dir: Path, roofline: float
+) -> Report:
     """The dynamic-length parallel export on onnxrt against the host parallel form."""
     import torch
     from neuroedge.models.ttt.export import export_parallel_onnx, onnx_session
@@ -146,18 +202,37 @@ def bench_parallel_onnx(cfg: Mapping[str, Any], layer: Any, out_dir: Path,
     with torch.inference_mode():
         ref = layer(xs, "parallel").numpy()
         timing = measure_side_by_side(
-            {"host": lambda: layer(xs, "parallel"),
-             "onnxrt": lambda: session.run(["y"], {"x": xs.numpy()})},
-            repeats=int(cfg["repeats"]), warmup=1, block=int(cfg["repeats"]), batch=tokens)
+            {
+                "host": lambda: layer(xs, "parallel"),
+                "onnxrt": lambda: session.run(["y"], {"x": xs.numpy()}),
+            },
+            repeats=int(cfg["repeats"]),
+            warmup=1,
+            block=int(cfg["repeats"]),
+            batch=tokens,
+        )
     err = float(np.abs(session.run(["y"], {"x": xs.numpy()})[0] - ref).max())
     speedup = timing["host"].percentile(50) / timing["onnxrt"].percentile(50)
-    return _row("parallel", tokens, timing["onnxrt"], layer_flops("parallel", tokens, cfg),
-                roofline, speedup, err, backend="onnxrt", speedup_name="speedup_vs_host")
+    return _row(
+        "parallel",
+        tokens,
+        timing["onnxrt"],
+        layer_flops("parallel", tokens, cfg),
+        roofline,
+        speedup,
+        err,
+        backend="onnxrt",
+        speedup_name="speedup_vs_host",
+    )
 
 
-def bench(out_dir: str | Path, backends: Sequence[str] = ("host",),
-          config: Mapping[str, Any] | None = None, history: str | None = None,
-          progress: bool = True) -> dict[str, Any]:
+def bench(
+    out_dir: str | Path,
+    backends: Sequence[str] = ("host",),
+    config: Mapping[str, Any] | None = None,
+    history: str | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
     """Run the benchmark, write report.json/report.md/scaling.png, return the document."""
     import torch
     from neuroedge.bench.report import build_document, write_report
@@ -167,8 +242,9 @@ def bench(out_dir: str | Path, backends: Sequence[str] = ("host",),
     cfg = {**BENCH_DEFAULTS, **(config or {})}
     torch.set_num_threads(int(cfg["threads"]))
     torch.manual_seed(int(cfg["seed"]))
-    layer = TTTLayer(int(cfg["d_model"]), int(cfg["heads"]), int(cfg["head_dim"]),
-                     str(cfg["variant"]), chunk=1).eval()
+    layer = TTTLayer(
+        int(cfg["d_model"]), int(cfg["heads"]), int(cfg["head_dim"]), str(cfg["variant"]), chunk=1
+    ).eval()
     roofline = matmul_gflops()
     rows = bench_forms(layer, cfg, roofline, progress)
     out = Path(out_dir)
@@ -183,11 +259,23 @@ def bench(out_dir: str | Path, backends: Sequence[str] = ("host",),
     lines = ratio_lines(rows, roofline)
     for line in [*lines, *skipped]:
         print(line)
-    doc = build_document("ttt.linear_attention", rows, config=cfg, columns=list(COLUMNS),
-                         roofline_gflops=roofline, ratios=lines, skipped=skipped)
-    write_report(doc, out, columns=COLUMNS, plots=[scaling_plot], history=history,
-                 sections=["## Side-by-side ratios (same run)", "",
-                           *(f"- {s}" for s in [*lines, *skipped])])
+    doc = build_document(
+        "ttt.linear_attention",
+        rows,
+        config=cfg,
+        columns=list(COLUMNS),
+        roofline_gflops=roofline,
+        ratios=lines,
+        skipped=skipped,
+    )
+    write_report(
+        doc,
+        out,
+        columns=COLUMNS,
+        plots=[scaling_plot],
+        history=history,
+        sections=["## Side-by-side ratios (same run)", "", *(f"- {s}" for s in [*lines, *skipped])],
+    )
     return doc
 
 
@@ -196,13 +284,17 @@ def ratio_lines(rows: Sequence[Report], roofline: float) -> list[str]:
     for r in rows:
         if r.backend == "host" and not r.variant.startswith(("recurrent", "step")):
             m = r.metrics
-            lines.append(f"{r.variant}: {m['speedup_vs_recurrent'].value:.1f}x recurrent "
-                         f"throughput, {m['gflops_per_s'].value:.2f} GFLOP/s "
-                         f"({100 * m['roofline_fraction'].value:.0f}% of roofline)")
+            lines.append(
+                f"{r.variant}: {m['speedup_vs_recurrent'].value:.1f}x recurrent "
+                f"throughput, {m['gflops_per_s'].value:.2f} GFLOP/s "
+                f"({100 * m['roofline_fraction'].value:.0f}% of roofline)"
+            )
         elif r.backend == "onnxrt":
-            lines.append(f"onnxrt {r.variant}: {r.metrics['speedup_vs_host'].value:.2f}x faster "
-                         "than host (p50), "
-                         f"max abs err {r.metrics['max_abs_err'].value:.2e}")
+            lines.append(
+                f"onnxrt {r.variant}: {r.metrics['speedup_vs_host'].value:.2f}x faster "
+                "than host (p50), "
+                f"max abs err {r.metrics['max_abs_err'].value:.2e}"
+            )
     return lines
 
 
@@ -214,8 +306,11 @@ def scaling_plot(doc: dict[str, Any], path: Path) -> Path:
 
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.8))
     for form in FORMS:
-        pts = [(int(r["variant"].split("=")[1]), r["metrics"]) for r in doc["rows"]
-               if r["backend"] == "host" and r["variant"].startswith(form + "@")]
+        pts = [
+            (int(r["variant"].split("=")[1]), r["metrics"])
+            for r in doc["rows"]
+            if r["backend"] == "host" and r["variant"].startswith(form + "@")
+        ]
         lengths = [p[0] for p in pts]
         a1.plot(lengths, [p[1]["throughput_per_s"]["value"] for p in pts], "o-", label=form)
         a2.plot(lengths, [p[1]["gflops_per_s"]["value"] for p in pts], "o-", label=form)

@@ -25,12 +25,25 @@ from neuroedge.models.ttt.variants import LADDER, get_variant
 
 # Sized for a shared 2-core CPU: the slowest variant (baseline) takes ~0.8 s per step there.
 DEFAULTS: dict[str, Any] = {
-    "pairs": 8, "keys": 16, "values": 16, "d_model": 32, "layers": 2, "heads": 2,
-    "head_dim": 16, "chunk": 4, "order": "apply_then_update", "window": 4, "steps": 300,
-    "batch": 32, "lr": 3e-3, "seed": 0, "eval_batch": 256, "inner_steps": [1, 2, 4, 8],
+    "pairs": 8,
+    "keys": 16,
+    "values": 16,
+    "d_model": 32,
+    "layers": 2,
+    "heads": 2,
+    "head_dim": 16,
+    "chunk": 4,
+    "order": "apply_then_update",
+    "window": 4,
+    "steps": 300,
+    "batch": 32,
+    "lr": 3e-3,
+    "seed": 0,
+    "eval_batch": 256,
+    "inner_steps": [1, 2, 4, 8],
     "threads": 1,
 }
-EVAL_SEED = 10 ** 9  # evaluation sequences never appear in training (training seeds < 1e9)
+EVAL_SEED = 10**9  # evaluation sequences never appear in training (training seeds < 1e9)
 
 
 def task_of(cfg: Mapping[str, Any]) -> MQARTask:
@@ -40,31 +53,46 @@ def task_of(cfg: Mapping[str, Any]) -> MQARTask:
 def make_model(cfg: Mapping[str, Any], variant: Any, q_as_k: bool = False) -> Any:
     from neuroedge.models.ttt.module import TTTLanguageModel
 
-    return TTTLanguageModel(task_of(cfg).vocab, int(cfg["d_model"]), int(cfg["layers"]),
-                            int(cfg["heads"]), int(cfg["head_dim"]), variant, int(cfg["chunk"]),
-                            str(cfg["order"]), int(cfg["window"]), q_as_k=q_as_k)
+    return TTTLanguageModel(
+        task_of(cfg).vocab,
+        int(cfg["d_model"]),
+        int(cfg["layers"]),
+        int(cfg["heads"]),
+        int(cfg["head_dim"]),
+        variant,
+        int(cfg["chunk"]),
+        str(cfg["order"]),
+        int(cfg["window"]),
+        q_as_k=q_as_k,
+    )
 
 
-def evaluate(model: Any, cfg: Mapping[str, Any], inner_steps: int = 1,
-             form: str | None = None) -> dict[str, float]:
+def evaluate(
+    model: Any, cfg: Mapping[str, Any], inner_steps: int = 1, form: str | None = None
+) -> dict[str, float]:
     """Cross-entropy and accuracy at the query positions of held-out sequences."""
     import torch
 
-    tokens, targets = mqar_batch(task_of(cfg), int(cfg["eval_batch"]),
-                                 EVAL_SEED + int(cfg["seed"]))
+    tokens, targets = mqar_batch(task_of(cfg), int(cfg["eval_batch"]), EVAL_SEED + int(cfg["seed"]))
     model.eval()
     with torch.no_grad():
         logits = model(torch.from_numpy(tokens), form, inner_steps)
     tgt = torch.from_numpy(targets)
-    loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), tgt.flatten(),
-                                             ignore_index=IGNORE)
+    loss = torch.nn.functional.cross_entropy(
+        logits.flatten(0, 1), tgt.flatten(), ignore_index=IGNORE
+    )
     scored = tgt != IGNORE
     acc = (logits.argmax(-1)[scored] == tgt[scored]).float().mean()
     return {"loss": float(loss), "accuracy": float(acc)}
 
 
-def train_one(cfg: Mapping[str, Any], variant: Any, q_as_k: bool = False,
-              progress: bool = True, label: str | None = None) -> tuple[Any, dict[str, Any]]:
+def train_one(
+    cfg: Mapping[str, Any],
+    variant: Any,
+    q_as_k: bool = False,
+    progress: bool = True,
+    label: str | None = None,
+) -> tuple[Any, dict[str, Any]]:
     """Train one LM; returns the model and ``{variant, loss, accuracy, seconds, ...}``."""
     import torch
     from tqdm import tqdm
@@ -75,17 +103,18 @@ def train_one(cfg: Mapping[str, Any], variant: Any, q_as_k: bool = False,
     model = make_model(cfg, variant, q_as_k)
     opt = torch.optim.AdamW(model.parameters(), lr=float(cfg["lr"]), weight_decay=0.01)
     steps = int(cfg["steps"])
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, float(cfg["lr"]), total_steps=steps,
-                                                pct_start=0.1)
+    sched = torch.optim.lr_scheduler.OneCycleLR(
+        opt, float(cfg["lr"]), total_steps=steps, pct_start=0.1
+    )
     task, start = task_of(cfg), time.perf_counter()
     bar = tqdm(range(steps), desc=f"train {label or variant.name}", disable=not progress)
     for step in bar:
         model.train()
         tokens, targets = mqar_batch(task, int(cfg["batch"]), int(cfg["seed"]) * 10**6 + step)
         logits = model(torch.from_numpy(tokens))
-        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1),
-                                                 torch.from_numpy(targets).flatten(),
-                                                 ignore_index=IGNORE)
+        loss = torch.nn.functional.cross_entropy(
+            logits.flatten(0, 1), torch.from_numpy(targets).flatten(), ignore_index=IGNORE
+        )
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -94,13 +123,18 @@ def train_one(cfg: Mapping[str, Any], variant: Any, q_as_k: bool = False,
         if step % 20 == 0:
             bar.set_postfix(loss=f"{loss.item():.3f}")
     seconds = time.perf_counter() - start
-    result = {"variant": label or variant.name, "form": model.blocks[0].ttt.default_form(),
-              "seconds": seconds, **evaluate(model, cfg)}
+    result = {
+        "variant": label or variant.name,
+        "form": model.blocks[0].ttt.default_form(),
+        "seconds": seconds,
+        **evaluate(model, cfg),
+    }
     return model, result
 
 
-def ladder(config: Mapping[str, Any] | None = None, out: str | Path | None = None,
-           progress: bool = True) -> dict[str, Any]:
+def ladder(
+    config: Mapping[str, Any] | None = None, out: str | Path | None = None, progress: bool = True
+) -> dict[str, Any]:
     """Train every ladder variant and the probes; write the tables into ``out``."""
     cfg = {**DEFAULTS, **(config or {})}
     rows, probes = [], {}
@@ -110,15 +144,21 @@ def ladder(config: Mapping[str, Any] | None = None, out: str | Path | None = Non
         rows.append(row)
         if name == "baseline":
             baseline = model
-    probes["inner_steps"] = [{"inner_steps": n, **evaluate(baseline, cfg, inner_steps=n,
-                                                           form="recurrent")}
-                             for n in cfg["inner_steps"]]
+    probes["inner_steps"] = [
+        {"inner_steps": n, **evaluate(baseline, cfg, inner_steps=n, form="recurrent")}
+        for n in cfg["inner_steps"]
+    ]
     ascent = replace(LADDER["baseline"], name="baseline_ascent", ascent=True)
     probes["gradient_ascent"] = train_one(cfg, ascent, progress=progress)[1]
-    probes["q_as_k"] = train_one(cfg, "baseline", q_as_k=True, progress=progress,
-                                 label="baseline_q_as_k")[1]
-    result = {"config": cfg, "chance_accuracy": 1.0 / int(cfg["values"]), "ladder": rows,
-              "probes": probes}
+    probes["q_as_k"] = train_one(
+        cfg, "baseline", q_as_k=True, progress=progress, label="baseline_q_as_k"
+    )[1]
+    result = {
+        "config": cfg,
+        "chance_accuracy": 1.0 / int(cfg["values"]),
+        "ladder": rows,
+        "probes": probes,
+    }
     if out is not None:
         write_ladder(result, Path(out))
     return result
@@ -127,14 +167,24 @@ def ladder(config: Mapping[str, Any] | None = None, out: str | Path | None = Non
 def ladder_markdown(result: Mapping[str, Any]) -> str:
     lines = ["| variant | trained form | eval loss | accuracy | train s |", "|---|---|---|---|---|"]
     for r in result["ladder"]:
-        lines.append(f"| {r['variant']} | {r['form']} | {r['loss']:.3f} | {r['accuracy']:.3f} "
-                     f"| {r['seconds']:.0f} |")
-    lines += ["", f"Chance accuracy: {result['chance_accuracy']:.3f}.", "",
-              "Anomaly probes (on the trained baseline):", "",
-              "| probe | eval loss | accuracy |", "|---|---|---|"]
+        lines.append(
+            f"| {r['variant']} | {r['form']} | {r['loss']:.3f} | {r['accuracy']:.3f} "
+            f"| {r['seconds']:.0f} |"
+        )
+    lines += [
+        "",
+        f"Chance accuracy: {result['chance_accuracy']:.3f}.",
+        "",
+        "Anomaly probes (on the trained baseline):",
+        "",
+        "| probe | eval loss | accuracy |",
+        "|---|---|---|",
+    ]
     for p in result["probes"]["inner_steps"]:
-        lines.append(f"| inner steps = {p['inner_steps']} at test time | {p['loss']:.3f} "
-                     f"| {p['accuracy']:.3f} |")
+        lines.append(
+            f"| inner steps = {p['inner_steps']} at test time | {p['loss']:.3f} "
+            f"| {p['accuracy']:.3f} |"
+        )
     for key in ("gradient_ascent", "q_as_k"):
         p = result["probes"][key]
         lines.append(f"| {p['variant']} (trained so) | {p['loss']:.3f} | {p['accuracy']:.3f} |")
@@ -150,8 +200,9 @@ def write_ladder(result: Mapping[str, Any], out: Path) -> None:
 
     out.mkdir(parents=True, exist_ok=True)
     write_text(out / "ladder.json", json.dumps(result, indent=2) + "\n")
-    write_text(out / "ladder.md", "# TTT reduction ladder on MQAR\n\n"
-               + ladder_markdown(result) + "\n")
+    write_text(
+        out / "ladder.md", "# TTT reduction ladder on MQAR\n\n" + ladder_markdown(result) + "\n"
+    )
     names = [r["variant"] for r in result["ladder"]]
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.5))
     a1.bar(names, [r["accuracy"] for r in result["ladder"]])
@@ -170,9 +221,16 @@ def write_ladder(result: Mapping[str, Any], out: Path) -> None:
 def summary(result: Mapping[str, Any]) -> dict[str, Any]:
     """The numbers the CLI prints: accuracy per variant and per probe."""
     acc = {r["variant"]: round(r["accuracy"], 4) for r in result["ladder"]}
-    acc.update({f"inner_steps={p['inner_steps']}": round(p["accuracy"], 4)
-                for p in result["probes"]["inner_steps"]})
+    acc.update(
+        {
+            f"inner_steps={p['inner_steps']}": round(p["accuracy"], 4)
+            for p in result["probes"]["inner_steps"]
+        }
+    )
     for key in ("gradient_ascent", "q_as_k"):
         acc[result["probes"][key]["variant"]] = round(result["probes"][key]["accuracy"], 4)
-    return {"accuracy": acc, "chance": result["chance_accuracy"],
-            "mean_train_seconds": float(np.mean([r["seconds"] for r in result["ladder"]]))}
+    return {
+        "accuracy": acc,
+        "chance": result["chance_accuracy"],
+        "mean_train_seconds": float(np.mean([r["seconds"] for r in result["ladder"]])),
+    }

@@ -48,8 +48,9 @@ class TTTVariant:
 
     def __post_init__(self) -> None:
         if self.kernel not in KERNELS:
-            raise ValueError(f"variant {self.name!r}: kernel {self.kernel!r} is not one of "
-                             f"{KERNELS}")
+            raise ValueError(
+                f"variant {self.name!r}: kernel {self.kernel!r} is not one of {KERNELS}"
+            )
         if self.dynamic_kernel and self.kernel != "swiglu":
             raise ValueError(f"variant {self.name!r}: a dynamic kernel needs kernel='swiglu'")
 
@@ -69,23 +70,41 @@ class TTTVariant:
         if form in self.forms:
             return None
         if self.dynamic_kernel:
-            return (f"variant {self.name!r} updates the kernel weights W0, W2: the update "
-                    "depends on the state, only the recurrent form is exact")
+            return (
+                f"variant {self.name!r} updates the kernel weights W0, W2: the update "
+                "depends on the state, only the recurrent form is exact"
+            )
         if self.weight_norm:
-            return (f"variant {self.name!r} renormalises the fast weights after each update: "
-                    "not associative, only the recurrent form is exact")
-        return (f"variant {self.name!r} orthogonalises each chunk's update with Muon, which is "
-                "not linear: use the chunked (prefix-scan) form")
+            return (
+                f"variant {self.name!r} renormalises the fast weights after each update: "
+                "not associative, only the recurrent form is exact"
+            )
+        return (
+            f"variant {self.name!r} orthogonalises each chunk's update with Muon, which is "
+            "not linear: use the chunked (prefix-scan) form"
+        )
 
 
-BASELINE = TTTVariant("baseline", dynamic_kernel=True, weight_norm=True, kernel="swiglu",
-                      per_token_lr=True, momentum=True, muon=True)
+BASELINE = TTTVariant(
+    "baseline",
+    dynamic_kernel=True,
+    weight_norm=True,
+    kernel="swiglu",
+    per_token_lr=True,
+    momentum=True,
+    muon=True,
+)
 
 
 def _ladder() -> dict[str, TTTVariant]:
-    steps = [("v1", {"dynamic_kernel": False}), ("v2", {"weight_norm": False}),
-             ("v3", {"kernel": "linear"}), ("v4", {"per_token_lr": False}),
-             ("v5", {"momentum": False}), ("v6", {"muon": False})]
+    steps = [
+        ("v1", {"dynamic_kernel": False}),
+        ("v2", {"weight_norm": False}),
+        ("v3", {"kernel": "linear"}),
+        ("v4", {"per_token_lr": False}),
+        ("v5", {"momentum": False}),
+        ("v6", {"muon": False}),
+    ]
     table, current = {"baseline": BASELINE}, BASELINE
     for name, change in steps:
         current = replace(current, name=name, **change)

@@ -23,9 +23,14 @@ CIFAR_TEST = "test_batch"
 CIFAR_FILES = (*CIFAR_TRAIN, CIFAR_TEST)
 CIFAR_MEAN = np.array([0.4914, 0.4822, 0.4465], dtype=np.float32)
 CIFAR_STD = np.array([0.2470, 0.2435, 0.2616], dtype=np.float32)
-_NUMPY_GLOBALS = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray",
-                  "_reconstruct"), ("numpy", "ndarray"), ("numpy", "dtype"),
-                  ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar")}
+_NUMPY_GLOBALS = {
+    ("numpy.core.multiarray", "_reconstruct"),
+    ("numpy._core.multiarray", "_reconstruct"),
+    ("numpy", "ndarray"),
+    ("numpy", "dtype"),
+    ("numpy.core.multiarray", "scalar"),
+    ("numpy._core.multiarray", "scalar"),
+}
 
 __all__ = ["CIFAR_FILES", "ImageSplit", "direct_encoding", "load_cifar10", "load_digits"]
 
@@ -53,18 +58,19 @@ def _read_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
     try:
         blob = _ArraysOnly(io.BytesIO(path.read_bytes()), encoding="bytes").load()
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError) as err:
-        raise ValueError(f"{path}: not a CIFAR-10 python batch ({path.stat().st_size} bytes): "
-                         f"{err}") from err
+        raise ValueError(
+            f"{path}: not a CIFAR-10 python batch ({path.stat().st_size} bytes): {err}"
+        ) from err
     if not isinstance(blob, dict) or b"data" not in blob or b"labels" not in blob:
         keys = sorted(blob) if isinstance(blob, dict) else type(blob).__name__
         raise ValueError(f"{path}: expected a dict with b'data' and b'labels', got {keys}")
     data, labels = np.asarray(blob[b"data"]), np.asarray(blob[b"labels"], dtype=np.int64)
     if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3072:
-        raise ValueError(f"{path}: b'data' must be uint8 (N, 3072), got {data.dtype} "
-                         f"{data.shape}")
+        raise ValueError(f"{path}: b'data' must be uint8 (N, 3072), got {data.dtype} {data.shape}")
     if labels.shape != (data.shape[0],) or labels.min() < 0 or labels.max() > 9:
-        raise ValueError(f"{path}: b'labels' must be N={data.shape[0]} ints in 0..9, got shape "
-                         f"{labels.shape}")
+        raise ValueError(
+            f"{path}: b'labels' must be N={data.shape[0]} ints in 0..9, got shape {labels.shape}"
+        )
     return data.reshape(-1, 3, 32, 32), labels
 
 
@@ -76,12 +82,16 @@ def load_cifar10(root: str | os.PathLike[str]) -> ImageSplit:
     """
     root = Path(root)
     if not root.is_dir():
-        raise FileNotFoundError(f"CIFAR-10 folder {root} does not exist; expected a folder "
-                                f"holding {', '.join(CIFAR_FILES)} (the python version)")
+        raise FileNotFoundError(
+            f"CIFAR-10 folder {root} does not exist; expected a folder "
+            f"holding {', '.join(CIFAR_FILES)} (the python version)"
+        )
     missing = [name for name in CIFAR_FILES if not (root / name).is_file()]
     if missing:
-        raise FileNotFoundError(f"CIFAR-10 folder {root} lacks {', '.join(missing)}; expected "
-                                f"{', '.join(CIFAR_FILES)} (the python version)")
+        raise FileNotFoundError(
+            f"CIFAR-10 folder {root} lacks {', '.join(missing)}; expected "
+            f"{', '.join(CIFAR_FILES)} (the python version)"
+        )
     train = [_read_batch(root / name) for name in CIFAR_TRAIN]
     x_test, y_test = _read_batch(root / CIFAR_TEST)
     x_train = np.concatenate([x for x, _ in train])

@@ -31,17 +31,28 @@ from neuroedge.types import NIRProgram
 def _conv_node(conv: torch.nn.Conv2d, size: int) -> Any:
     import nir
 
-    return nir.Conv2d(input_shape=(size, size), weight=conv.weight.detach().numpy().copy(),
-                      stride=conv.stride, padding=conv.padding, dilation=conv.dilation,
-                      groups=conv.groups, bias=conv.bias.detach().numpy().copy())
+    return nir.Conv2d(
+        input_shape=(size, size),
+        weight=conv.weight.detach().numpy().copy(),
+        stride=conv.stride,
+        padding=conv.padding,
+        dilation=conv.dilation,
+        groups=conv.groups,
+        bias=conv.bias.detach().numpy().copy(),
+    )
 
 
 def _lif_node(shape: tuple[int, ...]) -> Any:
     import nir
 
-    full = (lambda value: np.full(shape, value, dtype=np.float32))
-    return nir.LIF(tau=full(LIF.tau_mem), r=full(LIF.r), v_leak=full(LIF.v_leak),
-                   v_threshold=full(float(LIF.v_th)), v_reset=full(LIF.v_reset))
+    full = lambda value: np.full(shape, value, dtype=np.float32)
+    return nir.LIF(
+        tau=full(LIF.tau_mem),
+        r=full(LIF.r),
+        v_leak=full(LIF.v_leak),
+        v_threshold=full(float(LIF.v_th)),
+        v_reset=full(LIF.v_reset),
+    )
 
 
 def to_nir(folded: FoldedResNet) -> NIRProgram:
@@ -51,9 +62,12 @@ def to_nir(folded: FoldedResNet) -> NIRProgram:
     arch = folded.arch
     shapes = arch.neuron_shapes()
     nodes: dict[str, Any] = {
-        "input": nir.Input(input_type={"input": np.array([arch.in_channels, arch.image,
-                                                          arch.image])}),
-        "stem": _conv_node(folded.stem, arch.image), "stem_lif": _lif_node(shapes[0])}
+        "input": nir.Input(
+            input_type={"input": np.array([arch.in_channels, arch.image, arch.image])}
+        ),
+        "stem": _conv_node(folded.stem, arch.image),
+        "stem_lif": _lif_node(shapes[0]),
+    }
     edges = [("input", "stem"), ("stem", "stem_lif")]
     prev, size = "stem_lif", arch.image
     for i, block in enumerate(folded.blocks):
@@ -63,8 +77,12 @@ def to_nir(folded: FoldedResNet) -> NIRProgram:
         nodes[names[1]] = _lif_node(shapes[2 * i + 1])
         nodes[names[2]] = _conv_node(block.conv2, out_size)
         nodes[names[3]] = _lif_node(shapes[2 * i + 2])
-        edges += [(prev, names[0]), (names[0], names[1]), (names[1], names[2]),
-                  (names[2], names[3])]
+        edges += [
+            (prev, names[0]),
+            (names[0], names[1]),
+            (names[1], names[2]),
+            (names[2], names[3]),
+        ]
         if isinstance(block.shortcut, torch.nn.Conv2d):
             nodes[names[4]] = _conv_node(block.shortcut, size)
             edges += [(prev, names[4]), (names[4], names[3])]
@@ -72,23 +90,34 @@ def to_nir(folded: FoldedResNet) -> NIRProgram:
             edges.append((prev, names[3]))
         prev, size = names[3], out_size
     nodes["flatten"] = nir.Flatten(input_type={"input": np.array(shapes[-1])}, start_dim=0)
-    nodes["fc"] = nir.Affine(weight=folded.fc.weight.detach().numpy().copy(),
-                             bias=folded.fc.bias.detach().numpy().copy())
+    nodes["fc"] = nir.Affine(
+        weight=folded.fc.weight.detach().numpy().copy(), bias=folded.fc.bias.detach().numpy().copy()
+    )
     nodes["logits"] = nir.Output(output_type={"output": np.array([arch.classes])})
     edges += [(prev, "flatten"), ("flatten", "fc"), ("fc", "logits")]
     lifs = [n for n in nodes if n.endswith(("_lif", "_lif1", "_lif2"))]
-    graph = nir.NIRGraph(nodes=nodes, edges=edges, metadata={
-        "concat:spikes": ",".join(lifs), "model": "snn.unisparse", "arch": arch.name,
-        "dt": LIF.dt, "reset": LIF.reset, "discretisation": "forward Euler",
-        "bn": "folded into Conv2d weight and bias"})
+    graph = nir.NIRGraph(
+        nodes=nodes,
+        edges=edges,
+        metadata={
+            "concat:spikes": ",".join(lifs),
+            "model": "snn.unisparse",
+            "arch": arch.name,
+            "dt": LIF.dt,
+            "reset": LIF.reset,
+            "discretisation": "forward Euler",
+            "bn": "folded into Conv2d weight and bias",
+        },
+    )
     return NIRProgram(graph, dt=LIF.dt, meta={"arch": arch.name})
 
 
 def _topological(order: list[Any], edges: list[tuple[str, str]]) -> list[Any]:
     """``order`` (nirtorch nodes) re-sorted so every node runs after all of its sources."""
     by_name = {node.name: node for node in order}
-    pending = {name: {src for src, dst in edges if dst == name and src in by_name}
-               for name in by_name}
+    pending = {
+        name: {src for src, dst in edges if dst == name and src in by_name} for name in by_name
+    }
     ranked: list[Any] = []
     while pending:
         ready = [name for name in by_name if name in pending and not pending[name]]

@@ -66,21 +66,24 @@ def positive_gamma(gamma_raw: torch.Tensor) -> torch.Tensor:
     return F.softplus(gamma_raw)
 
 
-def bn_affine(gamma: torch.Tensor, beta: torch.Tensor, mean: torch.Tensor, var: torch.Tensor,
-              eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+def bn_affine(
+    gamma: torch.Tensor, beta: torch.Tensor, mean: torch.Tensor, var: torch.Tensor, eps: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Inference BN as ``y = a * x + b``: ``a = gamma / sqrt(var + eps)``, ``b = beta - a mu``."""
     a = gamma / torch.sqrt(var + eps)
     return a, beta - a * mean
 
 
-def effective_threshold(theta: float, gamma: torch.Tensor, var: torch.Tensor,
-                        eps: float) -> torch.Tensor:
+def effective_threshold(
+    theta: float, gamma: torch.Tensor, var: torch.Tensor, eps: float
+) -> torch.Tensor:
     """Per-channel threshold on the raw conv output: ``theta * sqrt(var + eps) / gamma``."""
     return theta * torch.sqrt(var + eps) / gamma
 
 
-def bias_current(gamma: torch.Tensor, beta: torch.Tensor, mean: torch.Tensor,
-                 var: torch.Tensor, eps: float) -> torch.Tensor:
+def bias_current(
+    gamma: torch.Tensor, beta: torch.Tensor, mean: torch.Tensor, var: torch.Tensor, eps: float
+) -> torch.Tensor:
     """Per-channel constant input current in the raw-conv frame: ``b / a``."""
     return beta * torch.sqrt(var + eps) / gamma - mean
 
@@ -90,8 +93,9 @@ def firing_probability(gamma: torch.Tensor, beta: torch.Tensor, theta: float) ->
     return torch.special.ndtr((beta - theta) / gamma)
 
 
-def mask_gate(logits: torch.Tensor, temperature: float, hard: bool,
-              straight_through: bool = False) -> torch.Tensor:
+def mask_gate(
+    logits: torch.Tensor, temperature: float, hard: bool, straight_through: bool = False
+) -> torch.Tensor:
     """Weight gate: ``1[m > 0]`` once frozen (``hard``); while searching either the soft
     ``sigmoid(T m)`` or, ``straight_through``, the binary gate in the forward pass with the
     gradient of ``sigmoid(T m)`` in the backward pass."""
@@ -102,8 +106,9 @@ def mask_gate(logits: torch.Tensor, temperature: float, hard: bool,
     return binary + soft - soft.detach() if straight_through else soft
 
 
-def layer_sops(spike_map: torch.Tensor, gate: torch.Tensor, stride: Any = 1,
-               padding: Any = 0) -> torch.Tensor:
+def layer_sops(
+    spike_map: torch.Tensor, gate: torch.Tensor, stride: Any = 1, padding: Any = 0
+) -> torch.Tensor:
     """Synaptic operations of one layer: every (input spike, surviving weight) pair.
 
     ``spike_map``: spikes summed over time and batch, ``(C, H, W)`` for a conv or ``(N,)`` for
@@ -127,8 +132,9 @@ def rate_scaled(spike_map: torch.Tensor, rate: torch.Tensor) -> torch.Tensor:
     return spike_map.detach() * ratio.view(-1, *([1] * (spike_map.dim() - 1)))
 
 
-def energy_estimate(terms: Sequence[tuple[torch.Tensor, torch.Tensor, Any, Any]],
-                    samples: int, e_ac_pj: float) -> torch.Tensor:
+def energy_estimate(
+    terms: Sequence[tuple[torch.Tensor, torch.Tensor, Any, Any]], samples: int, e_ac_pj: float
+) -> torch.Tensor:
     """Energy per sample in microjoules, ``E_AC * sum_l SOP_l / samples``, differentiable.
 
     ``terms``: one ``(spike_map, gate, stride, padding)`` per budgeted synaptic layer, already
@@ -138,8 +144,9 @@ def energy_estimate(terms: Sequence[tuple[torch.Tensor, torch.Tensor, Any, Any]]
     return total * e_ac_pj * 1e-6 / samples
 
 
-def budget_penalty(energy: torch.Tensor, target: float, lmbda: float,
-                   rho: float = 0.0) -> torch.Tensor:
+def budget_penalty(
+    energy: torch.Tensor, target: float, lmbda: float, rho: float = 0.0
+) -> torch.Tensor:
     """``lambda (E / E_target - 1) + rho / 2 (E / E_target - 1)^2``, ``lambda`` of either sign:
     the equality form, with an optional augmented-Lagrangian term that damps the oscillation of
     a pure multiplier (it pulls back to the target at once, without waiting for ``lambda``).
@@ -158,8 +165,9 @@ def dual_ascent(lmbda: float, energy: float, target: float, lr: float) -> float:
     return lmbda + lr * min(3.0, max(-3.0, ratio))
 
 
-def spiking_unit(synapse: Any, lif: Any, x: torch.Tensor, v: torch.Tensor,
-                 extra: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def spiking_unit(
+    synapse: Any, lif: Any, x: torch.Tensor, v: torch.Tensor, extra: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``conv -> BN`` (or a folded conv) then LIF; ``extra`` is a shortcut current added to the
     membrane input before firing (membrane shortcut)."""
     current = synapse(x)
@@ -168,8 +176,9 @@ def spiking_unit(synapse: Any, lif: Any, x: torch.Tensor, v: torch.Tensor,
     return lif(current, v)  # called as a module so the SOP counter's neuron hook sees it
 
 
-def resnet_step(net: Any, x: torch.Tensor, states: Sequence[torch.Tensor]
-                ) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
+def resnet_step(
+    net: Any, x: torch.Tensor, states: Sequence[torch.Tensor]
+) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
     """One time step of a spiking ResNet with explicit membranes.
 
     ``net`` has ``stem``/``stem_lif``, ``blocks`` (each ``conv1``/``lif1``, ``conv2``/``lif2``,

@@ -56,24 +56,36 @@ def weight_density(module: torch.nn.Module, skip: tuple[str, ...] = ("stem",)) -
 
 
 @torch.no_grad()
-def evaluate_folded(folded: torch.nn.Module, x: np.ndarray, y: np.ndarray, steps: int,
-                    batch: int = 256, energy: EnergyModel = HOROWITZ_45NM, device: str = "cpu"
-                    ) -> tuple[dict[str, Measurement], list[LayerStats]]:
+def evaluate_folded(
+    folded: torch.nn.Module,
+    x: np.ndarray,
+    y: np.ndarray,
+    steps: int,
+    batch: int = 256,
+    energy: EnergyModel = HOROWITZ_45NM,
+    device: str = "cpu",
+) -> tuple[dict[str, Measurement], list[LayerStats]]:
     """Accuracy and counted operations of ``folded`` on ``(x, y)`` with neuroedge's OpCounter."""
     folded.eval().to(device)
     correct = 0
     with OpCounter(folded) as counter:
         for i in range(0, len(y), batch):
-            xs = torch.from_numpy(direct_encoding(x[i:i + batch], steps)).to(device)
+            xs = torch.from_numpy(direct_encoding(x[i : i + batch], steps)).to(device)
             logits, _ = folded.forward_sequence(xs)
-            correct += int((logits.argmax(-1).cpu().numpy() == y[i:i + batch]).sum())
+            correct += int((logits.argmax(-1).cpu().numpy() == y[i : i + batch]).sum())
     ops = counter.totals(len(y))
     folded.cpu()
     modules = dict(folded.named_modules())
-    layers = [LayerStats(name, (c.sops + c.macs) / len(y), c.macs > 0,
-                         c.spikes_in / c.inputs_in if c.inputs_in else 0.0,
-                         float((modules[name].weight != 0).float().mean()))
-              for name, c in ops.per_layer.items()]
+    layers = [
+        LayerStats(
+            name,
+            (c.sops + c.macs) / len(y),
+            c.macs > 0,
+            c.spikes_in / c.inputs_in if c.inputs_in else 0.0,
+            float((modules[name].weight != 0).float().mean()),
+        )
+        for name, c in ops.per_layer.items()
+    ]
     sops, macs = ops.sops_per_sample, ops.macs_per_sample
     metrics = {
         "accuracy": Measurement(correct / len(y), "fraction", "measured"),
@@ -142,6 +154,7 @@ class BatchSummedSopCounter:
                 self._sums[name] += x.sum(0, dtype=torch.float32)
             else:
                 self._rows[name] += x.shape[0]
+
         return hook
 
     def per_sample(self, samples: int) -> Mapping[str, float]:
@@ -153,14 +166,16 @@ class BatchSummedSopCounter:
             layer = self._layers[name]
             conv = isinstance(layer, torch.nn.Conv2d)
             gate = (layer.weight != 0).to(torch.float64)
-            pairs = float(layer_sops(summed, gate, layer.stride if conv else 1,
-                                     layer.padding if conv else 0))
+            pairs = float(
+                layer_sops(summed, gate, layer.stride if conv else 1, layer.padding if conv else 0)
+            )
             totals["sops" if self._binary[name] else "macs"] += pairs / samples
         return totals
 
 
-def counter_overhead(folded: torch.nn.Module, x: np.ndarray, steps: int,
-                     repeats: int = 61) -> dict[str, Measurement]:
+def counter_overhead(
+    folded: torch.nn.Module, x: np.ndarray, steps: int, repeats: int = 61
+) -> dict[str, Measurement]:
     """Forward time with each SOP counter over plain forward time, measured side by side.
 
     The three forwards alternate call by call (blocks of one), and the overhead is the median
@@ -180,17 +195,27 @@ def counter_overhead(folded: torch.nn.Module, x: np.ndarray, steps: int,
         def run() -> None:
             with torch.no_grad(), kind(folded):
                 folded.forward_sequence(xs)
+
         return run
 
-    timings = measure_side_by_side({"plain": plain, "opcounter": with_counter(OpCounter),
-                                    "batch_summed": with_counter(BatchSummedSopCounter)},
-                                   repeats=repeats, warmup=2, block=1)
+    timings = measure_side_by_side(
+        {
+            "plain": plain,
+            "opcounter": with_counter(OpCounter),
+            "batch_summed": with_counter(BatchSummedSopCounter),
+        },
+        repeats=repeats,
+        warmup=2,
+        block=1,
+    )
     base = np.asarray(timings["plain"].times_ms)
 
     def paired(name: str) -> Measurement:
         ratio = np.asarray(timings[name].times_ms) / base
         return Measurement(float(np.median(ratio)) - 1.0, "fraction", "measured")
 
-    return {"forward_ms": Measurement(timings["plain"].percentile(50), "ms", "measured"),
-            "opcounter_overhead": paired("opcounter"),
-            "batch_summed_overhead": paired("batch_summed")}
+    return {
+        "forward_ms": Measurement(timings["plain"].percentile(50), "ms", "measured"),
+        "opcounter_overhead": paired("opcounter"),
+        "batch_summed_overhead": paired("batch_summed"),
+    }

@@ -74,8 +74,9 @@ class ArchConfig:
 
 
 MINI = ArchConfig("mini", 1, 8, 10, 16, ((16, 1, 1), (32, 1, 2), (64, 1, 2)))
-RESNET18 = ArchConfig("resnet18", 3, 32, 10, 64, ((64, 2, 1), (128, 2, 2), (256, 2, 2),
-                                                  (512, 2, 2)))
+RESNET18 = ArchConfig(
+    "resnet18", 3, 32, 10, 64, ((64, 2, 1), (128, 2, 2), (256, 2, 2), (512, 2, 2))
+)
 ARCHS = {"mini": MINI, "resnet18": RESNET18}
 
 
@@ -95,8 +96,16 @@ class PositiveBatchNorm2d(nn.Module):
         return positive_gamma(self.gamma_raw)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.batch_norm(x, self.running_mean, self.running_var, self.gamma, self.beta,
-                            self.training, self.momentum, self.eps)
+        return F.batch_norm(
+            x,
+            self.running_mean,
+            self.running_var,
+            self.gamma,
+            self.beta,
+            self.training,
+            self.momentum,
+            self.eps,
+        )
 
     def firing_probability(self) -> torch.Tensor:
         return firing_probability(self.gamma, self.beta, THETA)
@@ -121,8 +130,9 @@ class _Masked(nn.Module):
         if self.mode == "dense":
             return torch.ones_like(self.mask_fixed)
         if self.mode in ("soft", "ste"):
-            return mask_gate(self.mask_logits, self.temperature, hard=False,
-                             straight_through=self.mode == "ste")
+            return mask_gate(
+                self.mask_logits, self.temperature, hard=False, straight_through=self.mode == "ste"
+            )
         return self.mask_fixed
 
     def set_mode(self, mode: str, temperature: float = 1.0) -> None:
@@ -205,10 +215,16 @@ class SpikingResNet(_Stepping):
         self.stem_lif = LIFCell(LIF)
         blocks = []
         for c_in, c_out, stride in arch.block_plan():
-            shortcut = (nn.Identity() if c_in == c_out and stride == 1
-                        else SparseConvBN(c_in, c_out, 1, stride))
-            blocks.append(_Block(SparseConvBN(c_in, c_out, 3, stride),
-                                 SparseConvBN(c_out, c_out, 3), shortcut))
+            shortcut = (
+                nn.Identity()
+                if c_in == c_out and stride == 1
+                else SparseConvBN(c_in, c_out, 1, stride)
+            )
+            blocks.append(
+                _Block(
+                    SparseConvBN(c_in, c_out, 3, stride), SparseConvBN(c_out, c_out, 3), shortcut
+                )
+            )
         self.blocks = nn.ModuleList(blocks)
         self.fc = SparseLinear(arch.features(), arch.classes)
 
@@ -245,10 +261,16 @@ class FoldedResNet(_Stepping):
         self.stem_lif = LIFCell(LIF)
         blocks = []
         for c_in, c_out, stride in arch.block_plan():
-            shortcut = (nn.Identity() if c_in == c_out and stride == 1
-                        else nn.Conv2d(c_in, c_out, 1, stride, 0))
-            blocks.append(_Block(nn.Conv2d(c_in, c_out, 3, stride, 1),
-                                 nn.Conv2d(c_out, c_out, 3, 1, 1), shortcut))
+            shortcut = (
+                nn.Identity()
+                if c_in == c_out and stride == 1
+                else nn.Conv2d(c_in, c_out, 1, stride, 0)
+            )
+            blocks.append(
+                _Block(
+                    nn.Conv2d(c_in, c_out, 3, stride, 1), nn.Conv2d(c_out, c_out, 3, 1, 1), shortcut
+                )
+            )
         self.blocks = nn.ModuleList(blocks)
         self.fc = nn.Linear(arch.features(), arch.classes)
 

@@ -67,12 +67,18 @@ def resolve_target(cfg: Mapping[str, Any], dense_uj: float) -> float:
     return target
 
 
-def measure_variant(name: str, net: SpikingResNet, logs: list[dict[str, float]],
-                    data: ImageSplit, cfg: Mapping[str, Any],
-                    target_uj: float | None) -> VariantResult:
+def measure_variant(
+    name: str,
+    net: SpikingResNet,
+    logs: list[dict[str, float]],
+    data: ImageSplit,
+    cfg: Mapping[str, Any],
+    target_uj: float | None,
+) -> VariantResult:
     """Fold, count and score ``net``; check the measured energy against the target."""
-    metrics, layers = evaluate_folded(fold(net), data.x_test, data.y_test, int(cfg["steps"]),
-                                      device=str(cfg.get("device", "cpu")))
+    metrics, layers = evaluate_folded(
+        fold(net), data.x_test, data.y_test, int(cfg["steps"]), device=str(cfg.get("device", "cpu"))
+    )
     seconds = [log["seconds"] for log in logs]
     metrics["train_s_per_epoch"] = Measurement(float(np.mean(seconds)), "s", "measured")
     result = VariantResult(name, net, logs, metrics, layers)
@@ -82,8 +88,10 @@ def measure_variant(name: str, net: SpikingResNet, logs: list[dict[str, float]],
         metrics["energy_target_uj"] = Measurement(target_uj, "uJ", "estimated")
         metrics["budget_met"] = Measurement(float(met), "bool", "measured")
         if not met:
-            result.notes.append(f"energy budget NOT met: measured {measured:.4g} uJ > target "
-                                f"{target_uj:.4g} uJ (+{BUDGET_SLACK:.0%} slack)")
+            result.notes.append(
+                f"energy budget NOT met: measured {measured:.4g} uJ > target "
+                f"{target_uj:.4g} uJ (+{BUDGET_SLACK:.0%} slack)"
+            )
     return result
 
 
@@ -92,8 +100,9 @@ def mask_densities(net: SpikingResNet) -> dict[str, float]:
     return {name: float(layer.mask_fixed.mean()) for name, layer in net.masked_layers().items()}
 
 
-def run_variants(cfg: Mapping[str, Any], variants: Sequence[str] = ORDER,
-                 progress: bool = True) -> tuple[dict[str, VariantResult], float]:
+def run_variants(
+    cfg: Mapping[str, Any], variants: Sequence[str] = ORDER, progress: bool = True
+) -> tuple[dict[str, VariantResult], float]:
     """Train and measure ``variants`` (dense always first); returns them and the target."""
     unknown = [v for v in variants if v not in train.VARIANTS]
     if unknown:
@@ -107,8 +116,7 @@ def run_variants(cfg: Mapping[str, Any], variants: Sequence[str] = ORDER,
     ordered = [v for v in ORDER if v in variants and v != "dense"]
     for name in ordered:
         densities = mask_densities(results["unisparse"].net) if name == "random_mask" else None
-        net, logs = train.sparsify(dense.state_dict(), name, target, data, cfg, densities,
-                                   progress)
+        net, logs = train.sparsify(dense.state_dict(), name, target, data, cfg, densities, progress)
         results[name] = measure_variant(name, net, logs, data, cfg, target)
     return results, target
 
@@ -123,8 +131,18 @@ def train_and_save(config: Mapping[str, Any], out: str | None = None) -> dict[st
     best = results["unisparse"]
     path = Path(out) if out else checkpoint_path("snn.unisparse")
     summary = {k: m.value for k, m in best.metrics.items()}
-    save_checkpoint(path, {"state_dict": best.net.cpu().state_dict(), "config": cfg,
-                           "metrics": summary, "energy_target_uj": target})
-    return {"path": str(path), "dense": {k: m.value for k, m in
-                                         results["dense"].metrics.items()},
-            "unisparse": summary, "notes": best.notes}
+    save_checkpoint(
+        path,
+        {
+            "state_dict": best.net.cpu().state_dict(),
+            "config": cfg,
+            "metrics": summary,
+            "energy_target_uj": target,
+        },
+    )
+    return {
+        "path": str(path),
+        "dense": {k: m.value for k, m in results["dense"].metrics.items()},
+        "unisparse": summary,
+        "notes": best.notes,
+    }

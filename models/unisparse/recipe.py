@@ -18,15 +18,23 @@ from typing import Any
 
 PAPER = {"sops": 7.04e6, "accuracy": 0.9238}  # the abstract's sparsified ResNet-18, CIFAR-10
 RECIPE: dict[str, Any] = {
-    "arch": "resnet18", "steps": 4, "batch": 128, "lr": 1e-3, "weight_decay": 5e-4,
-    "dense_epochs": 150, "sparse_epochs": 60, "finetune_epochs": 30, "augment": True,
-    "device": "cuda", "variants": ["dense", "unisparse", "spike_only", "weight_only",
-                                   "random_mask"],
+    "arch": "resnet18",
+    "steps": 4,
+    "batch": 128,
+    "lr": 1e-3,
+    "weight_decay": 5e-4,
+    "dense_epochs": 150,
+    "sparse_epochs": 60,
+    "finetune_epochs": 30,
+    "augment": True,
+    "device": "cuda",
+    "variants": ["dense", "unisparse", "spike_only", "weight_only", "random_mask"],
 }
 
 
-def run_recipe(data: str, out: str, overrides: dict[str, Any] | None = None,
-               history: str | None = None) -> dict[str, Any]:
+def run_recipe(
+    data: str, out: str, overrides: dict[str, Any] | None = None, history: str | None = None
+) -> dict[str, Any]:
     """Train and measure every variant on CIFAR-10; returns the report.json document."""
     import torch
     from neuroedge.bench.report import build_document, write_report
@@ -43,28 +51,50 @@ def run_recipe(data: str, out: str, overrides: dict[str, Any] | None = None,
     load_cifar10(data)  # fail fast, naming the expected files, before any training
     cfg = {**train.DEFAULTS, **RECIPE, **(overrides or {}), "data": data}
     if cfg["device"].startswith("cuda") and not torch.cuda.is_available():
-        raise RuntimeError(f"device {cfg['device']!r} asked for, but torch "
-                           f"{torch.__version__} sees no CUDA device; pass --config device=cpu")
+        raise RuntimeError(
+            f"device {cfg['device']!r} asked for, but torch "
+            f"{torch.__version__} sees no CUDA device; pass --config device=cpu"
+        )
     results, target = run_variants(cfg, tuple(cfg["variants"]))
     rows = host_rows("snn.unisparse", results)
     best = results.get("unisparse", results["dense"]).metrics
     paper_row = [
-        "## Against the paper (CIFAR-10, ResNet-18)", "",
-        "| | SOPs per sample | top-1 |", "|---|---|---|",
+        "## Against the paper (CIFAR-10, ResNet-18)",
+        "",
+        "| | SOPs per sample | top-1 |",
+        "|---|---|---|",
         f"| paper (abstract) | {PAPER['sops']:.3g} | {100 * PAPER['accuracy']:.2f}% |",
-        (f"| ours (measured) | {best['sops_per_sample_no_first'].value:.3g} | "
-         f"{100 * best['accuracy'].value:.2f}% |"), ""]
-    doc = build_document("snn.unisparse", rows, config=cfg, columns=list(COLUMNS),
-                         energy_target_uj=target, paper=PAPER)
-    write_report(doc, out, columns=COLUMNS, sections=[*paper_row, *layer_sections(results)],
-                 plots=[pareto_plot], history=history)
+        (
+            f"| ours (measured) | {best['sops_per_sample_no_first'].value:.3g} | "
+            f"{100 * best['accuracy'].value:.2f}% |"
+        ),
+        "",
+    ]
+    doc = build_document(
+        "snn.unisparse",
+        rows,
+        config=cfg,
+        columns=list(COLUMNS),
+        energy_target_uj=target,
+        paper=PAPER,
+    )
+    write_report(
+        doc,
+        out,
+        columns=COLUMNS,
+        sections=[*paper_row, *layer_sections(results)],
+        plots=[pareto_plot],
+        history=history,
+    )
     return doc
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m neuroedge.models.unisparse.recipe",
-                                description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m neuroedge.models.unisparse.recipe",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--data", required=True, help="the cifar-10-batches-py folder")
     p.add_argument("--out", required=True, help="report folder")
     p.add_argument("--history", default=None, help="SQLite history file")

@@ -39,11 +39,13 @@ def run_seed(cfg: Mapping[str, Any]) -> tuple[dict[str, VariantResult], float]:
     return run_variants(cfg, tuple(cfg.get("variants", ORDER)), progress=False)
 
 
-def run_seeds(cfg: Mapping[str, Any], seeds: Sequence[int], workers: int = 1,
-              progress: bool = True) -> PerSeed:
+def run_seeds(
+    cfg: Mapping[str, Any], seeds: Sequence[int], workers: int = 1, progress: bool = True
+) -> PerSeed:
     """``run_seed`` for every seed, ``workers`` processes at a time (spawned: no forked torch)."""
-    return map_seeds(run_seed, {s: {**cfg, "seed": s} for s in seeds}, workers,
-                     "unisparse seeds", progress)
+    return map_seeds(
+        run_seed, {s: {**cfg, "seed": s} for s in seeds}, workers, "unisparse seeds", progress
+    )
 
 
 def claim_over_seeds(per_seed: Mapping[int, Mapping[str, VariantResult]]) -> dict[str, Any]:
@@ -55,30 +57,45 @@ def claim_over_seeds(per_seed: Mapping[int, Mapping[str, VariantResult]]) -> dic
 
     dense_acc = values("dense", "accuracy")
     uni_acc = values("unisparse", "accuracy")
-    reductions = [d / max(u, 1e-9) for d, u in zip(values("dense", "sops_per_sample_no_first"),
-                                                   values("unisparse",
-                                                          "sops_per_sample_no_first"))]
+    reductions = [
+        d / max(u, 1e-9)
+        for d, u in zip(
+            values("dense", "sops_per_sample_no_first"),
+            values("unisparse", "sops_per_sample_no_first"),
+        )
+    ]
     drops = [100 * (d - u) for d, u in zip(dense_acc, uni_acc)]
     out: dict[str, Any] = {
-        "seeds": seeds, "sop_reduction_per_seed": reductions, "drop_pts_per_seed": drops,
-        "sop_reduction_min": min(reductions), "sop_reduction_max": max(reductions),
+        "seeds": seeds,
+        "sop_reduction_per_seed": reductions,
+        "drop_pts_per_seed": drops,
+        "sop_reduction_min": min(reductions),
+        "sop_reduction_max": max(reductions),
         "accuracy_drop_pts": float(np.mean(drops)),
         "accuracy_drop_se": paired_difference(dense_acc, uni_acc)[1] * 100,
         "reduction_holds": min(reductions) >= CLAIM_REDUCTION,
-        "rivals": {}}
+        "rivals": {},
+    }
     out["drop_holds"] = out["accuracy_drop_pts"] <= CLAIM_DROP_PTS
     for rival in (r for r in RIVALS if r in per_seed[seeds[0]]):
         theirs = values(rival, "accuracy")
         mean, sem = paired_difference(uni_acc, theirs)
         diffs = np.subtract(uni_acc, theirs)
         out["rivals"][rival] = {
-            "diff_pts": 100 * mean, "se_pts": 100 * sem, "wins": int((diffs > 0).sum()),
-            "ties": int((diffs == 0).sum()), "losses": int((diffs < 0).sum()),
+            "diff_pts": 100 * mean,
+            "se_pts": 100 * sem,
+            "wins": int((diffs > 0).sum()),
+            "ties": int((diffs == 0).sum()),
+            "losses": int((diffs < 0).sum()),
             "rival_accuracy": float(np.mean(theirs)),
-            "beats": bool(mean > 0 and mean > CLAIM_SE * sem)}
-    out["holds"] = bool(out["reduction_holds"] and out["drop_holds"]
-                        and len(out["rivals"]) == len(RIVALS)
-                        and all(r["beats"] for r in out["rivals"].values()))
+            "beats": bool(mean > 0 and mean > CLAIM_SE * sem),
+        }
+    out["holds"] = bool(
+        out["reduction_holds"]
+        and out["drop_holds"]
+        and len(out["rivals"]) == len(RIVALS)
+        and all(r["beats"] for r in out["rivals"].values())
+    )
     return out
 
 
@@ -86,20 +103,30 @@ def claim_section(claim: Mapping[str, Any]) -> list[str]:
     """report.md lines for the claim over seeds."""
     verdict = "HOLDS" if claim["holds"] else "DOES NOT HOLD"
     seeds = claim["seeds"]
-    lines = [f"## Claim on digits over {len(seeds)} seeds ({seeds[0]}..{seeds[-1]}): {verdict}",
-             "",
-             (f"- SOP reduction (no first layer) vs each seed's dense net: "
-              f"{claim['sop_reduction_min']:.2f}x to {claim['sop_reduction_max']:.2f}x (need "
-              f">= {CLAIM_REDUCTION:g}x in every seed): {claim['reduction_holds']}"),
-             (f"- accuracy drop, mean over seeds: {claim['accuracy_drop_pts']:.2f} +- "
-              f"{claim['accuracy_drop_se']:.2f} points (SE; need <= {CLAIM_DROP_PTS:g}): "
-              f"{claim['drop_holds']}")]
+    lines = [
+        f"## Claim on digits over {len(seeds)} seeds ({seeds[0]}..{seeds[-1]}): {verdict}",
+        "",
+        (
+            f"- SOP reduction (no first layer) vs each seed's dense net: "
+            f"{claim['sop_reduction_min']:.2f}x to {claim['sop_reduction_max']:.2f}x (need "
+            f">= {CLAIM_REDUCTION:g}x in every seed): {claim['reduction_holds']}"
+        ),
+        (
+            f"- accuracy drop, mean over seeds: {claim['accuracy_drop_pts']:.2f} +- "
+            f"{claim['accuracy_drop_se']:.2f} points (SE; need <= {CLAIM_DROP_PTS:g}): "
+            f"{claim['drop_holds']}"
+        ),
+    ]
     for name, r in claim["rivals"].items():
-        lines.append(f"- more accurate than {name} (mean {100 * r['rival_accuracy']:.2f}%): "
-                     f"unisparse - {name} = {r['diff_pts']:+.2f} +- {r['se_pts']:.2f} points "
-                     f"(paired SE; {r['wins']} wins, {r['ties']} ties, {r['losses']} losses; "
-                     f"need > 0 and > {CLAIM_SE:g} SE): {r['beats']}")
+        lines.append(
+            f"- more accurate than {name} (mean {100 * r['rival_accuracy']:.2f}%): "
+            f"unisparse - {name} = {r['diff_pts']:+.2f} +- {r['se_pts']:.2f} points "
+            f"(paired SE; {r['wins']} wins, {r['ties']} ties, {r['losses']} losses; "
+            f"need > 0 and > {CLAIM_SE:g} SE): {r['beats']}"
+        )
     lines += ["", "| seed | SOP reduction | drop (points) |", "|---|---|---|"]
-    lines += [f"| {s} | {red:.2f}x | {drop:+.2f} |" for s, red, drop in
-              zip(seeds, claim["sop_reduction_per_seed"], claim["drop_pts_per_seed"])]
+    lines += [
+        f"| {s} | {red:.2f}x | {drop:+.2f} |"
+        for s, red, drop in zip(seeds, claim["sop_reduction_per_seed"], claim["drop_pts_per_seed"])
+    ]
     return lines + [""]

@@ -65,10 +65,33 @@ STEPS = 4
 NEURONS = 16 * 64 * 3 + 32 * 16 * 2 + 64 * 4 * 2  # LIF neurons of the digits mini-ResNet
 STATE_NAMES = ("v_stem", "v_b0a", "v_b0b", "v_b1a", "v_b1b", "v_b2a", "v_b2b")
 # The keys of train.DEFAULTS, and those the training pipeline reads beyond them.
-_TRAIN_KEYS = ("arch", "steps", "batch", "seed", "lr", "weight_decay", "dense_epochs",
-               "sparse_epochs", "finetune_epochs", "mask_lr", "bn_lr", "mask_gate", "aim",
-               "temp_start", "temp_end", "dual_lr", "budget_ratio", "e_ac_pj", "device",
-               "augment", "kd_weight", "kd_temp", "target_anneal", "penalty_rho", "spike_grad")
+_TRAIN_KEYS = (
+    "arch",
+    "steps",
+    "batch",
+    "seed",
+    "lr",
+    "weight_decay",
+    "dense_epochs",
+    "sparse_epochs",
+    "finetune_epochs",
+    "mask_lr",
+    "bn_lr",
+    "mask_gate",
+    "aim",
+    "temp_start",
+    "temp_end",
+    "dual_lr",
+    "budget_ratio",
+    "e_ac_pj",
+    "device",
+    "augment",
+    "kd_weight",
+    "kd_temp",
+    "target_anneal",
+    "penalty_rho",
+    "spike_grad",
+)
 _PIPELINE_KEYS = ("spike_scale", "data", "train_subset", "energy_target_uj")
 
 
@@ -89,16 +112,25 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
         ckpt = load_checkpoint(path, required=("state_dict", "config"))
         cfg.update(ckpt["config"])
     with seeded(int(config.get("seed", 0))):  # untrained weights follow the seed; folding
-        net = train.make_net(cfg)              # draws too (fresh layers, then overwritten)
+        net = train.make_net(cfg)  # draws too (fresh layers, then overwritten)
         if trained:
             net.load_state_dict(ckpt["state_dict"])
             train.fixed_masks_mode(net)
         folded = module.fold(net.eval())
     if len(folded.arch.neuron_shapes()) != len(STATE_NAMES):
         raise ValueError(f"{path}: arch {folded.arch.name!r} is not the registered mini-ResNet")
-    return TorchProgram(folded, ("x",), ("logits", "spikes"), STATE_NAMES, folded.init_state,
-                        meta={"trained": trained, "checkpoint": str(path) if trained else None,
-                              "nir": lambda: export.to_nir(folded)})
+    return TorchProgram(
+        folded,
+        ("x",),
+        ("logits", "spikes"),
+        STATE_NAMES,
+        folded.init_state,
+        meta={
+            "trained": trained,
+            "checkpoint": str(path) if trained else None,
+            "nir": lambda: export.to_nir(folded),
+        },
+    )
 
 
 def example(seed: int = 0) -> dict[str, np.ndarray]:
@@ -107,20 +139,22 @@ def example(seed: int = 0) -> dict[str, np.ndarray]:
 
     split = load_digits()
     i = int(np.random.default_rng(seed).integers(len(split.x_test)))
-    return {"x": direct_encoding(split.x_test[i:i + 1], STEPS)}
+    return {"x": direct_encoding(split.x_test[i : i + 1], STEPS)}
 
 
-def evaluate(run: Callable[[dict[str, Any]], Mapping[str, Any]],
-             config: Mapping[str, Any]) -> dict[str, Measurement]:
+def evaluate(
+    run: Callable[[dict[str, Any]], Mapping[str, Any]], config: Mapping[str, Any]
+) -> dict[str, Measurement]:
     """Top-1 accuracy on the held-out digits, logits averaged over the T steps."""
     from neuroedge.models.unisparse.data import direct_encoding, load_digits
 
     split = load_digits()
     batch, correct = int(config.get("eval_batch", 120)), 0
     for i in range(0, len(split.y_test), batch):
-        logits = np.asarray(run({"x": direct_encoding(split.x_test[i:i + batch], STEPS)})
-                            ["logits"]).mean(axis=0)
-        correct += int((logits.argmax(-1) == split.y_test[i:i + batch]).sum())
+        logits = np.asarray(
+            run({"x": direct_encoding(split.x_test[i : i + batch], STEPS)})["logits"]
+        ).mean(axis=0)
+        correct += int((logits.argmax(-1) == split.y_test[i : i + batch]).sum())
     return {"accuracy": Measurement(correct / len(split.y_test), "fraction", "measured")}
 
 
@@ -135,13 +169,16 @@ SPEC = ModelSpec(
     name="snn.unisparse",
     family="snn",
     summary="UniSparse: BN affine as learnable thresholds, energy-budgeted spike + weight "
-            "sparsity (spiking ResNet, digits)",
+    "sparsity (spiking ResNet, digits)",
     inputs=(IOSpec("x", ("T", "batch", 1, 8, 8)),),
     outputs=(IOSpec("logits", ("T", "batch", 10)), IOSpec("spikes", ("T", "batch", NEURONS))),
     build=build,
     example=example,
-    paper=Paper("UniSparse (known from its abstract only; full title and code not public)",
-                "ICML 2026", 2026),
+    paper=Paper(
+        "UniSparse (known from its abstract only; full title and code not public)",
+        "ICML 2026",
+        2026,
+    ),
     efficiency=Efficiency("SOP"),
     tolerance={"onnxrt": 1e-4, "default": 1e-4},
     default_config={"train_if_missing": True},
@@ -155,10 +192,16 @@ SPEC = ModelSpec(
     # the variants, the seed list (bench.seeds), workers, threads and lava_samples. build:
     # evaluate()'s eval_batch is left out (with a bench hook the generic bench never runs it).
     config_keys={
-        "build": ("checkpoint", "smoke", "untrained", "train_if_missing", "train_config",
-                  "seed"),
+        "build": ("checkpoint", "smoke", "untrained", "train_if_missing", "train_config", "seed"),
         "train": (*_TRAIN_KEYS, *_PIPELINE_KEYS),
-        "bench": (*_TRAIN_KEYS, *_PIPELINE_KEYS, "variants", "seeds", "workers", "threads",
-                  "lava_samples"),
+        "bench": (
+            *_TRAIN_KEYS,
+            *_PIPELINE_KEYS,
+            "variants",
+            "seeds",
+            "workers",
+            "threads",
+            "lava_samples",
+        ),
     },
 )

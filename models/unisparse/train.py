@@ -179,13 +179,30 @@ VARIANTS: dict[str, tuple[bool, bool, str]] = {  # name: (route spikes, route ma
     "random_mask": (True, False, "random"),
 }
 DEFAULTS: dict[str, Any] = {
-    "arch": "mini", "steps": 4, "batch": 64, "seed": 0, "lr": 2e-3, "weight_decay": 1e-4,
-    "dense_epochs": 16, "sparse_epochs": 10, "finetune_epochs": 16, "mask_lr": 1e-2,
+    "arch": "mini",
+    "steps": 4,
+    "batch": 64,
+    "seed": 0,
+    "lr": 2e-3,
+    "weight_decay": 1e-4,
+    "dense_epochs": 16,
+    "sparse_epochs": 10,
+    "finetune_epochs": 16,
+    "mask_lr": 1e-2,
     "bn_lr": 2e-3,
-    "mask_gate": "ste", "aim": 0.95, "temp_start": 4.0, "temp_end": 200.0, "dual_lr": 0.02,
+    "mask_gate": "ste",
+    "aim": 0.95,
+    "temp_start": 4.0,
+    "temp_end": 200.0,
+    "dual_lr": 0.02,
     "budget_ratio": 1 / 5.2,
-    "e_ac_pj": 0.9, "device": "cpu", "augment": False,
-    "kd_weight": 0.7, "kd_temp": 4.0, "target_anneal": 0.5, "penalty_rho": 2.0,
+    "e_ac_pj": 0.9,
+    "device": "cpu",
+    "augment": False,
+    "kd_weight": 0.7,
+    "kd_temp": 4.0,
+    "target_anneal": 0.5,
+    "penalty_rho": 2.0,
     "spike_grad": "surrogate",
 }
 SPIKE_GRADS = ("surrogate", "model")
@@ -200,7 +217,7 @@ def make_net(cfg: Mapping[str, Any]) -> SpikingResNet:
 
 def _batches(data: ImageSplit, batch: int, rng: np.random.Generator) -> list[np.ndarray]:
     order = rng.permutation(len(data.y_train))
-    return [order[i:i + batch] for i in range(0, len(order), batch)]
+    return [order[i : i + batch] for i in range(0, len(order), batch)]
 
 
 def _augment(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
@@ -208,14 +225,18 @@ def _augment(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     n, _, h, w = x.shape
     padded = F.pad(x, (4, 4, 4, 4))
     dy, dx = (int(v) for v in torch.randint(0, 9, (2,), generator=gen))
-    out = padded[:, :, dy:dy + h, dx:dx + w]
+    out = padded[:, :, dy : dy + h, dx : dx + w]
     flip = torch.rand(n, generator=gen) < 0.5
     return torch.where(flip.view(-1, 1, 1, 1).to(x.device), out.flip(3), out)
 
 
-def budget_terms(net: SpikingResNet, maps: list[torch.Tensor], route_spikes: bool,
-                 route_masks: bool, spike_scale: float = 1.0
-                 ) -> list[tuple[torch.Tensor, torch.Tensor, Any, Any]]:
+def budget_terms(
+    net: SpikingResNet,
+    maps: list[torch.Tensor],
+    route_spikes: bool,
+    route_masks: bool,
+    spike_scale: float = 1.0,
+) -> list[tuple[torch.Tensor, torch.Tensor, Any, Any]]:
     """One ``(spike map, gate, stride, padding)`` per budgeted layer, routed per variant.
 
     ``spike_scale`` scales the energy gradient that reaches the BN affine parameters (the value
@@ -235,16 +256,25 @@ def budget_terms(net: SpikingResNet, maps: list[torch.Tensor], route_spikes: boo
     return terms
 
 
-def task_loss(logits: torch.Tensor, labels: torch.Tensor, teacher: torch.Tensor | None,
-              cfg: Mapping[str, Any]) -> torch.Tensor:
+def task_loss(
+    logits: torch.Tensor, labels: torch.Tensor, teacher: torch.Tensor | None, cfg: Mapping[str, Any]
+) -> torch.Tensor:
     """Cross-entropy, or with teacher logits ``(1 - a) CE + a t^2 KL(teacher_t || student_t)``."""
     ce = F.cross_entropy(logits, labels)
     weight = float(cfg.get("kd_weight", 0.0))
     if teacher is None or weight <= 0:
         return ce
     t = float(cfg["kd_temp"])
-    kd = F.kl_div(F.log_softmax(logits / t, -1), F.log_softmax(teacher / t, -1),
-                  reduction="batchmean", log_target=True) * t * t
+    kd = (
+        F.kl_div(
+            F.log_softmax(logits / t, -1),
+            F.log_softmax(teacher / t, -1),
+            reduction="batchmean",
+            log_target=True,
+        )
+        * t
+        * t
+    )
     return (1 - weight) * ce + weight * kd
 
 
@@ -261,22 +291,34 @@ def current_target(budget: dict[str, Any], energy: float) -> float:
     return start * (final / start) ** (seen / span)
 
 
-def threshold_gradients(net: SpikingResNet, maps: list[torch.Tensor],
-                        terms: list[tuple[torch.Tensor, torch.Tensor, Any, Any]], samples: int,
-                        e_ac_pj: float, scale: float) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def threshold_gradients(
+    net: SpikingResNet,
+    maps: list[torch.Tensor],
+    terms: list[tuple[torch.Tensor, torch.Tensor, Any, Any]],
+    samples: int,
+    e_ac_pj: float,
+    scale: float,
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """``scale * dE/d(gamma_raw, beta)`` of every spiking BN, back-propagated through the
     live spike counts (surrogate gradient, every downstream layer included; gates fixed)."""
-    live = [(maps[src].reshape(-1) if layer is net.fc else maps[src], gate.detach(), st, pad)
-            for (src, layer), (_, gate, st, pad) in zip(net.consumers(), terms)]
+    live = [
+        (maps[src].reshape(-1) if layer is net.fc else maps[src], gate.detach(), st, pad)
+        for (src, layer), (_, gate, st, pad) in zip(net.consumers(), terms)
+    ]
     params = [p for bn in net.spike_bns() for p in (bn.gamma_raw, bn.beta)]
-    raw = torch.autograd.grad(energy_estimate(live, samples, e_ac_pj), params,
-                              retain_graph=True, allow_unused=True)
+    raw = torch.autograd.grad(
+        energy_estimate(live, samples, e_ac_pj), params, retain_graph=True, allow_unused=True
+    )
     return [(p, scale * g) for p, g in zip(params, raw) if g is not None]
 
 
-def constrained_terms(net: SpikingResNet, maps: list[torch.Tensor], budget: dict[str, Any],
-                      cfg: Mapping[str, Any], samples: int
-                      ) -> tuple[torch.Tensor, float, list[tuple[torch.Tensor, torch.Tensor]]]:
+def constrained_terms(
+    net: SpikingResNet,
+    maps: list[torch.Tensor],
+    budget: dict[str, Any],
+    cfg: Mapping[str, Any],
+    samples: int,
+) -> tuple[torch.Tensor, float, list[tuple[torch.Tensor, torch.Tensor]]]:
     """One batch of the constraint: the penalty (its gradient reaches the routed masks, and the
     thresholds under ``spike_grad="model"``), the measured energy, the surrogate-route threshold
     gradients (``spike_grad="surrogate"``; empty otherwise); then one dual step.
@@ -286,8 +328,9 @@ def constrained_terms(net: SpikingResNet, maps: list[torch.Tensor], budget: dict
     e_ac, rho = float(cfg["e_ac_pj"]), float(cfg.get("penalty_rho", 0.0))
     scale = budget.get("spike_scale", 1.0)
     surrogate = budget["route_spikes"] and cfg.get("spike_grad", "surrogate") == "surrogate"
-    terms = budget_terms(net, maps, budget["route_spikes"] and not surrogate,
-                         budget["route_masks"], scale)
+    terms = budget_terms(
+        net, maps, budget["route_spikes"] and not surrogate, budget["route_masks"], scale
+    )
     energy = energy_estimate(terms, samples, e_ac)
     value = float(energy.detach())
     target = current_target(budget, value)
@@ -300,10 +343,15 @@ def constrained_terms(net: SpikingResNet, maps: list[torch.Tensor], budget: dict
     return penalty, value, grads
 
 
-def run_epoch(net: SpikingResNet, data: ImageSplit, opt: torch.optim.Optimizer,
-              cfg: Mapping[str, Any], rng: np.random.Generator,
-              budget: dict[str, Any] | None = None,
-              on_batch: Callable[[], None] | None = None) -> dict[str, float]:
+def run_epoch(
+    net: SpikingResNet,
+    data: ImageSplit,
+    opt: torch.optim.Optimizer,
+    cfg: Mapping[str, Any],
+    rng: np.random.Generator,
+    budget: dict[str, Any] | None = None,
+    on_batch: Callable[[], None] | None = None,
+) -> dict[str, float]:
     """One pass over the training set; with ``budget`` the energy term and dual step run."""
     device, steps = torch.device(cfg["device"]), int(cfg["steps"])
     gen = torch.Generator().manual_seed(int(rng.integers(2**31)))
@@ -321,8 +369,7 @@ def run_epoch(net: SpikingResNet, data: ImageSplit, opt: torch.optim.Optimizer,
         loss = task_loss(logits, torch.from_numpy(data.y_train[idx]).to(device), teacher, cfg)
         threshold_grads: list[tuple[torch.Tensor, torch.Tensor]] = []
         if budget is not None:
-            penalty, energy, threshold_grads = constrained_terms(net, maps, budget, cfg,
-                                                                 len(idx))
+            penalty, energy, threshold_grads = constrained_terms(net, maps, budget, cfg, len(idx))
             loss = loss + penalty
             energies.append(energy)
         opt.zero_grad()
@@ -331,8 +378,10 @@ def run_epoch(net: SpikingResNet, data: ImageSplit, opt: torch.optim.Optimizer,
             param.grad = grad if param.grad is None else param.grad + grad
         opt.step()
         losses.append(float(loss.detach()))
-    return {"loss": float(np.mean(losses)),
-            "energy_uj": float(np.mean(energies)) if energies else math.nan}
+    return {
+        "loss": float(np.mean(losses)),
+        "energy_uj": float(np.mean(energies)) if energies else math.nan,
+    }
 
 
 @torch.no_grad()
@@ -342,34 +391,52 @@ def _teacher_logits(budget: dict[str, Any] | None, xs: torch.Tensor) -> torch.Te
 
 
 @torch.no_grad()
-def accuracy(net: torch.nn.Module, x: np.ndarray, y: np.ndarray, steps: int,
-             device: str = "cpu", batch: int = 256) -> float:
+def accuracy(
+    net: torch.nn.Module,
+    x: np.ndarray,
+    y: np.ndarray,
+    steps: int,
+    device: str = "cpu",
+    batch: int = 256,
+) -> float:
     """Top-1 accuracy of time-averaged logits (``net`` in eval mode)."""
     net.eval()
     correct = 0
     for i in range(0, len(y), batch):
-        xs = torch.from_numpy(direct_encoding(x[i:i + batch], steps)).to(device)
+        xs = torch.from_numpy(direct_encoding(x[i : i + batch], steps)).to(device)
         logits, _ = net.forward_sequence(xs)
-        correct += int((logits.argmax(-1).cpu().numpy() == y[i:i + batch]).sum())
+        correct += int((logits.argmax(-1).cpu().numpy() == y[i : i + batch]).sum())
     return correct / len(y)
 
 
-def _optimizer(net: SpikingResNet, cfg: Mapping[str, Any], lr: float,
-               bn_lr: float) -> torch.optim.Optimizer:
+def _optimizer(
+    net: SpikingResNet, cfg: Mapping[str, Any], lr: float, bn_lr: float
+) -> torch.optim.Optimizer:
     masks = [p for n, p in net.named_parameters() if n.endswith("mask_logits")]
     bn = [p for n, p in net.named_parameters() if ".bn." in f".{n}"]
     taken = {id(p) for p in (*masks, *bn)}
     weights = [p for p in net.parameters() if id(p) not in taken]
-    return torch.optim.AdamW([
-        {"params": weights, "weight_decay": float(cfg["weight_decay"])},
-        {"params": bn, "weight_decay": 0.0, "lr": bn_lr},
-        {"params": masks, "weight_decay": 0.0, "lr": float(cfg["mask_lr"])},
-    ], lr=lr)
+    return torch.optim.AdamW(
+        [
+            {"params": weights, "weight_decay": float(cfg["weight_decay"])},
+            {"params": bn, "weight_decay": 0.0, "lr": bn_lr},
+            {"params": masks, "weight_decay": 0.0, "lr": float(cfg["mask_lr"])},
+        ],
+        lr=lr,
+    )
 
 
-def _fit(net: SpikingResNet, data: ImageSplit, cfg: Mapping[str, Any], epochs: int,
-         lr: float, budget: dict[str, Any] | None, label: str, progress: bool,
-         on_batch: Callable[[int, int], None] | None = None) -> list[dict[str, float]]:
+def _fit(
+    net: SpikingResNet,
+    data: ImageSplit,
+    cfg: Mapping[str, Any],
+    epochs: int,
+    lr: float,
+    budget: dict[str, Any] | None,
+    label: str,
+    progress: bool,
+    on_batch: Callable[[int, int], None] | None = None,
+) -> list[dict[str, float]]:
     """``epochs`` epochs with a cosine learning rate; returns per-epoch logs (with seconds)."""
     from tqdm import tqdm
 
@@ -399,13 +466,13 @@ def _fit(net: SpikingResNet, data: ImageSplit, cfg: Mapping[str, Any], epochs: i
     return logs
 
 
-def train_dense(data: ImageSplit, cfg: Mapping[str, Any], progress: bool = True
-                ) -> tuple[SpikingResNet, list[dict[str, float]]]:
+def train_dense(
+    data: ImageSplit, cfg: Mapping[str, Any], progress: bool = True
+) -> tuple[SpikingResNet, list[dict[str, float]]]:
     """Phase 1: the dense SNN (no masks, no energy term)."""
     torch.manual_seed(int(cfg["seed"]))
     net = make_net(cfg).to(cfg["device"])
-    logs = _fit(net, data, cfg, int(cfg["dense_epochs"]), float(cfg["lr"]), None, "dense",
-                progress)
+    logs = _fit(net, data, cfg, int(cfg["dense_epochs"]), float(cfg["lr"]), None, "dense", progress)
     net.eval()
     return net, logs
 
@@ -419,10 +486,15 @@ def random_masks(net: SpikingResNet, densities: Mapping[str, float], seed: int) 
         layer.set_mode("fixed")
 
 
-def sparsify(dense_state: Mapping[str, torch.Tensor], variant: str, target_uj: float,
-             data: ImageSplit, cfg: Mapping[str, Any],
-             densities: Mapping[str, float] | None = None, progress: bool = True
-             ) -> tuple[SpikingResNet, list[dict[str, float]]]:
+def sparsify(
+    dense_state: Mapping[str, torch.Tensor],
+    variant: str,
+    target_uj: float,
+    data: ImageSplit,
+    cfg: Mapping[str, Any],
+    densities: Mapping[str, float] | None = None,
+    progress: bool = True,
+) -> tuple[SpikingResNet, list[dict[str, float]]]:
     """Phases 2-3 for ``variant`` from the dense weights: constrained search, masked fine-tune."""
     if variant not in VARIANTS or variant == "dense":
         raise ValueError(f"variant {variant!r} is not one of {sorted(set(VARIANTS) - {'dense'})}")
@@ -442,11 +514,16 @@ def sparsify(dense_state: Mapping[str, torch.Tensor], variant: str, target_uj: f
     # aim inside the budget: the measured test-set energy scatters around the training one
     epochs = int(cfg["sparse_epochs"])
     per_epoch = math.ceil(len(data.y_train) / int(cfg["batch"]))
-    budget = {"route_spikes": route_spikes, "route_masks": route_masks, "lambda": 0.0,
-              "target_uj": float(target_uj) * float(cfg["aim"]), "teacher": None,
-              "anneal_batches": int(float(cfg.get("target_anneal", 0.0)) * epochs * per_epoch),
-              # with both routes on, the share of the energy gradient the thresholds get
-              "spike_scale": float(cfg.get("spike_scale", 1.0)) if route_masks else 1.0}
+    budget = {
+        "route_spikes": route_spikes,
+        "route_masks": route_masks,
+        "lambda": 0.0,
+        "target_uj": float(target_uj) * float(cfg["aim"]),
+        "teacher": None,
+        "anneal_batches": int(float(cfg.get("target_anneal", 0.0)) * epochs * per_epoch),
+        # with both routes on, the share of the energy gradient the thresholds get
+        "spike_scale": float(cfg.get("spike_scale", 1.0)) if route_masks else 1.0,
+    }
     if float(cfg.get("kd_weight", 0.0)) > 0:
         budget["teacher"] = make_net(cfg).to(cfg["device"])
         budget["teacher"].load_state_dict(dense_state)
@@ -464,14 +541,23 @@ def sparsify(dense_state: Mapping[str, torch.Tensor], variant: str, target_uj: f
             for layer in layers.values():
                 layer.set_mode("ste", t0)
 
-    logs = _fit(net, data, cfg, epochs, float(cfg["lr"]) / 2, budget, f"{variant} search",
-                progress, anneal)
+    logs = _fit(
+        net, data, cfg, epochs, float(cfg["lr"]) / 2, budget, f"{variant} search", progress, anneal
+    )
     if masks == "learned":
         for layer in layers.values():
             layer.freeze_learned()
     budget["route_masks"] = False
-    logs += _fit(net, data, cfg, int(cfg["finetune_epochs"]), float(cfg["lr"]) / 4, budget,
-                 f"{variant} finetune", progress)
+    logs += _fit(
+        net,
+        data,
+        cfg,
+        int(cfg["finetune_epochs"]),
+        float(cfg["lr"]) / 4,
+        budget,
+        f"{variant} finetune",
+        progress,
+    )
     net.eval()
     return net, logs
 

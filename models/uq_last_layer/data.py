@@ -47,16 +47,21 @@ def _raw(name: str, seed: int, n_synthetic: int) -> tuple[np.ndarray, np.ndarray
         return x, y, "regression"
     from sklearn import datasets
 
-    loaders = {"diabetes": datasets.load_diabetes, "breast_cancer": datasets.load_breast_cancer,
-               "wine": datasets.load_wine, "digits": datasets.load_digits}
+    loaders = {
+        "diabetes": datasets.load_diabetes,
+        "breast_cancer": datasets.load_breast_cancer,
+        "wine": datasets.load_wine,
+        "digits": datasets.load_digits,
+    }
     if name not in loaders:
         raise ValueError(f"unknown dataset {name!r}; valid: {', '.join(DATASETS)}")
     x, y = loaders[name](return_X_y=True)
     return x.astype(np.float64), y, "regression" if name == "diabetes" else "classification"
 
 
-def make_split(x: np.ndarray, y: np.ndarray, task: str, name: str, seed: int,
-               test_fraction: float = 0.3) -> Split:
+def make_split(
+    x: np.ndarray, y: np.ndarray, task: str, name: str, seed: int, test_fraction: float = 0.3
+) -> Split:
     """Shuffle, split, standardise with train statistics and draw the OOD set."""
     rng = np.random.default_rng(seed)
     idx = rng.permutation(len(y))
@@ -93,6 +98,8 @@ def load_csv_split(path: str | os.PathLike[str], task: str, seed: int = 0) -> Sp
         bad = (y != np.round(y)) | (y < 0)
         if bad.any():
             row = int(np.argmax(bad))
-            raise ValueError(f"feature matrix {path}: data row {row} label {y[row]} is not a "
-                             "non-negative integer class id")
+            raise ValueError(
+                f"feature matrix {path}: data row {row} label {y[row]} is not a "
+                "non-negative integer class id"
+            )
     return make_split(x, y, task, os.fspath(path), seed)

@@ -122,10 +122,18 @@ from neuroedge.types import Measurement, Report
 
 NAME = "uq.last_layer"
 DEFAULTS: dict[str, Any] = {
-    "datasets": list(DATASETS), "seed": 0, "steps": 1000, "lr": 5e-3, "weight_decay": 1e-3,
-    "hidden_regression": 32, "hidden_classification": 16, "n_synthetic": 2000,
-    "timing_repeats": 3, "rmt_sizes": [[200, 100, 200], [400, 200, 400], [800, 400, 800]],
-    "rmt_seeds": 3, "evidence_rounds": 0,
+    "datasets": list(DATASETS),
+    "seed": 0,
+    "steps": 1000,
+    "lr": 5e-3,
+    "weight_decay": 1e-3,
+    "hidden_regression": 32,
+    "hidden_classification": 16,
+    "n_synthetic": 2000,
+    "timing_repeats": 3,
+    "rmt_sizes": [[200, 100, 200], [400, 200, 400], [800, 400, 800]],
+    "rmt_seeds": 3,
+    "evidence_rounds": 0,
 }
 VAL_FRACTION = 0.2  # rows of the training split held out for the MAP's early stopping
 
@@ -149,15 +157,22 @@ def train_network(split: Split, cfg: Mapping[str, Any]) -> Any:
     n_fit = len(split.y_train) - int(len(split.y_train) * VAL_FRACTION)
     for round_ in range(rounds + 1):
         net = F.make_mlp(split.x_train.shape[1], hidden, split.classes, cfg["seed"])
-        F.train_map(net, split.x_train, split.y_train, split.task, steps=cfg["steps"],
-                    lr=cfg["lr"], weight_decay=wd, val_fraction=VAL_FRACTION)
+        F.train_map(
+            net,
+            split.x_train,
+            split.y_train,
+            split.task,
+            steps=cfg["steps"],
+            lr=cfg["lr"],
+            weight_decay=wd,
+            val_fraction=VAL_FRACTION,
+        )
         if round_ < rounds:
             wd = consistent_weight_decay(fit_posterior(net, split, "full"), n_fit)
     return net
 
 
-def fit_posterior(net: Any, split: Split, subset: str, tuning: str = "evidence"
-                  ) -> F.GLMPosterior:
+def fit_posterior(net: Any, split: Split, subset: str, tuning: str = "evidence") -> F.GLMPosterior:
     """Jacobians, GGN, eigendecomposition and hyper-parameter tuning of one GLM.
 
     ``evidence`` (primary): GGN on every training row, (sigma^2, lambda) by the evidence.
@@ -185,28 +200,29 @@ def map_nll(net: Any, split: Split) -> float:
         noise = float(np.mean((f_tr[:, 0] - split.y_train) ** 2))
         pred = F.Prediction(f_te[:, 0], np.zeros(len(f_te)), np.full(len(f_te), noise))
         return F.nll(pred, split.y_test, split.task)
-    return F.nll(F.Prediction(F.softmax(f_te), np.zeros(0), np.zeros(0)), split.y_test,
-                 split.task)
+    return F.nll(F.Prediction(F.softmax(f_te), np.zeros(0), np.zeros(0)), split.y_test, split.task)
 
 
-def evaluate_subset(net: Any, split: Split, post: F.GLMPosterior, subset: str
-                    ) -> tuple[dict[str, Measurement], np.ndarray]:
+def evaluate_subset(
+    net: Any, split: Split, post: F.GLMPosterior, subset: str
+) -> tuple[dict[str, Measurement], np.ndarray]:
     """Test metrics of one GLM and its per-point test variances."""
     pred = F.predict(post, *F.jacobians(net, split.x_test, subset))
     ood = F.predict(post, *F.jacobians(net, split.x_ood, subset))
     score = "variance" if split.task == "regression" else "total_var"
-    m = {"nll": Measurement(F.nll(pred, split.y_test, split.task), "nats/sample"),
-         "ood_auroc": Measurement(F.auroc(getattr(pred, score), getattr(ood, score)),
-                                  "fraction"),
-         "ood_auroc_var": Measurement(F.auroc(pred.variance, ood.variance), "fraction"),
-         "log_evidence_per_n": Measurement(post.log_evidence / len(split.y_train),
-                                           "nats/sample"),
-         "prior_prec": Measurement(post.prior_prec, "1/param^2"),
-         "params": Measurement(post.eigvals.size, "parameters", "counted")}
+    m = {
+        "nll": Measurement(F.nll(pred, split.y_test, split.task), "nats/sample"),
+        "ood_auroc": Measurement(F.auroc(getattr(pred, score), getattr(ood, score)), "fraction"),
+        "ood_auroc_var": Measurement(F.auroc(pred.variance, ood.variance), "fraction"),
+        "log_evidence_per_n": Measurement(post.log_evidence / len(split.y_train), "nats/sample"),
+        "prior_prec": Measurement(post.prior_prec, "1/param^2"),
+        "params": Measurement(post.eigvals.size, "parameters", "counted"),
+    }
     if split.task == "classification":
         m["ece"] = Measurement(F.ece(pred.mean, split.y_test), "fraction")
-        m["accuracy"] = Measurement(float((pred.mean.argmax(-1) == split.y_test).mean()),
-                                    "fraction")
+        m["accuracy"] = Measurement(
+            float((pred.mean.argmax(-1) == split.y_test).mean()), "fraction"
+        )
     else:
         m["noise_var"] = Measurement(post.noise_var, "y^2 (standardised)")
     return m, pred.variance
@@ -226,9 +242,12 @@ def compare_dataset(name: str, cfg: Mapping[str, Any]) -> list[Report]:
         posts[key] = fit_posterior(net, split, key[1], key[0])
 
     keys = [(t, s) for t in F.TUNINGS for s in F.SUBSETS]
-    timings = measure_side_by_side({k: (lambda k=k: fit(k)) for k in keys},
-                                   repeats=cfg["timing_repeats"], warmup=0,
-                                   block=cfg["timing_repeats"])
+    timings = measure_side_by_side(
+        {k: (lambda k=k: fit(k)) for k in keys},
+        repeats=cfg["timing_repeats"],
+        warmup=0,
+        block=cfg["timing_repeats"],
+    )
     rows = []
     for tuning in F.TUNINGS:
         variances, metrics = {}, {}
@@ -242,27 +261,50 @@ def compare_dataset(name: str, cfg: Mapping[str, Any]) -> list[Report]:
     return rows
 
 
-def compare_row(variant: str, split: Split, metrics: Mapping[str, Mapping[str, Measurement]],
-                variances: Mapping[str, np.ndarray], cfg: Mapping[str, Any], tuning: str
-                ) -> Report:
+def compare_row(
+    variant: str,
+    split: Split,
+    metrics: Mapping[str, Mapping[str, Measurement]],
+    variances: Mapping[str, np.ndarray],
+    cfg: Mapping[str, Any],
+    tuning: str,
+) -> Report:
     """Spearman of the per-point variances, time ratio and the full - LL differences."""
     from scipy.stats import spearmanr
 
     ll, full = metrics["last_layer"], metrics["full"]
-    how = ("Laplace evidence on all training rows" if tuning == "evidence" else
-           f"validation NLL on {int(len(split.y_train) * VAL_FRACTION)} held-out training "
-           "rows, GGN on the rest")
-    return Report(NAME, "host", f"{variant}/compare", metrics={
-        "spearman_var": Measurement(float(spearmanr(variances["last_layer"],
-                                                    variances["full"])[0]), "rank corr"),
-        "time_ratio": Measurement(full["fit_time_s"].value / ll["fit_time_s"].value,
-                                  "full/last-layer"),
-        "auroc_diff": Measurement(full["ood_auroc"].value - ll["ood_auroc"].value, "full-LL"),
-        "nll_diff": Measurement(full["nll"].value - ll["nll"].value, "full-LL")},
-        notes=((f"{split.task}; hyper-parameters by {how}; n_train={len(split.y_train)}; "
+    how = (
+        "Laplace evidence on all training rows"
+        if tuning == "evidence"
+        else f"validation NLL on {int(len(split.y_train) * VAL_FRACTION)} held-out training "
+        "rows, GGN on the rest"
+    )
+    return Report(
+        NAME,
+        "host",
+        f"{variant}/compare",
+        metrics={
+            "spearman_var": Measurement(
+                float(spearmanr(variances["last_layer"], variances["full"])[0]), "rank corr"
+            ),
+            "time_ratio": Measurement(
+                full["fit_time_s"].value / ll["fit_time_s"].value, "full/last-layer"
+            ),
+            "auroc_diff": Measurement(full["ood_auroc"].value - ll["ood_auroc"].value, "full-LL"),
+            "nll_diff": Measurement(full["nll"].value - ll["nll"].value, "full-LL"),
+        },
+        notes=(
+            (
+                f"{split.task}; hyper-parameters by {how}; n_train={len(split.y_train)}; "
                 f"fit times side by side, p50 of {cfg['timing_repeats']}"
-                + ("" if split.task == "regression" else
-                   f"; Monte Carlo predictive, {F.MC_SAMPLES} draws")),))
+                + (
+                    ""
+                    if split.task == "regression"
+                    else f"; Monte Carlo predictive, {F.MC_SAMPLES} draws"
+                )
+            ),
+        ),
+    )
 
 
 def rmt_rows(cfg: Mapping[str, Any]) -> list[Report]:
@@ -270,16 +312,28 @@ def rmt_rows(cfg: Mapping[str, Any]) -> list[Report]:
     rows = []
     for n, d, m in cfg["rmt_sizes"]:
         fits = [rmt.compare(n, d, m, seed) for seed in range(cfg["rmt_seeds"])]
-        mean = {k: float(np.mean([getattr(f[kern], attr) for f in fits]))
-                for k, (kern, attr) in {"bfe_ck": ("ck", "bfe_per_n"),
-                                        "bfe_ntk": ("ntk", "bfe_per_n"),
-                                        "nll_ck": ("ck", "test_nll"),
-                                        "nll_ntk": ("ntk", "test_nll")}.items()}
+        mean = {
+            k: float(np.mean([getattr(f[kern], attr) for f in fits]))
+            for k, (kern, attr) in {
+                "bfe_ck": ("ck", "bfe_per_n"),
+                "bfe_ntk": ("ntk", "bfe_per_n"),
+                "nll_ck": ("ck", "test_nll"),
+                "nll_ntk": ("ntk", "test_nll"),
+            }.items()
+        }
         metrics = {k: Measurement(v, "nats/sample") for k, v in mean.items()}
-        metrics["bfe_rel_gap"] = Measurement(float(np.mean([rmt.relative_gap(f) for f in fits])),
-                                             "fraction")
-        rows.append(Report(NAME, "host", f"rmt_n{n}_d{d}_m{m}", metrics=metrics,
-                           notes=(f"random init, mean of {cfg['rmt_seeds']} seeds",)))
+        metrics["bfe_rel_gap"] = Measurement(
+            float(np.mean([rmt.relative_gap(f) for f in fits])), "fraction"
+        )
+        rows.append(
+            Report(
+                NAME,
+                "host",
+                f"rmt_n{n}_d{d}_m{m}",
+                metrics=metrics,
+                notes=(f"random init, mean of {cfg['rmt_seeds']} seeds",),
+            )
+        )
     return rows
 
 
@@ -295,12 +349,17 @@ def modes_section(doc: Mapping[str, Any]) -> list[str]:
         got = [by[f"{key}/{s}"].get(metric) for s in F.SUBSETS]
         return " / ".join("-" if g is None else f"{g['value']:.3g}" for g in got)
 
-    lines = ["## Hyper-parameter tuning: evidence (primary) vs validation NLL", "",
-             "Pairs are last layer / full. Gap = OOD AUROC full - LL, bound "
-             f"{GAP_BOUND}; evidence: Laplace marginal likelihood on all training rows; "
-             "val_nll: NLL of the held-out validation rows (GGN on the other rows).", "",
-             "| dataset | tuning | NLL | ECE | OOD AUROC | gap | gap <= bound | Spearman | "
-             "time ratio | lambda | sigma^2 |", "|" + "---|" * 11]
+    lines = [
+        "## Hyper-parameter tuning: evidence (primary) vs validation NLL",
+        "",
+        "Pairs are last layer / full. Gap = OOD AUROC full - LL, bound "
+        f"{GAP_BOUND}; evidence: Laplace marginal likelihood on all training rows; "
+        "val_nll: NLL of the held-out validation rows (GGN on the other rows).",
+        "",
+        "| dataset | tuning | NLL | ECE | OOD AUROC | gap | gap <= bound | Spearman | "
+        "time ratio | lambda | sigma^2 |",
+        "|" + "---|" * 11,
+    ]
     for name in doc["config"]["datasets"]:
         for tuning in F.TUNINGS:
             key = f"{name}/{tuning}"
@@ -308,11 +367,24 @@ def modes_section(doc: Mapping[str, Any]) -> list[str]:
                 continue
             cmp = by[f"{key}/compare"]
             gap = cmp["auroc_diff"]["value"]
-            lines.append(" | ".join([
-                f"| {name}", tuning, pair(key, "nll"), pair(key, "ece"), pair(key, "ood_auroc"),
-                f"{gap:.3f}", "yes" if gap <= GAP_BOUND else "**no**",
-                f"{cmp['spearman_var']['value']:.3f}", f"{cmp['time_ratio']['value']:.0f}x",
-                pair(key, "prior_prec"), pair(key, "noise_var")]) + " |")
+            lines.append(
+                " | ".join(
+                    [
+                        f"| {name}",
+                        tuning,
+                        pair(key, "nll"),
+                        pair(key, "ece"),
+                        pair(key, "ood_auroc"),
+                        f"{gap:.3f}",
+                        "yes" if gap <= GAP_BOUND else "**no**",
+                        f"{cmp['spearman_var']['value']:.3f}",
+                        f"{cmp['time_ratio']['value']:.0f}x",
+                        pair(key, "prior_prec"),
+                        pair(key, "noise_var"),
+                    ]
+                )
+                + " |"
+            )
     return lines
 
 
@@ -327,19 +399,30 @@ def summary_plot(doc: dict[str, Any], path: Path) -> Path:
     keys = [(t, s) for t in F.TUNINGS for s in F.SUBSETS]
     fig, axes = plt.subplots(1, 4, figsize=(17, 3.8))
     x = np.arange(len(names))
-    for ax, metric, label in zip(axes, ("ood_auroc", "auroc_diff", "nll", "fit_time_s"),
-                                 ("OOD AUROC", "OOD AUROC gap, full - LL", "test NLL (nats)",
-                                  "GLM fit time (s, log)")):
+    for ax, metric, label in zip(
+        axes,
+        ("ood_auroc", "auroc_diff", "nll", "fit_time_s"),
+        ("OOD AUROC", "OOD AUROC gap, full - LL", "test NLL (nats)", "GLM fit time (s, log)"),
+    ):
         bars = [(t, "compare") for t in F.TUNINGS] if metric == "auroc_diff" else keys
         width = 0.8 / len(bars)
         for k, (tuning, subset) in enumerate(bars):
-            ax.bar(x + width * (k - (len(bars) - 1) / 2),
-                   [by[f"{n}/{tuning}/{subset}"][metric]["value"] for n in names], width,
-                   label=f"{subset.replace('_', ' ')}, {tuning}" if subset != "compare"
-                   else tuning)
+            ax.bar(
+                x + width * (k - (len(bars) - 1) / 2),
+                [by[f"{n}/{tuning}/{subset}"][metric]["value"] for n in names],
+                width,
+                label=f"{subset.replace('_', ' ')}, {tuning}" if subset != "compare" else tuning,
+            )
         if metric == "nll":
-            ax.scatter(x, [by[f"{n}/evidence/full"]["map_nll"]["value"] for n in names],
-                       marker="_", s=500, color="k", label="MAP network", zorder=3)
+            ax.scatter(
+                x,
+                [by[f"{n}/evidence/full"]["map_nll"]["value"] for n in names],
+                marker="_",
+                s=500,
+                color="k",
+                label="MAP network",
+                zorder=3,
+            )
         if metric == "auroc_diff":
             ax.axhline(GAP_BOUND, color="k", ls="--", label=f"bound {GAP_BOUND}")
         if metric == "fit_time_s":
@@ -349,8 +432,9 @@ def summary_plot(doc: dict[str, Any], path: Path) -> Path:
         ax.set_xticks(x, names, rotation=30)
         ax.set_title(label)
         ax.legend(fontsize=7, ncol=2 if metric == "ood_auroc" else 1)
-    fig.suptitle(f"{NAME}: last-layer vs full linearised Laplace, evidence vs validation-NLL "
-                 "tuning")
+    fig.suptitle(
+        f"{NAME}: last-layer vs full linearised Laplace, evidence vs validation-NLL tuning"
+    )
     return finish_figure(fig, path)
 
 
@@ -358,9 +442,13 @@ def seed_rows_of(cfg: Mapping[str, Any]) -> list[Report]:
     """Every dataset's rows for ``cfg["seed"]`` (module-level and picklable: a worker's job)."""
     from tqdm import tqdm
 
-    return [row for name in tqdm(cfg["datasets"], desc=f"{NAME} datasets",
-                                 disable=not cfg.get("progress", True))
-            for row in compare_dataset(name, cfg)]
+    return [
+        row
+        for name in tqdm(
+            cfg["datasets"], desc=f"{NAME} datasets", disable=not cfg.get("progress", True)
+        )
+        for row in compare_dataset(name, cfg)
+    ]
 
 
 def claim_over_seeds(per_seed: Mapping[int, Sequence[Report]]) -> dict[str, Any]:
@@ -376,22 +464,32 @@ def claim_over_seeds(per_seed: Mapping[int, Sequence[Report]]) -> dict[str, Any]
     for tuning in F.TUNINGS:
         cells = {}
         for name in names:
+
             def per(subset: str, metric: str, key: str = f"{name}/{tuning}") -> list[float]:
                 return [by[s][f"{key}/{subset}"][metric].value for s in seeds]
 
-            gap, gap_se = paired_difference(per("full", "ood_auroc"),
-                                            per("last_layer", "ood_auroc"))
+            gap, gap_se = paired_difference(
+                per("full", "ood_auroc"), per("last_layer", "ood_auroc")
+            )
             rho, ratio = per("compare", "spearman_var"), per("compare", "time_ratio")
-            cells[name] = {"gap": gap, "gap_se": gap_se if len(seeds) > 1 else None,
-                           "gap_per_seed": per("compare",
-                                                                             "auroc_diff"),
-                           "spearman": float(np.mean(rho)), "spearman_min": min(rho),
-                           "time_ratio": float(np.mean(ratio)), "time_ratio_min": min(ratio)}
-            cells[name]["holds"] = bool(gap <= GAP_BOUND
-                                        and cells[name]["spearman"] >= CLAIM_SPEARMAN
-                                        and cells[name]["time_ratio"] >= CLAIM_TIME_RATIO)
-        out["tunings"][tuning] = {"datasets": cells,
-                                  "holds": all(c["holds"] for c in cells.values())}
+            cells[name] = {
+                "gap": gap,
+                "gap_se": gap_se if len(seeds) > 1 else None,
+                "gap_per_seed": per("compare", "auroc_diff"),
+                "spearman": float(np.mean(rho)),
+                "spearman_min": min(rho),
+                "time_ratio": float(np.mean(ratio)),
+                "time_ratio_min": min(ratio),
+            }
+            cells[name]["holds"] = bool(
+                gap <= GAP_BOUND
+                and cells[name]["spearman"] >= CLAIM_SPEARMAN
+                and cells[name]["time_ratio"] >= CLAIM_TIME_RATIO
+            )
+        out["tunings"][tuning] = {
+            "datasets": cells,
+            "holds": all(c["holds"] for c in cells.values()),
+        }
     out["holds"] = out["tunings"]["evidence"]["holds"]
     return out
 
@@ -399,28 +497,43 @@ def claim_over_seeds(per_seed: Mapping[int, Sequence[Report]]) -> dict[str, Any]
 def claim_section(claim: Mapping[str, Any]) -> list[str]:
     """report.md lines: the claim per tuning and dataset over the run's seeds."""
     seeds = claim["seeds"]
-    over = (f"seed {seeds[0]}" if len(seeds) == 1
-            else f"{len(seeds)} seeds ({seeds[0]}..{seeds[-1]})")
-    lines = [f"## Claim over {over}", "",
-             f"Per dataset: mean OOD AUROC gap (full - LL) <= {GAP_BOUND}, mean Spearman >= "
-             f"{CLAIM_SPEARMAN}, mean time ratio >= {CLAIM_TIME_RATIO:g}x. Evidence tuning is "
-             "the issue's reading.", ""]
+    over = (
+        f"seed {seeds[0]}" if len(seeds) == 1 else f"{len(seeds)} seeds ({seeds[0]}..{seeds[-1]})"
+    )
+    lines = [
+        f"## Claim over {over}",
+        "",
+        f"Per dataset: mean OOD AUROC gap (full - LL) <= {GAP_BOUND}, mean Spearman >= "
+        f"{CLAIM_SPEARMAN}, mean time ratio >= {CLAIM_TIME_RATIO:g}x. Evidence tuning is "
+        "the issue's reading.",
+        "",
+    ]
     for tuning, t in claim["tunings"].items():
         lines.append(f"- {tuning}: {'HOLDS' if t['holds'] else 'DOES NOT HOLD'}")
-    lines += ["", "| dataset | tuning | gap (mean +- SE) | Spearman mean (min) | time ratio mean "
-              "(min) | holds |", "|" + "---|" * 6]
+    lines += [
+        "",
+        "| dataset | tuning | gap (mean +- SE) | Spearman mean (min) | time ratio mean "
+        "(min) | holds |",
+        "|" + "---|" * 6,
+    ]
     for tuning, t in claim["tunings"].items():
         for name, c in t["datasets"].items():
             se = "" if c["gap_se"] is None else f" +- {c['gap_se']:.3f}"  # one seed: no SE
-            lines.append(f"| {name} | {tuning} | {c['gap']:.3f}{se} | "
-                         f"{c['spearman']:.3f} ({c['spearman_min']:.3f}) | "
-                         f"{c['time_ratio']:.0f}x ({c['time_ratio_min']:.0f}x) | "
-                         f"{'yes' if c['holds'] else '**no**'} |")
+            lines.append(
+                f"| {name} | {tuning} | {c['gap']:.3f}{se} | "
+                f"{c['spearman']:.3f} ({c['spearman_min']:.3f}) | "
+                f"{c['time_ratio']:.0f}x ({c['time_ratio_min']:.0f}x) | "
+                f"{'yes' if c['holds'] else '**no**'} |"
+            )
     return lines
 
 
-def bench(out_dir: str, backends: Sequence[str] = ("host",), config: Mapping[str, Any] |
-          None = None, history: str | None = None) -> dict[str, Any]:
+def bench(
+    out_dir: str,
+    backends: Sequence[str] = ("host",),
+    config: Mapping[str, Any] | None = None,
+    history: str | None = None,
+) -> dict[str, Any]:
     """Run every dataset (both tunings) and the RMT sizes; write report.json/report.md/
     summary.png. With ``seeds=[...]`` every seed runs the datasets (``workers`` processes at
     a time): mean rows plus ``<row>@seed=S``, and the claim read over the seeds."""
@@ -430,17 +543,44 @@ def bench(out_dir: str, backends: Sequence[str] = ("host",), config: Mapping[str
     cfg = {**DEFAULTS, **(config or {})}
     seeds = seed_list(cfg)
     jobs = {s: {**cfg, "seed": s, "progress": len(seeds) == 1} for s in seeds}
-    per_seed = map_seeds(seed_rows_of, jobs, check_workers(cfg.get("workers", 1)),
-                         f"{NAME} seeds", progress=len(seeds) > 1)
-    rows = (per_seed[seeds[0]] if len(seeds) == 1 else
-            seed_rows(per_seed, ("ood_auroc", "auroc_diff", "spearman_var", "time_ratio")))
+    per_seed = map_seeds(
+        seed_rows_of,
+        jobs,
+        check_workers(cfg.get("workers", 1)),
+        f"{NAME} seeds",
+        progress=len(seeds) > 1,
+    )
+    rows = (
+        per_seed[seeds[0]]
+        if len(seeds) == 1
+        else seed_rows(per_seed, ("ood_auroc", "auroc_diff", "spearman_var", "time_ratio"))
+    )
     claim = claim_over_seeds(per_seed)
     rows += rmt_rows(cfg)
-    columns = ["nll", "map_nll", "ece", "accuracy", "ood_auroc", "prior_prec", "fit_time_s",
-               "auroc_diff", "spearman_var", "time_ratio", "bfe_ck", "bfe_ntk", "bfe_rel_gap",
-               "nll_ck", "nll_ntk"]
+    columns = [
+        "nll",
+        "map_nll",
+        "ece",
+        "accuracy",
+        "ood_auroc",
+        "prior_prec",
+        "fit_time_s",
+        "auroc_diff",
+        "spearman_var",
+        "time_ratio",
+        "bfe_ck",
+        "bfe_ntk",
+        "bfe_rel_gap",
+        "nll_ck",
+        "nll_ntk",
+    ]
     doc = build_document(NAME, rows, config=cfg, columns=columns, claim=claim)
-    write_report(doc, out_dir, columns=columns,
-                 sections=[*claim_section(claim), "", *modes_section(doc)],
-                 plots=[summary_plot], history=history)
+    write_report(
+        doc,
+        out_dir,
+        columns=columns,
+        sections=[*claim_section(claim), "", *modes_section(doc)],
+        plots=[summary_plot],
+        history=history,
+    )
     return doc

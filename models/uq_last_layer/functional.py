@@ -93,13 +93,25 @@ def make_mlp(d_in: int, hidden: int, d_out: int, seed: int) -> Any:
 
     torch.manual_seed(seed)
     return torch.nn.Sequential(
-        torch.nn.Linear(d_in, hidden), torch.nn.Tanh(), torch.nn.Linear(hidden, hidden),
-        torch.nn.Tanh(), torch.nn.Linear(hidden, d_out)).double()
+        torch.nn.Linear(d_in, hidden),
+        torch.nn.Tanh(),
+        torch.nn.Linear(hidden, hidden),
+        torch.nn.Tanh(),
+        torch.nn.Linear(hidden, d_out),
+    ).double()
 
 
-def train_map(net: Any, x: np.ndarray, y: np.ndarray, task: Task, steps: int = 1500,
-              lr: float = 3e-3, weight_decay: float = 1e-3, val_fraction: float = 0.2,
-              progress: bool = False) -> Any:
+def train_map(
+    net: Any,
+    x: np.ndarray,
+    y: np.ndarray,
+    task: Task,
+    steps: int = 1500,
+    lr: float = 3e-3,
+    weight_decay: float = 1e-3,
+    val_fraction: float = 0.2,
+    progress: bool = False,
+) -> Any:
     """Full-batch Adam on the NLL plus L2 (the MAP estimate), early-stopped on a held-out
     ``val_fraction`` of the rows (checked every 25 steps; the best state is kept).
 
@@ -117,8 +129,11 @@ def train_map(net: Any, x: np.ndarray, y: np.ndarray, task: Task, steps: int = 1
 
     def loss_of(inputs: Any, targets: Any) -> Any:
         out = net(inputs)
-        return (torch.nn.functional.mse_loss(out[:, 0], targets) if task == "regression"
-                else torch.nn.functional.cross_entropy(out, targets))
+        return (
+            torch.nn.functional.mse_loss(out[:, 0], targets)
+            if task == "regression"
+            else torch.nn.functional.cross_entropy(out, targets)
+        )
 
     opt = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=weight_decay)
     best, best_state = math.inf, None
@@ -159,7 +174,7 @@ def _jacobians(net: Any, x: np.ndarray, subset: str) -> tuple[np.ndarray, np.nda
             n, c, h = phi.shape[0], f.shape[1], phi.shape[1]
             jac = np.zeros((n, c, c * (h + 1)))
             for k in range(c):  # weight row k (k*h .. k*h+h-1), then bias k (c*h + k)
-                jac[:, k, k * h:(k + 1) * h] = phi
+                jac[:, k, k * h : (k + 1) * h] = phi
                 jac[:, k, c * h + k] = 1.0
             return f, jac
     params = {k: v.detach() for k, v in net.named_parameters()}
@@ -215,17 +230,24 @@ def evidence_grid(task: str, e: np.ndarray, fit: float, n: int, sq_norm: float) 
     log-likelihood log p(D | theta_hat) (classification)."""
     s2, lam = noise_grid(task)[:, None], PRIOR_GRID[None, :]
     logdet = np.log(e[None, None, :] / s2[:, :, None] + lam[:, :, None]).sum(-1)
-    loglik = (-0.5 * n * np.log(2 * math.pi * s2) - fit / (2 * s2) if task == "regression"
-              else fit)
+    loglik = -0.5 * n * np.log(2 * math.pi * s2) - fit / (2 * s2) if task == "regression" else fit
     return loglik - 0.5 * lam * sq_norm + 0.5 * e.size * np.log(lam) - 0.5 * logdet
 
 
-def validation_nll_grid(task: str, e: np.ndarray, u: np.ndarray, f_val: np.ndarray,
-                        jac_val: np.ndarray, y_val: np.ndarray) -> np.ndarray:
+def validation_nll_grid(
+    task: str,
+    e: np.ndarray,
+    u: np.ndarray,
+    f_val: np.ndarray,
+    jac_val: np.ndarray,
+    y_val: np.ndarray,
+) -> np.ndarray:
     """Mean GLM predictive NLL on validation points over noise_grid(task) x PRIOR_GRID."""
     if jac_val.shape[-1] != u.shape[0] or not len(f_val) == len(jac_val) == len(y_val):
-        raise ValueError(f"validation set: f {f_val.shape}, J {jac_val.shape}, y {y_val.shape}"
-                         f" do not match one another or the {u.shape[0]} GLM parameters")
+        raise ValueError(
+            f"validation set: f {f_val.shape}, J {jac_val.shape}, y {y_val.shape}"
+            f" do not match one another or the {u.shape[0]} GLM parameters"
+        )
     a = jac_val @ u  # [n, C, P]
     if task == "regression":
         inv = 1.0 / (e / NOISE_GRID[:, None, None] + PRIOR_GRID[None, :, None])  # [S, L, P]
@@ -241,9 +263,14 @@ def validation_nll_grid(task: str, e: np.ndarray, u: np.ndarray, f_val: np.ndarr
     return out
 
 
-def fit_glm(f: np.ndarray, jac: np.ndarray, y: np.ndarray, theta: np.ndarray, task: Task,
-            validation: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-            ) -> GLMPosterior:
+def fit_glm(
+    f: np.ndarray,
+    jac: np.ndarray,
+    y: np.ndarray,
+    theta: np.ndarray,
+    task: Task,
+    validation: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+) -> GLMPosterior:
     """The GGN posterior on (f, J, y), with (sigma^2, lambda) maximising the Laplace evidence,
     or, given ``validation`` = (f_val, J_val, y_val) of held-out points, minimising their mean
     predictive NLL over the same grid (no other data is seen by the choice)."""
@@ -266,8 +293,15 @@ def fit_glm(f: np.ndarray, jac: np.ndarray, y: np.ndarray, theta: np.ndarray, ta
     else:
         nll_grid = validation_nll_grid(task, e, u, *validation)
         i, j = np.unravel_index(int(np.argmin(nll_grid)), nll_grid.shape)
-    return GLMPosterior(task, e, u, float(PRIOR_GRID[j]), float(noise_grid(task)[i]),
-                        float(logz[i, j]), TUNINGS[validation is not None])
+    return GLMPosterior(
+        task,
+        e,
+        u,
+        float(PRIOR_GRID[j]),
+        float(noise_grid(task)[i]),
+        float(logz[i, j]),
+        TUNINGS[validation is not None],
+    )
 
 
 @dataclass(frozen=True)
@@ -279,8 +313,13 @@ class Prediction:
     total_var: np.ndarray  # regression: tr S_f + sigma^2; classification: predictive entropy
 
 
-def expected_softmax(f: np.ndarray, cov: np.ndarray, samples: int = MC_SAMPLES, seed: int = 0,
-                     block: int | None = None) -> np.ndarray:
+def expected_softmax(
+    f: np.ndarray,
+    cov: np.ndarray,
+    samples: int = MC_SAMPLES,
+    seed: int = 0,
+    block: int | None = None,
+) -> np.ndarray:
     """E[softmax(z)], z ~ N(f, cov) per point [n, C], by Monte Carlo on the centred logits.
 
     With P = I - 11^T / C, softmax(f + e) = softmax(f + P e) for every e, and P e ~ N(0, P S P),
@@ -298,7 +337,7 @@ def expected_softmax(f: np.ndarray, cov: np.ndarray, samples: int = MC_SAMPLES, 
     z = np.random.default_rng(seed).standard_normal((samples, c))
     total = np.zeros_like(f)
     for start in range(0, samples, block):
-        draws = np.tensordot(z[start:start + block], root, axes=(1, 2))  # [s, n, c]
+        draws = np.tensordot(z[start : start + block], root, axes=(1, 2))  # [s, n, c]
         draws += f
         total += softmax(draws).sum(0)
     return total / samples

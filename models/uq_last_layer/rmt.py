@@ -49,7 +49,7 @@ def regression_task(n: int, d: int, seed: int) -> tuple[np.ndarray, ...]:
     x = rng.standard_normal((2 * n, d))
     x *= np.sqrt(d) / np.linalg.norm(x, axis=1, keepdims=True)
     z = x @ w
-    y = np.tanh(z) + 0.5 * z ** 2 + 0.1 * rng.standard_normal(2 * n)
+    y = np.tanh(z) + 0.5 * z**2 + 0.1 * rng.standard_normal(2 * n)
     return x[:n], y[:n], x[n:], y[n:]
 
 
@@ -65,8 +65,13 @@ def kernels(x1: np.ndarray, x2: np.ndarray, m: int, seed: int) -> tuple[np.ndarr
     return ck, ck + (g1 @ g2.T) * (x1 @ x2.T) / (m * d)
 
 
-def fit_kernel(k_train: np.ndarray, k_cross: np.ndarray, k_test_diag: np.ndarray,
-               y: np.ndarray, y_test: np.ndarray) -> KernelFit:
+def fit_kernel(
+    k_train: np.ndarray,
+    k_cross: np.ndarray,
+    k_test_diag: np.ndarray,
+    y: np.ndarray,
+    y_test: np.ndarray,
+) -> KernelFit:
     """BFE on the (a, s^2) grid from one eigendecomposition, then the GP predictive NLL."""
     n = len(y)
     lam, q = np.linalg.eigh(k_train)
@@ -91,8 +96,10 @@ def compare(n: int, d: int, m: int, seed: int = 0) -> dict[str, KernelFit]:
     ck, ntk = kernels(x, x, m, seed)
     ck_x, ntk_x = kernels(xt, x, m, seed)
     ck_t, ntk_t = kernels(xt, xt, m, seed)
-    return {"ck": fit_kernel(ck, ck_x, np.diag(ck_t), y, yt),
-            "ntk": fit_kernel(ntk, ntk_x, np.diag(ntk_t), y, yt)}
+    return {
+        "ck": fit_kernel(ck, ck_x, np.diag(ck_t), y, yt),
+        "ntk": fit_kernel(ntk, ntk_x, np.diag(ntk_t), y, yt),
+    }
 
 
 def relative_gap(fits: dict[str, KernelFit]) -> float:

@@ -26,19 +26,34 @@ def build(config: Mapping[str, Any]) -> HostProgram:
     smoke = bool(config.get("smoke"))
     split = load_split("synthetic", int(config.get("seed", 0)), 200 if smoke else 2000)
     net = F.make_mlp(IN_FEATURES, 8 if smoke else 32, 1, int(config.get("seed", 0)))
-    F.train_map(net, split.x_train, split.y_train, "regression",
-                steps=int(config.get("steps", 30 if smoke else 1000)), lr=5e-3)
+    F.train_map(
+        net,
+        split.x_train,
+        split.y_train,
+        "regression",
+        steps=int(config.get("steps", 30 if smoke else 1000)),
+        lr=5e-3,
+    )
     f, jac = F.jacobians(net, split.x_train, subset)
     post = F.fit_glm(f, jac, split.y_train, F.theta_of(net, subset), "regression")
 
     def predictive(x: np.ndarray) -> dict[str, np.ndarray]:
         pred = F.predict(post, *F.jacobians(net, np.asarray(x, np.float64), subset))
-        return {"mean": pred.mean[:, None], "variance": pred.total_var[:, None],
-                "epistemic_var": pred.variance[:, None]}
+        return {
+            "mean": pred.mean[:, None],
+            "variance": pred.total_var[:, None],
+            "epistemic_var": pred.variance[:, None],
+        }
 
-    return HostProgram(predictive, meta={"subset": subset, "prior_prec": post.prior_prec,
-                                         "noise_var": post.noise_var,
-                                         "params": int(post.eigvals.size)})
+    return HostProgram(
+        predictive,
+        meta={
+            "subset": subset,
+            "prior_prec": post.prior_prec,
+            "noise_var": post.noise_var,
+            "params": int(post.eigvals.size),
+        },
+    )
 
 
 def example(seed: int = 0) -> dict[str, np.ndarray]:
@@ -53,16 +68,25 @@ SPEC = ModelSpec(
     family="ann",
     summary="linearised-Laplace GLM predictive over the last layer vs the full network",
     inputs=(IOSpec("x", ("batch", IN_FEATURES), "float64"),),
-    outputs=(IOSpec("mean", ("batch", 1), "float64"), IOSpec("variance", ("batch", 1), "float64"),
-             IOSpec("epistemic_var", ("batch", 1), "float64")),
+    outputs=(
+        IOSpec("mean", ("batch", 1), "float64"),
+        IOSpec("variance", ("batch", 1), "float64"),
+        IOSpec("epistemic_var", ("batch", 1), "float64"),
+    ),
     build=build,
     example=example,
-    paper=Paper("Is the Last Layer Sufficient for Uncertainty Quantification?", "ICML 2026",
-                2026, "https://arxiv.org/abs/2605.30741"),
+    paper=Paper(
+        "Is the Last Layer Sufficient for Uncertainty Quantification?",
+        "ICML 2026",
+        2026,
+        "https://arxiv.org/abs/2605.30741",
+    ),
     efficiency=Efficiency("FLOP"),
     tolerance={"default": 1e-8},
     bench="neuroedge.models.uq_last_layer.experiment:bench",
     # bench: its DEFAULTS plus the seed list and worker processes (bench.seeds)
-    config_keys={"build": ("subset", "smoke", "seed", "steps"),
-                 "bench": (*BENCH_DEFAULTS, "seeds", "workers")},
+    config_keys={
+        "build": ("subset", "smoke", "seed", "steps"),
+        "bench": (*BENCH_DEFAULTS, "seeds", "workers"),
+    },
 )

@@ -40,10 +40,18 @@ from neuroedge.events.flatbuffer import FlatbufferError
 MAGIC = b"#!AER-DAT4.0\r\n"
 COMPRESSIONS = ("NONE", "LZ4", "LZ4_HIGH", "ZSTD", "ZSTD_HIGH")  # IOHeader enum order
 # the package each compression needs, as pinned in setup.cfg
-COMPRESSION_LIBRARIES = {"LZ4": ("lz4.frame", "lz4==4.4.5"),
-                         "ZSTD": ("zstandard", "zstandard==0.25.0")}
-EVENT_STRUCT = np.dtype({"names": ["t", "x", "y", "on"], "formats": ["<i8", "<i2", "<i2", "u1"],
-                         "offsets": [0, 8, 10, 12], "itemsize": 16})
+COMPRESSION_LIBRARIES = {
+    "LZ4": ("lz4.frame", "lz4==4.4.5"),
+    "ZSTD": ("zstandard", "zstandard==0.25.0"),
+}
+EVENT_STRUCT = np.dtype(
+    {
+        "names": ["t", "x", "y", "on"],
+        "formats": ["<i8", "<i2", "<i2", "u1"],
+        "offsets": [0, 8, 10, 12],
+        "itemsize": 16,
+    }
+)
 PACKET_HEADER = struct.Struct("<ii")  # stream id, byte size of the (compressed) packet
 
 
@@ -78,14 +86,18 @@ def read_header(path: str | os.PathLike[str]) -> AedatHeader:
     with open(path, "rb") as fh:
         magic = fh.read(at)
         if magic != MAGIC:
-            raise EventFormatError(path, 0, f"starts with {magic!r}, not the AEDAT 4.0 magic "
-                                   f"{MAGIC!r}")
+            raise EventFormatError(
+                path, 0, f"starts with {magic!r}, not the AEDAT 4.0 magic {MAGIC!r}"
+            )
         prefix = fh.read(4)
         size = int.from_bytes(prefix, "little")
         body = fh.read(min(size, os.fstat(fh.fileno()).st_size))  # a corrupt size reads no more
     if len(prefix) < 4 or len(body) < size:
-        problem = (f"the IOHeader declares {size} bytes, the file holds {len(body)}"
-                   if len(prefix) == 4 else "the file ends inside the IOHeader size prefix")
+        problem = (
+            f"the IOHeader declares {size} bytes, the file holds {len(body)}"
+            if len(prefix) == 4
+            else "the file ends inside the IOHeader size prefix"
+        )
         raise EventFormatError(path, at, f"truncated: {problem}")
     buf = prefix + body
     try:
@@ -97,11 +109,16 @@ def read_header(path: str | os.PathLike[str]) -> AedatHeader:
         raise EventFormatError(path, at + err.offset, f"IOHeader: {err.problem}") from err
     body_start = at + len(buf)
     if not 0 <= code < len(COMPRESSIONS):
-        raise EventFormatError(path, at, f"IOHeader compression {code} is not one of "
-                               f"{dict(enumerate(COMPRESSIONS))}")
+        raise EventFormatError(
+            path, at, f"IOHeader compression {code} is not one of {dict(enumerate(COMPRESSIONS))}"
+        )
     if table_position != -1 and table_position < body_start:
-        raise EventFormatError(path, at, f"IOHeader data table position {table_position} lies "
-                               f"before the first packet (byte offset {body_start})")
+        raise EventFormatError(
+            path,
+            at,
+            f"IOHeader data table position {table_position} lies "
+            f"before the first packet (byte offset {body_start})",
+        )
     if info is None:
         raise EventFormatError(path, at, "IOHeader has no infoNode: the streams are unknown")
     streams = _parse_streams(path, at + info[0], info[1])
@@ -120,61 +137,95 @@ def _parse_streams(path: str | os.PathLike[str], at: int, xml: bytes) -> tuple[A
         raise EventFormatError(path, at, f"IOHeader infoNode is not XML: {err}") from err
     out_info = root.find("node[@name='outInfo']")
     if out_info is None:
-        raise EventFormatError(path, at, "IOHeader infoNode has no outInfo node listing the "
-                               "streams")
+        raise EventFormatError(
+            path, at, "IOHeader infoNode has no outInfo node listing the streams"
+        )
     streams = []
     for node in out_info.findall("node"):
         name, attrs = node.get("name", ""), _attributes(node)
         info = _attributes(node.find("node[@name='info']"))
         if not (name.isascii() and name.isdigit()) or "typeIdentifier" not in attrs:
-            raise EventFormatError(path, at, f"infoNode stream {name!r} has no numeric id or "
-                                   f"no typeIdentifier")
+            raise EventFormatError(
+                path, at, f"infoNode stream {name!r} has no numeric id or no typeIdentifier"
+            )
         try:
-            sensor = (SensorSize(int(info["sizeX"]), int(info["sizeY"]))
-                      if "sizeX" in info and "sizeY" in info else None)
+            sensor = (
+                SensorSize(int(info["sizeX"]), int(info["sizeY"]))
+                if "sizeX" in info and "sizeY" in info
+                else None
+            )
         except ValueError as err:
-            raise EventFormatError(path, at, f"infoNode stream {name}: bad sensor size "
-                                   f"{info['sizeX']!r} x {info['sizeY']!r}: {err}") from err
+            raise EventFormatError(
+                path,
+                at,
+                f"infoNode stream {name}: bad sensor size "
+                f"{info['sizeX']!r} x {info['sizeY']!r}: {err}",
+            ) from err
         streams.append(AedatStream(int(name), attrs["typeIdentifier"], sensor))
     return tuple(sorted(streams, key=lambda s: s.stream_id))
 
 
-def event_stream(path: str | os.PathLike[str], header: AedatHeader,
-                 stream_id: int | None = None) -> AedatStream:
+def event_stream(
+    path: str | os.PathLike[str], header: AedatHeader, stream_id: int | None = None
+) -> AedatStream:
     """Stream ``stream_id``, or the lowest-id polarity-event (``EVTS``) stream when None."""
     events = [s for s in header.streams if s.type_identifier == "EVTS"]
     declared = {s.stream_id: s.type_identifier for s in header.streams}
     chosen = [s for s in events if stream_id is None or s.stream_id == stream_id]
     if not chosen:
-        wanted = "a polarity-event (EVTS) stream" if stream_id is None else (
-            f"stream {stream_id} as an event (EVTS) stream")
+        wanted = (
+            "a polarity-event (EVTS) stream"
+            if stream_id is None
+            else (f"stream {stream_id} as an event (EVTS) stream")
+        )
         raise ValueError(f"{path}: no {wanted}; the file declares streams {declared}")
     return chosen[0]
 
 
-def _packet_header(path: Path, fh: BinaryIO, offset: int, end: int, file_size: int,
-                   declared: set[int]) -> tuple[int, int]:
+def _packet_header(
+    path: Path, fh: BinaryIO, offset: int, end: int, file_size: int, declared: set[int]
+) -> tuple[int, int]:
     """Stream id and byte size of the packet at ``offset``, checked against the file."""
     head = fh.read(PACKET_HEADER.size)
     if len(head) < PACKET_HEADER.size and end > file_size:
-        raise EventFormatError(path, offset, f"truncated: the file ends at byte offset "
-                               f"{offset + len(head)}, before the data table the IOHeader "
-                               f"places at byte offset {end}")
+        raise EventFormatError(
+            path,
+            offset,
+            f"truncated: the file ends at byte offset "
+            f"{offset + len(head)}, before the data table the IOHeader "
+            f"places at byte offset {end}",
+        )
     if len(head) < PACKET_HEADER.size or offset + PACKET_HEADER.size > end:
-        raise EventFormatError(path, offset, f"truncated: {min(len(head), end - offset)} bytes "
-                               f"left for a packet header of {PACKET_HEADER.size}")
+        raise EventFormatError(
+            path,
+            offset,
+            f"truncated: {min(len(head), end - offset)} bytes "
+            f"left for a packet header of {PACKET_HEADER.size}",
+        )
     stream_id, size = PACKET_HEADER.unpack(head)
     if stream_id not in declared:
-        raise EventFormatError(path, offset, f"packet of stream {stream_id}, which the header "
-                               f"does not declare ({sorted(declared)}): corrupt packet header")
+        raise EventFormatError(
+            path,
+            offset,
+            f"packet of stream {stream_id}, which the header "
+            f"does not declare ({sorted(declared)}): corrupt packet header",
+        )
     body_at = offset + PACKET_HEADER.size
     if size < 0 or body_at + size > file_size:
-        raise EventFormatError(path, offset, f"truncated: the packet of stream {stream_id} "
-                               f"declares {size} bytes, the file ends {file_size - body_at} "
-                               f"bytes after its header")
+        raise EventFormatError(
+            path,
+            offset,
+            f"truncated: the packet of stream {stream_id} "
+            f"declares {size} bytes, the file ends {file_size - body_at} "
+            f"bytes after its header",
+        )
     if body_at + size > end:
-        raise EventFormatError(path, offset, f"the packet of stream {stream_id} ({size} bytes) "
-                               f"runs past the data table at byte offset {end}")
+        raise EventFormatError(
+            path,
+            offset,
+            f"the packet of stream {stream_id} ({size} bytes) "
+            f"runs past the data table at byte offset {end}",
+        )
     return stream_id, size
 
 
@@ -198,14 +249,22 @@ def decompress(path: str | os.PathLike[str], body: bytes, compression: str, offs
         dec = lib.LZ4FrameDecompressor() if lz4 else lib.ZstdDecompressor().decompressobj()
         data = dec.decompress(body)
     except errors as err:
-        raise EventFormatError(path, offset, f"{compression} packet does not decompress: "
-                               f"{err}") from err
+        raise EventFormatError(
+            path, offset, f"{compression} packet does not decompress: {err}"
+        ) from err
     if not dec.eof:
-        raise EventFormatError(path, offset, f"{compression} packet does not decompress: its "
-                               f"{len(body)} bytes stop before the end of the frame")
+        raise EventFormatError(
+            path,
+            offset,
+            f"{compression} packet does not decompress: its "
+            f"{len(body)} bytes stop before the end of the frame",
+        )
     if dec.unused_data:
-        raise EventFormatError(path, offset, f"{compression} packet has {len(dec.unused_data)} "
-                               f"bytes after the end of its frame")
+        raise EventFormatError(
+            path,
+            offset,
+            f"{compression} packet has {len(dec.unused_data)} bytes after the end of its frame",
+        )
     return data
 
 
@@ -215,18 +274,27 @@ def decode_events(path: str | os.PathLike[str], data: bytes, offset: int) -> np.
         root = flatbuffer.size_prefixed_root(data, b"EVTS")
         start, count = flatbuffer.struct_vector(root, 0, EVENT_STRUCT.itemsize)
     except FlatbufferError as err:
-        raise EventFormatError(path, offset, f"event packet: {err.problem} (byte {err.offset} "
-                               f"of the {len(data)} decompressed bytes)") from err
+        raise EventFormatError(
+            path,
+            offset,
+            f"event packet: {err.problem} (byte {err.offset} "
+            f"of the {len(data)} decompressed bytes)",
+        ) from err
     raw = np.frombuffer(data, EVENT_STRUCT, count=count, offset=start)
     if (raw["on"] > 1).any():
         i = int(np.flatnonzero(raw["on"] > 1)[0])
-        raise EventFormatError(path, offset, f"event {i} of the packet has polarity byte "
-                               f"{int(raw['on'][i])} (a bool: 0 or 1): corrupt packet")
+        raise EventFormatError(
+            path,
+            offset,
+            f"event {i} of the packet has polarity byte "
+            f"{int(raw['on'][i])} (a bool: 0 or 1): corrupt packet",
+        )
     return make_events(raw["t"], raw["x"], raw["y"], raw["on"])
 
 
-def event_packets(path: str | os.PathLike[str], header: AedatHeader,
-                  stream: AedatStream) -> Iterator[tuple[int, np.ndarray]]:
+def event_packets(
+    path: str | os.PathLike[str], header: AedatHeader, stream: AedatStream
+) -> Iterator[tuple[int, np.ndarray]]:
     """``(file offset of the packet, its events)`` for each packet of ``stream``, in file order.
 
     Packets of other streams are skipped undecoded; at most one packet is in memory.
@@ -251,6 +319,7 @@ def event_packets(path: str | os.PathLike[str], header: AedatHeader,
 
 # ---- writer -------------------------------------------------------------------------------
 
+
 def _io_header_buffer(compression: str, info_node: bytes) -> bytes:
     """A size-prefixed ``IOHeader`` FlatBuffer, laid out as flatc would (8-byte aligned)."""
     body = struct.pack("<I4s", 20, b"IOHE")  # root table at byte 24 (offset from byte 4)
@@ -264,25 +333,33 @@ def _io_header_buffer(compression: str, info_node: bytes) -> bytes:
 def _event_packet_buffer(events: np.ndarray) -> bytes:
     """A size-prefixed ``EventPacket`` FlatBuffer holding ``events`` (16-byte aligned structs)."""
     items = np.zeros(len(events), EVENT_STRUCT)
-    items["t"], items["x"], items["y"], items["on"] = (events["t"], events["x"], events["y"],
-                                                       events["p"])
+    items["t"], items["x"], items["y"], items["on"] = (
+        events["t"],
+        events["x"],
+        events["y"],
+        events["p"],
+    )
     head = struct.pack("<I4s3H2xiII", 16, b"EVTS", 6, 8, 4, 8, 4, len(events))
     return struct.pack("<I", len(head) + items.nbytes) + head + items.tobytes()
 
 
 def _info_node(compression: str, sensor: SensorSize) -> bytes:
     """DV's info XML declaring one polarity-event stream, id 0."""
-    size = (f'<attr key="sizeX" type="int">{sensor.width}</attr>'
-            f'<attr key="sizeY" type="int">{sensor.height}</attr>')
+    size = (
+        f'<attr key="sizeX" type="int">{sensor.width}</attr>'
+        f'<attr key="sizeY" type="int">{sensor.height}</attr>'
+    )
     node = "/mainloop/Recorder/outInfo/0/"
-    return (f'<dv version="2.0"><node name="outInfo" path="/mainloop/Recorder/outInfo/">'
-            f'<node name="0" path="{node}">'
-            f'<attr key="compression" type="string">{compression}</attr>'
-            f'<attr key="originalModuleName" type="string">neuroedge</attr>'
-            f'<attr key="originalOutputName" type="string">events</attr>'
-            f'<attr key="typeDescription" type="string">Array of events (polarity ON/OFF).</attr>'
-            f'<attr key="typeIdentifier" type="string">EVTS</attr>'
-            f'<node name="info" path="{node}info/">{size}</node></node></node></dv>').encode()
+    return (
+        f'<dv version="2.0"><node name="outInfo" path="/mainloop/Recorder/outInfo/">'
+        f'<node name="0" path="{node}">'
+        f'<attr key="compression" type="string">{compression}</attr>'
+        f'<attr key="originalModuleName" type="string">neuroedge</attr>'
+        f'<attr key="originalOutputName" type="string">events</attr>'
+        f'<attr key="typeDescription" type="string">Array of events (polarity ON/OFF).</attr>'
+        f'<attr key="typeIdentifier" type="string">EVTS</attr>'
+        f'<node name="info" path="{node}info/">{size}</node></node></node></dv>'
+    ).encode()
 
 
 def compress(body: bytes, compression: str) -> bytes:
@@ -296,8 +373,13 @@ def compress(body: bytes, compression: str) -> bytes:
     return lib.ZstdCompressor(level=19 if high else 3).compress(body)
 
 
-def encode(events: np.ndarray, sensor: SensorSize | None, *, compression: str = "LZ4",
-           packet_events: int = 8192) -> bytes:
+def encode(
+    events: np.ndarray,
+    sensor: SensorSize | None,
+    *,
+    compression: str = "LZ4",
+    packet_events: int = 8192,
+) -> bytes:
     """An AEDAT 4.0 file holding ``events`` (validated by the caller) as stream 0, ``EVTS``.
 
     Packets of ``packet_events`` events; no data table (``dataTablePosition`` -1): readers then
@@ -305,14 +387,16 @@ def encode(events: np.ndarray, sensor: SensorSize | None, *, compression: str = 
     decoder refuse an event stream without ``sizeX``/``sizeY``.
     """
     if sensor is None:
-        raise ValueError("an AEDAT 4 event stream must state its sensor size (DV and the aedat "
-                         "decoder refuse one without sizeX/sizeY): pass sensor=SensorSize(w, h)")
+        raise ValueError(
+            "an AEDAT 4 event stream must state its sensor size (DV and the aedat "
+            "decoder refuse one without sizeX/sizeY): pass sensor=SensorSize(w, h)"
+        )
     if compression not in COMPRESSIONS:
         raise ValueError(f"AEDAT 4 compression {compression!r} is not one of {COMPRESSIONS}")
     if packet_events < 1:
         raise ValueError(f"packet_events must be >= 1, got {packet_events}")
     parts = [MAGIC, _io_header_buffer(compression, _info_node(compression, sensor))]
     for start in range(0, len(events), packet_events):
-        packet = compress(_event_packet_buffer(events[start:start + packet_events]), compression)
+        packet = compress(_event_packet_buffer(events[start : start + packet_events]), compression)
         parts += [PACKET_HEADER.pack(0, len(packet)), packet]
     return b"".join(parts)

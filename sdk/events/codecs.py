@@ -49,26 +49,35 @@ def _words(body: bytes, dtype: str) -> np.ndarray:
 
 # ---- DAT --------------------------------------------------------------------------------
 
+
 def _dat_decode(body: bytes, state: Any, offset: int, path: str) -> np.ndarray:
     raw = _words(body, "<u4").reshape(-1, 2)
     data = raw[:, 1]
     p = data >> 28
     if (p > 1).any():
         i = int(np.flatnonzero(p > 1)[0])
-        raise EventFormatError(path, offset + 8 * i, f"DAT event with polarity {int(p[i])} "
-                               "(expected 0 or 1): corrupt data or not a CD event file")
+        raise EventFormatError(
+            path,
+            offset + 8 * i,
+            f"DAT event with polarity {int(p[i])} "
+            "(expected 0 or 1): corrupt data or not a CD event file",
+        )
     return make_events(raw[:, 0], data & 0x3FFF, (data >> 14) & 0x3FFF, p)
 
 
 def _dat_encode(events: np.ndarray) -> bytes:
     if len(events) and (events["t"].max() >= 1 << 32 or events["t"].min() < 0):
-        raise ValueError("DAT stores 32-bit unsigned microsecond timestamps; got t outside "
-                         "[0, 2**32)")
+        raise ValueError(
+            "DAT stores 32-bit unsigned microsecond timestamps; got t outside [0, 2**32)"
+        )
     _check_coordinates(events, 1 << 14, "DAT")
     out = np.empty((len(events), 2), "<u4")
     out[:, 0] = events["t"]
-    out[:, 1] = (events["x"].astype(np.uint32) | (events["y"].astype(np.uint32) << 14)
-                 | (events["p"].astype(np.uint32) << 28))
+    out[:, 1] = (
+        events["x"].astype(np.uint32)
+        | (events["y"].astype(np.uint32) << 14)
+        | (events["p"].astype(np.uint32) << 28)
+    )
     return out.tobytes()
 
 
@@ -81,14 +90,18 @@ def _dat_header(sensor: SensorSize | None) -> bytes:
 
 # ---- EVT 2.0 ----------------------------------------------------------------------------
 
+
 def _evt2_decode(body: bytes, state: list[int], offset: int, path: str) -> np.ndarray:
     w = _words(body, "<u4").astype(np.int64)
     kind = w >> 28
     bad = ~np.isin(kind, (0x0, 0x1, 0x8, 0xA, 0xE, 0xF))
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise EventFormatError(path, offset + 4 * i, f"EVT 2.0 word 0x{int(w[i]):08x} has "
-                               f"unknown type 0x{int(kind[i]):x}: corrupt data")
+        raise EventFormatError(
+            path,
+            offset + 4 * i,
+            f"EVT 2.0 word 0x{int(w[i]):08x} has unknown type 0x{int(kind[i]):x}: corrupt data",
+        )
     high_at = np.where(kind == 0x8, np.arange(len(w)), -1)
     np.maximum.accumulate(high_at, out=high_at)
     highs = np.where(high_at >= 0, w[np.maximum(high_at, 0)] & 0x0FFFFFFF, state[0])
@@ -96,22 +109,29 @@ def _evt2_decode(body: bytes, state: list[int], offset: int, path: str) -> np.nd
     if len(w) and (kind == 0x8).any():
         state[0] = int(w[np.flatnonzero(kind == 0x8)[-1]] & 0x0FFFFFFF)
     wc = w[cd]
-    return make_events((highs[cd] << 6) | ((wc >> 22) & 0x3F), (wc >> 11) & 0x7FF,
-                       wc & 0x7FF, kind[cd])
+    return make_events(
+        (highs[cd] << 6) | ((wc >> 22) & 0x3F), (wc >> 11) & 0x7FF, wc & 0x7FF, kind[cd]
+    )
 
 
 def _evt2_encode(events: np.ndarray) -> bytes:
     t = events["t"].astype(np.int64)
     if len(t) and (t.min() < 0 or t.max() >= 1 << 34):
-        raise ValueError("EVT 2.0 stores 34-bit microsecond timestamps; got t outside "
-                         "[0, 2**34)")
+        raise ValueError("EVT 2.0 stores 34-bit microsecond timestamps; got t outside [0, 2**34)")
     _check_coordinates(events, 1 << 11, "EVT 2.0")
     high = t >> 6
     new_high = np.ones(len(t), bool)
     new_high[1:] = high[1:] != high[:-1]
-    table = np.stack([(0x8 << 28) | high,
-                      (events["p"].astype(np.int64) << 28) | ((t & 0x3F) << 22)
-                      | (events["x"].astype(np.int64) << 11) | events["y"]], axis=1)
+    table = np.stack(
+        [
+            (0x8 << 28) | high,
+            (events["p"].astype(np.int64) << 28)
+            | ((t & 0x3F) << 22)
+            | (events["x"].astype(np.int64) << 11)
+            | events["y"],
+        ],
+        axis=1,
+    )
     keep = np.stack([new_high, np.ones(len(t), bool)], axis=1)
     return table[keep].astype("<u4").tobytes()
 
@@ -128,12 +148,17 @@ def _raw_header(version: str) -> Callable[[SensorSize | None], bytes]:
 
 # ---- EVT 3.0 ----------------------------------------------------------------------------
 
+
 def _evt3_decode(body: bytes, state: np.ndarray, offset: int, path: str) -> np.ndarray:
     words = _words(body, "<u2")
     events, bad = evt3.decode_words(words, state)
     if bad >= 0:
-        raise EventFormatError(path, offset + 2 * bad, f"EVT 3.0 word 0x{int(words[bad]):04x} "
-                               f"has unknown type 0x{int(words[bad]) >> 12:x}: corrupt data")
+        raise EventFormatError(
+            path,
+            offset + 2 * bad,
+            f"EVT 3.0 word 0x{int(words[bad]):04x} "
+            f"has unknown type 0x{int(words[bad]) >> 12:x}: corrupt data",
+        )
     return events
 
 
@@ -188,11 +213,16 @@ def _ramp(counts: np.ndarray) -> np.ndarray:
 
 
 def _check_coordinates(events: np.ndarray, limit: int, fmt: str) -> None:
-    if len(events) and (events["x"].max() >= limit or events["y"].max() >= limit
-                        or min(events["x"].min(), events["y"].min()) < 0):
-        raise ValueError(f"{fmt} stores coordinates in [0, {limit}); got x in "
-                         f"[{events['x'].min()}, {events['x'].max()}], y in "
-                         f"[{events['y'].min()}, {events['y'].max()}]")
+    if len(events) and (
+        events["x"].max() >= limit
+        or events["y"].max() >= limit
+        or min(events["x"].min(), events["y"].min()) < 0
+    ):
+        raise ValueError(
+            f"{fmt} stores coordinates in [0, {limit}); got x in "
+            f"[{events['x'].min()}, {events['x'].max()}], y in "
+            f"[{events['y'].min()}, {events['y'].max()}]"
+        )
     if len(events) and events["p"].max() > 1:
         raise ValueError(f"{fmt}: polarity must be 0 or 1, got {int(events['p'].max())}")
 

@@ -64,8 +64,10 @@ def make_events(t: np.ndarray, x: np.ndarray, y: np.ndarray, p: np.ndarray) -> n
 def as_events(events: np.ndarray) -> np.ndarray:
     """``events`` converted to ``EVENT_DTYPE``; a TypeError names missing fields."""
     if not isinstance(events, np.ndarray) or events.dtype.names is None:
-        raise TypeError(f"events must be a numpy structured array with fields t, x, y, p; "
-                        f"got {type(events).__name__}")
+        raise TypeError(
+            f"events must be a numpy structured array with fields t, x, y, p; "
+            f"got {type(events).__name__}"
+        )
     missing = [f for f in EVENT_DTYPE.names if f not in events.dtype.names]
     if missing:
         raise TypeError(f"events lack fields {missing} (have {list(events.dtype.names)})")
@@ -74,10 +76,15 @@ def as_events(events: np.ndarray) -> np.ndarray:
     return make_events(events["t"], events["x"], events["y"], events["p"])
 
 
-def check_events(events: np.ndarray, sensor: SensorSize | None = None, *,
-                 on_unsorted: Literal["raise", "sort"] = "raise",
-                 on_invalid: Literal["raise", "drop"] = "raise", first_index: int = 0,
-                 source: str = "") -> EventCheck:
+def check_events(
+    events: np.ndarray,
+    sensor: SensorSize | None = None,
+    *,
+    on_unsorted: Literal["raise", "sort"] = "raise",
+    on_invalid: Literal["raise", "drop"] = "raise",
+    first_index: int = 0,
+    source: str = "",
+) -> EventCheck:
     """Validate time order, timestamps >= 0, polarity in {0, 1} and coordinates on the sensor.
 
     ``on_unsorted="sort"`` sorts stably by t; ``on_invalid="drop"`` removes events with negative
@@ -86,8 +93,10 @@ def check_events(events: np.ndarray, sensor: SensorSize | None = None, *,
     events of earlier chunks and the file with the chunk's byte offset).
     """
     if on_unsorted not in ("raise", "sort") or on_invalid not in ("raise", "drop"):
-        raise ValueError(f"on_unsorted must be 'raise'|'sort' and on_invalid 'raise'|'drop', "
-                         f"got {on_unsorted!r}, {on_invalid!r}")
+        raise ValueError(
+            f"on_unsorted must be 'raise'|'sort' and on_invalid 'raise'|'drop', "
+            f"got {on_unsorted!r}, {on_invalid!r}"
+        )
     ev = as_events(events)
     bad = (ev["t"] < 0) | (ev["p"] > 1) | (ev["x"] < 0) | (ev["y"] < 0)
     if sensor is not None:
@@ -96,19 +105,23 @@ def check_events(events: np.ndarray, sensor: SensorSize | None = None, *,
     if bad.any():
         if on_invalid == "raise":
             i = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"{source}event {first_index + i} {ev[i].tolist()} (t, x, y, p) "
-                             f"is invalid: negative timestamp, polarity not 0/1 or off the "
-                             f"sensor {sensor}; "
-                             f"{int(bad.sum())} such events (pass on_invalid='drop' to drop)")
+            raise ValueError(
+                f"{source}event {first_index + i} {ev[i].tolist()} (t, x, y, p) "
+                f"is invalid: negative timestamp, polarity not 0/1 or off the "
+                f"sensor {sensor}; "
+                f"{int(bad.sum())} such events (pass on_invalid='drop' to drop)"
+            )
         ev, dropped = ev[~bad], int(bad.sum())
     steps = np.diff(ev["t"])
     repaired = False
     if (steps < 0).any():
         if on_unsorted == "raise":
             i = int(np.flatnonzero(steps < 0)[0]) + 1
-            raise ValueError(f"{source}events out of time order at index {first_index + i}: "
-                             f"t={int(ev['t'][i])} us after t={int(ev['t'][i - 1])} us "
-                             f"(pass on_unsorted='sort')")
+            raise ValueError(
+                f"{source}events out of time order at index {first_index + i}: "
+                f"t={int(ev['t'][i])} us after t={int(ev['t'][i - 1])} us "
+                f"(pass on_unsorted='sort')"
+            )
         ev, repaired = ev[np.argsort(ev["t"], kind="stable")], True
     return EventCheck(ev, repaired, dropped)
 
@@ -118,14 +131,14 @@ def read_header(path: str | os.PathLike[str], data: bytes | None = None) -> tupl
 
     A header line is ``%`` then a space (or ``% end``); the body starts after the last one.
     """
-    raw = Path(path).read_bytes()[:1 << 16] if data is None else data
+    raw = Path(path).read_bytes()[: 1 << 16] if data is None else data
     fields: dict[str, str] = {}
     pos = 0
     while raw.startswith((b"% ", b"%\n"), pos):
         end = raw.find(b"\n", pos)
         if end < 0:
             raise EventFormatError(path, pos, "header line without a newline (truncated header)")
-        line = raw[pos + 1:end].decode("ascii", errors="replace").strip()
+        line = raw[pos + 1 : end].decode("ascii", errors="replace").strip()
         key, _, value = line.partition(" ")
         fields[key] = value.strip()
         pos = end + 1

@@ -16,8 +16,18 @@ import numpy as np
 from neuroedge.atomic import atomic_path
 from neuroedge.events.core import EventFormatError
 
-BOX_DTYPE = np.dtype([("ts", "<u8"), ("x", "<f4"), ("y", "<f4"), ("w", "<f4"), ("h", "<f4"),
-                      ("class_id", "u1"), ("confidence", "<f4"), ("track_id", "<u4")])
+BOX_DTYPE = np.dtype(
+    [
+        ("ts", "<u8"),
+        ("x", "<f4"),
+        ("y", "<f4"),
+        ("w", "<f4"),
+        ("h", "<f4"),
+        ("class_id", "u1"),
+        ("confidence", "<f4"),
+        ("track_id", "<u4"),
+    ]
+)
 NCARS_CLASSES = ("background", "cars")  # label = index
 
 
@@ -56,10 +66,14 @@ def ncars_files(root: str | os.PathLike[str], split: str) -> list[tuple[Path, in
     """``(path, label)`` for every N-CARS recording of ``split``, sorted by path."""
     base = Path(root) / split
     if not base.is_dir():
-        raise FileNotFoundError(f"{base}: no N-CARS split folder (expected "
-                                f"{base}/{{cars,background}}/obj_*_td.dat)")
-    return [(f, label) for label, name in enumerate(NCARS_CLASSES)
-            for f in sorted((base / name).glob("*.dat"))]
+        raise FileNotFoundError(
+            f"{base}: no N-CARS split folder (expected {base}/{{cars,background}}/obj_*_td.dat)"
+        )
+    return [
+        (f, label)
+        for label, name in enumerate(NCARS_CLASSES)
+        for f in sorted((base / name).glob("*.dat"))
+    ]
 
 
 def gen1_files(root: str | os.PathLike[str], split: str) -> list[tuple[Path, Path]]:

@@ -65,11 +65,21 @@ def _kernels():  # compiled on first use, cached on disk
         return n, -1
 
     @numba.njit(cache=True, nogil=True)
-    def decode(words: np.ndarray, state: np.ndarray, t: np.ndarray, x: np.ndarray,
-               y: np.ndarray, p: np.ndarray) -> int:
+    def decode(
+        words: np.ndarray,
+        state: np.ndarray,
+        t: np.ndarray,
+        x: np.ndarray,
+        y: np.ndarray,
+        p: np.ndarray,
+    ) -> int:
         th, tl, cy, bx = state[TH], state[TL], state[Y], state[BASE_X]
-        pol, high_wraps, low_wraps, now = state[POL], state[HIGH_WRAPS], state[LOW_WRAPS], \
-            state[NOW]
+        pol, high_wraps, low_wraps, now = (
+            state[POL],
+            state[HIGH_WRAPS],
+            state[LOW_WRAPS],
+            state[NOW],
+        )
         n = 0
         for i in range(words.shape[0]):
             w = np.int64(words[i])
@@ -98,8 +108,12 @@ def _kernels():  # compiled on first use, cached on disk
                     th = value
                 now = high_wraps * WRAP + ((th + low_wraps) << 12) + tl
         state[TH], state[TL], state[Y], state[BASE_X] = th, tl, cy, bx
-        state[POL], state[HIGH_WRAPS], state[LOW_WRAPS], state[NOW] = pol, high_wraps, \
-            low_wraps, now
+        state[POL], state[HIGH_WRAPS], state[LOW_WRAPS], state[NOW] = (
+            pol,
+            high_wraps,
+            low_wraps,
+            now,
+        )
         return n
 
     return count, decode
@@ -130,8 +144,10 @@ def encode(events: np.ndarray) -> np.ndarray:
         return np.zeros(0, np.uint16)
     t = events["t"].astype(np.int64)
     if t[0] >= WRAP:
-        raise ValueError(f"EVT 3.0 writer: the first timestamp {int(t[0])} us must be below "
-                         f"2**24 us (shift the recording's time origin)")
+        raise ValueError(
+            f"EVT 3.0 writer: the first timestamp {int(t[0])} us must be below "
+            f"2**24 us (shift the recording's time origin)"
+        )
     period, low = t >> 12, t & 0xFFF
     extra = np.diff(period, prepend=period[0])  # periods crossed before each event
     # per event: filler words (0xFFF, 0x000: one period each) for periods not already counted

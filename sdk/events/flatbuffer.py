@@ -41,8 +41,9 @@ def size_prefixed_root(buf: bytes, identifier: bytes) -> Table:
     """The root table of ``buf``, after checking its size prefix and file identifier."""
     size = _unpack(buf, "<I", 0, "size prefix")
     if size != len(buf) - 4:
-        raise FlatbufferError(0, f"size prefix says {size} bytes, the buffer holds "
-                                 f"{len(buf) - 4} after it")
+        raise FlatbufferError(
+            0, f"size prefix says {size} bytes, the buffer holds {len(buf) - 4} after it"
+        )
     found = bytes(buf[8:12])
     if found != identifier:
         raise FlatbufferError(8, f"file identifier {found!r}, expected {identifier!r}")
@@ -55,12 +56,16 @@ def table_at(buf: bytes, pos: int) -> Table:
     vt_size = _unpack(buf, "<H", vtable, "vtable size")
     table_size = _unpack(buf, "<H", vtable + 2, "table size")
     if vt_size < 4 or vt_size % 2 or vtable + vt_size > len(buf) or pos + table_size > len(buf):
-        raise FlatbufferError(vtable, f"vtable of {vt_size} bytes for a {table_size}-byte table "
-                                      f"at {pos} does not fit the {len(buf)}-byte buffer")
+        raise FlatbufferError(
+            vtable,
+            f"vtable of {vt_size} bytes for a {table_size}-byte table "
+            f"at {pos} does not fit the {len(buf)}-byte buffer",
+        )
     fields = struct.unpack_from(f"<{(vt_size - 4) // 2}H", buf, vtable + 4)
     if any(f and not 4 <= f < table_size for f in fields):
-        raise FlatbufferError(vtable, f"vtable field offsets {fields} fall outside the "
-                                      f"{table_size}-byte table")
+        raise FlatbufferError(
+            vtable, f"vtable field offsets {fields} fall outside the {table_size}-byte table"
+        )
     return Table(buf, pos, fields)
 
 
@@ -92,7 +97,7 @@ def string(table: Table, index: int) -> tuple[int, bytes] | None:
     length = _unpack(table.buf, "<I", at, "string length")
     if at + 4 + length > len(table.buf):
         raise FlatbufferError(at, f"string of {length} bytes runs past the buffer end")
-    return at + 4, bytes(table.buf[at + 4:at + 4 + length])
+    return at + 4, bytes(table.buf[at + 4 : at + 4 + length])
 
 
 def struct_vector(table: Table, index: int, item_bytes: int) -> tuple[int, int]:
@@ -105,6 +110,9 @@ def struct_vector(table: Table, index: int, item_bytes: int) -> tuple[int, int]:
         return 0, 0
     count = _unpack(table.buf, "<I", at, "vector length")
     if at + 4 + count * item_bytes > len(table.buf):
-        raise FlatbufferError(at, f"vector of {count} x {item_bytes}-byte items runs past the "
-                                  f"{len(table.buf)}-byte buffer")
+        raise FlatbufferError(
+            at,
+            f"vector of {count} x {item_bytes}-byte items runs past the "
+            f"{len(table.buf)}-byte buffer",
+        )
     return at + 4, count

@@ -37,8 +37,9 @@ class GeneratorConfig:
     seed: int = 0
 
 
-def random_object(kind: str, sensor: SensorSize, duration_us: int,
-                  rng: np.random.Generator) -> MovingObject:
+def random_object(
+    kind: str, sensor: SensorSize, duration_us: int, rng: np.random.Generator
+) -> MovingObject:
     """An object of ``kind`` that is inside the sensor half-way through the recording."""
     scale = min(sensor.width, sensor.height)
     if kind == "car":
@@ -63,12 +64,18 @@ def _params(cfg: GeneratorConfig) -> DVSParams:
 
 
 def _write_config(root: Path, cfg: GeneratorConfig, kind: str, counts: dict) -> None:
-    write_text(root / "config.json", json.dumps({"dataset": kind, **asdict(cfg),
-                                                 "counts": counts}, indent=2) + "\n")
+    write_text(
+        root / "config.json",
+        json.dumps({"dataset": kind, **asdict(cfg), "counts": counts}, indent=2) + "\n",
+    )
 
 
-def make_ncars_like(root: str | os.PathLike[str], counts: dict[str, int],
-                    cfg: GeneratorConfig = GeneratorConfig(), progress: bool = True) -> Path:
+def make_ncars_like(
+    root: str | os.PathLike[str],
+    counts: dict[str, int],
+    cfg: GeneratorConfig = GeneratorConfig(),
+    progress: bool = True,
+) -> Path:
     """Write ``counts[split]`` balanced car/background recordings per split (N-CARS layout)."""
     from tqdm import tqdm
 
@@ -81,16 +88,21 @@ def make_ncars_like(root: str | os.PathLike[str], counts: dict[str, int],
             if rng.random() < 0.3:
                 kinds.append(str(rng.choice(("blob", "bar"))))
             objects = [random_object(k, sensor, cfg.duration_us, rng) for k in kinds]
-            events = simulate(objects, sensor, cfg.duration_us, _params(cfg),
-                              int(rng.integers(1 << 31)))
+            events = simulate(
+                objects, sensor, cfg.duration_us, _params(cfg), int(rng.integers(1 << 31))
+            )
             path = root / split / NCARS_CLASSES[label] / f"obj_{i:06d}_td.dat"
             write_events(path, events, "dat", sensor=sensor)
     _write_config(root, cfg, "ncars_like", dict(counts))
     return root
 
 
-def make_gen1_like(root: str | os.PathLike[str], counts: dict[str, int],
-                   cfg: GeneratorConfig = GeneratorConfig(), progress: bool = True) -> Path:
+def make_gen1_like(
+    root: str | os.PathLike[str],
+    counts: dict[str, int],
+    cfg: GeneratorConfig = GeneratorConfig(),
+    progress: bool = True,
+) -> Path:
     """Write ``counts[split]`` recordings per split with 1-2 cars and 0-1 distractors, plus
     their ``*_bbox.npy`` car boxes at the end of each recording (Gen1 layout)."""
     from tqdm import tqdm
@@ -102,8 +114,9 @@ def make_gen1_like(root: str | os.PathLike[str], counts: dict[str, int],
             kinds = ["car"] * int(rng.integers(1, 3))
             kinds += [str(rng.choice(("blob", "bar")))] * int(rng.integers(0, 2))
             objects = [random_object(k, sensor, cfg.duration_us, rng) for k in kinds]
-            events = simulate(objects, sensor, cfg.duration_us, _params(cfg),
-                              int(rng.integers(1 << 31)))
+            events = simulate(
+                objects, sensor, cfg.duration_us, _params(cfg), int(rng.integers(1 << 31))
+            )
             boxes = [o.box_at(cfg.duration_us, sensor) for o in objects if o.kind == "car"]
             boxes = [b for b in boxes if min(b[2], b[3]) >= MIN_BOX_PIXELS]
             table = np.zeros(len(boxes), BOX_DTYPE)
@@ -116,8 +129,13 @@ def make_gen1_like(root: str | os.PathLike[str], counts: dict[str, int],
     return root
 
 
-def add_noise_to_dataset(src: str | os.PathLike[str], dst: str | os.PathLike[str],
-                         noise_rate_hz: float, seed: int = 0, hot_pixels: int = 0) -> Path:
+def add_noise_to_dataset(
+    src: str | os.PathLike[str],
+    dst: str | os.PathLike[str],
+    noise_rate_hz: float,
+    seed: int = 0,
+    hot_pixels: int = 0,
+) -> Path:
     """Copy a generated dataset folder, adding background activity (and hot pixels) to every
     ``.dat`` recording; box files and config are copied. Same scenes, more noise: a controlled
     noise sweep."""
@@ -138,11 +156,11 @@ def add_noise_to_dataset(src: str | os.PathLike[str], dst: str | os.PathLike[str
             write_bytes(target, path.read_bytes())
             continue
         events = read_events(path, sensor=sensor)
-        noise = noise_events(sensor, 0, int(cfg["duration_us"]), params,
-                             np.random.default_rng([seed, k]))
+        noise = noise_events(
+            sensor, 0, int(cfg["duration_us"]), params, np.random.default_rng([seed, k])
+        )
         merged = np.concatenate([events, noise])
-        write_events(target, merged[np.argsort(merged["t"], kind="stable")], "dat",
-                     sensor=sensor)
+        write_events(target, merged[np.argsort(merged["t"], kind="stable")], "dat", sensor=sensor)
     cfg.update(noise_rate_hz=noise_rate_hz, noise_seed=seed, added_hot_pixels=hot_pixels)
     write_text(dst / "config.json", json.dumps(cfg, indent=2) + "\n")
     return dst

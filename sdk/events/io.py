@@ -49,8 +49,10 @@ def detect_format(path: str | os.PathLike[str]) -> str:
         return "evt3"
     if version.startswith("2") or fmt == "EVT2":
         return "evt2"
-    raise ValueError(f"{path}: cannot tell the event format (suffix {path.suffix!r}, header "
-                     f"{fields}); pass fmt= one of {FORMATS}")
+    raise ValueError(
+        f"{path}: cannot tell the event format (suffix {path.suffix!r}, header "
+        f"{fields}); pass fmt= one of {FORMATS}"
+    )
 
 
 def header_sensor(fields: dict[str, str]) -> SensorSize | None:
@@ -70,12 +72,15 @@ def _body_start(path: Path, codec: Codec) -> int:
         return 0
     fields, start = read_header(path)
     if codec.name == "dat" and fields.get("Version", "2") != "1":
-        head = path.read_bytes()[start:start + 2] if path.stat().st_size > start else b""
+        head = path.read_bytes()[start : start + 2] if path.stat().st_size > start else b""
         if len(head) < 2:
             raise EventFormatError(path, start, "DAT file ends before its event type/size bytes")
         if head[1] != 8:
-            raise EventFormatError(path, start + 1, f"DAT event size {head[1]} (expected 8): "
-                                   "not a CD event file or corrupt header")
+            raise EventFormatError(
+                path,
+                start + 1,
+                f"DAT event size {head[1]} (expected 8): not a CD event file or corrupt header",
+            )
         start += 2
     return start
 
@@ -91,26 +96,37 @@ def _word_chunks(path: Path, codec: Codec, chunk_bytes: int) -> Iterator[tuple[i
             body = fh.read(step)
             usable = len(body) // codec.word_bytes * codec.word_bytes
             if usable < len(body):
-                raise EventFormatError(path, offset + usable, f"truncated: {len(body) - usable} "
-                                       f"trailing bytes do not make a whole {codec.word_bytes}"
-                                       f"-byte {codec.name} word")
+                raise EventFormatError(
+                    path,
+                    offset + usable,
+                    f"truncated: {len(body) - usable} "
+                    f"trailing bytes do not make a whole {codec.word_bytes}"
+                    f"-byte {codec.name} word",
+                )
             yield offset, codec.decode(body, state, offset, str(path))
             offset += len(body)
 
 
-def _aedat4_chunks(path: Path, header: aedat4.AedatHeader, stream: aedat4.AedatStream,
-                   chunk_bytes: int) -> Iterator[tuple[int, np.ndarray]]:
+def _aedat4_chunks(
+    path: Path, header: aedat4.AedatHeader, stream: aedat4.AedatStream, chunk_bytes: int
+) -> Iterator[tuple[int, np.ndarray]]:
     """``(packet byte offset, events)``, a packet split into chunks of ``chunk_bytes // 16``."""
     step = max(1, chunk_bytes // aedat4.EVENT_STRUCT.itemsize)
     for offset, events in aedat4.event_packets(path, header, stream):
         for start in range(0, max(len(events), 1), step):
-            yield offset, events[start:start + step]
+            yield offset, events[start : start + step]
 
 
-def stream_events(path: str | os.PathLike[str], fmt: str | None = None, *,
-                  chunk_bytes: int = 1 << 22, sensor: SensorSize | None = None,
-                  on_unsorted: str = "raise", on_invalid: str = "raise",
-                  stream_id: int | None = None) -> Iterator[np.ndarray]:
+def stream_events(
+    path: str | os.PathLike[str],
+    fmt: str | None = None,
+    *,
+    chunk_bytes: int = 1 << 22,
+    sensor: SensorSize | None = None,
+    on_unsorted: str = "raise",
+    on_invalid: str = "raise",
+    stream_id: int | None = None,
+) -> Iterator[np.ndarray]:
     """Yield the events of ``path`` chunk by chunk (bounded memory).
 
     Raises ``EventFormatError`` (with the byte offset) for corrupt words and truncated files,
@@ -136,29 +152,55 @@ def stream_events(path: str | os.PathLike[str], fmt: str | None = None, *,
         chunks = _word_chunks(path, CODECS[fmt], chunk_bytes)
     last_t, count = -1, 0
     for offset, decoded in chunks:
-        events = check_events(decoded, sensor, on_unsorted=on_unsorted, on_invalid=on_invalid,
-                              first_index=count,
-                              source=f"{path} (chunk at byte offset {offset}): ").events
+        events = check_events(
+            decoded,
+            sensor,
+            on_unsorted=on_unsorted,
+            on_invalid=on_invalid,
+            first_index=count,
+            source=f"{path} (chunk at byte offset {offset}): ",
+        ).events
         count += len(decoded)
         if len(events) and events["t"][0] < last_t:
-            raise ValueError(f"{path}: events out of time order at the chunk starting at "
-                             f"byte offset {offset}: t={int(events['t'][0])} us after "
-                             f"t={last_t} us")
+            raise ValueError(
+                f"{path}: events out of time order at the chunk starting at "
+                f"byte offset {offset}: t={int(events['t'][0])} us after "
+                f"t={last_t} us"
+            )
         last_t = int(events["t"][-1]) if len(events) else last_t
         yield events
 
 
-def read_events(path: str | os.PathLike[str], fmt: str | None = None, *,
-                sensor: SensorSize | None = None, on_unsorted: str = "raise",
-                on_invalid: str = "raise", stream_id: int | None = None) -> np.ndarray:
+def read_events(
+    path: str | os.PathLike[str],
+    fmt: str | None = None,
+    *,
+    sensor: SensorSize | None = None,
+    on_unsorted: str = "raise",
+    on_invalid: str = "raise",
+    stream_id: int | None = None,
+) -> np.ndarray:
     """All events of ``path`` as an ``EVENT_DTYPE`` array (see ``stream_events``)."""
-    chunks = list(stream_events(path, fmt, sensor=sensor, on_unsorted=on_unsorted,
-                                on_invalid=on_invalid, stream_id=stream_id))
+    chunks = list(
+        stream_events(
+            path,
+            fmt,
+            sensor=sensor,
+            on_unsorted=on_unsorted,
+            on_invalid=on_invalid,
+            stream_id=stream_id,
+        )
+    )
     return np.concatenate(chunks) if chunks else np.empty(0, EVENT_DTYPE)
 
 
-def write_events(path: str | os.PathLike[str], events: np.ndarray, fmt: str | None = None, *,
-                 sensor: SensorSize | None = None) -> Path:
+def write_events(
+    path: str | os.PathLike[str],
+    events: np.ndarray,
+    fmt: str | None = None,
+    *,
+    sensor: SensorSize | None = None,
+) -> Path:
     """Write ``events`` (validated: sorted, t >= 0, on the sensor) atomically in ``fmt``.
 
     AEDAT 4 files get one LZ4-compressed event stream and need ``sensor`` (see

@@ -76,12 +76,18 @@ def _box(gx: np.ndarray, gy: np.ndarray, x0: float, y0: float, w: float, h: floa
     return cx[None, :] * cy[:, None]
 
 
-def _ellipse(gx: np.ndarray, gy: np.ndarray, x0: float, y0: float, w: float, h: float,
-             ) -> np.ndarray:
+def _ellipse(
+    gx: np.ndarray,
+    gy: np.ndarray,
+    x0: float,
+    y0: float,
+    w: float,
+    h: float,
+) -> np.ndarray:
     rx, ry = max(w / 2, 0.5), max(h / 2, 0.5)
     dx = (gx + 0.5 - x0 - rx)[None, :] / rx
     dy = (gy + 0.5 - y0 - ry)[:, None] / ry
-    return np.clip((1 - np.sqrt(dx ** 2 + dy ** 2)) * min(rx, ry) + 0.5, 0, 1)
+    return np.clip((1 - np.sqrt(dx**2 + dy**2)) * min(rx, ry) + 0.5, 0, 1)
 
 
 def object_coverage(obj: MovingObject, t_us: float, sensor: SensorSize) -> np.ndarray:
@@ -96,13 +102,15 @@ def object_coverage(obj: MovingObject, t_us: float, sensor: SensorSize) -> np.nd
     body = _box(gx, gy, x0, y0 + 0.35 * h, w, 0.45 * h)
     cabin = _box(gx, gy, x0 + 0.25 * w, y0, 0.5 * w, 0.4 * h)
     r = 0.22 * min(w, h)
-    wheels = (_ellipse(gx, gy, x0 + 0.2 * w - r, y0 + h - 2 * r, 2 * r, 2 * r)
-              + _ellipse(gx, gy, x0 + 0.8 * w - r, y0 + h - 2 * r, 2 * r, 2 * r))
+    wheels = _ellipse(gx, gy, x0 + 0.2 * w - r, y0 + h - 2 * r, 2 * r, 2 * r) + _ellipse(
+        gx, gy, x0 + 0.8 * w - r, y0 + h - 2 * r, 2 * r, 2 * r
+    )
     return np.clip(np.maximum(body, cabin) - 1.6 * np.clip(wheels, 0, 1), -1, 1)
 
 
-def render_log_intensity(objects: list[MovingObject], times_us: np.ndarray,
-                         sensor: SensorSize, background: float = 0.5) -> np.ndarray:
+def render_log_intensity(
+    objects: list[MovingObject], times_us: np.ndarray, sensor: SensorSize, background: float = 0.5
+) -> np.ndarray:
     """Log intensity frames (F, H, W) of the scene at ``times_us``."""
     frames = np.full((len(times_us), sensor.height, sensor.width), background)
     for i, t in enumerate(times_us):
@@ -111,12 +119,14 @@ def render_log_intensity(objects: list[MovingObject], times_us: np.ndarray,
     return np.log(np.clip(frames, 0.02, None))
 
 
-def log_frames_to_events(log_frames: np.ndarray, times_us: np.ndarray, params: DVSParams,
-                         rng: np.random.Generator) -> np.ndarray:
+def log_frames_to_events(
+    log_frames: np.ndarray, times_us: np.ndarray, params: DVSParams, rng: np.random.Generator
+) -> np.ndarray:
     """Threshold-crossing events of a pixel array watching ``log_frames`` (see module doc)."""
     _, height, width = log_frames.shape
-    threshold = np.clip(params.threshold + params.sigma_threshold
-                        * rng.standard_normal((height, width)), 0.05, None)
+    threshold = np.clip(
+        params.threshold + params.sigma_threshold * rng.standard_normal((height, width)), 0.05, None
+    )
     ref = log_frames[0].copy()
     last = np.full((height, width), -(1 << 40), np.int64)
     chunks = []
@@ -129,12 +139,15 @@ def log_frames_to_events(log_frames: np.ndarray, times_us: np.ndarray, params: D
             continue
         n, sign = crossings[ys, xs], np.sign(diff[ys, xs])
         start = log_frames[i - 1][ys, xs]
-        slope = (log_frames[i][ys, xs] - start)
+        slope = log_frames[i][ys, xs] - start
         for k in range(1, int(n.max()) + 1):
             live = n >= k
             level = ref[ys[live], xs[live]] + sign[live] * k * threshold[ys[live], xs[live]]
-            frac = np.where(slope[live] != 0, (level - start[live]) / np.where(
-                slope[live] != 0, slope[live], 1), 1.0)
+            frac = np.where(
+                slope[live] != 0,
+                (level - start[live]) / np.where(slope[live] != 0, slope[live], 1),
+                1.0,
+            )
             t = t0 + np.clip(frac, 0, 1) * (t1 - t0)
             t = t.astype(np.int64)
             yl, xl = ys[live], xs[live]
@@ -146,35 +159,46 @@ def log_frames_to_events(log_frames: np.ndarray, times_us: np.ndarray, params: D
     return events[np.argsort(events["t"], kind="stable")]
 
 
-def noise_events(sensor: SensorSize, t0_us: int, t1_us: int, params: DVSParams,
-                 rng: np.random.Generator) -> np.ndarray:
+def noise_events(
+    sensor: SensorSize, t0_us: int, t1_us: int, params: DVSParams, rng: np.random.Generator
+) -> np.ndarray:
     """Background activity plus hot pixels over ``[t0_us, t1_us)``, sorted by time."""
     seconds = (t1_us - t0_us) * 1e-6
     n = rng.poisson(params.noise_rate_hz * sensor.width * sensor.height * seconds)
-    ba = make_events(rng.integers(t0_us, t1_us, n), rng.integers(0, sensor.width, n),
-                     rng.integers(0, sensor.height, n), rng.integers(0, 2, n))
+    ba = make_events(
+        rng.integers(t0_us, t1_us, n),
+        rng.integers(0, sensor.width, n),
+        rng.integers(0, sensor.height, n),
+        rng.integers(0, 2, n),
+    )
     hot = []
     if params.hot_pixels:
         hx = rng.integers(0, sensor.width, params.hot_pixels)
         hy = rng.integers(0, sensor.height, params.hot_pixels)
         for x, y in zip(hx, hy):
             k = rng.poisson(params.hot_rate_hz * seconds)
-            hot.append(make_events(rng.integers(t0_us, t1_us, k), np.full(k, x), np.full(k, y),
-                                   np.ones(k)))
+            hot.append(
+                make_events(rng.integers(t0_us, t1_us, k), np.full(k, x), np.full(k, y), np.ones(k))
+            )
     events = np.concatenate([ba, *hot])
     return events[np.argsort(events["t"], kind="stable")]
 
 
-def simulate(objects: list[MovingObject], sensor: SensorSize, duration_us: int,
-             params: DVSParams, seed: int, frame_us: int = 1000) -> np.ndarray:
+def simulate(
+    objects: list[MovingObject],
+    sensor: SensorSize,
+    duration_us: int,
+    params: DVSParams,
+    seed: int,
+    frame_us: int = 1000,
+) -> np.ndarray:
     """Events of ``objects`` moving for ``duration_us``, rendered every ``frame_us``, plus the
     sensor noise of ``params``; reproducible from ``seed``."""
     if duration_us <= 0 or frame_us <= 0:
         raise ValueError(f"duration_us and frame_us must be > 0, got {duration_us}, {frame_us}")
     rng = np.random.default_rng(seed)
     times = np.arange(0, duration_us + 1, frame_us)
-    signal = log_frames_to_events(render_log_intensity(objects, times, sensor), times, params,
-                                  rng)
+    signal = log_frames_to_events(render_log_intensity(objects, times, sensor), times, params, rng)
     merged = np.concatenate([signal, noise_events(sensor, 0, duration_us, params, rng)])
     merged = merged[np.argsort(merged["t"], kind="stable")]
     return merged[merged["t"] < duration_us]
