@@ -212,11 +212,27 @@ class ModelSpec:
             _require(use, CONFIG_USES, f"model {self.name!r} config_keys use")
 
     def hook(self, name: str) -> Callable[..., Any] | None:
-        """The ``train`` or ``bench`` hook as a callable (loading a "module:function" string)."""
+        """The ``train`` or ``bench`` hook as a callable (loading a "module:function" string)
+        that refuses config keys the hook does not read (``check_config``) before it runs."""
         if name not in ("train", "bench"):
             raise ValueError(f"unknown hook {name!r}; hooks: train, bench")
         value = getattr(self, name)
-        return load_target(value) if isinstance(value, str) else value
+        target = load_target(value) if isinstance(value, str) else value
+        if target is None:
+            return None
+        import functools
+        import inspect
+
+        signature = inspect.signature(target)
+
+        @functools.wraps(target)
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            # the same refusal as the CLI's, for hooks called from Python
+            config = signature.bind_partial(*args, **kwargs).arguments.get("config")
+            self.check_config(config, name)
+            return target(*args, **kwargs)
+
+        return checked
 
     def example_for(self, seed: int, config: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """``example(seed)``, or ``example(seed, config=config)`` where the example function

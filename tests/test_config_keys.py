@@ -66,3 +66,15 @@ def test_a_misspelt_bench_key_fails_before_the_benchmark(
     assert "build does not read the config key 'epoch'" in capsys.readouterr().err
     assert main(["train", "snn.lif_convnet", "--config", "epoch=3"]) == 2
     assert "(did you mean 'epochs'?)" in capsys.readouterr().err
+
+
+def test_hooks_called_from_python_refuse_a_misspelt_key(tmp_path: Path) -> None:
+    from neuroedge.errors import ConfigError
+
+    bench = get_model("snn.unisparse").hook("bench")
+    with pytest.raises(ConfigError, match=r"did you mean 'variants'"):
+        bench(out_dir=tmp_path / "out", backends=["host"], config={"variant": ["dense"]})
+    assert not (tmp_path / "out").exists()
+    train = get_model("snn.lif_convnet").hook("train")
+    with pytest.raises(ConfigError, match=r"did you mean 'epochs'"):
+        train({"epoch": 3}, tmp_path / "ckpt")

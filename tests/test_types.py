@@ -98,7 +98,7 @@ def test_hooks_given_as_strings_load_lazily() -> None:
     spec = make_spec(bench="neuroedge.bench.report:build_document", train=None)
     from neuroedge.bench.report import build_document
 
-    assert spec.hook("bench") is build_document
+    assert spec.hook("bench").__wrapped__ is build_document
     assert spec.hook("train") is None
     with pytest.raises(ValueError, match="unknown hook 'deploy'"):
         spec.hook("deploy")
