@@ -3,7 +3,8 @@ simulator configuration (``Loihi2SimCfg``), floating_pt or fixed_pt (bit-accurat
 
 Install Lava with ``python -m neuroedge.backends.lava_install`` (lava-nc 0.10.0 on Python 3.11;
 see that module). The mapping (neuron equations, threshold folding, quantisation, chip fit) is
-in neuroedge.backends.lava_map; this module builds and runs the processes:
+in neuroedge.backends.lava_map, the processes are built in neuroedge.backends.lava_processes;
+this module compiles and runs them:
 
     RingBuffer(x) -> Sparse/Dense -> LIF -> Sparse/Dense -> LIF -> ... -> Dense -> RingBuffer
                                       '-> RingBuffer (spikes)   '-> RingBuffer (spikes)
@@ -55,6 +56,12 @@ from neuroedge.backends.lava_map import (
     plan,
     quantize,
 )
+from neuroedge.backends.lava_processes import (  # public names, kept importable from here
+    PACK,  # noqa: F401
+    build_processes,
+    packing_matrix,  # noqa: F401
+    unpack_spikes,
+)
 from neuroedge.errors import BackendUnavailable, ExportRefused
 from neuroedge.shapes import bind_inputs
 from neuroedge.types import (
@@ -70,7 +77,6 @@ from neuroedge.types import (
 VARIANTS = ("floating_pt", "fixed_pt")
 HW_EXTENSION = "lava.magma.compiler.subcompilers.nc"
 DEFAULT_INPUT_SCALE = 255.0
-PACK = 8  # spikes per recorded value
 
 
 def hardware_reason() -> str | None:
@@ -279,7 +285,7 @@ class LavaNetwork:
             net["source"].stop()  # back into step 0: a fresh network per call
             net = None
         if net is None:
-            net = self._built[key] = _build(self, batch, data, steps)
+            net = self._built[key] = build_processes(self, batch, data, steps)
         else:
             net["source"].data.set(data)
         net["source"].run(condition=RunSteps(num_steps=steps + depth), run_cfg=self._run_cfg())
@@ -306,27 +312,6 @@ class LavaNetwork:
         return pops
 
 
-def packing_matrix(n: int) -> Any:
-    """``(ceil(n / 8), n)`` sparse weights 1, 2, ..., 128 packing 8 spikes into one value.
-
-    Lava 0.10's ``Var.get`` ships arrays element by element (about 40k values/s), so spikes
-    are recorded packed; weights <= 128 are exact 8-bit excitatory weights in fixed_pt too.
-    """
-    import scipy.sparse as sp
-
-    idx = np.arange(n)
-    return sp.csr_matrix(
-        (2.0 ** (idx % PACK), (idx // PACK, idx)), shape=((n + PACK - 1) // PACK, n)
-    )
-
-
-def unpack_spikes(packed: np.ndarray, n: int) -> np.ndarray:
-    """Inverse of :func:`packing_matrix`: ``(groups, T)`` values -> ``(n, T)`` 0/1 float32."""
-    ints = np.rint(packed).astype(np.int64)
-    bits = (ints[:, None, :] >> np.arange(PACK)[None, :, None]) & 1
-    return bits.reshape(-1, packed.shape[1])[:n].astype(np.float32)
-
-
 def _stop_all(built: dict[tuple[int, int], dict[str, Any]]) -> None:
     for net in built.values():
         net["source"].stop()
@@ -344,100 +329,3 @@ def _integrate(layer: Layer, synaptic: np.ndarray, scale: float) -> np.ndarray:
         v = (1.0 - layer.dv) * v + u + layer.bias
         trace.append(v.copy())
     return np.stack(trace).astype(np.float32).reshape(len(trace), -1, *layer.shape)
-
-
-def _synapse(
-    weight: np.ndarray, batch: int, graded: bool, fixed: bool, delay: int, weight_exp: int = 0
-) -> Any:
-    import scipy.sparse as sp
-    from lava.proc.dense.process import DelayDense, Dense
-    from lava.proc.sparse.process import DelaySparse, Sparse
-
-    # Spikes travel as 1-bit graded messages: the same 0/1 values, but Lava's Dense/Sparse
-    # models then take the matrix-vector path instead of slicing columns of a CSR matrix per
-    # step, which is ~100x slower for the block-diagonal batch matrices.
-    bits = 8 if graded else 1
-    scaled = {"weight_exp": weight_exp} if weight_exp else {}  # bit-accurate models only
-    dense_ratio = np.count_nonzero(weight) / max(weight.size, 1)
-    if batch == 1 and dense_ratio > 0.5:
-        if delay:
-            return DelayDense(
-                weights=weight,
-                delays=np.full(weight.shape, delay, dtype=int),
-                num_message_bits=bits,
-                **scaled,
-            )
-        return Dense(weights=weight, num_message_bits=bits, **scaled)
-    block = sp.kron(sp.identity(batch, format="csr"), sp.csr_matrix(weight), format="csr")
-    block = block.astype(np.int32 if fixed else np.float64)
-    if delay:  # the same sparsity structure as the weights (Lava warns on any other)
-        delays = sp.csr_matrix(
-            (np.full(block.nnz, delay, dtype=int), block.indices.copy(), block.indptr.copy()),
-            shape=block.shape,
-        )
-        return DelaySparse(weights=block, delays=delays, num_message_bits=bits)
-    return Sparse(weights=block, num_message_bits=bits, **scaled)
-
-
-def _build(net: LavaNetwork, batch: int, data: np.ndarray, steps: int) -> dict[str, Any]:
-    """Processes for one batch size; a population at depth d first gets input at Lava step d,
-    so ``LIFReset`` zeroes its u and v right then, every run of ``length`` steps: no state
-    has to be reset (or bias set) through Lava's slow Var.set between calls. A bias into a
-    synaptic current comes from a second source, one constant channel per sample during the
-    ``steps`` input steps (``BIAS_SOURCE``)."""
-    from lava.proc.io.sink import RingBuffer as Sink
-    from lava.proc.io.source import RingBuffer as Source
-    from lava.proc.lif.process import LIFReset
-    from lava.proc.sparse.process import Sparse
-
-    fixed = net.fixed is not None
-    length = data.shape[1]
-    source = Source(data=data)
-    sources = {name: source for name in net.inputs}
-    if any(syn.source == BIAS_SOURCE for layer in net.layers for syn in layer.synapses):
-        ones = np.zeros((batch, length))
-        ones[:, :steps] = 1.0
-        sources[BIAS_SOURCE] = Source(
-            data=np.round(ones * net.input_scale).astype(np.int32) if fixed else ones
-        )
-    pops: dict[str, Any] = {}
-    sinks = {}
-    for k, layer in enumerate(net.layers):
-        q = net.fixed[k] if fixed else None
-        n = int(np.prod(layer.shape)) * batch
-        if layer.spiking:  # built first: a recurrent synapse reads its own spikes
-            target = pops[layer.name] = LIFReset(
-                shape=(n,),
-                du=q.du if q else layer.du,
-                dv=q.dv if q else layer.dv,
-                vth=q.vth if q else 1.0,
-                bias_mant=np.tile(q.bias_mant if q else layer.bias, batch),
-                bias_exp=q.bias_exp if q else 0,
-                reset_interval=length,
-                reset_offset=(layer.depth + 1) % length,
-            )
-        else:
-            target = sink = Sink(shape=(n,), buffer=length)
-        for j, edge in enumerate(layer.synapses):  # Lava sums every connection into a_in
-            graded = edge.source in sources
-            syn = _synapse(
-                q.weights[j] if q else edge.weight,
-                batch,
-                graded=graded,
-                fixed=fixed,
-                delay=edge.delay,
-                weight_exp=q.weight_exps[j] if q else 0,
-            )
-            (sources[edge.source] if graded else pops[edge.source]).s_out.connect(syn.s_in)
-            syn.a_out.connect(target.a_in)
-        if layer.spiking:
-            lif = target
-            weights = packing_matrix(n)
-            packer = Sparse(
-                weights=weights.astype(np.int32 if fixed else np.float64), num_message_bits=1
-            )
-            lif.s_out.connect(packer.s_in)
-            sink = Sink(shape=(weights.shape[0],), buffer=length)
-            packer.a_out.connect(sink.a_in)
-        sinks[layer.name] = sink
-    return {"source": source, "sinks": sinks}

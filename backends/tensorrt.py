@@ -19,10 +19,10 @@ Design decisions the docs leave open:
   GPU's free memory; the static budget of the graph at max shapes must fit in free memory.
 * TF32 off (TensorRT enables it by default on Ampere and later): the fp32 variant is the
   engine path's parity reference against the host, so it computes in float32.
-* The parser has the last word on support: the support-matrix check of export/tensorrt.py does
-  not refuse graphs here (a newer TensorRT may take more), its findings are appended to the
-  parser's errors. Parser errors carry the node's name and operator, from the parser when it
-  says them and otherwise from the ONNX graph by node index.
+* The parser has the last word on support: the support-matrix check of
+  export/tensorrt_support.py does not refuse graphs here (a newer TensorRT may take more), its
+  findings are appended to the parser's errors. Parser errors carry the node's name and
+  operator, from the parser when it says them and otherwise from the ONNX graph by node index.
 
 This module has not yet run on a GPU in this project's CI (TensorRT cannot be installed on
 CPU-only machines): it follows the documented TensorRT Python API; ``bench/gpu_check.sh``
@@ -42,14 +42,9 @@ from typing import Any, ClassVar
 from neuroedge.backends.base import MeasuredBackend
 from neuroedge.backends.tensorrt_cache import EngineCache, EngineKey, file_sha256
 from neuroedge.errors import ArtifactError, BackendUnavailable
-from neuroedge.export.tensorrt import (
-    CALIBRATION_SAMPLES,
-    VARIANTS,
-    InputProfile,
-    StaticBudget,
-    TensorRTUnsupported,
-    tensorrt_issues,
-)
+from neuroedge.export.tensorrt import CALIBRATION_SAMPLES, VARIANTS
+from neuroedge.export.tensorrt_profile import InputProfile, StaticBudget
+from neuroedge.export.tensorrt_support import TensorRTUnsupported, tensorrt_issues
 from neuroedge.paths import artifact_dir
 from neuroedge.types import Artifact, Availability, ModelSpec, Program, Support
 
@@ -251,7 +246,7 @@ class TensorRTBackend(MeasuredBackend):
         import tensorrt as trt
         import torch
         from neuroedge.backends.tensorrt_runtime import TensorRTRunner
-        from neuroedge.export.tensorrt import optimization_profile, static_budget
+        from neuroedge.export.tensorrt_profile import optimization_profile, static_budget
 
         model = onnx.load(str(prepared))
         profile = optimization_profile(model, feed, {"batch": (1, int(opts["max_batch"]))})
@@ -260,25 +255,7 @@ class TensorRTBackend(MeasuredBackend):
         _check_budget(budget, free, str(prepared))
         workspace = min(int(opts["workspace_mb"]) << 20, free // 2)
         level = int(opts["optimization_level"])
-        # The key holds the workspace asked for, not the capped one: free memory varies.
-        settings = json.dumps(
-            {
-                "variant": variant,
-                "form": opts["form"],
-                "level": level,
-                "workspace_mb": int(opts["workspace_mb"]),
-                "profile": [asdict(p) for p in profile],
-            },
-            sort_keys=True,
-        )
-        major, minor = torch.cuda.get_device_capability()
-        key = EngineKey(
-            file_sha256(prepared),
-            settings,
-            trt.__version__,
-            torch.cuda.get_device_name(),
-            f"{major}.{minor}",
-        )
+        key = _engine_key(prepared, variant, opts, level, profile)
         cache = EngineCache(Path(opts.get("dir") or artifact_dir(spec.name, self.name)) / "engines")
         timing = cache.root / f"timing-{key.device_stem()}.cache"
         deserialize = _Deserializer(trt)
@@ -316,6 +293,38 @@ class TensorRTBackend(MeasuredBackend):
         from neuroedge.backends.onnxrt import OnnxRuntimeBackend
 
         return OnnxRuntimeBackend().run(artifact, inputs)
+
+
+def _engine_key(
+    prepared: Path,
+    variant: str,
+    opts: Mapping[str, Any],
+    level: int,
+    profile: Sequence[InputProfile],
+) -> EngineKey:
+    """The engine cache key: graph hash, build settings, TensorRT version and this GPU."""
+    import tensorrt as trt
+    import torch
+
+    # The key holds the workspace asked for, not the capped one: free memory varies.
+    settings = json.dumps(
+        {
+            "variant": variant,
+            "form": opts["form"],
+            "level": level,
+            "workspace_mb": int(opts["workspace_mb"]),
+            "profile": [asdict(p) for p in profile],
+        },
+        sort_keys=True,
+    )
+    major, minor = torch.cuda.get_device_capability()
+    return EngineKey(
+        file_sha256(prepared),
+        settings,
+        trt.__version__,
+        torch.cuda.get_device_name(),
+        f"{major}.{minor}",
+    )
 
 
 def _check_budget(budget: StaticBudget, free_bytes: int, where: str) -> None:

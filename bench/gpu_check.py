@@ -31,10 +31,15 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from neuroedge.bench.gpu_tables import (  # public names, kept importable from here
+    FP32_ROUTES,  # noqa: F401
+    align,
+    tables,
+    verdict,
+)
 from neuroedge.types import Measurement, ModelSpec, Report, TorchProgram
 
 ROUTES = ("host-cuda", "onnxrt-cuda", "tensorrt-fp32", "tensorrt-fp16", "tensorrt-int8")
-FP32_ROUTES = ("host-cuda", "onnxrt-cuda", "tensorrt-fp32")
 Runner = Callable[[Mapping[str, Any]], Mapping[str, Any]]
 
 
@@ -161,7 +166,7 @@ def check_model(
 ) -> list[Report]:
     """Parity and side-by-side latency of every route for one model."""
     from neuroedge.bench.latency import measure_side_by_side
-    from neuroedge.bench.parity import compare, require_nonzero_state
+    from neuroedge.bench.parity import require_nonzero_state
     from neuroedge.registry import get_backend
     from neuroedge.shapes import bind_inputs
 
@@ -179,32 +184,9 @@ def check_model(
         if time.monotonic() > deadline:
             rows[route] = Report(spec.name, route, rejections=("not run: time budget spent",))
             continue
-        try:
-            run, art = compile_route(route, spec, program)
-            metrics = dict(compare(reference, run(example)))
-            extra = gpu_compute_p50(art, example)
-        # A check script reports every failure as a row and carries on; the exit status fails.
-        except Exception as err:  # noqa: BLE001
-            rows[route] = Report(
-                spec.name, route, rejections=(f"error: {type(err).__name__}: {err}",)
-            )
-            continue
-        if extra is not None:
-            metrics["gpu_compute_p50_ms"] = extra
-        notes = (
-            (f"engine cache {art.meta['engine_cache']}",)
-            if art is not None and "engine_cache" in art.meta
-            else ()
-        )
-        rows[route] = Report(
-            spec.name,
-            route,
-            device="cuda",
-            metrics=metrics,
-            notes=notes,
-            fallbacks=tuple(art.meta.get("fallbacks", ())) if art else (),
-        )
-        runners[route] = run
+        rows[route], run = _check_route(spec, route, program, reference, example)
+        if run is not None:
+            runners[route] = run
     batch = bind_inputs(spec, example).get("batch", 1)
     timings = (
         measure_side_by_side(
@@ -218,85 +200,39 @@ def check_model(
     ]
 
 
-def verdict(spec: ModelSpec, row: Report) -> str:
-    """PASS/FAIL against the model's tolerance; 'report' for unjudged reduced precision."""
-    if row.rejections or row.fallbacks:
-        return "FAIL" if row.fallbacks or row.rejections[0].startswith("error") else "-"
-    if row.backend not in FP32_ROUTES and row.backend not in spec.tolerance:
-        return "report"
-    ok = row.metrics["max_abs_err"].value <= spec.tolerance_for(row.backend)
-    if row.backend in FP32_ROUTES and "spike_agreement" in row.metrics:
-        ok = ok and row.metrics["spike_agreement"].value == 1.0
-    return "PASS" if ok else "FAIL"
+def _check_route(
+    spec: ModelSpec,
+    route: str,
+    program: Any,
+    reference: Mapping[str, Any],
+    example: Mapping[str, Any],
+) -> tuple[Report, Runner | None]:
+    """One route's parity row and its runner (None when it failed: the row says why)."""
+    from neuroedge.bench.parity import compare
 
-
-def _cell(row: Report, metric: str, fmt: str = "{:.4g}") -> str:
-    m = row.metrics.get(metric)
-    return "-" if m is None else fmt.format(m.value)
-
-
-def tables(results: Mapping[str, tuple[ModelSpec, list[Report]]]) -> tuple[str, str]:
-    """The parity table and the latency table, aligned for a terminal."""
-    parity = [("model", "route", "max_abs_err", "spike_agreement", "tolerance", "verdict")]
-    latency = [
-        (
-            "model",
-            "route",
-            "p50_ms",
-            "p90_ms",
-            "p99_ms",
-            "throughput/s",
-            "gpu_compute_p50_ms",
-            "speedup_vs_host_cuda",
-        )
-    ]
-    for name, (spec, rows) in results.items():
-        base = next(
-            (
-                r.metrics["latency_p50_ms"].value
-                for r in rows
-                if r.backend == "host-cuda" and "latency_p50_ms" in r.metrics
-            ),
-            None,
-        )
-        for row in rows:
-            tol = (
-                f"{spec.tolerance_for(row.backend):.0e}"
-                if row.backend in FP32_ROUTES or row.backend in spec.tolerance
-                else "-"
-            )
-            parity.append(
-                (
-                    name,
-                    row.backend,
-                    _cell(row, "max_abs_err", "{:.3g}"),
-                    _cell(row, "spike_agreement", "{:.4f}"),
-                    tol,
-                    verdict(spec, row),
-                )
-            )
-            p50 = row.metrics.get("latency_p50_ms")
-            speed = f"{base / p50.value:.2f}x" if base and p50 else "-"
-            latency.append(
-                (
-                    name,
-                    row.backend,
-                    _cell(row, "latency_p50_ms"),
-                    _cell(row, "latency_p90_ms"),
-                    _cell(row, "latency_p99_ms"),
-                    _cell(row, "throughput_per_s", "{:.0f}"),
-                    _cell(row, "gpu_compute_p50_ms"),
-                    speed,
-                )
-            )
-    return _align(parity), _align(latency)
-
-
-def _align(lines: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(str(c)) for c in col) for col in zip(*lines)]
-    return "\n".join(
-        "  ".join(f"{c:<{w}}" for c, w in zip(line, widths)).rstrip() for line in lines
+    try:
+        run, art = compile_route(route, spec, program)
+        metrics = dict(compare(reference, run(example)))
+        extra = gpu_compute_p50(art, example)
+    # A check script reports every failure as a row and carries on; the exit status fails.
+    except Exception as err:  # noqa: BLE001
+        return Report(spec.name, route, rejections=(f"error: {type(err).__name__}: {err}",)), None
+    if extra is not None:
+        metrics["gpu_compute_p50_ms"] = extra
+    notes = (
+        (f"engine cache {art.meta['engine_cache']}",)
+        if art is not None and "engine_cache" in art.meta
+        else ()
     )
+    row = Report(
+        spec.name,
+        route,
+        device="cuda",
+        metrics=metrics,
+        notes=notes,
+        fallbacks=tuple(art.meta.get("fallbacks", ())) if art else (),
+    )
+    return row, run
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -368,7 +304,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     deadline = time.monotonic() + args.budget_s
     packages = package_table()
     print(
-        _align(
+        align(
             [
                 ("package", "status", "detail"),
                 *((n, "ok" if ok else "MISSING", d) for n, ok, d in packages),

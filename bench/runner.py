@@ -71,8 +71,6 @@ def bench_model(
     """One Report per (backend, variant), in the order given; a backend lists its variants in
     a ``variants`` class attribute (compiled with ``{"variant": name}``); unavailable or
     refusing backends give rows with the reason."""
-    from tqdm import tqdm
-
     cfg = {**spec.default_config, **(config or {})}
     program = spec.build(cfg)
     host = get_backend("host")
@@ -80,6 +78,26 @@ def bench_model(
     example = spec.example_for(0, cfg)
     reference = host.run(host_art, example)
     require_nonzero_state(reference)
+    rows, artifacts = _compile_rows(
+        spec, backends, cfg, program, host_art, reference, example, energy, progress
+    )
+    return _timed_rows(spec, backends, rows, artifacts, example, repeats)
+
+
+def _compile_rows(
+    spec: ModelSpec,
+    backends: Sequence[str],
+    cfg: Mapping[str, Any],
+    program: Any,
+    host_art: Any,
+    reference: Mapping[str, Any],
+    example: Mapping[str, Any],
+    energy: EnergyModel,
+    progress: bool,
+) -> tuple[dict[tuple[str, str], Report], dict[tuple[str, str], Any]]:
+    """Per (backend, variant): its row before timing (or rejection), and the compiled artifacts."""
+    from tqdm import tqdm
+
     rows: dict[tuple[str, str], Report] = {}
     artifacts: dict[tuple[str, str], Any] = {}
     for name in tqdm(backends, desc=f"bench {spec.name}", disable=not progress):
@@ -108,6 +126,18 @@ def bench_model(
             rows[key] = _measure_row(
                 spec, cfg, backend, art, variant, program, reference, example, energy
             )
+    return rows, artifacts
+
+
+def _timed_rows(
+    spec: ModelSpec,
+    backends: Sequence[str],
+    rows: dict[tuple[str, str], Report],
+    artifacts: dict[tuple[str, str], Any],
+    example: Mapping[str, Any],
+    repeats: int,
+) -> list[Report]:
+    """The rows with latency measured side by side and the host's counted metrics added."""
     host_counts = {
         k: v
         for k, v in rows.get(("host", "default"), Report(spec.name, "host")).metrics.items()

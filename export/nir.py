@@ -26,18 +26,17 @@ Design decisions NIR leaves open, and why:
 * ``pool="fold"`` merges an ``AvgPool2d`` into the ``Conv2d`` before it (a stride-k conv with
   the averaged kernel, exact) for consumers without AvgPool2d (norse 1.1's importer).
 
-The torch side is traced with torch.fx; LIF/LI cells are leaves, state graph inputs and state
-outputs are dropped (NIR neurons own their state). A program whose step torch.fx cannot trace
-(a loop over blocks and state tuples, as snn.unisparse's folded ResNet) carries its own
-description instead: ``program.meta["nir"]``, a callable returning the graph (or an
-``NIRProgram``), which :func:`to_nir` validates and returns, so every consumer (the Lava
-backend, ``neuroedge export --target nir``) takes one path. Running an imported graph is in
+The torch side is traced with torch.fx (neuroedge.export.nir_trace); LIF/LI cells are leaves,
+state graph inputs and state outputs are dropped (NIR neurons own their state). A program whose
+step torch.fx cannot trace (a loop over blocks and state tuples, as snn.unisparse's folded
+ResNet) carries its own description instead: ``program.meta["nir"]``, a callable returning the
+graph (or an ``NIRProgram``), which :func:`to_nir` validates and returns, so every consumer (the
+Lava backend, ``neuroedge export --target nir``) takes one path. Running an imported graph is in
 neuroedge.export.nir_run.
 """
 
 from __future__ import annotations
 
-import operator
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -45,7 +44,7 @@ from typing import Any
 
 import numpy as np
 from neuroedge.atomic import atomic_path
-from neuroedge.errors import ArtifactError, ExportRefused
+from neuroedge.errors import ArtifactError
 from neuroedge.types import ModelSpec, TorchProgram
 
 HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
@@ -116,67 +115,6 @@ def neuron_node(params: Any, shape: tuple[int, ...], spiking: bool) -> Any:
     )
 
 
-def _torch_node(module: Any, in_shape: tuple[int, ...]) -> Any:
-    import nir
-    from torch import nn
-
-    w = module.weight.detach().numpy().astype(np.float32)
-    b = None if module.bias is None else module.bias.detach().numpy().astype(np.float32)
-    if isinstance(module, nn.Linear):
-        return nir.Linear(weight=w) if b is None else nir.Affine(weight=w, bias=b)
-    if isinstance(module, nn.Conv2d) and isinstance(module.padding, tuple):
-        return nir.Conv2d(
-            input_shape=in_shape[1:],
-            weight=w,
-            stride=module.stride,
-            padding=module.padding,
-            dilation=module.dilation,
-            groups=module.groups,
-            bias=np.zeros(w.shape[0], np.float32) if b is None else b,
-        )
-    raise ExportRefused(
-        f"{type(module).__name__} has no NIR export (Linear, Conv2d with "
-        "numeric padding, LIF/LI cells, avg_pool2d, flatten and + are mapped)"
-    )
-
-
-def _pool_node(node: Any, in_shape: tuple[int, ...]) -> Any:
-    import nir
-
-    kernel = node.args[1] if len(node.args) > 1 else node.kwargs["kernel_size"]
-    stride = node.args[2] if len(node.args) > 2 else node.kwargs.get("stride") or kernel
-    pad = node.args[3] if len(node.args) > 3 else node.kwargs.get("padding", 0)
-    pair = lambda v: np.array(v if isinstance(v, (tuple, list)) else (v, v))
-    return nir.AvgPool2d(kernel_size=pair(kernel), stride=pair(stride), padding=pair(pad))
-
-
-class _Tracer:
-    """Builds the torch.fx tracer lazily (torch stays out of ``import neuroedge``)."""
-
-    @staticmethod
-    def trace(module: Any) -> Any:
-        import torch.fx
-
-        class CellTracer(torch.fx.Tracer):
-            def is_leaf_module(self, m: Any, qualname: str) -> bool:
-                return hasattr(m, "params") or super().is_leaf_module(m, qualname)
-
-        return torch.fx.GraphModule(module, CellTracer().trace(module))
-
-
-def _shapes(gm: Any, args: tuple[Any, ...]) -> None:
-    from torch.fx.passes.shape_prop import ShapeProp
-
-    ShapeProp(gm).propagate(*args)
-
-
-def _meta_shape(node: Any) -> tuple[int, ...]:
-    tm = node.meta.get("tensor_meta")
-    if not hasattr(tm, "shape"):  # a cell returns (output, state)
-        tm = tm[0]
-    return tuple(int(d) for d in tm.shape[1:])  # drop batch
-
-
 def to_nir(
     program: TorchProgram,
     spec: ModelSpec,
@@ -186,6 +124,7 @@ def to_nir(
 ) -> Any:
     """The NIR graph of a stateful torch SNN (``pool``: "keep" AvgPool2d or "fold" it)."""
     from neuroedge.export.nir_fold import fold_avgpool
+    from neuroedge.export.nir_trace import traced_graph
 
     if pool not in ("keep", "fold"):
         raise ValueError(f"pool {pool!r} is not one of ('keep', 'fold')")
@@ -194,109 +133,11 @@ def to_nir(
         described = own()
         graph = getattr(described, "graph", described)
     else:
-        graph = _traced_graph(program, spec, dt, example)
+        graph = traced_graph(program, spec, dt, example)
     if pool == "fold":
         graph = fold_avgpool(graph)
     validate(graph, where=spec.name)
     return graph
-
-
-def _traced_graph(
-    program: TorchProgram, spec: ModelSpec, dt: float | None, example: Mapping[str, Any] | None
-) -> Any:
-    import torch
-
-    if not program.stateful:
-        raise ExportRefused(f"{spec.name}: NIR export needs a stateful SNN step program")
-    example = (
-        spec.example_for(0, (program.meta or {}).get("config")) if example is None else example
-    )
-    x0 = [torch.as_tensor(example[n])[0] for n in program.input_names]
-    try:
-        gm = _Tracer.trace(program.module)
-    except torch.fx.proxy.TraceError as err:
-        raise ExportRefused(
-            f"{spec.name}: the step cannot be traced by torch.fx for NIR export ({err})"
-        ) from err
-    _shapes(gm, (*x0, *program.init_state(int(x0[0].shape[0]))))
-    nodes, edges, dts = _convert(gm, program, x0)
-    if dt is None:
-        if len(dts) != 1:
-            raise ExportRefused(f"{spec.name}: neurons use dt {sorted(dts)}; give dt=")
-        dt = dts.pop()
-    return _graph(nodes, edges, {"dt": float(dt), "producer": "neuroedge", "model": spec.name})
-
-
-def _convert(gm: Any, program: TorchProgram, x0: list[Any]) -> tuple[dict, list, set]:
-    import nir
-    import torch
-
-    nodes: dict[str, Any] = {}
-    edges: list[tuple[str, str]] = []
-    value: dict[str, list[str] | None] = {}  # fx node -> NIR sources (None: state)
-    dts: set[float] = set()
-    n_in, n_out = len(program.input_names), len(program.output_names)
-    fx_inputs = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    for i, ph in enumerate(fx_inputs):
-        if i < n_in:
-            name = program.input_names[i]
-            nodes[name] = nir.Input(input_type={"input": np.array(x0[i].shape[1:])})
-            value[ph.name] = [name]
-        else:
-            value[ph.name] = None
-    modules = dict(gm.named_modules())
-
-    def add(name: str, node: Any, sources: list[str]) -> list[str]:
-        nodes[name] = node
-        edges.extend((s, name) for s in sources)
-        return [name]
-
-    for n in gm.graph.nodes:
-        if n.op in ("placeholder", "output"):
-            continue
-        src = value.get(n.args[0].name) if n.args and hasattr(n.args[0], "name") else None
-        key = n.target.replace(".", "_") if isinstance(n.target, str) else n.name
-        if n.op == "call_module" and hasattr(modules[n.target], "params"):
-            cell = modules[n.target]
-            dts.add(float(cell.params.dt))
-            spiking = getattr(cell, "is_spiking_neuron", False)
-            value[n.name] = add(key, neuron_node(cell.params, _meta_shape(n), spiking), src)
-        elif n.op == "call_module":
-            in_shape = _meta_shape(n.args[0])
-            value[n.name] = add(key, _torch_node(modules[n.target], in_shape), src)
-        elif n.op == "call_function" and n.target is operator.getitem:
-            value[n.name] = src if n.args[1] == 0 else None
-        elif n.target is torch.nn.functional.avg_pool2d:
-            value[n.name] = add(n.name, _pool_node(n, _meta_shape(n.args[0])), src)
-        elif n.target in ("flatten", torch.flatten):
-            start = n.args[1] if len(n.args) > 1 else n.kwargs.get("start_dim", 0)
-            if start < 1:
-                raise ExportRefused(f"fx node {n.name}: flatten over the batch axis")
-            shape = np.array(_meta_shape(n.args[0]))
-            value[n.name] = add(
-                n.name, nir.Flatten(input_type={"input": shape}, start_dim=start - 1), src
-            )
-        elif n.target in (operator.add, torch.add):
-            value[n.name] = [s for a in n.args[:2] for s in (value.get(a.name) or [])]
-        else:
-            raise ExportRefused(f"fx node {n.name} ({n.op} {n.target}) has no NIR mapping")
-    out_args = next(n for n in gm.graph.nodes if n.op == "output").args[0]
-    for name, arg in zip(program.output_names, list(out_args)[:n_out]):
-        add(
-            name,
-            nir.Output(output_type={"output": np.array(_meta_shape(arg))}),
-            value[arg.name] or [],
-        )
-    return nodes, edges, dts
-
-
-def _graph(nodes: dict[str, Any], edges: list[tuple[str, str]], meta: dict[str, Any]) -> Any:
-    import nir
-
-    try:
-        return nir.NIRGraph(nodes=nodes, edges=edges, metadata=meta, type_check=True)
-    except (ValueError, AssertionError, KeyError) as err:
-        raise ExportRefused(f"NIR rejected the exported graph: {err}") from err
 
 
 def _shape(types: Mapping[str, Any] | None) -> tuple[int, ...] | None:

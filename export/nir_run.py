@@ -164,7 +164,7 @@ def _neuron(
     return z, [*lead, v]
 
 
-def _node_shape(node: Any, key: str) -> tuple[int, ...]:
+def node_shape(node: Any, key: str) -> tuple[int, ...]:
     types = getattr(node, key, None) or {}
     arr = next(iter(types.values()), None)
     if arr is None or np.asarray(arr).ndim != 1 or np.asarray(arr).size == 0:
@@ -253,7 +253,7 @@ def from_nir(graph: Any, dt: float | None = None, reset: str | None = None) -> T
             "this NIR graph has no neuron or recurrent state: nothing to step "
             "over time (import it as a stateless network instead)"
         )
-    shapes = {slot: _node_shape(graph.nodes[slot[0]], "output_type") for slot in slots}
+    shapes = {slot: node_shape(graph.nodes[slot[0]], "output_type") for slot in slots}
 
     def init_state(batch: int) -> tuple[Any, ...]:
         # unknown population shape (writers that omit types): (batch, 1) broadcasts

@@ -2,18 +2,10 @@
 
 Everything here runs without TensorRT or a GPU (onnx and onnxruntime only), so CI tests it.
 
-* **Support.** ``tensorrt_issues`` lists what the ONNX-TensorRT parser documents as
-  unsupported (onnx-tensorrt ``docs/operators.md`` for TensorRT 10.15, opsets 9..24; TensorRT
-  11.x accepts up to opset 25): operator types, non-default domains, opsets out of range,
-  Q/DQ with a nonzero zero point, dequantization of int32 (ONNX Runtime's bias quantization). Each
-  issue names the node.
-* **Optimisation profile.** Every symbolic axis (``batch`` from our exporter) gets
-  ``min <= opt <= max``: ``opt`` is the size in the example feeds (the shape that is measured),
-  ``min`` 1 and ``max`` from ``ranges`` (``batch`` defaults to 32). A symbol without a range is
-  pinned to its example size (min = opt = max): a range we do not know would make TensorRT pick
-  kernels for shapes nobody runs.
-* **Static budget.** Weight bytes and the sum of every tensor's bytes at the profile's max
-  shapes (an upper bound on activation memory: no reuse assumed), from ONNX shape inference.
+* **Support** (``neuroedge.export.tensorrt_support``): what the ONNX-TensorRT parser documents
+  as unsupported, each issue naming the node.
+* **Optimisation profile and static budget** (``neuroedge.export.tensorrt_profile``): min/opt/max
+  shapes of every symbolic axis, weight and activation bytes at the profile's max shapes.
 * **Precision lives in the graph.** TensorRT 11 removed the FP16/INT8 builder flags and
   implicit calibration: networks are strongly typed, so reduced precision must be written into
   the ONNX graph. ``fp16``: every float32 initializer, constant and cast becomes float16, with a
@@ -34,235 +26,34 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from neuroedge.atomic import atomic_path
-from neuroedge.errors import ExportRefused
+from neuroedge.export.tensorrt_profile import (  # public names, kept importable from here
+    DEFAULT_RANGES,  # noqa: F401
+    InputProfile,  # noqa: F401
+    StaticBudget,  # noqa: F401
+    graph_inputs,
+    optimization_profile,  # noqa: F401
+    static_budget,  # noqa: F401
+)
+from neuroedge.export.tensorrt_support import (  # public names, kept importable from here
+    OPSET_RANGE,  # noqa: F401
+    QUANTIZED_TYPES,  # noqa: F401
+    UNSUPPORTED_OPS,  # noqa: F401
+    TensorRTUnsupported,
+    check_tensorrt_support,
+    tensorrt_issues,  # noqa: F401
+)
 
 VARIANTS = ("fp32", "fp16", "int8")
-OPSET_RANGE = (9, 25)  # inclusive; 24 in TensorRT 10.15, 25 in 11.x
-DEFAULT_RANGES = {"batch": (1, 32)}
 FP16_MAX = 65504.0
 CALIBRATION_SAMPLES = 16
 QUANTIZED_OPS = ("Conv", "Gemm", "MatMul")
 PRECISION_KEY = "neuroedge.precision"
-# ONNX TensorProto types TensorRT dequantizes: INT8, FLOAT8E4M3FN, INT4, FLOAT4E2M1.
-QUANTIZED_TYPES = (3, 17, 22, 23)
-# Listed "N" in onnx-tensorrt's operator support matrix (TensorRT 10.15).
-UNSUPPORTED_OPS = frozenset(
-    (
-        "AffineGrid",
-        "Bernoulli",
-        "BitShift",
-        "BitwiseAnd",
-        "BitwiseNot",
-        "BitwiseOr",
-        "BitwiseXor",
-        "CenterCropPad",
-        "Col2Im",
-        "Compress",
-        "ConcatFromSequence",
-        "ConvInteger",
-        "DFT",
-        "Det",
-        "DynamicQuantizeLinear",
-        "ImageDecoder",
-        "MatMulInteger",
-        "MaxRoiPool",
-        "MaxUnpool",
-        "MelWeightMatrix",
-        "Multinomial",
-        "NegativeLogLikelihoodLoss",
-        "Optional",
-        "OptionalGetElement",
-        "OptionalHasElement",
-        "QLinearConv",
-        "QLinearMatMul",
-        "RegexFullMatch",
-        "SequenceAt",
-        "SequenceConstruct",
-        "SequenceEmpty",
-        "SequenceErase",
-        "SequenceInsert",
-        "SequenceLength",
-        "SequenceMap",
-        "SoftmaxCrossEntropyLoss",
-        "SplitToSequence",
-        "StringConcat",
-        "StringNormalizer",
-        "StringSplit",
-        "TfIdfVectorizer",
-        "Unique",
-    )
-)
 # Inputs whose type is tensor(float) whatever the op's T is: they stay float32 in fp16 graphs.
 FLOAT32_ONLY_INPUTS = {"Resize": (2,), "Upsample": (1,)}
-
-
-class TensorRTUnsupported(ExportRefused):
-    """An ONNX graph TensorRT's parser cannot take; the message names each offending node."""
-
-
-@dataclass(frozen=True)
-class InputProfile:
-    """One input's optimisation-profile shapes: TensorRT tunes for ``opt``, accepts min..max."""
-
-    name: str
-    min: tuple[int, ...]
-    opt: tuple[int, ...]
-    max: tuple[int, ...]
-
-    def __post_init__(self) -> None:
-        if not len(self.min) == len(self.opt) == len(self.max):
-            raise ValueError(
-                f"profile {self.name!r}: ranks differ {self.min} {self.opt} {self.max}"
-            )
-        if any(not lo <= mid <= hi for lo, mid, hi in zip(self.min, self.opt, self.max)):
-            raise ValueError(
-                f"profile {self.name!r}: need min <= opt <= max per axis, got "
-                f"{self.min} / {self.opt} / {self.max}"
-            )
-
-    def admits(self, shape: Sequence[int]) -> bool:
-        return len(shape) == len(self.min) and all(
-            lo <= int(d) <= hi for lo, d, hi in zip(self.min, shape, self.max)
-        )
-
-
-@dataclass(frozen=True)
-class StaticBudget:
-    """Memory an engine needs at the profile's max shapes, known before any build."""
-
-    weight_bytes: int  # initializers and constants, at their stored dtype
-    activation_bytes: int  # every non-weight tensor at max shapes summed (no reuse: upper bound)
-    nodes: int
-    unknown_tensors: tuple[str, ...] = ()  # tensors shape inference could not size
-
-    @property
-    def total_bytes(self) -> int:
-        return self.weight_bytes + self.activation_bytes
-
-
-def tensorrt_issues(model: Any) -> list[str]:
-    """Why TensorRT's ONNX parser would reject ``model``, one line per node; [] if nothing."""
-    from onnx import numpy_helper
-
-    issues = []
-    for entry in model.opset_import:
-        if entry.domain in ("", "ai.onnx") and not (
-            OPSET_RANGE[0] <= entry.version <= OPSET_RANGE[1]
-        ):
-            issues.append(
-                f"opset {entry.version} is outside TensorRT's {OPSET_RANGE[0]}..{OPSET_RANGE[1]}"
-            )
-    consts = {i.name: i for i in model.graph.initializer}
-    for index, node in enumerate(model.graph.node):
-        where = f"node {node.name or f'#{index}'!r} ({node.op_type})"
-        if node.domain not in ("", "ai.onnx"):
-            issues.append(f"{where}: domain {node.domain!r} needs a TensorRT plugin")
-        elif node.op_type in UNSUPPORTED_OPS:
-            issues.append(f"{where}: operator not supported by the TensorRT ONNX parser")
-        source = consts.get(node.input[0]) if node.input else None
-        if (
-            node.op_type == "DequantizeLinear"
-            and source is not None
-            and source.data_type not in QUANTIZED_TYPES
-        ):
-            issues.append(
-                f"{where}: dequantizes {node.input[0]!r} of ONNX type "
-                f"{source.data_type}; TensorRT dequantizes int8/int4/fp8/fp4 only"
-            )
-        if node.op_type in ("QuantizeLinear", "DequantizeLinear") and len(node.input) > 2:
-            zero = consts.get(node.input[2])
-            if zero is not None and numpy_helper.to_array(zero).any():
-                issues.append(
-                    f"{where}: zero point {node.input[2]!r} is nonzero; TensorRT "
-                    "takes symmetric quantization only"
-                )
-    return issues
-
-
-def check_tensorrt_support(model: Any, where: str = "model") -> None:
-    """Raise TensorRTUnsupported listing every issue ``tensorrt_issues`` finds."""
-    issues = tensorrt_issues(model)
-    if issues:
-        raise TensorRTUnsupported(
-            f"{where}: TensorRT cannot parse this graph:\n  " + "\n  ".join(issues)
-        )
-
-
-def graph_inputs(model: Any) -> list[Any]:
-    """The real inputs of a graph (old IR versions also list initializers as inputs)."""
-    consts = {i.name for i in model.graph.initializer}
-    return [i for i in model.graph.input if i.name not in consts]
-
-
-def optimization_profile(
-    model: Any, feeds: Mapping[str, Any], ranges: Mapping[str, tuple[int, int]] | None = None
-) -> tuple[InputProfile, ...]:
-    """min/opt/max shapes of every graph input; ``opt`` from ``feeds`` (see module docstring)."""
-    ranges = {**DEFAULT_RANGES, **(ranges or {})}
-    profiles = []
-    for inp in graph_inputs(model):
-        if inp.name not in feeds:
-            raise ValueError(
-                f"no example feed for graph input {inp.name!r} (feeds: {sorted(feeds)})"
-            )
-        opt = tuple(int(d) for d in feeds[inp.name].shape)
-        dims = inp.type.tensor_type.shape.dim
-        if len(dims) != len(opt):
-            raise ValueError(
-                f"graph input {inp.name!r} has rank {len(dims)}, example feed has shape {list(opt)}"
-            )
-        lo, hi = [], []
-        for axis, (dim, size) in enumerate(zip(dims, opt)):
-            if dim.HasField("dim_value"):
-                if dim.dim_value != size:
-                    raise ValueError(
-                        f"graph input {inp.name!r} axis {axis} is fixed at "
-                        f"{dim.dim_value}, example feed has {size}"
-                    )
-                lo.append(size), hi.append(size)
-                continue
-            low, high = ranges.get(dim.dim_param, (size, size))
-            lo.append(min(low, size)), hi.append(max(high, size))
-        profiles.append(InputProfile(inp.name, tuple(lo), opt, tuple(hi)))
-    return tuple(profiles)
-
-
-def static_budget(model: Any, profile: Sequence[InputProfile]) -> StaticBudget:
-    """Weights and activations (bytes) with every input at its profile max."""
-    import numpy as np
-    import onnx
-    from onnx import helper
-
-    fixed = onnx.ModelProto()
-    fixed.CopyFrom(model)
-    maxima = {p.name: p.max for p in profile}
-    for inp in graph_inputs(fixed):
-        for dim, size in zip(inp.type.tensor_type.shape.dim, maxima[inp.name]):
-            dim.Clear()
-            dim.dim_value = size
-    del fixed.graph.value_info[:]
-    inferred = onnx.shape_inference.infer_shapes(fixed, data_prop=True)
-    weights = sum(
-        int(np.prod(i.dims, dtype=np.int64)) * helper.tensor_dtype_to_np_dtype(i.data_type).itemsize
-        for i in fixed.graph.initializer
-    )
-    activations, unknown = 0, []
-    for vi in (*inferred.graph.value_info, *inferred.graph.output, *graph_inputs(inferred)):
-        tt = vi.type.tensor_type
-        dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
-        if not tt.HasField("shape") or None in dims or not tt.elem_type:
-            unknown.append(vi.name)
-            continue
-        activations += (
-            int(np.prod(dims, dtype=np.int64))
-            * helper.tensor_dtype_to_np_dtype(tt.elem_type).itemsize
-        )
-    return StaticBudget(weights, activations, len(fixed.graph.node), tuple(unknown))
 
 
 def _to_fp16_tensor(tensor: Any) -> tuple[Any, int]:
@@ -419,7 +210,6 @@ def quantize_int8(
     spike agreement with fp32 0.933 / 0.830 (layer 1 / 2) with output Q/DQ, 0.998 / 0.987
     without.
     """
-    import onnx
     from onnxruntime.quantization import (
         CalibrationDataReader,
         CalibrationMethod,
@@ -459,19 +249,26 @@ def quantize_int8(
                 "OpTypesToExcludeOutputQuantization": list(QUANTIZED_OPS),
             },
         )
-        model = onnx.load(str(tmp))
-        _set_meta(
-            model,
-            PRECISION_KEY,
-            json.dumps(
-                {
-                    "precision": "int8",
-                    "calibration": {"feeds": len(feeds), "method": "minmax", "symmetric": True},
-                }
-            ),
-        )
-        onnx.save(model, str(tmp))
+        _record_int8(tmp, len(feeds))
     return Path(dst)
+
+
+def _record_int8(path: Path, n_feeds: int) -> None:
+    """Write the int8 precision record (how it was calibrated) into the graph at ``path``."""
+    import onnx
+
+    model = onnx.load(str(path))
+    _set_meta(
+        model,
+        PRECISION_KEY,
+        json.dumps(
+            {
+                "precision": "int8",
+                "calibration": {"feeds": n_feeds, "method": "minmax", "symmetric": True},
+            }
+        ),
+    )
+    onnx.save(model, str(path))
 
 
 def prepare_precision(

@@ -183,14 +183,45 @@ def check_nir(
     output, its shape, the fraction of equal values (spike agreement for spike trains) and
     the max abs error; plus the backend's chip fit where it reports one.
     """
-    import time
-
-    import numpy as np
     from neuroedge.export.nir import read_nir
-    from neuroedge.export.nir_run import _node_shape, run_nir
-    from neuroedge.types import IOSpec, NIRProgram
+    from neuroedge.export.nir_run import run_nir
+    from neuroedge.types import NIRProgram
 
     graph = read_nir(path)
+    dt = _nir_check_args(graph, path, backend, dt, steps, batch, density)
+    name, shape = _nir_input(graph, path)
+    x = _nir_input_array(path, inputs, shape, steps, batch, density, seed)
+    dt = float(dt)
+    reference = run_nir(graph, {name: x}, dt=dt)
+    outputs = [n for n, v in graph.nodes.items() if type(v).__name__ == "Output"]
+    program = NIRProgram(graph, dt)
+    spec = _nir_spec(path, program, name, shape, outputs, reference, x)
+    artifact, got, seconds = _nir_run_backend(backend, program, spec, options, {name: x})
+    report: dict[str, Any] = {
+        "file": str(path),
+        "backend": backend,
+        "dt": dt,
+        "steps": int(x.shape[0]),
+        "batch": int(x.shape[1]),
+        "seconds": seconds,
+        "outputs": _nir_compare(outputs, reference, got),
+    }
+    fit = artifact.meta.get("chip_fit")
+    if fit is not None:
+        report["chip_fit"] = {"neurons": fit.neurons, "synapses": fit.synapses, "cores": fit.cores}
+    return report
+
+
+def _nir_check_args(
+    graph: Any,
+    path: str | os.PathLike[str],
+    backend: str,
+    dt: float | None,
+    steps: int,
+    batch: int,
+    density: float,
+) -> Any:
+    """The step length (given, else the graph's metadata dt), refusing bad arguments."""
     dt = dt if dt is not None else (graph.metadata or {}).get("dt")
     if dt is None:
         raise ValueError(
@@ -208,39 +239,85 @@ def check_nir(
             "reference is neuroedge's NIR runner, which every output is compared "
             "with)"
         )
+    return dt
+
+
+def _nir_input(graph: Any, path: str | os.PathLike[str]) -> tuple[str, tuple[int, ...]]:
+    """The name and per-sample shape of the graph's single Input node."""
+    from neuroedge.export.nir_run import node_shape
+
     names = [n for n, v in graph.nodes.items() if type(v).__name__ == "Input"]
     if len(names) != 1:
         raise ValueError(f"{path}: expected one Input node, found {names}")
-    shape = _node_shape(graph.nodes[names[0]], "output_type") or _node_shape(
+    shape = node_shape(graph.nodes[names[0]], "output_type") or node_shape(
         graph.nodes[names[0]], "input_type"
     )
+    return names[0], shape
+
+
+def _nir_input_array(
+    path: str | os.PathLike[str],
+    inputs: str | os.PathLike[str] | None,
+    shape: tuple[int, ...],
+    steps: int,
+    batch: int,
+    density: float,
+    seed: int,
+) -> Any:
+    """The (T, batch, *shape) float32 input: loaded from ``inputs``, else random spikes."""
+    import numpy as np
+
     if inputs is None:
         x = np.random.default_rng(seed).random((steps, batch, *shape)) < density
-        x = x.astype(np.float32)
-    else:
-        try:
-            x = np.load(inputs, allow_pickle=False).astype(np.float32)
-        except (ValueError, OSError) as err:
-            raise ValueError(f"{inputs}: not a numeric .npy array ({err})") from err
-        if x.shape[:1] == (0,) or not np.isfinite(x).all():
-            raise ValueError(f"{inputs}: needs at least one step and finite values")
-        if x.ndim != 2 + len(shape) or tuple(x.shape[2:]) != shape:
-            raise ValueError(
-                f"{inputs}: input of shape {list(x.shape)}; {path} expects "
-                f"(T, batch, {', '.join(map(str, shape))})"
-            )
-    reference = run_nir(graph, {names[0]: x}, dt=float(dt))
-    outputs = [n for n, v in graph.nodes.items() if type(v).__name__ == "Output"]
-    program = NIRProgram(graph, float(dt))
-    spec = ModelSpec(
+        return x.astype(np.float32)
+    try:
+        x = np.load(inputs, allow_pickle=False).astype(np.float32)
+    except (ValueError, OSError) as err:
+        raise ValueError(f"{inputs}: not a numeric .npy array ({err})") from err
+    if x.shape[:1] == (0,) or not np.isfinite(x).all():
+        raise ValueError(f"{inputs}: needs at least one step and finite values")
+    if x.ndim != 2 + len(shape) or tuple(x.shape[2:]) != shape:
+        raise ValueError(
+            f"{inputs}: input of shape {list(x.shape)}; {path} expects "
+            f"(T, batch, {', '.join(map(str, shape))})"
+        )
+    return x
+
+
+def _nir_spec(
+    path: str | os.PathLike[str],
+    program: Any,
+    name: str,
+    shape: tuple[int, ...],
+    outputs: list[str],
+    reference: Mapping[str, Any],
+    x: Any,
+) -> ModelSpec:
+    """A throwaway model spec wrapping the NIR program and its one input."""
+    import numpy as np
+    from neuroedge.types import IOSpec
+
+    return ModelSpec(
         f"nir:{Path(path).name}",
         "snn",
         f"NIR graph {path}",
-        (IOSpec(names[0], ("T", "batch", *shape)),),
+        (IOSpec(name, ("T", "batch", *shape)),),
         tuple(IOSpec(o, ("T", "batch", *np.shape(reference[o])[2:])) for o in outputs),
         build=lambda cfg: program,
-        example=lambda s: {names[0]: x},
+        example=lambda s: {name: x},
     )
+
+
+def _nir_run_backend(
+    backend: str,
+    program: Any,
+    spec: ModelSpec,
+    options: Mapping[str, str] | None,
+    feed: Mapping[str, Any],
+) -> tuple[Artifact, Mapping[str, Any], float]:
+    """Compile and run the program on ``backend``: its artifact, outputs and seconds taken."""
+    import time
+
     be = get_backend(backend)
     availability = be.probe()
     if not availability.ok:
@@ -248,30 +325,27 @@ def check_nir(
     start = time.perf_counter()
     artifact = be.compile(program, spec, options)
     try:
-        got = be.run(artifact, {names[0]: x})
+        got = be.run(artifact, feed)
     finally:
         close = getattr(artifact.handle, "close", None)
         if close is not None:
             close()
-    seconds = time.perf_counter() - start
-    report: dict[str, Any] = {
-        "file": str(path),
-        "backend": backend,
-        "dt": float(dt),
-        "steps": int(x.shape[0]),
-        "batch": int(x.shape[1]),
-        "seconds": seconds,
-        "outputs": {},
-    }
+    return artifact, got, time.perf_counter() - start
+
+
+def _nir_compare(
+    outputs: list[str], reference: Mapping[str, Any], got: Mapping[str, Any]
+) -> dict[str, dict[str, Any]]:
+    """Per output: its shape, fraction of equal values, max abs error and reference mean."""
+    import numpy as np
+
+    compared: dict[str, dict[str, Any]] = {}
     for name in outputs:
         ref, out = np.asarray(reference[name]), np.asarray(got[name])
-        report["outputs"][name] = {
+        compared[name] = {
             "shape": list(ref.shape),
             "equal_fraction": float(np.mean(ref == out)),
             "max_abs_err": float(np.abs(ref.astype(np.float64) - out).max()) if ref.size else 0.0,
             "reference_mean": float(ref.mean()) if ref.size else 0.0,
         }
-    fit = artifact.meta.get("chip_fit")
-    if fit is not None:
-        report["chip_fit"] = {"neurons": fit.neurons, "synapses": fit.synapses, "cores": fit.cores}
-    return report
+    return compared

@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 import torch
 from neuroedge.models.neurons.functional import LIFParams, LIFState, lif_step
+from neuroedge.models.unisparse import constraint
 from neuroedge.models.unisparse import functional as fn
 from neuroedge.models.unisparse import train
+from neuroedge.models.unisparse.loop import fit_phase
 from neuroedge.models.unisparse.measure import BatchSummedSopCounter, is_binary
 from neuroedge.models.unisparse.module import MINI, SpikingResNet, fold
 from neuroedge.models.unisparse.pipeline import (
@@ -136,7 +138,7 @@ def _energy_grads(
     route_spikes: bool, route_masks: bool, spike_scale: float = 1.0, values: list | None = None
 ) -> tuple[float, float]:
     net, maps = _searching_net("soft")
-    terms = train.budget_terms(net, maps, route_spikes, route_masks, spike_scale)
+    terms = constraint.budget_terms(net, maps, route_spikes, route_masks, spike_scale)
     energy = fn.energy_estimate(terms, 8, 0.9)
     if values is not None:
         values.append(float(energy.detach()))
@@ -170,7 +172,7 @@ def _constrained(spike_grad: str, lmbda: float) -> tuple[SpikingResNet, torch.Te
     net, maps = _searching_net("ste")
     budget = {"route_spikes": True, "route_masks": True, "lambda": lmbda, "target_uj": 1e-3}
     cfg = {**train.DEFAULTS, "spike_grad": spike_grad, "penalty_rho": 0.0}
-    penalty, energy, grads = train.constrained_terms(net, maps, budget, cfg, 8)
+    penalty, energy, grads = constraint.constrained_terms(net, maps, budget, cfg, 8)
     assert energy > 0 and budget["lambda"] != lmbda  # the dual step ran
     return net, penalty, grads
 
@@ -206,7 +208,7 @@ def test_energy_estimate_value_is_the_counted_sops() -> None:
     with torch.no_grad(), BatchSummedSopCounter(folded) as counter:
         folded.forward_sequence(xs)
         _, maps = net.forward_sequence(xs)
-    energy = fn.energy_estimate(train.budget_terms(net, maps, True, True), 8, 0.9)
+    energy = fn.energy_estimate(constraint.budget_terms(net, maps, True, True), 8, 0.9)
     assert float(energy.detach()) == pytest.approx(0.9e-6 * counter.per_sample(8)["sops"], rel=1e-4)
 
 
@@ -236,9 +238,9 @@ def test_augmented_term_pulls_back_to_the_target_without_a_multiplier() -> None:
 
 def test_target_anneals_geometrically_from_the_first_energy_to_the_budget() -> None:
     budget = {"target_uj": 1.0, "anneal_batches": 4}
-    got = [train.current_target(budget, energy) for energy in (16.0, 3.0, 3.0, 3.0, 3.0, 3.0)]
+    got = [constraint.current_target(budget, energy) for energy in (16.0, 3.0, 3.0, 3.0, 3.0, 3.0)]
     assert got == pytest.approx([16.0, 8.0, 4.0, 2.0, 1.0, 1.0])
-    assert train.current_target({"target_uj": 1.0}, 16.0) == 1.0  # no anneal: the budget
+    assert constraint.current_target({"target_uj": 1.0}, 16.0) == 1.0  # no anneal: the budget
 
 
 def test_distillation_pulls_the_student_toward_the_teacher() -> None:
@@ -246,9 +248,9 @@ def test_distillation_pulls_the_student_toward_the_teacher() -> None:
     student = torch.zeros(2, 3, requires_grad=True)
     teacher = torch.tensor([[0.0, 3.0, 0.0], [0.0, 3.0, 0.0]])
     cfg = {"kd_weight": 1.0, "kd_temp": 2.0}
-    train.task_loss(student, labels, teacher, cfg).backward()
+    constraint.task_loss(student, labels, teacher, cfg).backward()
     assert float(student.grad[:, 1].max()) < 0  # raising class 1 (the teacher's) lowers it
-    plain = train.task_loss(student.detach(), labels, None, cfg)
+    plain = constraint.task_loss(student.detach(), labels, None, cfg)
     assert float(plain) == pytest.approx(float(torch.log(torch.tensor(3.0))))
 
 
@@ -279,7 +281,7 @@ def test_constrained_training_cuts_measured_energy(tiny_dense: tuple) -> None:
     net, data = tiny_dense
     free = train.make_net(TINY)
     free.load_state_dict(net.state_dict())
-    free_logs = train._fit(free, data, TINY, 3, 1e-3, None, "free", progress=False)
+    free_logs = fit_phase(free, data, TINY, 3, 1e-3, None, "free", progress=False)
     e_free = measure_variant("free", free.eval(), free_logs, data, TINY, None)
     target = e_free.metrics["energy_budgeted_uj"].value / 4
     fast = {**TINY, "dual_lr": 0.5, "bn_lr": 0.02}  # few steps: let the multiplier act quickly

@@ -9,7 +9,6 @@ import pytest
 import torch
 from neuroedge.models.unisparse import spec as spec_mod
 from neuroedge.models.unisparse.module import MINI, SpikingResNet, fold
-from neuroedge.types import TorchProgram
 
 
 def _folded(seed: int = 0) -> torch.nn.Module:
@@ -34,9 +33,7 @@ def test_onnx_step_export_agrees_with_host_on_every_spike(tmp_path: Path, requir
     from neuroedge.registry import get_backend
 
     folded = _folded()
-    program = TorchProgram(
-        folded, ("x",), ("logits", "spikes"), spec_mod.STATE_NAMES, folded.init_state
-    )
+    program = spec_mod.folded_program(folded)
     backend = get_backend("onnxrt")
     art = backend.compile(
         program, spec_mod.SPEC, {"form": "step", "path": str(tmp_path / "u.onnx")}
@@ -105,9 +102,7 @@ def test_neuroedge_nir_runner_reproduces_host_logits_and_membranes() -> None:
     from neuroedge.models.unisparse.export import to_nir
 
     folded = _folded(2)
-    program = TorchProgram(
-        folded, ("x",), ("logits", "spikes"), spec_mod.STATE_NAMES, folded.init_state
-    )
+    program = spec_mod.folded_program(folded)
     xs = np.random.default_rng(1).random((5, 2, 1, 8, 8), dtype=np.float32)
     host = run_torch_program(program, {"x": xs})
     ran = nir_run.run_nir(to_nir(folded).graph, {"input": xs})
@@ -125,14 +120,7 @@ def test_lava_runs_the_residual_net_spike_for_spike(require) -> None:
     from neuroedge.registry import get_backend
 
     folded = _folded(3)
-    program = TorchProgram(
-        folded,
-        ("x",),
-        ("logits", "spikes"),
-        spec_mod.STATE_NAMES,
-        folded.init_state,
-        meta={"nir": lambda: to_nir(folded)},
-    )
+    program = spec_mod.folded_program(folded, nir=lambda: to_nir(folded))
     xs = np.random.default_rng(2).random((4, 3, 1, 8, 8), dtype=np.float32)
     host = run_torch_program(program, {"x": xs})
     assert host["spikes"].mean() > 0.01

@@ -46,7 +46,7 @@ noise filtering of retinal neurons. Our E2S (decisions and reasons):
    which noise rarely does. On the sweep data at 30 Hz/pixel (per active cell, 96 test
    recordings), 3x3 event sums at the threshold keeping 94 % of the scene cells pass 3.5 % of
    the noise cells, while active-neighbour counts keep 86.5 % of the scene at 4.6 % noise.
-   ``neuroedge.models.bivision.bench.filter_pass_fractions`` (fraction of scene / noise
+   ``neuroedge.models.bivision.noise_sweep.filter_pass_fractions`` (fraction of scene / noise
    events landing in a spiking cell): neighbour rule at 30 Hz/pixel 82 % of the scene
    (10 % of the noise), at 10 Hz 95 % (12 %), clean 97.5 %; event rule at 30 Hz 96.5 %
    (11 %), at 10 Hz 97.5 % (12 %), clean 98 %. The neighbour rule's loss of scene events at
@@ -61,24 +61,7 @@ noise filtering of retinal neurons. Our E2S (decisions and reasons):
 5. The output is binary spikes ``S in {0,1}^{T x 2 x H x W}``, so the first synaptic layer of
    the network performs accumulates (SOPs), not multiply-accumulates on counts.
 
-Speed (one thread, ``nogil``, profiled on a 600x476 recording of 5.4 M events):
-
-* Pass 1 (``bin_events``) reads the time-sorted events once: the step index advances by
-  comparison (no division), the bounds check is one branch on x and y compared as unsigned (a
-  negative coordinate wraps above any sensor size), and each event is one saturating uint8
-  increment ``c + (c < cap)`` (no branch). Counts go to a grid padded by one pixel on every
-  side, rows rounded up to 8 bytes, with one empty plane in front for "step -1": the
-  neighbour test then needs no border or first-step case.
-* Pass 2 (``retina``) scans the count planes in memory order 8 bytes at a time (skipping the
-  all-zero words, most of a sparse plane) and updates only pixels with events, since a pixel
-  without input cannot fire: its potential decays lazily by ``lam ** steps_since_update``.
-  Before a plane is updated, its active pixels are counted 8 bytes at a time (a nonzero-byte
-  count by shifts and one multiply) to set ``k[t]`` and the temporal gate. A spike is stored
-  as bit 7 of the pixel's count (counts saturate at 127, far above any threshold), so "a
-  neighbour spiked one step ago" reads the same padded grid. Memory-order
-  traversal keeps the neighbour, potential and output accesses sequential; the earlier
-  design (a list of touched cells in event order, decoded with two integer divisions each)
-  took 1.3-1.5x the CPU time.
+The numba kernels (and their speed) are in ``neuroedge.models.bivision.e2s_kernels``.
 """
 
 from __future__ import annotations
@@ -86,6 +69,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from neuroedge.models.bivision.e2s_kernels import (  # public names, kept importable from here
+    E2S_CAP,
+    EVENT_SUPPORT_CAP,  # noqa: F401
+    SPIKE_BIT,  # noqa: F401
+    kernels,
+)
 
 
 @dataclass(frozen=True)
@@ -112,179 +101,6 @@ class E2SParams:
             raise ValueError(f"leak must be in [0, 1) and threshold > 0: {self}")
 
 
-SPIKE_BIT = 128  # bit 7 of a padded E2S count: the pixel spiked in that step
-E2S_CAP = 127  # E2S counts saturate here (below the spike bit)
-EVENT_SUPPORT_CAP = 64  # the most supporting events the adaptive rule may ask for
-
-_KERNELS: dict[str, object] = {}
-
-
-def _compile() -> dict[str, object]:
-    if _KERNELS:
-        return _KERNELS
-    import numba
-
-    @numba.njit(cache=True, nogil=True, fastmath=True)
-    def bin_events(t, x, y, p, t0, step_us, steps, width, height, counts, row, rows, origin, cap):
-        """Count the window's events into the flat grid ``counts``: event (step, p, y, x) adds
-        one, saturating at ``cap``, at ``origin + step * plane + (p * rows + y) * row + x`` with
-        ``plane = 2 * rows * row``. Returns (status, steps used): status -1 on success, -2 - i
-        for the first event i earlier than its predecessor, i for one off the sensor."""
-        plane = 2 * rows * row
-        wide, high = np.uint64(width), np.uint64(height)  # negative coordinates wrap above
-        edge, step, last_t, at0 = t0 + step_us, 0, t0, origin
-        for i in range(t.shape[0]):
-            ti = t[i]
-            if ti < last_t:
-                return -2 - i, 0
-            last_t = ti
-            if ti < t0:
-                continue
-            while ti >= edge:
-                step += 1
-                edge += step_us
-                at0 += plane
-            if step >= steps:
-                return -1, steps
-            xi, yi, pi = np.int64(x[i]), np.int64(y[i]), np.int64(p[i])
-            if (np.uint64(xi) >= wide) | (np.uint64(yi) >= high) | (pi > 1):
-                return i, 0
-            at = at0 + (pi * rows + yi) * row + xi
-            c = counts[at]
-            counts[at] = c + (c < cap)
-        return -1, min(step + 1, steps)
-
-    @numba.njit(cache=True, nogil=True)
-    def support_needed(k0, active, eps):
-        """The smallest k >= k0 (at most 8) with P(Binomial(8, active) >= k) <= eps."""
-        if eps <= 0.0:
-            return k0
-        tail, pmf = 1.0, (1.0 - active) ** 8
-        for k in range(9):
-            if k >= k0 and tail <= eps:
-                return k
-            tail -= pmf
-            pmf *= (8 - k) / (k + 1) * active / max(1.0 - active, 1e-12)
-        return 8
-
-    @numba.njit(cache=True, nogil=True)
-    def events_needed(k0, mean, eps):
-        """The smallest k >= k0 (at most ``EVENT_SUPPORT_CAP``) with P(Poisson(mean) >= k)
-        <= eps."""
-        if eps <= 0.0:
-            return k0
-        tail, pmf = 1.0, np.exp(-mean)
-        for k in range(EVENT_SUPPORT_CAP):
-            if k >= k0 and tail <= eps:
-                return k
-            tail -= pmf
-            pmf *= mean / (k + 1)
-        return EVENT_SUPPORT_CAP
-
-    @numba.njit(cache=True, nogil=True, fastmath=True)
-    def plane_events(words, first, last):
-        """Sum of the (spike-bit-free) byte counts in ``words[first:last]``."""
-        low, lanes, total = np.uint64(0x7F7F7F7F7F7F7F7F), np.uint64(0x00FF00FF00FF00FF), 0
-        for w in range(first, last):
-            m = words[w] & low
-            if m == 0:
-                continue
-            m = (m & lanes) + ((m >> np.uint64(8)) & lanes)
-            total += np.int64((m * np.uint64(0x0001000100010001)) >> np.uint64(48))
-        return total
-
-    @numba.njit(cache=True, nogil=True, fastmath=True)
-    def active_cells(words, first, last):
-        """Nonzero bytes in ``words[first:last]`` (the pixels with events of one plane)."""
-        ones, total = np.uint64(0x0101010101010101), np.uint64(0)
-        for w in range(first, last):
-            m = words[w]
-            m |= m >> np.uint64(4)
-            m |= m >> np.uint64(2)
-            m |= m >> np.uint64(1)
-            total += ((m & ones) * ones) >> np.uint64(56)
-        return np.int64(total)
-
-    @numba.njit(cache=True, nogil=True, fastmath=True)
-    def retina(counts, used, row, leak, w_n, theta, k0, eps, by_count, spikes):
-        """The E2S neuron on the padded counts of ``bin_events`` (plane 0 = step -1), for the
-        first ``used`` steps; writes ``spikes`` (T, 2, H, W) and the spike bit of ``counts``."""
-        steps, _, height, width = spikes.shape
-        rows = height + 2
-        plane = 2 * rows * row
-        pows = np.empty(steps + 1, np.float32)
-        pows[0] = 1.0
-        for k in range(1, steps + 1):
-            pows[k] = pows[k - 1] * leak
-        v = np.zeros(plane, np.float32)
-        updated = np.zeros(plane, np.int32)
-        words = counts.view(np.uint64)
-        gain = np.float32(1.0) + w_n
-        for s in range(used):
-            now = (s + 1) * plane
-            for pol in range(2):
-                first = (now + pol * rows * row) // 8
-                active = active_cells(words, first, first + rows * row // 8)
-                density = active / (height * width)
-                if by_count:
-                    mean = (
-                        9.0 * plane_events(words, first, first + rows * row // 8) / (height * width)
-                    )
-                    need = events_needed(k0, mean, eps)
-                else:
-                    need = support_needed(k0, density, eps)
-                lone = np.float32(1.0) if eps <= 0.0 or density <= eps else np.float32(0.0)
-                for yi in range(height):
-                    start = now + (pol * rows + yi + 1) * row  # column 0 is the left border
-                    for w in range(start // 8, (start + row) // 8):
-                        if words[w] == 0:
-                            continue
-                        for at in range(w * 8, w * 8 + 8):
-                            c = counts[at]
-                            if c == 0:
-                                continue
-                            found = 0
-                            if by_count:
-                                found = np.int64(c) - 1
-                                for q in (
-                                    at - row - 1,
-                                    at - row,
-                                    at - row + 1,
-                                    at - 1,
-                                    at + 1,
-                                    at + row - 1,
-                                    at + row,
-                                    at + row + 1,
-                                ):
-                                    found += (counts[q] & E2S_CAP) + (counts[q - plane] >> 7)
-                            else:
-                                for q in (
-                                    at - row - 1,
-                                    at - row,
-                                    at - row + 1,
-                                    at - 1,
-                                    at + 1,
-                                    at + row - 1,
-                                    at + row,
-                                    at + row + 1,
-                                ):
-                                    found += (counts[q] | (counts[q - plane] >> 7)) != 0
-                            drive = np.float32(c) * (gain if found >= need else lone)
-                            cell = at - now
-                            u = v[cell] * pows[s - updated[cell]] + drive
-                            updated[cell] = s
-                            if u >= theta:
-                                counts[at] = c | SPIKE_BIT
-                                spikes[s, pol, yi, at - start - 1] = 1
-                                v[cell] = 0.0
-                            else:
-                                v[cell] = u
-        return spikes
-
-    _KERNELS.update(bin=bin_events, retina=retina, support_needed=support_needed)
-    return _KERNELS
-
-
 def _bin(
     events: np.ndarray,
     width: int,
@@ -299,7 +115,7 @@ def _bin(
     cap: float | int,
 ) -> int:
     """Run ``bin_events`` on a structured event array; raise ValueError naming a bad event."""
-    status, used = _compile()["bin"](
+    status, used = kernels()["bin"](
         events["t"],
         events["x"],
         events["y"],
@@ -376,7 +192,7 @@ def e2s(
         np.uint8(E2S_CAP),
     )
     spikes = np.zeros((params.steps, 2, height, width), np.uint8)
-    return _compile()["retina"](
+    return kernels()["retina"](
         counts,
         used,
         row,

@@ -37,67 +37,12 @@ def _user_series(config: Mapping[str, Any]) -> tuple[CausalSeries, int, list[str
 def bench(
     out_dir: str, backends: list[str], config: Mapping[str, Any], history: str | None = None
 ) -> dict[str, Any]:
-    from neuroedge.bench.report import build_document, write_report
+    from neuroedge.bench.report import write_report
 
     torch.set_num_threads(1)  # tiny MLPs: extra threads only contend on a shared 2-core box
     cfg = {**TR.DEFAULTS, "steps": 600, "n": 3000, **config}
-    rows = [
-        Report(
-            SPEC.name,
-            "host",
-            "identity",
-            metrics={"max_abs_err": Measurement(identity_check(), "abs", "measured")},
-            notes=("J_g = I - D_m J_m^-1 against B on 20 random linear-additive SEMs",),
-        )
-    ]
-    if "series" in cfg:
-        data, domains, names = _user_series(cfg)
-        fit = TR.fit(_cadre(data, domains, cfg), data, cfg, "CaDRe")
-        graph = TR.estimated_graph(fit.model, data)
-        doc = build_document(
-            SPEC.name, rows, config=_jsonable(cfg), graph=graph.tolist(), variables=names
-        )
-    else:
-        data = generate(
-            n=int(cfg["n"]), length=LENGTH, dx=DX, dz=DZ, domains=DOMAINS, seed=int(cfg["seed"])
-        )
-        result = TR.compare(data, DOMAINS, cfg)
-        sc = result["scores"]
-        rows.append(
-            Report(
-                SPEC.name,
-                "host",
-                "cadre",
-                metrics={
-                    "mcc": Measurement(result["mcc_cadre"], "correlation"),
-                    "shd": Measurement(sc.shd, "edges", "counted"),
-                    "f1": Measurement(sc.f1, "fraction"),
-                    "tpr": Measurement(sc.tpr, "fraction"),
-                    "fdr": Measurement(sc.fdr, "fraction"),
-                    "skeleton_f1": Measurement(sc.skeleton_f1, "fraction"),
-                },
-            )
-        )
-        rows.append(
-            Report(
-                SPEC.name,
-                "host",
-                "beta-vae",
-                metrics={"mcc": Measurement(result["mcc_beta_vae"], "correlation")},
-            )
-        )
-        rows = _with_latency(rows, result["model"], data)
-        doc = build_document(
-            SPEC.name,
-            rows,
-            config=_jsonable(cfg),
-            graph=result["graph"].tolist(),
-            true_graph=data.graph.tolist(),
-            losses={
-                "cadre": result["losses_cadre"][::10],
-                "beta_vae": result["losses_beta_vae"][::10],
-            },
-        )
+    rows = [_identity_row()]
+    doc = _series_document(cfg, rows) if "series" in cfg else _synthetic_document(cfg, rows)
     doc["columns"] = COLUMNS
     sections = [
         (
@@ -109,6 +54,77 @@ def bench(
         doc, out_dir, columns=COLUMNS, sections=sections, plots=[graph_plot], history=history
     )
     return doc
+
+
+def _identity_row() -> Report:
+    """The ``identity`` row: max |J_g - B| on random linear-additive SEMs."""
+    return Report(
+        SPEC.name,
+        "host",
+        "identity",
+        metrics={"max_abs_err": Measurement(identity_check(), "abs", "measured")},
+        notes=("J_g = I - D_m J_m^-1 against B on 20 random linear-additive SEMs",),
+    )
+
+
+def _series_document(cfg: Mapping[str, Any], rows: list[Report]) -> dict[str, Any]:
+    """Train on the user's ``series`` file; the document carries its graph and variables."""
+    from neuroedge.bench.report import build_document
+
+    data, domains, names = _user_series(cfg)
+    fit = TR.fit(_cadre(data, domains, cfg), data, cfg, "CaDRe")
+    graph = TR.estimated_graph(fit.model, data)
+    return build_document(
+        SPEC.name, rows, config=_jsonable(cfg), graph=graph.tolist(), variables=names
+    )
+
+
+def _synthetic_document(cfg: Mapping[str, Any], rows: list[Report]) -> dict[str, Any]:
+    """CaDRe vs beta-VAE on the synthetic generator: rows, graphs, losses and latency."""
+    from neuroedge.bench.report import build_document
+
+    data = generate(
+        n=int(cfg["n"]), length=LENGTH, dx=DX, dz=DZ, domains=DOMAINS, seed=int(cfg["seed"])
+    )
+    result = TR.compare(data, DOMAINS, cfg)
+    rows = _with_latency([*rows, *_model_rows(result)], result["model"], data)
+    return build_document(
+        SPEC.name,
+        rows,
+        config=_jsonable(cfg),
+        graph=result["graph"].tolist(),
+        true_graph=data.graph.tolist(),
+        losses={
+            "cadre": result["losses_cadre"][::10],
+            "beta_vae": result["losses_beta_vae"][::10],
+        },
+    )
+
+
+def _model_rows(result: Mapping[str, Any]) -> list[Report]:
+    """The ``cadre`` row (MCC and graph scores) and the ``beta-vae`` row (MCC)."""
+    sc = result["scores"]
+    return [
+        Report(
+            SPEC.name,
+            "host",
+            "cadre",
+            metrics={
+                "mcc": Measurement(result["mcc_cadre"], "correlation"),
+                "shd": Measurement(sc.shd, "edges", "counted"),
+                "f1": Measurement(sc.f1, "fraction"),
+                "tpr": Measurement(sc.tpr, "fraction"),
+                "fdr": Measurement(sc.fdr, "fraction"),
+                "skeleton_f1": Measurement(sc.skeleton_f1, "fraction"),
+            },
+        ),
+        Report(
+            SPEC.name,
+            "host",
+            "beta-vae",
+            metrics={"mcc": Measurement(result["mcc_beta_vae"], "correlation")},
+        ),
+    ]
 
 
 def _cadre(data: CausalSeries, domains: int, cfg: Mapping[str, Any]) -> torch.nn.Module:

@@ -100,8 +100,7 @@ def _train_models(
 def bench(
     out_dir: str, backends: list[str], config: Mapping[str, Any], history: str | None = None
 ) -> dict[str, Any]:
-    from neuroedge.bench.latency import measure_side_by_side
-    from neuroedge.bench.report import build_document, write_report
+    from neuroedge.bench.report import write_report
 
     torch.set_num_threads(1)  # small graphs: extra threads only contend on a shared 2-core box
     cfg = {"iters": 150, "mgn_iters": 600, "rollout": 500, "steps_1e4": 10_000, **config}
@@ -113,46 +112,106 @@ def bench(
     models = _train_models(mesh, data, cfg)
     rows, traces, disp = [], {}, {}
     for name, model in models.items():
-        with torch.no_grad():
-            mse = T.one_step_loss(model.double(), test).item()
-        qs, ps = T.model_rollout(model, q0, p0, dt, int(cfg["rollout"]))
-        energy = T.theory_energy(mesh, qs, ps)
-        traces[name] = (energy / energy[0]).tolist()
-        errs = T.dispersion_errors(model, mesh, ks, dt, 100)
-        disp[name] = errs.tolist()
-        metrics = {
-            "one_step_mse": Measurement(mse, "normalised MSE"),
-            "energy_drift": Measurement(F.relative_drift(energy), "relative"),
-            "dispersion_error": Measurement(float(errs.mean()), "relative"),
-        }
-        if isinstance(model, MeshFT) and name != "theory":
-            for label, target in (("", model), ("_delaunay", _delaunay_twin(model))):
-                cons = conservation(target, int(cfg["steps_1e4"]))
-                metrics[f"modified_energy_err_1e4{label}"] = Measurement(cons["modified"], "rel")
-                metrics[f"momentum_err_1e4{label}"] = Measurement(cons["momentum"], "abs")
+        metrics, traces[name], disp[name] = _model_metrics(
+            name, model, mesh, test, (q0, p0), dt, ks, cfg
+        )
         rows.append(Report(NAME, "host", name, metrics=metrics))
+    lat = _step_latency(models, q0, p0, dt)
+    for row_i, row in enumerate(rows):
+        if row.variant in lat:
+            rows[row_i] = row.with_metrics(**lat[row.variant].metrics())
+    rows += _damped_rows()
+    doc = _document(rows, cfg, traces, disp, ks, dt, lat)
+    write_report(
+        doc,
+        out_dir,
+        columns=COLUMNS,
+        sections=_sections(doc),
+        plots=[energy_drift_plot, dispersion_plot],
+        history=history,
+    )
+    return doc
+
+
+def _model_metrics(
+    name: str,
+    model: torch.nn.Module,
+    mesh: Mesh,
+    test: T.WaveBatch,
+    state: tuple[np.ndarray, np.ndarray],
+    dt: float,
+    ks: list[tuple[int, int]],
+    cfg: Mapping[str, Any],
+) -> tuple[dict[str, Measurement], list[float], list[float]]:
+    """One model's metrics, its rollout energy trace E_t / E_0 and its dispersion errors."""
+    with torch.no_grad():
+        mse = T.one_step_loss(model.double(), test).item()
+    qs, ps = T.model_rollout(model, *state, dt, int(cfg["rollout"]))
+    energy = T.theory_energy(mesh, qs, ps)
+    errs = T.dispersion_errors(model, mesh, ks, dt, 100)
+    metrics = {
+        "one_step_mse": Measurement(mse, "normalised MSE"),
+        "energy_drift": Measurement(F.relative_drift(energy), "relative"),
+        "dispersion_error": Measurement(float(errs.mean()), "relative"),
+    }
+    if isinstance(model, MeshFT) and name != "theory":
+        metrics.update(_conservation_metrics(model, int(cfg["steps_1e4"])))
+    return metrics, (energy / energy[0]).tolist(), errs.tolist()
+
+
+def _conservation_metrics(model: MeshFT, steps: int) -> dict[str, Measurement]:
+    """Modified-energy and momentum errors on the grid and on the Delaunay twin."""
+    metrics = {}
+    for label, target in (("", model), ("_delaunay", _delaunay_twin(model))):
+        cons = conservation(target, steps)
+        metrics[f"modified_energy_err_1e4{label}"] = Measurement(cons["modified"], "rel")
+        metrics[f"momentum_err_1e4{label}"] = Measurement(cons["momentum"], "abs")
+    return metrics
+
+
+def _step_latency(
+    models: Mapping[str, torch.nn.Module], q0: np.ndarray, p0: np.ndarray, dt: float
+) -> dict[str, Any]:
+    """Step latency of MeshFT (learn_geom) and MGN, same batch of 8, side by side."""
+    from neuroedge.bench.latency import measure_side_by_side
+
     batch = (torch.as_tensor(np.stack([q0] * 8)), torch.as_tensor(np.stack([p0] * 8)))
-    lat = measure_side_by_side(
+    return measure_side_by_side(
         {n: (lambda mdl=models[n]: _step(mdl, batch, dt)) for n in ("meshft-learn_geom", "mgn")},
         repeats=50,
         batch=8,
     )
-    for row_i, row in enumerate(rows):
-        if row.variant in lat:
-            rows[row_i] = row.with_metrics(**lat[row.variant].metrics())
-    for rate in (0.0, 0.01, 0.1):
-        rows.append(
-            Report(
-                NAME,
-                "host",
-                f"damped r={rate:g}",
-                metrics={
-                    "modified_energy_rises": Measurement(
-                        passivity(periodic_delaunay(64, 3), rate), "steps of 5000", "counted"
-                    )
-                },
-            )
+
+
+def _damped_rows() -> list[Report]:
+    """The ``damped r=...`` rows: steps where the damped modified energy rose."""
+    return [
+        Report(
+            NAME,
+            "host",
+            f"damped r={rate:g}",
+            metrics={
+                "modified_energy_rises": Measurement(
+                    passivity(periodic_delaunay(64, 3), rate), "steps of 5000", "counted"
+                )
+            },
         )
+        for rate in (0.0, 0.01, 0.1)
+    ]
+
+
+def _document(
+    rows: list[Report],
+    cfg: Mapping[str, Any],
+    traces: dict[str, list[float]],
+    disp: dict[str, list[float]],
+    ks: list[tuple[int, int]],
+    dt: float,
+    lat: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The report.json document, with the MGN / MeshFT drift and latency ratios."""
+    from neuroedge.bench.report import build_document
+
     drift = {
         r.variant: r.metrics["energy_drift"].value for r in rows if "energy_drift" in r.metrics
     }
@@ -169,8 +228,14 @@ def bench(
         / lat["meshft-learn_geom"].percentile(50),
     )
     doc["columns"] = COLUMNS
-    sections = [
-        f"Rollout energy drift, MGN / MeshFT (learn_geom): {ratio:.1f}x.",
+    return doc
+
+
+def _sections(doc: Mapping[str, Any]) -> list[str]:
+    """report.md lines: the drift and latency ratios and what the ``*_1e4`` columns hold."""
+    return [
+        f"Rollout energy drift, MGN / MeshFT (learn_geom): "
+        f"{doc['drift_ratio_mgn_over_meshft']:.1f}x.",
         (
             f"Step latency MGN / MeshFT (batch 8, side by side): "
             f"{doc['latency_ratio_mgn_over_meshft']:.2f}x."
@@ -180,15 +245,6 @@ def bench(
             "(`_delaunay` in report.json: the same networks on a periodic Delaunay mesh)."
         ),
     ]
-    write_report(
-        doc,
-        out_dir,
-        columns=COLUMNS,
-        sections=sections,
-        plots=[energy_drift_plot, dispersion_plot],
-        history=history,
-    )
-    return doc
 
 
 def _step(model: torch.nn.Module, batch: tuple[torch.Tensor, torch.Tensor], dt: float) -> Any:

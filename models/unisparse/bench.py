@@ -15,11 +15,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from neuroedge.bench.seeds import seed_list, seed_rows
 from neuroedge.models.unisparse import seeds as seeds_mod
 from neuroedge.models.unisparse.seeds import CLAIM_DROP_PTS, CLAIM_REDUCTION, RIVALS
 from neuroedge.models.unisparse import train
+from neuroedge.models.unisparse.export_parity import (  # noqa: F401 (LAVA_MODES stays bench's)
+    LAVA_MODES,
+    lava_rows,
+    nir_check,
+    onnx_rows,
+)
 from neuroedge.models.unisparse.pipeline import ORDER, VariantResult, run_variants
 from neuroedge.types import Measurement, Report
 
@@ -75,209 +80,6 @@ def host_rows(model: str, results: Mapping[str, VariantResult]) -> list[Report]:
             Report(model, "host", name, metrics={**r.metrics, **extra}, notes=tuple(r.notes))
         )
     return rows
-
-
-def onnx_rows(
-    model: str, results: Mapping[str, VariantResult], out: Path, cfg: Mapping[str, Any]
-) -> list[Report]:
-    """Each folded variant exported (step form, explicit membranes) and run by ONNX Runtime:
-    spike agreement and max abs error against the host over all T steps, and accuracy."""
-    from neuroedge.backends.host import run_torch_program
-    from neuroedge.bench.parity import compare
-    from neuroedge.models.unisparse import spec as spec_mod
-    from neuroedge.models.unisparse.data import direct_encoding, load_digits
-    from neuroedge.models.unisparse.module import fold
-    from neuroedge.registry import get_backend
-    from neuroedge.types import TorchProgram
-
-    backend = get_backend("onnxrt")
-    available = backend.probe()
-    if not available.ok:
-        return [Report(model, "onnxrt", rejections=(available.reason,))]
-    split = load_digits(int(cfg["seed"]))
-    xs = {"x": direct_encoding(split.x_test, int(cfg["steps"]))}
-    rows = []
-    for name, r in results.items():
-        folded = fold(r.net).cpu()
-        program = TorchProgram(
-            folded, ("x",), ("logits", "spikes"), spec_mod.STATE_NAMES, folded.init_state
-        )
-        art = backend.compile(
-            program, spec_mod.SPEC, {"form": "step", "path": str(out / f"onnx/{name}.onnx")}
-        )
-        host, got = run_torch_program(program, xs), backend.run(art, xs)
-        metrics = compare(host, got)
-        correct = (got["logits"].mean(0).argmax(-1) == split.y_test).mean()
-        metrics["accuracy"] = Measurement(float(correct), "fraction", "measured")
-        rows.append(
-            Report(
-                model,
-                "onnxrt",
-                name,
-                metrics=metrics,
-                notes=(
-                    f"{len(split.y_test)} test digits x {cfg['steps']} steps compared with host",
-                ),
-            )
-        )
-    return rows
-
-
-LAVA_MODES = ("floating_pt", "fixed_pt")
-
-
-def lava_rows(
-    model: str, results: Mapping[str, VariantResult], cfg: Mapping[str, Any]
-) -> tuple[list[Report], list[str]]:
-    """Each folded variant's NIR graph (``export.to_nir``, membrane shortcuts as summed edges
-    with synaptic delays) run as Lava processes under Loihi 2's simulator configuration, in
-    floating_pt and fixed_pt: spike agreement with the host over all T steps (overall and per
-    LIF layer), logit error, accuracy on the same digits, chip fit. Returns the rows and a
-    report.md section with the per-layer agreement."""
-    import time
-
-    from neuroedge.backends.host import run_torch_program
-    from neuroedge.models.unisparse import spec as spec_mod
-    from neuroedge.models.unisparse.data import direct_encoding, load_digits
-    from neuroedge.models.unisparse.export import to_nir
-    from neuroedge.models.unisparse.module import fold
-    from neuroedge.registry import get_backend
-    from neuroedge.types import TorchProgram
-
-    backend = get_backend("lava")
-    available = backend.probe()
-    if not available.ok:
-        return [Report(model, "lava", rejections=(available.reason,))], []
-    split = load_digits(int(cfg["seed"]))
-    n, steps = min(int(cfg.get("lava_samples", 64)), len(split.y_test)), int(cfg["steps"])
-    xs, labels = direct_encoding(split.x_test[:n], steps), split.y_test[:n]
-    rows, table = [], {}
-    for name, r in results.items():
-        folded = fold(r.net).cpu()
-        program = TorchProgram(
-            folded,
-            ("x",),
-            ("logits", "spikes"),
-            spec_mod.STATE_NAMES,
-            folded.init_state,
-            meta={"nir": lambda f=folded: to_nir(f)},
-        )
-        host = run_torch_program(program, {"x": xs})
-        host_acc = float((host["logits"].mean(0).argmax(-1) == labels).mean())
-        for mode in LAVA_MODES:
-            start = time.perf_counter()
-            art = backend.compile(program, spec_mod.SPEC, {"variant": mode})
-            try:
-                pops = art.handle.run(xs.astype(np.float32), every_population=True)
-            finally:
-                art.handle.close()
-            seconds = time.perf_counter() - start
-            spiking = art.meta["outputs"]["spikes"]  # the graph's "concat:spikes" parts
-            got = np.concatenate([pops[k].reshape(steps, n, -1) for k in spiking], -1)
-            if got.shape != host["spikes"].shape:
-                raise ValueError(f"lava spikes {got.shape} vs host {host['spikes'].shape}")
-            logits = pops[art.meta["outputs"]["logits"]]
-            acc = float((logits.mean(0).argmax(-1) == labels).mean())
-            cuts = np.cumsum([0] + [pops[k][0, 0].size for k in spiking])
-            per_layer = [
-                float((got[..., a:b] == host["spikes"][..., a:b]).mean())
-                for a, b in zip(cuts[:-1], cuts[1:])
-            ]
-            table[(name, mode)] = dict(zip(spiking, per_layer))
-            fit = art.meta["chip_fit"]
-            rows.append(
-                Report(
-                    model,
-                    "lava",
-                    f"{name}/{mode}",
-                    metrics={
-                        "spike_agreement": Measurement(
-                            float((got == host["spikes"]).mean()), "fraction", "measured"
-                        ),
-                        "min_layer_spike_agreement": Measurement(
-                            min(per_layer), "fraction", "measured"
-                        ),
-                        "max_abs_err": Measurement(
-                            float(np.abs(logits - host["logits"]).max()), "abs", "measured"
-                        ),
-                        "accuracy": Measurement(acc, "fraction", "measured"),
-                        "accuracy_change_pts": Measurement(
-                            100 * (acc - host_acc), "points", "measured"
-                        ),
-                        "loihi2_cores": Measurement(fit.cores, "cores", "counted"),
-                        "loihi2_synapses": Measurement(fit.synapses, "synapses", "counted"),
-                        "sim_s_per_sample": Measurement(seconds / n, "s", "measured"),
-                    },
-                    notes=(
-                        f"{n} test digits x {steps} steps compared with host (compile + "
-                        f"Loihi2SimCfg run); host accuracy on them {host_acc:.4f}",
-                    ),
-                )
-            )
-    layers = list(next(iter(table.values()))) if table else []
-    lines = [
-        "## Lava (Loihi 2 simulator): spike agreement with host per LIF layer",
-        "",
-        f"{n} test digits x {steps} steps; membrane shortcuts are summed edges with one "
-        "step of synaptic delay (DelaySparse).",
-        "",
-        "| variant / mode | " + " | ".join(layers) + " |",
-        "|---|" + "---|" * len(layers),
-    ]
-    lines += [
-        f"| {v} / {m} | " + " | ".join(f"{a:.4f}" for a in per.values()) + " |"
-        for (v, m), per in table.items()
-    ]
-    return rows, [*lines, ""]
-
-
-def nir_check(result: VariantResult, out: Path, cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """Write the unisparse net as .nir, read it back and run it with neuroedge's NIR runner
-    (neuroedge.export.nir_run) and with norse; compare logits and final membranes with host."""
-    import nir
-    import torch
-    from neuroedge.backends.host import run_torch_program
-    from neuroedge.models.unisparse import spec as spec_mod
-    from neuroedge.models.unisparse.data import direct_encoding, load_digits
-    from neuroedge.export.nir import write_nir
-    from neuroedge.models.unisparse.export import norse_logits, to_nir
-    from neuroedge.models.unisparse.module import fold
-    from neuroedge.types import NIRProgram, TorchProgram
-
-    folded = fold(result.net).cpu()
-    written = to_nir(folded)
-    path = write_nir(written.graph, out / "unisparse.nir")
-    program = NIRProgram(nir.read(str(path)), dt=written.dt)
-    split = load_digits(int(cfg["seed"]))
-    xs = direct_encoding(split.x_test[:64], int(cfg["steps"]))
-    host = run_torch_program(
-        TorchProgram(folded, ("x",), ("logits", "spikes"), spec_mod.STATE_NAMES, folded.init_state),
-        {"x": xs},
-    )
-    report = {
-        "path": str(path),
-        "nodes": len(program.graph.nodes),
-        "edges": len(program.graph.edges),
-        "samples": 64,
-        "norse_max_abs_err": float(
-            np.abs(norse_logits(program, torch.from_numpy(xs)).numpy() - host["logits"]).max()
-        ),
-    }
-    try:
-        from neuroedge.export.nir_run import run_nir
-    except ImportError as err:
-        report["neuroedge_nir_run"] = f"unavailable: {err}"
-        return report
-    ran = run_nir(program.graph, {"input": xs})
-    nir_names = ["stem_lif"] + [f"b{i}_lif{j}" for i in range(len(folded.blocks)) for j in (1, 2)]
-    report["neuroedge_nir_run_max_abs_err"] = max(
-        [float(np.abs(ran["logits"] - host["logits"]).max())]
-        + [
-            float(np.abs(ran[f"{n}_v_final"] - host[f"{s}_final"]).max())
-            for n, s in zip(nir_names, spec_mod.STATE_NAMES)
-        ]
-    )
-    return report
 
 
 def layer_sections(results: Mapping[str, VariantResult]) -> list[str]:
@@ -405,56 +207,19 @@ def run_bench(
     """Train every variant, measure, export, and write the report folder."""
     import torch
     from neuroedge.bench.report import build_document, write_report
-    from neuroedge.models.unisparse.measure import counter_overhead
-    from neuroedge.models.unisparse.module import fold
 
     cfg = {**train.DEFAULTS, **config}
     torch.set_num_threads(int(cfg.get("threads", 1)))
     out = Path(out_dir)
     seeds = seed_list(cfg)
-    if len(seeds) == 1:
-        results, target = run_variants(cfg, tuple(cfg.get("variants", ORDER)))
-        rows = host_rows("snn.unisparse", results)
-        claim = claim_check(results) if "unisparse" in results else {"holds": False}
-        claim_lines: list[str] = []
-    else:  # the claim over seeds; exports, NIR and per-layer tables from the first seed
-        per_seed = seeds_mod.run_seeds(cfg, seeds, cfg.get("workers", 1))
-        results, target = per_seed[seeds[0]]
-        rows = seed_rows(
-            {s: host_rows("snn.unisparse", r) for s, (r, _) in per_seed.items()}, seeds_mod.SPREAD
-        )
-        if "unisparse" in results:
-            claim = seeds_mod.claim_over_seeds({s: r for s, (r, _) in per_seed.items()})
-            claim_lines = seeds_mod.claim_section(claim)
-        else:  # e.g. one rival's accuracy at another budget, averaged over seeds
-            claim = {"holds": False, "seeds": seeds, "reason": "no unisparse variant in the run"}
-            claim_lines = [f"No claim: the run has no unisparse variant ({len(seeds)} seeds)."]
-        cfg["seed"] = seeds[0]
+    results, target, rows, claim, claim_lines = _host_part(cfg, seeds)
     if "onnxrt" in backends:
         rows += onnx_rows("snn.unisparse", results, out, cfg)
     lava_lines: list[str] = []
     if "lava" in backends:
         lava_part, lava_lines = lava_rows("snn.unisparse", results, cfg)
         rows += lava_part
-    from neuroedge.models.unisparse.data import load_digits
-
-    overhead = counter_overhead(
-        fold(results["dense"].net).cpu(),
-        load_digits(int(cfg["seed"])).x_test[:64],
-        int(cfg["steps"]),
-    )
-    extra = {
-        "SOP counter overhead (dense mini-ResNet forward, batch 64, same run)": {
-            k: f"{m.value:.4g} {m.unit}" for k, m in overhead.items()
-        }
-    }
-    if "unisparse" in results:
-        extra["NIR export (unisparse, read back, run by norse)"] = nir_check(
-            results["unisparse"], out, cfg
-        )
-    extra["Training time per epoch (s)"] = {
-        n: f"{r.metrics['train_s_per_epoch'].value:.1f}" for n, r in results.items()
-    }
+    overhead, extra = _extra_blocks(results, out, cfg)
     doc = build_document(
         "snn.unisparse",
         rows,
@@ -486,6 +251,59 @@ def run_bench(
     for name, r in results.items():
         _save(out / "checkpoints" / f"{name}.pt", r, cfg)
     return doc
+
+
+def _host_part(
+    cfg: dict[str, Any], seeds: list[int]
+) -> tuple[dict[str, VariantResult], float, list[Report], dict[str, Any], list[str]]:
+    """Train and measure on host: results and target (of the first seed), rows, claim, lines."""
+    if len(seeds) == 1:
+        results, target = run_variants(cfg, tuple(cfg.get("variants", ORDER)))
+        rows = host_rows("snn.unisparse", results)
+        claim = claim_check(results) if "unisparse" in results else {"holds": False}
+        claim_lines: list[str] = []
+    else:  # the claim over seeds; exports, NIR and per-layer tables from the first seed
+        per_seed = seeds_mod.run_seeds(cfg, seeds, cfg.get("workers", 1))
+        results, target = per_seed[seeds[0]]
+        rows = seed_rows(
+            {s: host_rows("snn.unisparse", r) for s, (r, _) in per_seed.items()}, seeds_mod.SPREAD
+        )
+        if "unisparse" in results:
+            claim = seeds_mod.claim_over_seeds({s: r for s, (r, _) in per_seed.items()})
+            claim_lines = seeds_mod.claim_section(claim)
+        else:  # e.g. one rival's accuracy at another budget, averaged over seeds
+            claim = {"holds": False, "seeds": seeds, "reason": "no unisparse variant in the run"}
+            claim_lines = [f"No claim: the run has no unisparse variant ({len(seeds)} seeds)."]
+        cfg["seed"] = seeds[0]
+    return results, target, rows, claim, claim_lines
+
+
+def _extra_blocks(
+    results: Mapping[str, VariantResult], out: Path, cfg: Mapping[str, Any]
+) -> tuple[dict[str, Measurement], dict[str, Any]]:
+    """The SOP counter's overhead, and the report's extra blocks (overhead, NIR, epoch times)."""
+    from neuroedge.models.unisparse.data import load_digits
+    from neuroedge.models.unisparse.measure import counter_overhead
+    from neuroedge.models.unisparse.module import fold
+
+    overhead = counter_overhead(
+        fold(results["dense"].net).cpu(),
+        load_digits(int(cfg["seed"])).x_test[:64],
+        int(cfg["steps"]),
+    )
+    extra = {
+        "SOP counter overhead (dense mini-ResNet forward, batch 64, same run)": {
+            k: f"{m.value:.4g} {m.unit}" for k, m in overhead.items()
+        }
+    }
+    if "unisparse" in results:
+        extra["NIR export (unisparse, read back, run by norse)"] = nir_check(
+            results["unisparse"], out, cfg
+        )
+    extra["Training time per epoch (s)"] = {
+        n: f"{r.metrics['train_s_per_epoch'].value:.1f}" for n, r in results.items()
+    }
+    return overhead, extra
 
 
 def _save(path: Path, result: VariantResult, cfg: Mapping[str, Any]) -> None:

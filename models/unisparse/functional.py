@@ -39,7 +39,7 @@ budget (spike sparsity cannot act on it) and is reported separately as MACs.
     g'   = 1[m > 0] (forward), d sigmoid(T m)/dm (backward)   (weight masks: d/d m)
 
 so d E / d gamma = sum_c d SOP / d S_c * S_c * d log r_c / d gamma (the ``"model"`` spike
-route). The default spike route (``"surrogate"``, ``train.threshold_gradients``) instead
+route). The default spike route (``"surrogate"``, ``constraint.threshold_gradients``) instead
 back-propagates ``E`` through the live spike counts with the LIF surrogate gradient, every
 downstream layer included, and applies the result to ``gamma, beta`` only: the task loss
 reaches the thresholds through the same surrogate, so both sides of the trade-off share its

@@ -119,17 +119,18 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
         folded = module.fold(net.eval())
     if len(folded.arch.neuron_shapes()) != len(STATE_NAMES):
         raise ValueError(f"{path}: arch {folded.arch.name!r} is not the registered mini-ResNet")
+    meta = {"trained": trained, "checkpoint": str(path) if trained else None}
+    return folded_program(folded, meta, nir=lambda: export.to_nir(folded))
+
+
+def folded_program(
+    folded: Any, meta: Mapping[str, Any] | None = None, nir: Callable[[], Any] | None = None
+) -> TorchProgram:
+    """A folded mini-ResNet as the program every backend takes: input ``x``, outputs ``logits``
+    and ``spikes``, the state named ``STATE_NAMES``; ``nir`` (when given) builds its NIR graph."""
+    meta = {**(meta or {}), **({"nir": nir} if nir is not None else {})}
     return TorchProgram(
-        folded,
-        ("x",),
-        ("logits", "spikes"),
-        STATE_NAMES,
-        folded.init_state,
-        meta={
-            "trained": trained,
-            "checkpoint": str(path) if trained else None,
-            "nir": lambda: export.to_nir(folded),
-        },
+        folded, ("x",), ("logits", "spikes"), STATE_NAMES, folded.init_state, meta=meta
     )
 
 

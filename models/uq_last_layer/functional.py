@@ -15,7 +15,7 @@ Given a MAP network f(x; theta_hat) with C outputs and prior theta ~ N(0, lambda
                       - 1/2 sum_k log(e_k + lambda),  e = eig(sum J^T Lambda J),
               maximised over a (sigma^2, lambda) grid (lambda only for classification);
               or, the second mode, the grid point minimising the mean predictive NLL of
-              held-out validation points (``fit_glm(..., validation=...)``, see experiment.py);
+              held-out validation points (``fit_glm(..., validation=...)``, see glm_comparison.py);
 4. predictive  f_* ~ N(f(x_*), J_* H^-1 J_*^T); regression y_* ~ N(f, J H^-1 J^T + sigma^2);
               classification p(y_* = c) = E[softmax(f_*)_c], by Monte Carlo over the centred
               logits N(f, P S_f P), P = I - 11^T / C (exact: softmax ignores the common shift).

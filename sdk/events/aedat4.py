@@ -22,28 +22,26 @@ bounded by one packet.
 
 from __future__ import annotations
 
-import importlib
 import os
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import BinaryIO
 from xml.etree import ElementTree
 
 import numpy as np
 from neuroedge.events import flatbuffer
+from neuroedge.events.aedat4_compression import (
+    COMPRESSION_LIBRARIES,  # noqa: F401 (public name, kept importable from here)
+    compress,
+    decompress,
+)
 from neuroedge.events.core import EventFormatError, SensorSize, make_events
 from neuroedge.events.flatbuffer import FlatbufferError
 
 MAGIC = b"#!AER-DAT4.0\r\n"
 COMPRESSIONS = ("NONE", "LZ4", "LZ4_HIGH", "ZSTD", "ZSTD_HIGH")  # IOHeader enum order
-# the package each compression needs, as pinned in setup.cfg
-COMPRESSION_LIBRARIES = {
-    "LZ4": ("lz4.frame", "lz4==4.4.5"),
-    "ZSTD": ("zstandard", "zstandard==0.25.0"),
-}
 EVENT_STRUCT = np.dtype(
     {
         "names": ["t", "x", "y", "on"],
@@ -229,45 +227,6 @@ def _packet_header(
     return stream_id, size
 
 
-def _compression_library(compression: str, purpose: str) -> ModuleType:
-    """``lz4.frame`` or ``zstandard``, imported only when a file uses it."""
-    module, pin = COMPRESSION_LIBRARIES[compression.removesuffix("_HIGH")]
-    try:
-        return importlib.import_module(module)
-    except ModuleNotFoundError as err:
-        raise ModuleNotFoundError(f"{purpose} needs {pin} (pip install {pin})") from err
-
-
-def decompress(path: str | os.PathLike[str], body: bytes, compression: str, offset: int) -> bytes:
-    """One packet's bytes, decompressed; a corrupt or cut frame is an ``EventFormatError``."""
-    if compression == "NONE":
-        return body
-    lib = _compression_library(compression, f"{path}: reading its {compression} packets")
-    lz4 = compression.startswith("LZ4")
-    errors = (RuntimeError,) if lz4 else (lib.ZstdError,)
-    try:
-        dec = lib.LZ4FrameDecompressor() if lz4 else lib.ZstdDecompressor().decompressobj()
-        data = dec.decompress(body)
-    except errors as err:
-        raise EventFormatError(
-            path, offset, f"{compression} packet does not decompress: {err}"
-        ) from err
-    if not dec.eof:
-        raise EventFormatError(
-            path,
-            offset,
-            f"{compression} packet does not decompress: its "
-            f"{len(body)} bytes stop before the end of the frame",
-        )
-    if dec.unused_data:
-        raise EventFormatError(
-            path,
-            offset,
-            f"{compression} packet has {len(dec.unused_data)} bytes after the end of its frame",
-        )
-    return data
-
-
 def decode_events(path: str | os.PathLike[str], data: bytes, offset: int) -> np.ndarray:
     """The events of one decompressed ``EVTS`` packet (read from file offset ``offset``)."""
     try:
@@ -360,17 +319,6 @@ def _info_node(compression: str, sensor: SensorSize) -> bytes:
         f'<attr key="typeIdentifier" type="string">EVTS</attr>'
         f'<node name="info" path="{node}info/">{size}</node></node></node></dv>'
     ).encode()
-
-
-def compress(body: bytes, compression: str) -> bytes:
-    """``body`` as one LZ4 or Zstandard frame (``NONE``: unchanged)."""
-    if compression == "NONE":
-        return body
-    lib = _compression_library(compression, f"writing {compression} AEDAT 4 packets")
-    high = compression.endswith("_HIGH")
-    if compression.startswith("LZ4"):
-        return lib.compress(body, compression_level=9 if high else 0)
-    return lib.ZstdCompressor(level=19 if high else 3).compress(body)
 
 
 def encode(

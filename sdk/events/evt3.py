@@ -29,6 +29,8 @@ both read back exactly. Coordinates go out as ADDR_Y on change plus one ADDR_X p
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from neuroedge.events.core import EVENT_DTYPE
 
@@ -44,6 +46,12 @@ def new_state() -> np.ndarray:
 
 
 def _kernels():  # compiled on first use, cached on disk
+    """The (count, decode) numba kernels."""
+    return _count_kernel(), _decode_kernel()
+
+
+def _count_kernel() -> Callable[[np.ndarray], tuple[int, int]]:
+    """The numba kernel counting the events a chunk of words holds."""
     import numba
 
     @numba.njit(cache=True, nogil=True)
@@ -63,6 +71,13 @@ def _kernels():  # compiled on first use, cached on disk
             elif kind == 0x1 or kind == 0x9 or (kind >= 0xB and kind <= 0xD):
                 return n, i
         return n, -1
+
+    return count
+
+
+def _decode_kernel() -> Callable[..., int]:
+    """The numba kernel decoding words into preallocated event columns, updating the state."""
+    import numba
 
     @numba.njit(cache=True, nogil=True)
     def decode(
@@ -116,7 +131,7 @@ def _kernels():  # compiled on first use, cached on disk
         )
         return n
 
-    return count, decode
+    return decode
 
 
 _COMPILED: dict[str, object] = {}

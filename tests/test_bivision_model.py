@@ -1,0 +1,138 @@
+"""event.bivision model: the STATNF step, BiSNet state, the detection head, mAP through
+pycocotools, NIR / Lava export refusals and training augmentation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from neuroedge.models.bivision.detection import coco_map, decode, make_targets
+from neuroedge.models.bivision.functional import STATNFParams, STATNFState, statnf_step
+from neuroedge.models.bivision.module import BiSNet
+
+
+def test_statnf_neighbour_support_and_adaptive_threshold():
+    lateral = torch.ones(1, 1, 3, 3) * 0.6
+    p = STATNFParams(torch.zeros(1), torch.zeros(1), lateral)  # lam 0.5, a = ln 2
+    zeros = torch.zeros(1, 1, 3, 3)
+    prev = zeros.clone()
+    prev[0, 0, 0, 0] = 1.0  # a neighbour of the centre fired
+    support = torch.nn.functional.conv2d(
+        prev, lateral * torch.tensor([[1.0, 1, 1], [1, 0, 1], [1, 1, 1]]), padding=1
+    )
+    drive = torch.full((1, 1, 3, 3), 0.5)
+    s, state = statnf_step(drive, STATNFState(zeros, prev, zeros), p, support)
+    assert s[0, 0, 1, 1] == 1 and s[0, 0, 2, 2] == 0  # only the supported neurons fire
+    assert state.h[0, 0, 0, 0] == 1  # trace of the earlier spike
+    # the neuron that fired has threshold 1 + ln2 * 1: the same drive no longer suffices
+    s2, _ = statnf_step(
+        torch.full((1, 1, 3, 3), 1.2),
+        STATNFState(zeros, prev, prev * 1.0),
+        p,
+        torch.zeros(1, 1, 3, 3),
+    )
+    assert s2[0, 0, 0, 0] == 0 and s2[0, 0, 2, 2] == 1
+
+
+@pytest.mark.parametrize("neuron", ["statnf", "lif"])
+def test_bisnet_state_is_explicit_and_outputs_have_their_shapes(neuron):
+    torch.manual_seed(0)
+    net = BiSNet(neuron, 32).eval()
+    state = net.init_state(2)
+    assert len(state) == len(net.state_names())
+    x = (torch.rand(2, 2, 32, 32) < 0.3).float() * 3
+    with torch.no_grad():
+        first = net(x, *state)
+        again = net(x, *state)
+        second = net(x, *first[2:])
+    assert first[0].shape == (2, 2) and first[1].shape == (2, 5, 8, 8)
+    for a, b in zip(first, again):
+        assert torch.equal(a, b)  # no hidden state
+    assert not torch.equal(first[1], second[1])  # the state carries the past
+
+
+def test_map_is_one_for_exact_boxes_and_zero_for_misplaced_ones():
+    truth = [np.array([[4.0, 4, 10, 8]]), np.array([[16.0, 2, 12, 10], [1, 20, 8, 8]])]
+    exact = [np.hstack([t, np.full((len(t), 1), 0.9)]) for t in truth]
+    assert coco_map(truth, exact) == {"map50": 1.0, "map": 1.0}
+    moved = [np.hstack([t + [30, 0, 0, 0], np.full((len(t), 1), 0.9)]) for t in truth]
+    assert coco_map(truth, moved)["map50"] == 0.0
+
+
+def test_head_targets_decode_back_to_their_boxes():
+    truth = [np.array([[4.0, 4, 10, 8]]), np.array([[16.0, 2, 12, 10]])]
+    target = make_targets(truth, grid=8, stride=4)
+    assert target[:, 5].sum() == 2 and torch.equal(
+        target[:, 0][target[:, 5] > 0], torch.ones(2)
+    )  # heatmap peaks at centres
+    logits = torch.where(target[:, 5:] > 0, 8.0, -8.0)
+    offsets = torch.logit(target[:, 1:3].clamp(1e-4, 1 - 1e-4))
+    pred = torch.cat([logits, offsets, target[:, 3:5]], 1).numpy()
+    found = decode(pred, stride=4)
+    assert coco_map(truth, found)["map"] > 0.99
+
+
+def test_lif_backbone_exports_to_nir_and_statnf_is_refused_with_its_reason():
+    pytest.importorskip("nir")
+    from neuroedge.models.bivision.neuromorphic import NOT_MAPPED, backbone_to_nir
+    from neuroedge.models.bivision.spec import example
+
+    torch.manual_seed(0)
+    graph = backbone_to_nir(BiSNet("lif", 32).eval(), example(0))
+    kinds = [
+        type(graph.nodes[n]).__name__ for n in ("conv1", "lif1", "conv2", "lif2", "conv3", "lif3")
+    ]
+    assert kinds == ["Conv2d", "LIF"] * 3 and ("lif3", "spikes3") in graph.edges
+    with pytest.raises(ValueError, match="no adaptive-threshold"):
+        backbone_to_nir(BiSNet("statnf", 32), example(0))
+    assert "E2S front end" in NOT_MAPPED
+
+
+def test_full_detector_refuses_nir_and_lava_naming_the_parts_that_do_not_map():
+    from neuroedge.backends.lava import LavaBackend
+    from neuroedge.errors import ExportRefused
+    from neuroedge.export.nir import to_nir
+    from neuroedge.models.bivision.spec import SPEC
+
+    with pytest.raises(ExportRefused, match="STATNF adaptive threshold .*upsampling"):
+        to_nir(SPEC.build({"smoke": True}), SPEC)
+    support = LavaBackend().supports(SPEC)
+    assert not support.ok and "backbone_to_nir" in support.reason
+
+
+def test_training_augmentation_mirrors_inputs_and_boxes_together():
+    from neuroedge.models.bivision.train import _augment, _mirrored
+
+    x = np.zeros((2, 3, 2, 8, 8), np.float32)
+    x[:, :, 0, 1, 2] = 1.0  # an ON event at row 1, column 2 in both samples
+    out = _augment(x, np.array([True, False]), np.array([False, True]))
+    assert out[0, :, 0, 1, 5].all() and out[0].sum() == 3  # mirrored: column 7 - 2
+    assert out[1, :, 1, 1, 2].all() and out[1].sum() == 3  # polarity swapped
+    assert x[:, :, 0, 1, 2].all()  # the training set itself is untouched
+    box = np.array([[2.0, 3.0, 4.0, 5.0]])
+    (mirrored,) = _mirrored([box], 32)
+    assert mirrored.tolist() == [[26.0, 3.0, 4.0, 5.0]]
+
+
+def test_centre_heatmap_loss_prefers_the_box_centre():
+    from neuroedge.models.bivision.detection import detection_loss
+
+    truth = [np.array([[12.0, 6, 12, 8]])]  # centre (18, 10): mid-cell (2, 4) of the stride-4 grid
+    target = make_targets(truth, grid=8, stride=4)
+    assert target[0, 5, 2, 4] == 1 and 0 < target[0, 0, 2, 5] < 1  # a Gaussian around it
+    right, wrong = torch.full((1, 5, 8, 8), -6.0), torch.full((1, 5, 8, 8), -6.0)
+    right[0, 0, 2, 4] = wrong[0, 0, 6, 1] = 6.0
+    for pred in (right, wrong):
+        pred[:, 1:3] = 0.0
+        pred[:, 3:5] = target[:, 3:5]
+    assert detection_loss(right, target) < 0.1 < detection_loss(wrong, target)
+
+
+def test_augmentation_names_parse_and_reject_unknown_ones():
+    from neuroedge.models.bivision.train import augmentations
+
+    assert augmentations("flip+swap").tolist() == [True, True]
+    assert augmentations("none").tolist() == [False, False]
+    assert augmentations(True).tolist() == [True, False]
+    with pytest.raises(ValueError, match="augment 'rotate'"):
+        augmentations("rotate")

@@ -1,0 +1,156 @@
+"""event.bivision noise sweep: the claim check over seeds, row labels, seeds in worker
+processes, the training protocols and the default seeds."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def _sweep_rows(margins: dict[float, list[float]], ops: float = 1.0):
+    """Per-seed rows whose accuracy and map50 margins over the baseline are ``margins``."""
+    from neuroedge.types import Measurement, Report
+
+    def row(variant, acc, rate, sops):
+        metrics = {
+            "accuracy": Measurement(acc, "fraction"),
+            "map50": Measurement(acc / 2, "fraction"),
+            "synaptic_ops_per_sample": Measurement(sops, "op", "counted"),
+        }
+        return Report("event.bivision", "host", f"{variant}@noise={rate:g}", metrics=metrics)
+
+    return {
+        **{
+            ("statnf_e2s", r): [row("statnf_e2s", 0.5 + m, r, ops) for m in ms]
+            for r, ms in margins.items()
+        },
+        **{
+            ("lif_histogram", r): [row("lif_histogram", 0.5, r, 1.0) for _ in ms]
+            for r, ms in margins.items()
+        },
+    }
+
+
+def test_sweep_claim_reads_margins_over_seeds_and_finds_where_they_fall():
+    from neuroedge.models.bivision.bench import claim_check, claim_section, mean_rows
+
+    growing = _sweep_rows({0.0: [0.02, 0.04], 5.0: [0.05, 0.09], 10.0: [0.10, 0.14]})
+    claim = claim_check(growing, [0, 5, 10])
+    assert claim["holds"] and claim["seeds"] == 2
+    assert claim["accuracy"]["margin"] == pytest.approx([0.03, 0.07, 0.12])
+    assert claim["accuracy"]["margin_sem"][1] == pytest.approx(0.02)
+    assert claim["map50"]["margin"] == pytest.approx([0.015, 0.035, 0.06])
+    # steps paired by seed: 0 -> 5 is +0.03 and +0.05, 5 -> 10 is +0.05 twice
+    assert claim["accuracy"]["step"] == pytest.approx([0.04, 0.05])
+    assert claim["accuracy"]["step_sem"] == pytest.approx([0.01, 0.0], abs=1e-12)
+    assert "| 0 -> 5 | +0.040 +- 0.010 | +0.020 +- 0.005 |" in "\n".join(claim_section(claim))
+
+    falling = _sweep_rows({0.0: [0.02, 0.04], 5.0: [0.10, 0.12], 10.0: [0.05, 0.07]})
+    claim = claim_check(falling, [0, 5, 10])
+    assert not claim["holds"] and claim["accuracy"]["beats_at_every_rate"]
+    assert claim["accuracy"]["falls_at"] == [10.0]
+    assert "falls at 10 Hz" in "\n".join(claim_section(claim))
+
+    costly = claim_check(_sweep_rows({0.0: [0.02], 5.0: [0.05], 10.0: [0.1]}, ops=2.0), [0, 5, 10])
+    assert not costly["ops_at_most_baseline"] and not costly["holds"]
+    assert not claim_check(_sweep_rows({0.0: [0.02], 5.0: [0.05]}), [0, 5])["holds"]
+
+    means = {r.variant: r.metrics for r in mean_rows(growing)}
+    assert means["statnf_e2s@noise=5"]["accuracy"].value == pytest.approx(0.57)
+    assert means["statnf_e2s@noise=5"]["accuracy_sd"].value == pytest.approx(0.02 * 2**0.5)
+    assert "synaptic_ops_per_sample_sd" not in means["statnf_e2s@noise=5"]
+
+
+def test_sweep_label_names_rate_and_seed():
+    from neuroedge.models.bivision.bench import sweep_label
+
+    assert sweep_label("lif_histogram", 2.0, 1) == "lif_histogram@noise=2@seed=1"
+
+
+def test_sweep_over_seeds_in_two_workers_matches_one_seed_run_alone(tmp_path):
+    """``workers=2`` runs each seed in its own process; a seed's rows equal the same seed's
+    sweep run alone in this process (one torch thread each: deterministic)."""
+    import json
+
+    from neuroedge.models.bivision.bench import SWEEP_DEFAULTS, bench, sweep_seed
+
+    small = {
+        "rates": [0, 5],
+        "train_samples": 8,
+        "test_samples": 4,
+        "epochs": 1,
+        "throughput_tiles": 1,
+        "throughput_repeats": 1,
+    }
+    doc = bench(
+        str(tmp_path / "two"), config={**small, "seeds": [0, 1], "workers": 2}, progress=False
+    )
+    rows = {r["variant"]: r["metrics"] for r in json.loads(json.dumps(doc))["rows"]}
+    alone = sweep_seed((str(tmp_path / "alone"), {**SWEEP_DEFAULTS, **small, "seed": 1}, False))
+    assert len(alone) == 4
+    for (variant, rate), row in alone.items():
+        got = rows[f"{variant}@noise={rate:g}@seed=1"]
+        for metric in ("accuracy", "map50", "sops_per_sample"):
+            assert got[metric]["value"] == row.metrics[metric].value, (variant, rate, metric)
+    with pytest.raises(ValueError, match="workers must be a positive integer"):
+        bench(
+            str(tmp_path / "bad"), config={**small, "seeds": [0, 1], "workers": 0}, progress=False
+        )
+
+
+def test_sweep_train_noise_clean_trains_once_and_matches_same_at_zero(tmp_path, monkeypatch):
+    """``train_noise="clean"`` trains each variant once per task on the clean split and tests
+    that net at every rate; its 0 Hz rows equal the per-rate protocol's (same training); an
+    unknown protocol is refused with the valid names."""
+    from neuroedge.models.bivision import train
+    from neuroedge.models.bivision.bench import SWEEP_DEFAULTS, bench, sweep_seed
+
+    small = {
+        **SWEEP_DEFAULTS,
+        "rates": [0, 5, 10],
+        "train_samples": 8,
+        "test_samples": 4,
+        "epochs": 1,
+        "seed": 3,
+    }
+    fits: list[int] = []
+    real_fit = train.fit
+    monkeypatch.setattr(train, "fit", lambda *a, **k: fits.append(len(a[1].x)) or real_fit(*a, **k))
+    same = sweep_seed((str(tmp_path / "same"), {**small, "train_noise": "same"}, False))
+    assert len(fits) == 3 * 2 * 2  # rates x variants x tasks
+    fits.clear()
+    clean = sweep_seed((str(tmp_path / "clean"), {**small, "train_noise": "clean"}, False))
+    assert len(fits) == 2 * 2  # variants x tasks, whatever the number of rates
+    for variant in ("statnf_e2s", "lif_histogram"):
+        for metric in ("accuracy", "map50", "sops_per_sample"):
+            assert (
+                clean[(variant, 0.0)].metrics[metric].value
+                == same[(variant, 0.0)].metrics[metric].value
+            ), (variant, metric)
+        assert "trained once on the clean training split" in clean[(variant, 10.0)].notes[0]
+    with pytest.raises(ValueError, match="train_noise must be one of same, clean"):
+        bench(str(tmp_path / "bad"), config={**small, "train_noise": "noisy"}, progress=False)
+
+
+def test_sweep_defaults_read_the_claim_over_seeds_and_seed_picks_one(monkeypatch, tmp_path):
+    """The default sweep runs seeds 0-5 (the claim is read over seeds) with nets trained on
+    clean data; ``--config seed=S`` alone runs that one seed, not the default list."""
+    from neuroedge.models.bivision import bench as bb
+
+    assert bb.SWEEP_DEFAULTS["train_noise"] == "clean"
+    assert bb.seed_list({}, bb.DEFAULT_SEEDS) == [0, 1, 2, 3, 4, 5]
+    seen: list[list[int]] = []
+
+    def fake_map_seeds(fn, jobs, workers, desc, progress):
+        seen.append(list(jobs))
+        raise RuntimeError("stop")  # the seeds are all this test needs
+
+    monkeypatch.setattr(bb, "map_seeds", fake_map_seeds)
+    monkeypatch.setattr(bb, "throughput_rows", lambda cfg: ([], ""))
+    for config, want in (
+        ({"seed": 7}, [7]),
+        ({}, [0, 1, 2, 3, 4, 5]),
+        ({"seed": 7, "seeds": [1, 2]}, [1, 2]),
+    ):
+        with pytest.raises(RuntimeError, match="stop"):
+            bb.bench(str(tmp_path), config=config, progress=False)
+        assert seen[-1] == want, config
