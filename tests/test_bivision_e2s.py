@@ -4,6 +4,9 @@ events, the histogram against tonic, and the SOP cost of the E2S front end."""
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -212,3 +215,26 @@ def test_e2s_front_end_costs_accumulates_and_histograms_cost_macs():
     assert totals["e2s"].macs_per_sample < totals["hist"].macs_per_sample / 10
     # dense first conv: 16x16 outputs x 8 channels x 2x3x3 taps x 5 steps, less the zero border
     assert totals["hist"].macs_per_sample >= 0.95 * 16 * 16 * 8 * 18 * 5
+
+
+def test_e2s_kernels_load_from_numbas_disk_cache_in_a_new_process(tmp_path: Path) -> None:
+    # until 2026-12-05 ``retina`` closed over other jitted functions, whose pickled form
+    # changes per process: every process missed the cache (2.2 s) and added a cache file
+    script = tmp_path / "run_e2s.py"
+    script.write_text(
+        "import numpy as np\n"
+        "from neuroedge.events import EVENT_DTYPE\n"
+        "from neuroedge.models.bivision.e2s import e2s, kernels\n"
+        "ev = np.zeros(64, EVENT_DTYPE)\n"
+        "ev['t'] = np.arange(64) * 100\n"
+        "ev['x'], ev['y'] = np.arange(64) % 8, np.arange(64) // 8\n"
+        "e2s(ev, 8, 8)\n"
+        "s = {k: kernels()[k].stats for k in ('bin', 'retina')}\n"
+        "print({k: (len(v.cache_hits), len(v.cache_misses)) for k, v in s.items()})\n"
+    )
+    runs = [
+        subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+        for _ in range(2)
+    ]
+    assert all(r.returncode == 0 for r in runs), [r.stderr[-2000:] for r in runs]
+    assert runs[1].stdout.strip() == "{'bin': (1, 0), 'retina': (1, 0)}", runs[1].stdout

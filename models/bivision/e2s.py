@@ -66,15 +66,22 @@ The numba kernels (and their speed) are in ``neuroedge.models.bivision.e2s_kerne
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from neuroedge.models.bivision.e2s_kernels import (  # public names, kept importable from here
-    E2S_CAP,
-    EVENT_SUPPORT_CAP,  # noqa: F401
-    SPIKE_BIT,  # noqa: F401
-    kernels,
-)
+
+SPIKE_BIT = 128  # bit 7 of a padded E2S count: the pixel spiked in that step
+E2S_CAP = 127  # E2S counts saturate here (below the spike bit)
+EVENT_SUPPORT_CAP = 64  # the most supporting events the adaptive rule may ask for
+
+
+def kernels() -> dict[str, Callable]:
+    """The compiled kernels by name (``bin``, ``retina``, ``support_needed``); numba is
+    imported on the first call (``e2s_kernels``), compiled code comes from its disk cache."""
+    from neuroedge.models.bivision.e2s_kernels import KERNELS
+
+    return KERNELS
 
 
 @dataclass(frozen=True)
