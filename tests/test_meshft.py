@@ -149,3 +149,17 @@ def test_reads_user_mesh_and_fields(tmp_path: object) -> None:
     np.savez(tmp_path / "f.npz", fields=fields)
     with pytest.raises(ValueError, match=r"fields\[1, 7, 0\]"):
         read_fields(tmp_path / "f.npz", 36)
+
+
+def test_bench_models_are_the_same_in_every_run_whatever_the_rng_state() -> None:
+    from neuroedge.models.meshft.bench import _train_models
+
+    mesh = periodic_grid(8, 8)
+    data = T.plane_wave_pairs(mesh, 16, 0.002, seed=0)
+    cfg = {"iters": 3, "mgn_iters": 3}
+    first = _train_models(mesh, data, cfg)
+    torch.rand(7)  # the caller's generator moved on: the models must not follow it
+    again = _train_models(mesh, data, cfg)
+    for name, model in first.items():
+        pairs = zip(model.state_dict().values(), again[name].state_dict().values(), strict=True)
+        assert all(torch.equal(a, b) for a, b in pairs), name

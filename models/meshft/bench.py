@@ -24,6 +24,7 @@ from neuroedge.bench.report import finish_figure, pyplot
 from neuroedge.models.meshft import functional as F
 from neuroedge.models.meshft import train as T
 from neuroedge.models.meshft.mesh import Mesh, periodic_delaunay, periodic_grid
+from neuroedge.seeding import seeded
 from neuroedge.models.meshft.module import MeshFT, MeshGraphNet
 from neuroedge.types import Measurement, Report
 
@@ -84,14 +85,17 @@ def _mgn(mesh: Mesh, data: T.WaveBatch, hidden: int, layers: int) -> MeshGraphNe
 def _train_models(
     mesh: Mesh, data: T.WaveBatch, cfg: Mapping[str, Any]
 ) -> dict[str, torch.nn.Module]:
-    """MeshFT (learn_geom, scalar), the fixed theory model and the MGN on the same pairs."""
+    """MeshFT (learn_geom, scalar), the fixed theory model and the MGN on the same pairs,
+    each initialised from seed 0 (``seeded``: the same weights in every run and process)."""
     models: dict[str, torch.nn.Module] = {}
     for hodge, lr in (("learn_geom", 3e-3), ("scalar", 5e-2)):
-        model = MeshFT(mesh, hodge).float()
+        with seeded(0):
+            model = MeshFT(mesh, hodge).float()
         T.fit(model, data, int(cfg["iters"]), lr, desc=f"meshft-{hodge}")
         models[f"meshft-{hodge}"] = model
     models["theory"] = MeshFT(mesh, "theory").float()
-    mgn = _mgn(mesh, data, 32, 2)
+    with seeded(0):
+        mgn = _mgn(mesh, data, 32, 2)
     T.fit(mgn, data, int(cfg["mgn_iters"]), 1e-3, batch_size=16, desc="mgn")
     models["mgn"] = mgn
     return models
