@@ -48,6 +48,9 @@ beats FastV (26 vs 8, p = 0.003) and random (34 vs 11, p = 0.0008): every part h
 run. The third (declared, the same checkpoint, layouts from 10500): 287 / 278 / 273 / 251,
 1.48x, random beaten (39 vs 12, p = 0.0002), FastV not (15 vs 10, p = 0.42). Over the three
 declared matched-FLOPs runs the latency and drop parts hold every time, FastV is beaten once.
+The fourth, declared as the decisive test (the same checkpoint, layouts from 10650, 450 per
+task: 1,350 paired episodes): 849 / 844 / 806 / 765, onnxrt 1.57x, SpecPrune beats FastV (72
+vs 34, p = 0.0003) and random (103 vs 24, p = 7e-13): every part holds.
 
 FastV and random pruning get SpecPrune's fine-mode budget (config ``baseline_budget``) at every
 step, so they never keep fewer visual tokens after layer 1 than SpecPrune does; they have no
