@@ -24,8 +24,8 @@ from neuroedge.bench.report import finish_figure, pyplot
 from neuroedge.models.meshft import functional as F
 from neuroedge.models.meshft import train as T
 from neuroedge.models.meshft.mesh import Mesh, periodic_delaunay, periodic_grid
-from neuroedge.seeding import seeded
 from neuroedge.models.meshft.module import MeshFT, MeshGraphNet
+from neuroedge.seeding import seeded
 from neuroedge.types import Measurement, Report
 
 NAME = "physics.meshft"
