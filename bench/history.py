@@ -96,6 +96,7 @@ def record(
                 (run_id, row["variant"], row["backend"], name, m["value"], m["unit"], m["how"])
                 for row in report["rows"]
                 for name, m in row["metrics"].items()
+                if m["value"] is not None  # not finite when measured: null in report.json
             ],
         )
     return run_id

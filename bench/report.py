@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import os
 import platform
 from collections.abc import Callable, Sequence
@@ -68,9 +69,25 @@ def build_document(model: str, rows: Sequence[Report], **extra: Any) -> dict[str
     return doc
 
 
+def finite_json(obj: Any, where: str = "", found: list[str] | None = None) -> Any:
+    """``obj`` with every NaN or infinite float replaced by None (JSON has no NaN: Python's
+    ``json`` would write a bare ``NaN`` that other readers refuse); ``found`` collects where."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        if found is not None:
+            found.append(f"{where} ({obj})")
+        return None
+    if isinstance(obj, dict):
+        return {k: finite_json(v, f"{where}.{k}".lstrip("."), found) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_json(v, f"{where}[{i}]", found) for i, v in enumerate(obj)]
+    return obj
+
+
 def format_value(metric: dict[str, Any] | None) -> str:
     if metric is None:
         return "-"
+    if metric["value"] is None:  # not finite when measured (see the report's notes)
+        return "n/a"
     v = float(metric["value"])
     text = f"{v:.4g}" if abs(v) < 1e5 else f"{v:.3e}"
     return text + ("*" if metric["how"] == "estimated" else "")
@@ -117,6 +134,8 @@ def write_markdown(
         for label in ("fallbacks", "rejections", "notes"):
             for item in row.get(label, []):
                 lines.append(f"- {row['variant']}/{row['backend']} {label[:-1]}: {item}")
+    for where in doc.get("non_finite", []):
+        lines.append(f"- not finite, written as null (n/a): {where}")
     lines += ["", *sections]
     write_text(path, "\n".join(lines) + "\n")
 
@@ -178,13 +197,18 @@ def write_report(
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    written = {"json": write_text(out / "report.json", json.dumps(doc, indent=2) + "\n")}
-    write_markdown(doc, out / "report.md", columns, sections)
+    found: list[str] = []
+    plain = finite_json(doc, found=found)
+    if found:
+        plain["non_finite"] = found  # where a value was NaN or infinite (null in the rows)
+    text = json.dumps(plain, indent=2, allow_nan=False) + "\n"
+    written = {"json": write_text(out / "report.json", text)}
+    write_markdown(plain, out / "report.md", columns, sections)
     written["md"] = out / "report.md"
     for plot in (latency_plot, *plots):
         name = getattr(plot, "__name__", "plot").removesuffix("_plot")
         made = plot(doc, out / f"{name}.png")
         if made is not None:
             written[name] = made
-    record(doc, history, out_dir=str(out))
+    record(plain, history, out_dir=str(out))
     return written

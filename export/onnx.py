@@ -212,8 +212,8 @@ def export_onnx(
             entry = model.metadata_props.add()
             entry.key, entry.value = STATE_KEY, state_file(path).name
         onnx.save(model, str(tmp))
-    if program.stateful:
-        _save_initial_state(program, Path(path))
+        if program.stateful:  # before the .onnx lands: never a new graph beside an old state
+            _save_initial_state(program, Path(path))
     return Path(path)
 
 

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from neuroedge.atomic import check_writable
 from neuroedge.errors import BackendUnavailable, ExportRefused
 from neuroedge.registry import get_backend, get_model, model_table
 from neuroedge.types import Artifact, ModelSpec, Report, TorchProgram
@@ -106,6 +107,12 @@ def export(
 
     spec = get_model(name)
     spec.check_config(config, "build")
+    if out is not None:
+        check_writable(out)  # before any build or training
+    if target != "tensorrt" and precision != "fp32":
+        raise ExportRefused(
+            f"precision {precision!r} applies to TensorRT engines; {target!r} exports are fp32"
+        )
     if target == "tensorrt":
         return _export_engine(spec, out, config, precision)
     if target not in spec.exportable:
@@ -271,11 +278,17 @@ def _nir_input_array(
         x = np.random.default_rng(seed).random((steps, batch, *shape)) < density
         return x.astype(np.float32)
     try:
-        x = np.load(inputs, allow_pickle=False).astype(np.float32)
-    except (ValueError, OSError) as err:
+        loaded = np.load(inputs, allow_pickle=False)
+        if not isinstance(loaded, np.ndarray):  # an .npz archive: several arrays, which one?
+            raise ValueError(f"an .npz archive of {list(loaded.files)}, not one .npy array")
+        x = loaded.astype(np.float32)
+    except (ValueError, TypeError, OSError) as err:
         raise ValueError(f"{inputs}: not a numeric .npy array ({err})") from err
-    if x.shape[:1] == (0,) or not np.isfinite(x).all():
-        raise ValueError(f"{inputs}: needs at least one step and finite values")
+    if x.ndim < 2 or 0 in x.shape[:2] or not np.isfinite(x).all():
+        raise ValueError(
+            f"{inputs}: input of shape {list(x.shape)} needs at least one step, a batch of at "
+            "least one and finite values"
+        )
     if x.ndim != 2 + len(shape) or tuple(x.shape[2:]) != shape:
         raise ValueError(
             f"{inputs}: input of shape {list(x.shape)}; {path} expects "

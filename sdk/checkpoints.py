@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,40 @@ def save_checkpoint(path: str | os.PathLike[str], payload: dict[str, Any]) -> Pa
     return Path(path)
 
 
+def resolve_checkpoint(config: Mapping[str, Any], name: str, check: bool = True) -> Path:
+    """The checkpoint a build reads: ``config["checkpoint"]`` or the default path of ``name``.
+
+    A path the user named must be an existing file (with ``check``): a typo must not fall back
+    to untrained weights or start a training run that saves under the mistyped name.
+    """
+    from neuroedge.paths import checkpoint_path
+
+    named = config.get("checkpoint")
+    path = Path(named or checkpoint_path(name))
+    if check and path.is_dir():
+        raise ArtifactError(f"{path}: is a directory, not a checkpoint file")
+    if check and named and not path.is_file():
+        raise ArtifactError(
+            f"{path}: no such checkpoint (named by the config key 'checkpoint'; leave it "
+            f"unset to use the default {checkpoint_path(name)})"
+        )
+    return path
+
+
+def load_weights(module: Any, state_dict: Mapping[str, Any], path: str | os.PathLike[str]) -> Any:
+    """``module.load_state_dict(state_dict)``; weights of another model or shape raise
+    ArtifactError naming the file."""
+    try:
+        module.load_state_dict(state_dict)
+    except (RuntimeError, KeyError, TypeError) as err:
+        first = str(err).strip().splitlines()[:3]
+        raise ArtifactError(
+            f"{path}: its weights do not fit {type(module).__name__} "
+            f"(a checkpoint of another model or configuration?): {' '.join(first)}"
+        ) from err
+    return module
+
+
 def load_checkpoint(path: str | os.PathLike[str], required: tuple[str, ...] = ()) -> dict:
     """Load a checkpoint without unpickling code; missing or corrupt files raise ArtifactError."""
     import pickle
@@ -31,8 +66,20 @@ def load_checkpoint(path: str | os.PathLike[str], required: tuple[str, ...] = ()
         raise ArtifactError(f"{path}: no such checkpoint")
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
-    except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile) as err:
+    except (
+        RuntimeError,
+        EOFError,
+        OSError,  # torch 2.x's zip reader on a truncated file
+        ValueError,
+        pickle.UnpicklingError,
+        zipfile.BadZipFile,
+    ) as err:
         raise ArtifactError(f"{path}: not a readable checkpoint ({err})") from err
+    if not isinstance(payload, dict):
+        raise ArtifactError(
+            f"{path}: a checkpoint holds a dict of tensors and settings, this one a "
+            f"{type(payload).__name__}"
+        )
     missing = [k for k in required if k not in payload]
     if missing:
         raise ArtifactError(f"{path}: checkpoint lacks {missing}")

@@ -68,6 +68,10 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise NeuroedgeError(f"{spec.name} has nothing to train (family {spec.family})")
     config = _config(args.config)
     spec.check_config(config, "train")
+    if args.out:
+        from neuroedge.atomic import check_writable
+
+        check_writable(args.out)  # before the training, not after it
     result = train(config, args.out)
     print(json.dumps(result, indent=2, default=str))
     return 0
@@ -107,6 +111,7 @@ def _bench_backends(spec: Any, asked: list[str], explicit: bool) -> list[str]:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    from neuroedge.atomic import check_writable
     from neuroedge.bench.report import build_document, text_table, write_report
     from neuroedge.bench.runner import bench_model, speedups
 
@@ -120,6 +125,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from neuroedge.bench.history import check as check_history
 
     check_history(args.history)  # a bad history path fails now, not after the run
+    check_writable(args.out, folder=True)  # and so does a report folder that is a file
     if bench is not None:
         backends = _bench_backends(spec, backends, explicit=bool(args.backend))
         if args.repeats is not None:
@@ -194,7 +200,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_nir(args: argparse.Namespace) -> int:
     from neuroedge.api import check_nir
+    from neuroedge.atomic import check_writable
 
+    if args.out:
+        check_writable(args.out)  # a bad --out fails now, not after the run
     options = {"variant": args.variant}
     if args.input_scale is not None:
         options["input_scale"] = args.input_scale
@@ -297,7 +306,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--batch", type=int, default=2)
     s.add_argument("--density", type=float, default=0.3, help="random spike input density")
     s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--input-scale", default=None, help="lava fixed_pt: integer input per unit")
+    s.add_argument("--input-scale", type=float, help="lava fixed_pt: integer input per unit")
     s.add_argument("--out", default=None, help="write the comparison as JSON")
     s.set_defaults(fn=cmd_nir)
     for action in sub.choices.values():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,18 +17,17 @@ STEPS = 5  # E2S time steps (20 ms each over a 100 ms window)
 def build(config: Mapping[str, Any]) -> TorchProgram:
     """BiSNet (``variant`` statnf_e2s or lif_histogram), with a checkpoint's weights when one
     is given (``checkpoint``) or exists at the default path; ``smoke`` forces untrained."""
-    from neuroedge.checkpoints import load_checkpoint
+    from neuroedge.checkpoints import load_checkpoint, load_weights, resolve_checkpoint
     from neuroedge.models.bivision import neuromorphic, train
-    from neuroedge.paths import checkpoint_path
 
     cfg = {**train.DEFAULTS, "size": SIZE, **config}
-    path = Path(cfg.get("checkpoint") or checkpoint_path("event.bivision.classification"))
+    path = resolve_checkpoint(cfg, "event.bivision.classification", check=not cfg.get("smoke"))
     trained = False
     if path.is_file() and not cfg.get("smoke"):
         ckpt = load_checkpoint(path, required=("state_dict", "config"))
         cfg.update({k: ckpt["config"][k] for k in ("variant", "size")})
         net = train.make_net(cfg)
-        net.load_state_dict(ckpt["state_dict"])
+        load_weights(net, ckpt["state_dict"], path)
         trained = True
     else:
         with seeded(int(cfg["seed"])):

@@ -32,15 +32,15 @@ def build(config: Mapping[str, Any]) -> HostProgram:
     """``fn(x, domain)`` -> per-window mean J_g [batch, dx, dx] and the posterior-mean latent
     z_1 [batch, dz] (the first step with a full 3-step context)."""
     import torch
-    from neuroedge.checkpoints import load_checkpoint
+    from neuroedge.checkpoints import load_checkpoint, load_weights, resolve_checkpoint
     from neuroedge.models.cadre import functional as F
     from neuroedge.models.cadre.module import CaDRe
 
     with seeded(0):
         model = CaDRe(DX, DZ, DOMAINS)
-    trained, path = False, _checkpoint(config)
+    trained, path = False, resolve_checkpoint(config, SPEC.name, check=not config.get("smoke"))
     if path.is_file() and not config.get("smoke"):
-        model.load_state_dict(load_checkpoint(path, required=("state_dict",))["state_dict"])
+        load_weights(model, load_checkpoint(path, required=("state_dict",))["state_dict"], path)
         trained = True
     model.eval()
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -19,12 +18,11 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
 
     ``smoke`` (or ``untrained``) builds random weights at once: no training, no checkpoint.
     """
-    from neuroedge.checkpoints import load_checkpoint
+    from neuroedge.checkpoints import load_checkpoint, load_weights, resolve_checkpoint
     from neuroedge.models.lif_convnet import module, train
-    from neuroedge.paths import checkpoint_path
 
-    path = Path(config.get("checkpoint") or checkpoint_path(SPEC.name))
     fresh = bool(config.get("smoke") or config.get("untrained"))
+    path = resolve_checkpoint(config, SPEC.name, check=not fresh)
     if not fresh and not path.is_file() and config.get("train_if_missing"):
         train.train(config.get("train_config"), out=path)
     cfg, trained = dict(train.DEFAULTS), False
@@ -32,7 +30,7 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
         ckpt = load_checkpoint(path, required=("state_dict", "config"))
         cfg.update(ckpt["config"])
         net = train.make_net(cfg)
-        net.load_state_dict(ckpt["state_dict"])
+        load_weights(net, ckpt["state_dict"], path)
         trained = True
     else:
         with seeded(int(config.get("seed", 0))):

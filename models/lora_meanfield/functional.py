@@ -62,6 +62,8 @@ def run_flow(
 
     ``values`` is one [d, d] matrix (tied across layers) or a list of ``layers`` of them.
     """
+    if layers < 1:
+        raise ValueError(f"layers {layers}: the flow needs at least one layer")
     per_layer = isinstance(values, list)
     if per_layer and len(values) != layers:
         raise ValueError(f"got {len(values)} value matrices for {layers} layers")

@@ -7,6 +7,7 @@ with a phase-diagram plot and a time-to-deviation plot.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,11 @@ def build(config: Mapping[str, Any]) -> HostProgram:
 
     cfg = {**DEFAULTS, **{k: v for k, v in config.items() if k in DEFAULTS}}
     horizon, layers, beta = float(cfg["horizon"]), int(cfg["layers"]), float(cfg["beta"])
+    if layers < 1 or not (math.isfinite(horizon) and horizon > 0) or not math.isfinite(beta):
+        raise ValueError(
+            f"layers {cfg['layers']!r} must be >= 1, horizon {cfg['horizon']!r} finite and > 0,"
+            f" beta {cfg['beta']!r} finite"
+        )
 
     def fn(tokens: np.ndarray, value: np.ndarray, delta_value: np.ndarray) -> dict[str, Any]:
         x0 = check_tokens(tokens)

@@ -182,8 +182,10 @@ def read_mesh(path: str | os.PathLike[str]) -> Mesh:
         raise MeshError(f"{path}: no such mesh file")
     try:
         data = meshio.read(path)
-    except (meshio.ReadError, ValueError, KeyError) as err:
+    except (meshio.ReadError, ValueError, KeyError, IndexError, UnicodeDecodeError) as err:
         raise MeshError(f"{path}: not a readable mesh ({err})") from err
+    except SystemExit as err:  # meshio's VTK reader calls sys.exit on a bad header
+        raise MeshError(f"{path}: not a readable mesh (meshio's reader exited: {err})") from None
     tris = [block.data for block in data.cells if block.type == "triangle"]
     if not tris:
         kinds = sorted({block.type for block in data.cells})

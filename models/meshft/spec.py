@@ -29,6 +29,9 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+BUILTIN_MESHES = ("grid", "delaunay")
+
+
 def make_mesh(name: str) -> Any:
     """The mesh a config names: "grid", "delaunay" or a meshio file path."""
     from neuroedge.models.meshft import mesh as M
@@ -37,6 +40,10 @@ def make_mesh(name: str) -> Any:
         return M.periodic_grid(16, 16)
     if name == "delaunay":
         return M.periodic_delaunay(256, seed=0)
+    if not Path(name).suffix and not Path(name).exists():
+        raise M.MeshError(
+            f"mesh {name!r}: not a built-in mesh ({', '.join(BUILTIN_MESHES)}) and no such file"
+        )
     return M.read_mesh(name)
 
 
@@ -48,18 +55,24 @@ def _checkpoint(config: Mapping[str, Any]) -> Path:
 
 def load_model(config: Mapping[str, Any]) -> tuple[Any, bool]:
     """MeshFT with trained metrics when a checkpoint for this mesh exists, else theory."""
-    from neuroedge.checkpoints import load_checkpoint
+    from neuroedge.checkpoints import load_checkpoint, load_weights, resolve_checkpoint
     from neuroedge.models.meshft.module import MeshFT
 
     cfg = {**DEFAULTS, **config}
     mesh = make_mesh(str(cfg["mesh"]))
-    path = _checkpoint(cfg)
+    path = resolve_checkpoint(cfg, SPEC.name, check=not cfg.get("smoke"))
+    named = bool(cfg.get("checkpoint"))
     if path.is_file() and not cfg.get("smoke"):
         ckpt = load_checkpoint(path, required=("state_dict", "config"))
         if ckpt["config"].get("mesh") == cfg["mesh"]:
             model = MeshFT(mesh, ckpt["config"]["hodge"]).double()
-            model.load_state_dict(ckpt["state_dict"])
+            load_weights(model, ckpt["state_dict"], path)
             return model, True
+        if named:  # the user asked for these weights: they do not fit this mesh
+            raise ValueError(
+                f"checkpoint {path} was trained on mesh {ckpt['config'].get('mesh')!r}, "
+                f"not {cfg['mesh']!r}; train on this mesh or leave checkpoint unset"
+            )
     return MeshFT(mesh, "theory").double(), False
 
 
@@ -100,12 +113,11 @@ def build(config: Mapping[str, Any]) -> HostProgram:
     return HostProgram(fn, meta={"trained": trained, "mesh": cfg["mesh"], "nodes": n})
 
 
-def example(seed: int = 0) -> dict[str, np.ndarray]:
-    """Two superposed-plane-wave states on the 16 x 16 periodic grid."""
-    from neuroedge.models.meshft.mesh import periodic_grid
+def example(seed: int = 0, config: Mapping[str, Any] | None = None) -> dict[str, np.ndarray]:
+    """Two superposed-plane-wave states on the configured mesh (default the 16 x 16 grid)."""
     from neuroedge.models.meshft.train import superposed_waves
 
-    mesh = periodic_grid(16, 16)
+    mesh = make_mesh(str({**DEFAULTS, **(config or {})}["mesh"]))
     states = [superposed_waves(mesh, 3, seed * 2 + k) for k in range(2)]
     return {"q": np.stack([s[0] for s in states]), "p": np.stack([s[1] for s in states])}
 

@@ -9,7 +9,6 @@ The program is the policy network with SpecPrune's in-graph pruning for one cont
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,10 +22,10 @@ IMAGE, TEXT_LEN, VISUAL, CHUNK = 64, 8, 128, 8
 def load_trained(config: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
     """(trained policy, its training config); trains first if allowed and no checkpoint exists."""
     from neuroedge.errors import ArtifactError
+    from neuroedge.checkpoints import resolve_checkpoint
     from neuroedge.models.specprune import train
-    from neuroedge.paths import checkpoint_path
 
-    path = Path(config.get("checkpoint") or checkpoint_path(SPEC.name))
+    path = resolve_checkpoint(config, SPEC.name)
     if not path.is_file():
         if not config.get("train_if_missing", True):
             raise ArtifactError(

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from neuroedge.checkpoints import load_checkpoint, save_checkpoint
+from neuroedge.checkpoints import load_checkpoint, load_weights, save_checkpoint
 from neuroedge.paths import checkpoint_path
 
 MODEL = "vla.specprune"
@@ -215,5 +215,5 @@ def load_policy_checkpoint(path: str | os.PathLike[str]) -> tuple[Any, dict[str,
         )
     cfg = {**DEFAULTS, **ckpt["config"]}
     policy = make_policy(cfg)
-    policy.load_state_dict(ckpt["state_dict"])
+    load_weights(policy, ckpt["state_dict"], path)
     return policy.eval(), cfg

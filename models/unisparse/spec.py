@@ -54,7 +54,6 @@ Choices made here, each with its reason:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -98,12 +97,11 @@ _PIPELINE_KEYS = ("spike_scale", "data", "train_subset", "energy_target_uj")
 def build(config: Mapping[str, Any]) -> TorchProgram:
     """The folded (deployed) mini-ResNet: trained from a checkpoint, or untrained for ``smoke``
     (or ``untrained``, as for snn.lif_convnet): random weights at once, no training."""
-    from neuroedge.checkpoints import load_checkpoint
+    from neuroedge.checkpoints import load_checkpoint, load_weights, resolve_checkpoint
     from neuroedge.models.unisparse import export, module, train
-    from neuroedge.paths import checkpoint_path
 
-    path = Path(config.get("checkpoint") or checkpoint_path(SPEC.name))
     fresh = bool(config.get("smoke") or config.get("untrained"))
+    path = resolve_checkpoint(config, SPEC.name, check=not fresh)
     if not fresh and not path.is_file() and config.get("train_if_missing"):
         _train(config.get("train_config"), str(path))
     trained = bool(not fresh and path.is_file())
@@ -114,7 +112,7 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
     with seeded(int(config.get("seed", 0))):  # untrained weights follow the seed; folding
         net = train.make_net(cfg)  # draws too (fresh layers, then overwritten)
         if trained:
-            net.load_state_dict(ckpt["state_dict"])
+            load_weights(net, ckpt["state_dict"], path)
             train.fixed_masks_mode(net)
         folded = module.fold(net.eval())
     if len(folded.arch.neuron_shapes()) != len(STATE_NAMES):
