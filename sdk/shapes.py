@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from neuroedge.types import IOSpec, ModelSpec
@@ -56,3 +56,20 @@ def resolve_shape(io: IOSpec, symbols: Mapping[str, int]) -> tuple[int, ...]:
             f"output {io.describe()} uses axis {err.args[0]!r}, which no input "
             f"binds (bound: {dict(symbols)})"
         ) from None
+
+
+def check_finite(
+    values: Any, name: str, columns: Sequence[str] | None = None, hint: str = ""
+) -> Any:
+    """``values`` as a float64 array; ValueError naming the first NaN/inf by its 0-based row
+    (and column, with its name from ``columns`` when given) and value, then ``hint``."""
+    import numpy as np
+
+    arr = np.asarray(values, np.float64)
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        index = tuple(int(i) for i in np.argwhere(bad)[0])
+        where = " ".join(f"{axis} {i}" for axis, i in zip(("row", "column"), index))
+        named = f", {columns[index[1]]}" if len(index) > 1 and columns is not None else ""
+        raise ValueError(f"{name} {where} (0-based{named}) value {arr[index]} is not finite{hint}")
+    return arr

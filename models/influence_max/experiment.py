@@ -4,15 +4,23 @@ Graphs: a random sparse graph (n = 20, 1-3 in-neighbours, p ~ U(0.05, 0.5), the 
 networkx's karate club and Les Miserables (both directions, weighted cascade p = 1/indeg(v)), and
 any user edge list (``config edges=PATH``). Regret is the pseudo-regret against the oracle's set on
 the true probabilities, spreads evaluated on ``eval_worlds`` common live-edge worlds.
+
+Every graph is loaded and the config checked (``load_all``) before the first simulation, so a bad
+``edges`` file or a typo in ``graphs`` fails at once rather than after the other graphs ran.
+``graphs`` is a list of built-in names or edge-list paths (a single string counts as a one-element
+list); ``k`` must be in 1..n-1 on every graph. regret_vs_random is left out, with a rejection
+saying why, when random's own regret is zero (the ratio would be 0/0).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from neuroedge.errors import ConfigError
 from neuroedge.models.influence_max import functional as F
 from neuroedge.models.influence_max import learner as L
 from neuroedge.types import Measurement, Report
@@ -30,9 +38,12 @@ DEFAULTS: dict[str, Any] = {
     "edges": None,
 }
 POLICIES = ("ucb", "epsilon_greedy", "random")
+BUILTIN = ("random20", "karate", "lesmis")
+RATIO_FLOOR = 1e-9  # nodes per round: random's regret at or below this makes the ratio undefined
 
 
 def load_graph(name: str, cfg: Mapping[str, Any]) -> F.ICGraph:
+    """A built-in graph (``BUILTIN``) by name, else the edge-list file at path ``name``."""
     if name == "random20":
         return F.random_graph(20, cfg["seed"])
     if name in ("karate", "lesmis"):
@@ -46,14 +57,63 @@ def load_graph(name: str, cfg: Mapping[str, Any]) -> F.ICGraph:
     return load_edge_list(name)
 
 
+def graph_names(cfg: Mapping[str, Any]) -> list[str]:
+    """The graphs to run: ``graphs`` (a list; a single string is taken as a one-element list),
+    then ``edges`` (one path, or None/empty for none). Refuses wrong types, and names in
+    ``graphs`` that are neither built in nor an existing file, listing the built-in names."""
+    graphs, edges = cfg["graphs"], cfg.get("edges")
+    if isinstance(graphs, str):
+        graphs = [graphs]
+    if not isinstance(graphs, (list, tuple)) or not all(isinstance(g, str) for g in graphs):
+        raise ConfigError(
+            f"config graphs must be a list of graph names ({', '.join(BUILTIN)}) or "
+            f"edge-list paths, got {graphs!r}"
+        )
+    if edges is not None and not isinstance(edges, (str, os.PathLike)):
+        raise ConfigError(
+            f"config edges must be the path of an edge-list file, got {edges!r} "
+            f"({type(edges).__name__})"
+        )
+    for name in graphs:
+        if name not in BUILTIN and not Path(name).is_file():
+            raise ConfigError(
+                f"config graphs: {name!r} is neither a built-in graph (valid names: "
+                f"{', '.join(BUILTIN)}) nor an existing edge-list file"
+            )
+    names = list(graphs) + ([os.fspath(edges)] if edges else [])
+    if not names:
+        raise ConfigError("config graphs is empty and no edges=PATH is given: nothing to run")
+    return names
+
+
+def load_all(cfg: Mapping[str, Any]) -> dict[str, F.ICGraph]:
+    """Every requested graph, loaded and checked before any simulation starts; the seed budget
+    k must be an integer in 1..n-1 on each (k >= n seeds every node: one possible set, zero
+    regret for every policy, nothing to learn, and regret_vs_random would be 0/0)."""
+    graphs = {name: load_graph(name, cfg) for name in graph_names(cfg)}
+    k = cfg["k"]
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ConfigError(f"config k must be a positive integer seed budget, got {k!r}")
+    for name, graph in graphs.items():
+        if k >= graph.n:
+            raise ConfigError(
+                f"config k={k}: graph {name!r} has only {graph.n} nodes; k must be at most "
+                f"{graph.n - 1} (k >= n seeds every node, so no policy has anything to learn)"
+            )
+    if not isinstance(cfg["horizons"], Mapping):
+        raise ConfigError(
+            f"config horizons must map graph names to horizons, got {cfg['horizons']!r}"
+        )
+    return graphs
+
+
 def loglog_slope(regret: np.ndarray) -> float:
     """Slope of log R(t) against log t over t in [T/4, T] (all rounds, least squares)."""
     t = np.arange(len(regret) // 4, len(regret)) + 1
     return float(np.polyfit(np.log(t), np.log(np.maximum(regret[t - 1], 1e-9)), 1)[0])
 
 
-def run_graph(name: str, cfg: Mapping[str, Any]) -> dict[str, Any]:
-    graph = load_graph(name, cfg)
+def run_graph(name: str, graph: F.ICGraph, cfg: Mapping[str, Any]) -> dict[str, Any]:
     horizon = int(cfg["horizons"].get(name, cfg["horizon"]))
     ref = L.RegretReference.build(graph, cfg["k"], cfg["eval_worlds"], cfg["seed"] + 1)
     worlds = F.Worlds.draw(graph, cfg["worlds"], cfg["seed"] + 2)
@@ -78,32 +138,37 @@ def run_graph(name: str, cfg: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def policy_row(name: str, policy: str, res: Mapping[str, Any]) -> Report:
+    """One graph/policy row. regret_vs_random is the final regret over random's; when random's
+    is not above ``RATIO_FLOOR`` per round (every seed set spreads about as far as S*, e.g. a
+    strongly connected graph with p = 1) the ratio is undefined: it is left out and the row's
+    rejection says why, rather than writing NaN or a ratio of rounding noise."""
+    curve = np.asarray(res["regret"][policy])
+    final_random = float(res["regret"]["random"][-1])
+    metrics = {
+        "regret": Measurement(float(curve[-1]), "nodes (cumulative)"),
+        "regret_slope": Measurement(loglog_slope(curve), "d log R / d log T"),
+        "regret_per_round": Measurement(float(curve[-1] / len(curve)), "nodes"),
+    }
+    rejections: tuple[str, ...] = ()
+    if final_random > RATIO_FLOOR * len(curve):
+        metrics["regret_vs_random"] = Measurement(float(curve[-1] / final_random), "ratio")
+    else:
+        rejections = (
+            f"regret_vs_random undefined: random's cumulative regret is {final_random:.3g} "
+            "(every seed set spreads about as far as the oracle's)",
+        )
+    note = (
+        f"n={res['n']} E={res['edges']} T={res['horizon']} "
+        f"sigma(S*)={res['best_spread']:.3f} S*={res['best_set']}"
+    )
+    return Report(
+        NAME, "host", f"{name}/{policy}", metrics=metrics, rejections=rejections, notes=(note,)
+    )
+
+
 def rows_from(results: Mapping[str, Any]) -> list[Report]:
-    rows = []
-    for name, res in results.items():
-        final_random = res["regret"]["random"][-1]
-        for policy in POLICIES:
-            curve = np.asarray(res["regret"][policy])
-            rows.append(
-                Report(
-                    NAME,
-                    "host",
-                    f"{name}/{policy}",
-                    metrics={
-                        "regret": Measurement(float(curve[-1]), "nodes (cumulative)"),
-                        "regret_slope": Measurement(loglog_slope(curve), "d log R / d log T"),
-                        "regret_vs_random": Measurement(float(curve[-1] / final_random), "ratio"),
-                        "regret_per_round": Measurement(float(curve[-1] / len(curve)), "nodes"),
-                    },
-                    notes=(
-                        (
-                            f"n={res['n']} E={res['edges']} T={res['horizon']} "
-                            f"sigma(S*)={res['best_spread']:.3f} S*={res['best_set']}"
-                        ),
-                    ),
-                )
-            )
-    return rows
+    return [policy_row(name, p, res) for name, res in results.items() for p in POLICIES]
 
 
 def regret_plot(doc: dict[str, Any], path: Path) -> Path:
@@ -142,8 +207,10 @@ def bench(
     from neuroedge.bench.report import build_document, write_report
 
     cfg = {**DEFAULTS, **(config or {})}
-    graphs = list(cfg["graphs"]) + ([cfg["edges"]] if cfg.get("edges") else [])
-    results = {name: run_graph(name, cfg) for name in graphs}
+    graphs = load_all(cfg)  # every config error before the first simulation
+    if isinstance(cfg["graphs"], str):
+        cfg["graphs"] = [cfg["graphs"]]
+    results = {name: run_graph(name, graph, cfg) for name, graph in graphs.items()}
     columns = ["regret", "regret_slope", "regret_vs_random", "regret_per_round"]
     doc = build_document(NAME, rows_from(results), config=cfg, results=results, columns=columns)
     write_report(doc, out_dir, columns=columns, plots=[regret_plot], history=history)

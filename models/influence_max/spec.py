@@ -13,6 +13,7 @@ from neuroedge.types import Efficiency, HostProgram, IOSpec, ModelSpec, Paper
 def build(config: Mapping[str, Any]) -> HostProgram:
     """The offline oracle on given edges: seeds maximising the Monte-Carlo spread."""
     from neuroedge.models.influence_max import functional as F
+    from neuroedge.models.influence_max.data import check_edges
 
     k, worlds, seed = (
         int(config.get("k", 2)),
@@ -21,7 +22,10 @@ def build(config: Mapping[str, Any]) -> HostProgram:
     )
 
     def oracle(src: np.ndarray, dst: np.ndarray, prob: np.ndarray) -> dict[str, np.ndarray]:
-        n = int(max(src.max(), dst.max())) + 1
+        """Checks the edges as the edge-list loader does (non-empty, integer ids, no self-loop,
+        no repeated edge, ids 0..n-1 each in some edge), errors naming the edge index."""
+        src, dst, prob = (np.asarray(a) for a in (src, dst, prob))
+        n = check_edges(src, dst, prob)
         graph = F.ICGraph(n, src, dst, prob)
         reach = F.Worlds.draw(graph, worlds, seed).reach(graph)
         best = F.best_seed_set(reach, k)
