@@ -95,7 +95,7 @@ def test_host_program_allocates_and_reports_estimated_envy():
     [
         ("0.5,0.5\n0.2\n", "line 2 has 1 fields"),
         ("0.5,0.5\nnan,0.1\n", "line 2 column 0.*not finite"),
-        ("0.5,0.5\n0.3,-0.1\n", "row 1 agent b value -0.1 is outside"),
+        ("0.5,0.5\n0.3,-0.1\n", "line 2 column 1 \\(agent b\\) value -0.1 is outside"),
         ("0.5,0.5\n0.3,abc\n", "line 2 column 1: 'abc' is not a number"),
     ],
 )

@@ -175,8 +175,8 @@ def test_auroc_and_ece_match_direct_definitions():
 
 def test_bad_feature_files_and_options_are_refused(tmp_path):
     path = tmp_path / "data.csv"
-    path.write_text("a,b,label\n0.1,0.2,1\n0.3,0.4,1.5\n")
-    with pytest.raises(ValueError, match="data row 1 label 1.5 is not a non-negative integer"):
+    path.write_text("a,b,label\n0.1,0.2,1\n0.3,0.4,1.5\n" + "0.5,0.6,0\n" * 8)
+    with pytest.raises(ValueError, match="line 3 label 1.5 is not a non-negative integer"):
         load_csv_split(path, "classification")
     path.write_text("0.1,0.2,1\n0.3,nan,0\n")
     with pytest.raises(ValueError, match="line 2 column 1.*not finite"):

@@ -49,22 +49,36 @@ class Allocation:
     envy: float  # Envy(A) under the values it was evaluated with (<= 0 means envy-free)
 
 
-def check_valuations(values: np.ndarray, what: str = "valuations") -> np.ndarray:
-    """``values`` as float64 ``[m, 2]`` with entries in [0, 1]; errors name the bad row."""
+def check_valuations(
+    values: np.ndarray, what: str = "valuations", lines: np.ndarray | None = None
+) -> np.ndarray:
+    """``values`` as float64 ``[m, 2]`` with entries in [0, 1].
+
+    Errors name the bad value and where it is: ``lines[row]`` (the 1-based line of a file the
+    rows were read from) where given, else the 0-based row of the array.
+    """
     arr = np.asarray(values, dtype=np.float64)
     if arr.ndim != 2 or arr.shape[1] != 2 or arr.shape[0] < 1:
         raise ValueError(
             f"{what}: expected shape [m, 2] (one column per agent), got {list(arr.shape)}"
         )
-    bad = ~np.isfinite(arr).all(axis=1)
+    if lines is not None and len(lines) != arr.shape[0]:
+        raise ValueError(f"{what}: {len(lines)} line numbers for {arr.shape[0]} rows")
+
+    def where(row: int, col: int) -> str:
+        agent = f"agent {'ab'[col]}"
+        if lines is None:
+            return f"row {row} (0-based) {agent}"
+        return f"line {int(lines[row])} column {col} ({agent})"
+
+    bad = ~np.isfinite(arr)
     if bad.any():
-        raise ValueError(f"{what}: row {int(np.argmax(bad))} has a NaN or inf value")
+        row, col = map(int, np.argwhere(bad)[0])
+        raise ValueError(f"{what}: {where(row, col)} value {arr[row, col]} is not finite")
     out = (arr < 0) | (arr > 1)
     if out.any():
         row, col = map(int, np.argwhere(out)[0])
-        raise ValueError(
-            f"{what}: row {row} agent {'ab'[col]} value {arr[row, col]} is outside [0, 1]"
-        )
+        raise ValueError(f"{what}: {where(row, col)} value {arr[row, col]} is outside [0, 1]")
     return arr
 
 

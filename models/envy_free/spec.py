@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 from neuroedge.models.envy_free.experiment import DEFAULTS as BENCH_DEFAULTS
+from neuroedge.shapes import check_finite
 from neuroedge.types import Efficiency, HostProgram, IOSpec, ModelSpec, Paper
 
 
@@ -18,21 +19,19 @@ def allocate(query_means: np.ndarray) -> dict[str, np.ndarray]:
     means = np.asarray(query_means, dtype=np.float64)
     if means.ndim != 2 or means.shape[1] != 2:
         raise ValueError(f"query_means: expected shape [items, 2], got {list(means.shape)}")
-    bad = ~np.isfinite(means).all(axis=1)
-    if bad.any():
-        raise ValueError(f"query_means: row {int(np.argmax(bad))} has a NaN or inf value")
+    check_finite(means, "query_means", columns=("agent a", "agent b"))
     to_b = F.threshold_allocation(means)
     return {"to_b": to_b, "estimated_envy": np.asarray([F.envy(np.clip(means, 0, 1), to_b)])}
 
 
 def load_valuations(path: str | os.PathLike[str]) -> np.ndarray:
-    """A user's valuation matrix CSV ``[m, 2]`` (values in [0, 1]); errors name the row."""
+    """A user's valuation matrix CSV ``[m, 2]`` (values in [0, 1], UTF-8, an optional header
+    row); errors name the file, its 1-based line, the column and the value."""
     from neuroedge.models.envy_free.functional import check_valuations
-    from neuroedge.models.self_distill.data import read_numeric_csv
+    from neuroedge.models.self_distill.data import read_numeric_csv_lines
 
-    return check_valuations(
-        read_numeric_csv(path, columns=2, what="valuation matrix"), what=f"valuation matrix {path}"
-    )
+    values, lines = read_numeric_csv_lines(path, columns=2, what="valuation matrix")
+    return check_valuations(values, what=f"valuation matrix {path}", lines=lines)
 
 
 def build(config: Mapping[str, Any]) -> HostProgram:

@@ -1,12 +1,15 @@
-"""Read users' numeric CSV files (feature matrices, valuations) with row-level errors.
+"""Read users' numeric CSV files (feature matrices, valuations) with line-level errors.
 
 A file is rows of comma-separated numbers; an optional first row of column names is skipped
-when none of its fields parse as numbers. Every error names the file, the line and the column.
+when none of its fields parse as numbers. Files are read as UTF-8; a leading byte-order mark
+(as Excel writes) is dropped. Every error names the file, the 1-based line of the file and the
+column (0-based, as the fields of a row) and the offending value.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import math
 import os
 from pathlib import Path
@@ -20,27 +23,54 @@ def read_numeric_csv(
     """A float64 array ``[rows, columns]`` from ``path``.
 
     Raises ``ValueError`` naming the line and column of a row with the wrong number of fields,
-    a field that is not a number, or a NaN/inf value; ``FileNotFoundError`` for a missing file.
+    a field that is not a number, or a NaN/inf value, or the line of a byte that is not UTF-8;
+    ``FileNotFoundError`` for a missing file. ``read_numeric_csv_lines`` also returns the line
+    of every row.
     """
+    return read_numeric_csv_lines(path, columns=columns, what=what)[0]
+
+
+def read_numeric_csv_lines(
+    path: str | os.PathLike[str], *, columns: int | None = None, what: str = "table"
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(table [rows, columns], lines [rows])``: the table and the 1-based file line of each
+    row (blank lines and the header are skipped, so row k is rarely line k + 1)."""
     file = Path(path)
     if not file.is_file():
         raise FileNotFoundError(f"{what} file {file} does not exist")
     rows: list[list[float]] = []
-    with file.open(newline="") as fh:
-        for line_no, fields in enumerate(csv.reader(fh), start=1):
-            if not fields or all(not f.strip() for f in fields):
-                continue
-            if not rows and line_no == 1 and not any(_is_number(f) for f in fields):
-                continue  # header
-            width = columns if columns is not None else (len(rows[0]) if rows else len(fields))
-            if len(fields) != width:
-                raise ValueError(
-                    f"{what} {file}: line {line_no} has {len(fields)} fields, expected {width}"
-                )
-            rows.append([_parse(f, file, line_no, col, what) for col, f in enumerate(fields)])
+    lines: list[int] = []
+    reader = csv.reader(io.StringIO(_read_text(file, what), newline=""))
+    for fields in reader:
+        line_no = reader.line_num
+        if not fields or all(not f.strip() for f in fields):
+            continue
+        if not rows and line_no == 1 and not any(_is_number(f) for f in fields):
+            continue  # header
+        width = columns if columns is not None else (len(rows[0]) if rows else len(fields))
+        if len(fields) != width:
+            raise ValueError(
+                f"{what} {file}: line {line_no} has {len(fields)} fields, expected {width}"
+            )
+        rows.append([_parse(f, file, line_no, col, what) for col, f in enumerate(fields)])
+        lines.append(line_no)
     if not rows:
         raise ValueError(f"{what} {file}: no data rows")
-    return np.asarray(rows, dtype=np.float64)
+    return np.asarray(rows, dtype=np.float64), np.asarray(lines, dtype=np.int64)
+
+
+def _read_text(file: Path, what: str) -> str:
+    """The file's text as UTF-8 without a leading BOM; a ValueError naming the file, the line
+    and the byte where it is not UTF-8."""
+    raw = file.read_bytes()
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
+        raise ValueError(
+            f"{what} {file}: line {line}: byte {raw[err.start : err.start + 1]!r} is not "
+            "UTF-8 text; save the file as UTF-8 (CSV UTF-8)"
+        ) from None
 
 
 def _is_number(text: str) -> bool:
@@ -66,12 +96,19 @@ def _parse(text: str, file: Path, line_no: int, col: int, what: str) -> float:
     return value
 
 
-def load_regression_csv(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray]:
-    """``(X [n, p], y [n])`` from a CSV whose last column is the target."""
-    table = read_numeric_csv(path, what="feature matrix")
+def load_xy_csv(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(X [n, p], y [n], lines [n])`` from a CSV whose last column is the target; ``lines``
+    holds the 1-based file line of each row, for errors about single values."""
+    table, lines = read_numeric_csv_lines(path, what="feature matrix")
     if table.shape[1] < 2:
         raise ValueError(
             f"feature matrix {path}: needs at least one feature column and a target "
             f"column, got {table.shape[1]} column(s)"
         )
-    return table[:, :-1], table[:, -1]
+    return table[:, :-1], table[:, -1], lines
+
+
+def load_regression_csv(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray]:
+    """``(X [n, p], y [n])`` from a CSV whose last column is the target."""
+    x, y, _ = load_xy_csv(path)
+    return x, y

@@ -26,6 +26,9 @@ Design decisions left open, with reasons:
 * sigma^2 cancels in xi* and xi_hat; it is kept in the risk so R is a prediction risk.
 * The deterministic equivalents (Theorem 3.1) follow the authors' published transcription, with
   kappa found by bisection (monotone in kappa, so always converges).
+* D = 0 (b_PD = b_T, e.g. y = 0 or X = 0; the estimate's D_hat = 0 likewise) makes R(xi) flat:
+  every student is the teacher, so xi* (and xi_hat) is defined as 0 and R_sd* = R rather than
+  dividing 0 by 0. Data without rows or columns, and NaN/inf, are refused.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from neuroedge.shapes import check_finite
 
 
 @dataclass(frozen=True)
@@ -51,8 +55,13 @@ class RidgeSVD:
         x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
         if x.ndim != 2 or y.shape != (x.shape[0],):
             raise ValueError(f"need X [n, p] and y [n]; got X {list(x.shape)}, y {list(y.shape)}")
-        if not (np.isfinite(x).all() and np.isfinite(y).all()):
-            raise ValueError("X or y contains NaN or inf")
+        if x.shape[0] < 1 or x.shape[1] < 1:
+            raise ValueError(
+                f"need at least one sample and one feature; got X {list(x.shape)} "
+                "(the ridge fit and its risk estimates are undefined without data)"
+            )
+        check_finite(x, "X")
+        check_finite(y, "y")
         n = x.shape[0]
         u, s, vt = np.linalg.svd(x / np.sqrt(n), full_matrices=False)
         uy = u.T @ y / np.sqrt(n)
@@ -70,24 +79,40 @@ class RiskTerms:
 
     @property
     def xi_star(self) -> float:
-        return (self.r - self.c) / self.d
+        """(R - C) / D; 0 (keep the teacher) where D = 0, see ``_check_d``."""
+        return (self.r - self.c) / self.d if self._check_d() else 0.0
 
     @property
     def risk_star(self) -> float:
-        return self.r - (self.r - self.c) ** 2 / self.d
+        """R - (R - C)^2 / D; R where D = 0."""
+        return self.r - (self.r - self.c) ** 2 / self.d if self._check_d() else self.r
+
+    def _check_d(self) -> bool:
+        """True where D > 0. D = |b_T - b_PD|^2_Sigma = 0 means the pure-distilled student
+        equals the teacher (e.g. y = 0, or X = 0): then |R - C| <= sqrt((R - s^2) D) = 0 by
+        Cauchy-Schwarz, R(xi) = R for every xi, and xi* is defined as 0 (the teacher). A
+        negative D (only from equivalents outside their domain) is refused: no minimiser."""
+        if self.d < 0:
+            raise ValueError(
+                f"D = {self.d} < 0: R(xi) = R - 2 xi (R - C) + xi^2 D has no minimiser"
+            )
+        return self.d > 0
 
     def risk(self, xi: float | np.ndarray) -> float | np.ndarray:
         """R(xi) = R - 2 xi (R - C) + xi^2 D."""
         return self.r - 2 * xi * (self.r - self.c) + xi**2 * self.d
 
     def captured_gain(self, xi: float) -> float:
-        """(R - R(xi)) / (R - R_sd*): the fraction of the oracle improvement xi achieves."""
+        """(R - R(xi)) / (R - R_sd*): the fraction of the oracle improvement xi achieves;
+        1 where there is none to achieve (D = 0: every xi is optimal)."""
+        if not self._check_d():
+            return 1.0
         return float((self.r - self.risk(xi)) / (self.r - self.risk_star))
 
 
 def _check_lambda(lam: float) -> float:
-    if not lam > 0:
-        raise ValueError(f"ridge lambda must be > 0, got {lam}")
+    if not 0 < lam < np.inf:
+        raise ValueError(f"ridge lambda must be > 0 and finite, got {lam}")
     return float(lam)
 
 
@@ -155,7 +180,12 @@ def one_shot(svd: RidgeSVD, lam: float) -> RiskTerms:
     r = (svd.remainder + res_t @ res_t) / (1 - df) ** 2
     r_pd = (svd.remainder + res_pd @ res_pd) / (1 - df_pd) ** 2
     c = (svd.remainder + res_t @ res_pd) / ((1 - df) * (1 - df_pd))
-    return RiskTerms(float(r), float(r_pd), float(c), float(r + r_pd - 2 * c))
+    # D = R + R_pd - 2C = |r - r_pd|^2 / n as a sum of squares: >= 0, and exactly 0 when
+    # the distilled residuals equal the teacher's (y = 0 or X = 0), not a rounding remainder
+    a, b = 1 / (1 - df), 1 / (1 - df_pd)
+    diff = a * res_t - b * res_pd
+    d = svd.remainder * (a - b) ** 2 + diff @ diff
+    return RiskTerms(float(r), float(r_pd), float(c), float(d))
 
 
 def solve_kappa(eigs: np.ndarray, gamma: float, lam: float) -> float:

@@ -11,7 +11,9 @@ from neuroedge.types import Efficiency, HostProgram, IOSpec, ModelSpec, Paper
 
 
 def distill(x: np.ndarray, y: np.ndarray, lam: np.ndarray) -> dict[str, np.ndarray]:
-    """Ridge teacher, one-shot xi_hat and the optimally mixed student for ``lam[0]``."""
+    """Ridge teacher, one-shot xi_hat and the optimally mixed student for ``lam[0]``.
+
+    xi_hat is 0 (the student is the teacher) where the estimated D is 0, e.g. for y = 0."""
     from neuroedge.models.self_distill import functional as F
 
     lam_value = float(np.asarray(lam).reshape(-1)[0])

@@ -1,5 +1,9 @@
 """The uq.last_layer benchmark: last-layer vs full GLM on five datasets plus the RMT setting.
 
+``datasets`` lists names of data.DATASETS and users' CSVs as ``"path/file.csv:regression"`` or
+``"path/file.csv:classification"`` (rows named by the file name; see data.py); every entry is
+checked, and every CSV read, before anything is trained.
+
 Per dataset: one MAP network, then both GLMs fitted on the same network under two tunings of
 the prior precision (and noise for regression), with test NLL, ECE and accuracy, OOD
 AUROC (functional variance for regression, predictive entropy for classification; also, as
@@ -23,7 +27,7 @@ from typing import Any
 import numpy as np
 from neuroedge.models.uq_last_layer import functional as F
 from neuroedge.models.uq_last_layer import rmt
-from neuroedge.models.uq_last_layer.data import DATASETS
+from neuroedge.models.uq_last_layer.data import DATASETS, check_datasets, parse_dataset
 
 # Moved to glm_comparison and seed_claim; still importable from here (``X as X``).
 from neuroedge.models.uq_last_layer.glm_comparison import (
@@ -92,6 +96,11 @@ def rmt_rows(cfg: Mapping[str, Any]) -> list[Report]:
     return rows
 
 
+def dataset_labels(doc: Mapping[str, Any]) -> list[str]:
+    """The row names of the run's ``datasets`` entries (a CSV's is its file name)."""
+    return [parse_dataset(entry).label for entry in doc["config"]["datasets"]]
+
+
 def modes_section(doc: Mapping[str, Any]) -> list[str]:
     """report.md section: both tunings side by side per dataset (LL / full pairs)."""
     by = {r["variant"]: r["metrics"] for r in doc["rows"]}
@@ -111,7 +120,7 @@ def modes_section(doc: Mapping[str, Any]) -> list[str]:
         "time ratio | lambda | sigma^2 |",
         "|" + "---|" * 11,
     ]
-    for name in doc["config"]["datasets"]:
+    for name in dataset_labels(doc):
         for tuning in F.TUNINGS:
             key = f"{name}/{tuning}"
             if f"{key}/compare" not in by:
@@ -146,7 +155,7 @@ def summary_plot(doc: dict[str, Any], path: Path) -> Path:
 
     plt = pyplot()
     by = {r["variant"]: r["metrics"] for r in doc["rows"]}
-    names = [n for n in doc["config"]["datasets"] if f"{n}/evidence/compare" in by]
+    names = [n for n in dataset_labels(doc) if f"{n}/evidence/compare" in by]
     keys = [(t, s) for t in F.TUNINGS for s in F.SUBSETS]
     fig, axes = plt.subplots(1, 4, figsize=(17, 3.8))
     x = np.arange(len(names))
@@ -216,6 +225,7 @@ def bench(
 
     cfg = {**DEFAULTS, **(config or {})}
     seeds = seed_list(cfg)
+    check_datasets(cfg["datasets"], seeds, cfg["n_synthetic"])  # before any training
     jobs = {s: {**cfg, "seed": s, "progress": len(seeds) == 1} for s in seeds}
     per_seed = map_seeds(
         seed_rows_of,

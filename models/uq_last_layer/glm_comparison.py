@@ -72,7 +72,7 @@ from typing import Any
 
 import numpy as np
 from neuroedge.models.uq_last_layer import functional as F
-from neuroedge.models.uq_last_layer.data import Split, load_split
+from neuroedge.models.uq_last_layer.data import Split, parse_dataset
 from neuroedge.models.uq_last_layer.predictive import MC_SAMPLES
 from neuroedge.types import Measurement, Report
 
@@ -170,12 +170,15 @@ def evaluate_subset(
     return m, pred.variance
 
 
-def compare_dataset(name: str, cfg: Mapping[str, Any]) -> list[Report]:
-    """Rows {tuning}/last_layer, {tuning}/full and {tuning}/compare for one dataset, for
-    both tunings, all four GLM fits timed side by side in one run."""
+def compare_dataset(entry: str, cfg: Mapping[str, Any]) -> list[Report]:
+    """Rows {name}/{tuning}/last_layer, .../full and .../compare for one ``datasets`` entry
+    (a DATASETS name, or 'file.csv:task' named by its file name; see data.py), for both
+    tunings, all four GLM fits timed side by side in one run."""
     from neuroedge.bench.latency import measure_side_by_side
 
-    split = load_split(name, cfg["seed"], cfg["n_synthetic"])
+    dataset = parse_dataset(entry)
+    name = dataset.label
+    split = dataset.load(cfg["seed"], cfg["n_synthetic"])
     net = train_network(split, cfg)
     baseline = map_nll(net, split)
     posts: dict[tuple[str, str], F.GLMPosterior] = {}

@@ -12,6 +12,17 @@ from neuroedge.types import Efficiency, HostProgram, IOSpec, ModelSpec, Paper
 IN_FEATURES = 8  # the synthetic regression task of data.synthetic_regression
 
 
+def check_inputs(x: Any) -> np.ndarray:
+    """``x`` as float64 ``[batch, IN_FEATURES]``; ValueError naming the shape, or the row,
+    column (0-based) and value of the first NaN/inf (which would give NaN outputs)."""
+    arr = np.asarray(x, np.float64)
+    if arr.ndim != 2 or arr.shape[1] != IN_FEATURES:
+        raise ValueError(f"x: expected shape [batch, {IN_FEATURES}], got {list(arr.shape)}")
+    from neuroedge.shapes import check_finite
+
+    return check_finite(arr, "x:", hint="; the predictive of a NaN/inf input is NaN")
+
+
 def build(config: Mapping[str, Any]) -> HostProgram:
     """Train the MAP MLP on the synthetic regression task and fit the GLM predictive.
 
@@ -38,7 +49,7 @@ def build(config: Mapping[str, Any]) -> HostProgram:
     post = F.fit_glm(f, jac, split.y_train, F.theta_of(net, subset), "regression")
 
     def predictive(x: np.ndarray) -> dict[str, np.ndarray]:
-        pred = F.predict(post, *F.jacobians(net, np.asarray(x, np.float64), subset))
+        pred = F.predict(post, *F.jacobians(net, check_inputs(x), subset))
         return {
             "mean": pred.mean[:, None],
             "variance": pred.total_var[:, None],
