@@ -14,8 +14,9 @@ $(STAMP): setup.cfg setup.py pyproject.toml Makefile
 	@# norse and nirtorch declare torchvision, which would replace the CPU torch with a
 	@# multi-GB CUDA build; their cores run without it.
 	$(BIN)/python -m pip install -q --no-deps norse==1.1.0 nirtorch==2.6
-	@# tonic (ToFrame baseline) would pull librosa; its readers need only these.
-	$(BIN)/python -m pip install -q --no-deps tonic==1.7.0 expelliarmus==1.1.12 importRosbag==1.0.4
+	@# tonic (ToFrame baseline) would pull librosa; its readers need only these. evt3 (Rust,
+	@# MIT, numpy only) is the independent EVT 3.0 reader the tests compare with.
+	$(BIN)/python -m pip install -q --no-deps tonic==1.7.0 expelliarmus==1.1.12 importRosbag==1.0.4 evt3==0.4.1
 	@# lava-nc 0.10.0 declares Python <3.11: build a patched wheel (idempotent, checked).
 	$(BIN)/python -m neuroedge.backends.lava_install
 	@touch $(STAMP)

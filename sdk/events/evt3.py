@@ -9,22 +9,30 @@ Word types (top nibble), from the published Metavision format description:
 0x4   VECT_12         12-bit validity mask: events at base_x + i; base_x += 12
 0x5   VECT_8          8-bit validity mask: events at base_x + i; base_x += 8
 0x6   EVT_TIME_LOW    t bits 0-11
-0x8   EVT_TIME_HIGH   t bits 12-23; a decrease means the 24-bit counter wrapped (+2**24 us)
+0x8   EVT_TIME_HIGH   t bits 12-23; a drop from near 4095 to near 0 means the 24-bit
+                      counter wrapped (+2**24 us)
 0x7, 0xA, 0xE, 0xF    CONTINUED_4, EXT_TRIGGER, OTHERS, CONTINUED_12: carry no CD event
 ====  ==============  ===================================================================
 
 Any other nibble is corruption and raises with the byte offset. The decoder state is carried
 between chunks, so streaming gives the same events as one read.
 
-Time reconstruction (a decision the format description leaves open in practice): the real
-recording in the shared test data (a Gen4.1 EVK3) repeats one TIME_HIGH value while its
-TIME_LOW wraps around 11 times, so a decoder that trusts TIME_HIGH alone runs backwards in
-time. We follow expelliarmus, whose decode of that file is the reference: a decrease of
-TIME_LOW counts a 4096 us period, ``t = 2**24 * high_wraps + 4096 * (high + low_wraps) + low``,
-and an event takes the time of the last time word (t = 0 before any). The writer therefore
-encodes time with one TIME_HIGH, then TIME_LOW words only, advancing a period by a TIME_LOW
-decrease (0xFFF then 0x000 per extra period crossed), which this decoder and expelliarmus
-both read back exactly. Coordinates go out as ADDR_Y on change plus one ADDR_X per event.
+Time: as the format description says, TIME_HIGH and TIME_LOW are the upper and lower 12 bits
+of one 24-bit time base, ``t = 2**24 * high_wraps + 4096 * high + low``; an event takes the
+time of the last time word (t = 0 before any). A TIME_LOW decrease is not a new period: the
+real recording in the shared test data (a Gen4.1 EVK3) re-sends TIME_HIGH every ~1000 us
+followed by a TIME_LOW up to 11 us older (811 -> 800), and steps TIME_HIGH 2861 -> 2862 ->
+2863 as its time base passes 4096 us periods. An earlier version followed expelliarmus, which
+counts every TIME_LOW decrease as a 4096 us period; on that file it adds 11 gaps of 4097 us
+that no other event gap comes near (the next largest is under 100 us), stretching 8.8 ms of
+recording to 53.9 ms (the shared data's ``evt3_sample.expected.npy`` was made that way). The
+Rust ``evt3`` 0.4.1 decoder reads the file as we now do: t from 11,718,656 to 11,727,457 us.
+A TIME_HIGH drop of at least ``WRAP_DROP`` = 4085 periods counts a 24-bit wrap, the rule of
+Prophesee's OpenEB decoder (a drop within 10 periods of the full range) that the Rust reader
+follows too; a smaller drop (a re-sent, slightly older time base) does not. The writer emits
+TIME_HIGH whenever the 4096 us period changes, and across each wrap in a gap the pair 4095, 0
+first, so long gaps and wraps read back exactly here and in those readers; then TIME_LOW when
+the time changes, ADDR_Y on change and one ADDR_X per event.
 """
 
 from __future__ import annotations
@@ -36,13 +44,14 @@ from neuroedge.events.core import EVENT_DTYPE
 
 WRAP = 1 << 24  # the 24-bit time counter wraps every 16.78 s
 VALID_TYPES = (0x0, 0x2, 0x3, 0x4, 0x5, 0x6, 0x7, 0x8, 0xA, 0xE, 0xF)
+WRAP_DROP = 4095 - 10  # a TIME_HIGH drop of at least this many periods is a counter wrap
 # state slots carried between chunks
-TH, TL, Y, BASE_X, POL, HIGH_WRAPS, LOW_WRAPS, NOW = range(8)
+TH, TL, Y, BASE_X, POL, HIGH_WRAPS, NOW = range(7)
 
 
 def new_state() -> np.ndarray:
     """Decoder state before the first word of a file."""
-    return np.zeros(8, np.int64)
+    return np.zeros(7, np.int64)
 
 
 def _kernels():  # compiled on first use, cached on disk
@@ -89,12 +98,7 @@ def _decode_kernel() -> Callable[..., int]:
         p: np.ndarray,
     ) -> int:
         th, tl, cy, bx = state[TH], state[TL], state[Y], state[BASE_X]
-        pol, high_wraps, low_wraps, now = (
-            state[POL],
-            state[HIGH_WRAPS],
-            state[LOW_WRAPS],
-            state[NOW],
-        )
+        pol, high_wraps, now = state[POL], state[HIGH_WRAPS], state[NOW]
         n = 0
         for i in range(words.shape[0]):
             w = np.int64(words[i])
@@ -116,19 +120,13 @@ def _decode_kernel() -> Callable[..., int]:
             elif kind == 0x6 or kind == 0x8:
                 value = w & 0xFFF
                 if kind == 0x6:
-                    low_wraps += value < tl
                     tl = value
                 else:
-                    high_wraps += value < th
+                    high_wraps += th - value >= WRAP_DROP
                     th = value
-                now = high_wraps * WRAP + ((th + low_wraps) << 12) + tl
+                now = high_wraps * WRAP + (th << 12) + tl
         state[TH], state[TL], state[Y], state[BASE_X] = th, tl, cy, bx
-        state[POL], state[HIGH_WRAPS], state[LOW_WRAPS], state[NOW] = (
-            pol,
-            high_wraps,
-            low_wraps,
-            now,
-        )
+        state[POL], state[HIGH_WRAPS], state[NOW] = pol, high_wraps, now
         return n
 
     return decode
@@ -153,35 +151,28 @@ def decode_words(words: np.ndarray, state: np.ndarray) -> tuple[np.ndarray, int]
 
 
 def encode(events: np.ndarray) -> np.ndarray:
-    """uint16 words for time-sorted ``events``: one TIME_HIGH, then TIME_LOW on change (a
-    period advanced by a TIME_LOW decrease), ADDR_Y on change, one ADDR_X per event."""
+    """uint16 words for time-sorted ``events``: when the 4096 us period changes, a TIME_HIGH
+    pair (4095, 0) for every counter wrap crossed, then the new period's TIME_HIGH; TIME_LOW
+    when the time changes, ADDR_Y when y changes, then one ADDR_X per event."""
     if not len(events):
         return np.zeros(0, np.uint16)
     t = events["t"].astype(np.int64)
-    if t[0] >= WRAP:
-        raise ValueError(
-            f"EVT 3.0 writer: the first timestamp {int(t[0])} us must be below "
-            f"2**24 us (shift the recording's time origin)"
-        )
     period, low = t >> 12, t & 0xFFF
-    extra = np.diff(period, prepend=period[0])  # periods crossed before each event
-    # per event: filler words (0xFFF, 0x000: one period each) for periods not already counted
-    # by a natural TIME_LOW decrease, then
-    # TIME_LOW when the time changed, ADDR_Y when y changed, then ADDR_X
+    prev = np.concatenate([[0], period[:-1]])
+    wraps = (period >> 12) - (prev >> 12)  # 24-bit counter wraps crossed before each event
+    highs = np.where(period != prev, 2 * wraps + 1, 0)  # TIME_HIGH words before each event
+    highs[0] = 2 * wraps[0] + 1
     y = events["y"].astype(np.int64)
     new_t = np.concatenate([[True], t[1:] != t[:-1]])
     new_y = np.concatenate([[True], y[1:] != y[:-1]])
-    prev_low = np.concatenate([[0], low[:-1]])
-    # a TIME_LOW decrease counts one period by itself, but only without fillers before it
-    natural = (extra == 1) & (low < prev_low)
-    fillers = 2 * (extra - natural)
-    sizes = fillers + new_t + new_y + 1
-    out = np.empty(int(sizes.sum()) + 1, np.int64)
-    out[0] = (0x8 << 12) | (period[0] & 0xFFF)
-    start = 1 + np.cumsum(sizes) - sizes
-    filler_at = np.repeat(start, fillers) + _ramp(fillers)
-    out[filler_at] = np.where(_ramp(fillers) % 2 == 0, (0x6 << 12) | 0xFFF, 0x6 << 12)
-    pos = start + fillers
+    sizes = highs + new_t + new_y + 1
+    out = np.empty(int(sizes.sum()), np.int64)
+    start = np.cumsum(sizes) - sizes
+    ramp = _ramp(highs)  # word j of an event's TIME_HIGH run: 4095 (j even), 0, ..., period
+    last = ramp == np.repeat(highs - 1, highs)
+    value = np.where(last, np.repeat(period, highs), np.where(ramp % 2 == 0, 0xFFF, 0))
+    out[np.repeat(start, highs) + ramp] = (0x8 << 12) | (value & 0xFFF)
+    pos = start + highs
     out[pos[new_t]] = (0x6 << 12) | low[new_t]
     pos = pos + new_t
     out[pos[new_y]] = y[new_y] & 0x7FF

@@ -38,11 +38,12 @@ def detect_format(path: str | os.PathLike[str]) -> str:
     Headers: ``% evt 3.0`` / ``% format EVT3`` (Prophesee), ``#!AER-DAT4.0`` (AEDAT 4).
     """
     path = Path(path)
-    if path.suffix in SUFFIXES:
-        return SUFFIXES[path.suffix]
+    if path.suffix.lower() in SUFFIXES:  # N-CARS ships .DAT
+        return SUFFIXES[path.suffix.lower()]
     if aedat4.is_aedat4(path):
         return "aedat4"
     fields, _ = read_header(path)
+    _refuse_evt21(path, fields)
     version = fields.get("evt", "")
     fmt = fields.get("format", "").split(";")[0].upper()
     if version.startswith("3") or fmt == "EVT3":
@@ -53,6 +54,20 @@ def detect_format(path: str | os.PathLike[str]) -> str:
         f"{path}: cannot tell the event format (suffix {path.suffix!r}, header "
         f"{fields}); pass fmt= one of {FORMATS}"
     )
+
+
+def _refuse_evt21(path: Path, fields: dict[str, str]) -> None:
+    """EVT 2.1 (64-bit words, 32-pixel vectors) shares EVT 2.0's ``% evt 2.x`` header but not
+    its words: decoding it as EVT 2.0 gives wrong events without an error."""
+    version = fields.get("evt", "").strip()
+    fmt = fields.get("format", "").split(";")[0].strip().upper()
+    if version.startswith("2.1") or fmt == "EVT21":
+        raise EventFormatError(
+            path,
+            0,
+            f"EVT 2.1 (header evt {version!r}, format {fmt!r}) is not supported; "
+            "read it with Prophesee's tools or convert it to EVT 2.0 / EVT 3.0",
+        )
 
 
 def header_sensor(fields: dict[str, str]) -> SensorSize | None:
@@ -71,6 +86,8 @@ def _body_start(path: Path, codec: Codec) -> int:
     if codec.name == "atis":
         return 0
     fields, start = read_header(path)
+    if codec.name == "evt2":
+        _refuse_evt21(path, fields)
     if codec.name == "dat" and fields.get("Version", "2") != "1":
         head = path.read_bytes()[start : start + 2] if path.stat().st_size > start else b""
         if len(head) < 2:
