@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -198,8 +199,10 @@ def check_nir(
     dt = _nir_check_args(graph, path, backend, dt, steps, batch, density)
     name, shape = _nir_input(graph, path)
     x = _nir_input_array(path, inputs, shape, steps, batch, density, seed)
-    dt = float(dt)
-    reference = run_nir(graph, {name: x}, dt=dt)
+    try:
+        reference = run_nir(graph, {name: x}, dt=dt)
+    except ExportRefused as err:  # an unsupported node: say which file it is in
+        raise ExportRefused(f"{path}: {err}") from None
     outputs = [n for n, v in graph.nodes.items() if type(v).__name__ == "Output"]
     program = NIRProgram(graph, dt)
     spec = _nir_spec(path, program, name, shape, outputs, reference, x)
@@ -235,6 +238,12 @@ def _nir_check_args(
             f"{path}: the graph carries no dt in its metadata; give dt (seconds "
             "per step): frameworks disagree on the default"
         )
+    try:
+        dt = float(dt)
+    except (TypeError, ValueError):
+        raise ValueError(f"{path}: dt {dt!r} is not a number of seconds per step") from None
+    if not (math.isfinite(dt) and dt > 0):
+        raise ValueError(f"{path}: dt {dt!r} must be a finite number of seconds > 0")
     if steps < 1 or batch < 1 or not 0.0 <= density <= 1.0:
         raise ValueError(
             f"steps ({steps}) and batch ({batch}) must be >= 1 and density "

@@ -178,3 +178,38 @@ def test_lora_flow_needs_a_layer() -> None:
 
     with pytest.raises(ValueError, match="layers 0 must be >= 1"):
         lora.build({"layers": 0})
+
+
+def test_nir_dt_and_unsupported_nodes_name_the_file(tmp_path: Path) -> None:
+    import nir
+    from neuroedge.api import check_nir
+
+    graph = nir.read(_nir_file(tmp_path))
+    graph.metadata = {"dt": "1ms"}
+    nir.write(tmp_path / "str_dt.nir", graph)
+    with pytest.raises(ValueError, match=r"str_dt.nir: dt '1ms' is not a number"):
+        check_nir(tmp_path / "str_dt.nir", "lava")
+    graph.metadata = {"dt": 1e-3}
+    graph.nodes["fc"] = nir.Delay(delay=np.ones(3))
+    nir.write(tmp_path / "delay.nir", graph)
+    with pytest.raises(ExportRefused, match=r"delay.nir: NIR node 'fc' of type 'Delay'"):
+        check_nir(tmp_path / "delay.nir", "lava")
+
+
+def test_bivision_refuses_an_empty_recording_and_a_mismatched_dataset(tmp_path: Path) -> None:
+    from neuroedge.events import make_events
+    from neuroedge.events.io import write_events
+    from neuroedge.models.bivision.e2s_throughput import throughput_rows
+    from neuroedge.models.bivision.train import train
+
+    empty = write_events(tmp_path / "empty.dat", make_events([], [], [], []), "dat")
+    with pytest.raises(ValueError, match="empty.dat: 0 events; the throughput bench needs"):
+        throughput_rows({"events_file": str(empty)})
+    with pytest.raises(FileNotFoundError, match="nothere: no such dataset folder"):
+        train({"data": str(tmp_path / "nothere")})
+    (tmp_path / "ds").mkdir()
+    with pytest.raises(FileNotFoundError, match="config.json: no dataset config"):
+        train({"data": str(tmp_path / "ds")})
+    (tmp_path / "ds/config.json").write_text('{"width": 120, "height": 100}')
+    with pytest.raises(ValueError, match="a 120x100 sensor, but the net takes 64x64"):
+        train({"data": str(tmp_path / "ds")})

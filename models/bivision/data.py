@@ -48,11 +48,19 @@ def represent(
 
 def dataset_sensor(root: str | os.PathLike[str]) -> SensorSize:
     """The sensor size recorded in a generated dataset's config.json."""
+    if not Path(root).is_dir():
+        raise FileNotFoundError(f"{root}: no such dataset folder")
     path = Path(root) / "config.json"
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: no dataset config (generate the dataset first)")
-    cfg = json.loads(path.read_text())
-    return SensorSize(int(cfg["width"]), int(cfg["height"]))
+        raise FileNotFoundError(
+            f"{path}: no dataset config; a folder of your own recordings needs a config.json "
+            'giving the sensor, e.g. {"width": 32, "height": 32}'
+        )
+    try:
+        cfg = json.loads(path.read_text())
+        return SensorSize(int(cfg["width"]), int(cfg["height"]))
+    except (ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"{path}: needs integer width and height ({err})") from None
 
 
 def load_classification(

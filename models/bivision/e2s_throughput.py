@@ -36,6 +36,8 @@ def throughput_rows(cfg: Mapping[str, Any]) -> tuple[list[Report], str]:
 
     path = Path(cfg.get("events_file") or shared_recording())
     base = read_events(path)
+    if len(base) < 2:
+        raise ValueError(f"{path}: {len(base)} events; the throughput bench needs at least 2")
     base["t"] -= base["t"][0]
     span = int(base["t"][-1]) + 1
     tiles = int(cfg["throughput_tiles"])

@@ -182,7 +182,7 @@ def train(
     noise_rate_hz, data (a dataset folder to use instead of generating one).
     """
     from neuroedge.checkpoints import save_checkpoint
-    from neuroedge.models.bivision.data import ensure_dataset, load_task
+    from neuroedge.models.bivision.data import dataset_sensor, ensure_dataset, load_task
     from neuroedge.paths import checkpoint_path, home
 
     cfg = {**DEFAULTS, **(config or {})}
@@ -191,6 +191,13 @@ def train(
         if cfg.get("data")
         else ensure_dataset(home() / "data" / "bivision", cfg["task"], cfg, progress)
     )
+    sensor = dataset_sensor(root)
+    if (sensor.width, sensor.height) != (cfg["size"], cfg["size"]):
+        raise ValueError(
+            f"{root}: recordings of a {sensor.width}x{sensor.height} sensor, but the net takes "
+            f"{cfg['size']}x{cfg['size']} inputs (config size); crop or rescale the events to "
+            "a square sensor of that size first"
+        )
     rep = VARIANTS[cfg["variant"]][1]
     train_set, test_set = (
         load_task(root, cfg["task"], "train", rep),
