@@ -33,9 +33,9 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
         with seeded(int(cfg["seed"])):
             net = train.make_net(cfg)
     if net.size != SIZE:
+        source = f"checkpoint {path} is for" if trained else f"config size {net.size} gives"
         raise ValueError(
-            f"checkpoint {path} is for {net.size}x{net.size} inputs; the registered"
-            f" model takes {SIZE}x{SIZE}"
+            f"{source} {net.size}x{net.size} inputs; the registered model takes {SIZE}x{SIZE}"
         )
     net.eval()
     return TorchProgram(

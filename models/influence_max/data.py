@@ -123,6 +123,8 @@ def _data_lines(file: Path) -> list[tuple[int, str, list[str]]]:
 def load_edge_list(path: str | os.PathLike[str]) -> ICGraph:
     """An ICGraph from ``path`` (format and checks: see the module docstring)."""
     file = Path(path)
+    if file.is_dir():
+        raise IsADirectoryError(f"edge list {file} is a directory; give the edge-list file")
     if not file.is_file():
         raise FileNotFoundError(f"edge list {file} does not exist")
     src, dst, prob, labels = [], [], [], []
