@@ -7,6 +7,7 @@ accumulate, as the SNN papers use. It ignores neuron updates and memory traffic,
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from neuroedge.types import Measurement
@@ -19,8 +20,10 @@ class EnergyModel:
     e_ac_pj: float = 0.9  # picojoules per accumulate (one synaptic operation)
 
     def __post_init__(self) -> None:
-        if self.e_mac_pj < 0 or self.e_ac_pj < 0:
-            raise ValueError(f"energy constants must be >= 0, got {self.e_mac_pj}, {self.e_ac_pj}")
+        if not (0 <= self.e_mac_pj < math.inf and 0 <= self.e_ac_pj < math.inf):
+            raise ValueError(
+                f"energy constants must be finite and >= 0, got {self.e_mac_pj}, {self.e_ac_pj}"
+            )
 
     def energy_pj(self, macs: float, sops: float) -> float:
         return self.e_mac_pj * macs + self.e_ac_pj * sops

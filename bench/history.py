@@ -46,21 +46,20 @@ def _columns(db: sqlite3.Connection, table: str) -> list[str]:
 
 def _open(path: Path) -> sqlite3.Connection:
     """A connection to the history at ``path`` with its tables made; ArtifactError naming the
-    file where it is not a SQLite database or holds other tables of the same names."""
+    file where it cannot be opened, is not a SQLite database, or holds other tables (a
+    database that is refused is left as it was: the tables are checked before any is made)."""
     from neuroedge.errors import ArtifactError
 
     if path.is_dir():
         raise ArtifactError(f"history {path}: is a directory, not a SQLite file")
     path.parent.mkdir(parents=True, exist_ok=True)
-    db = sqlite3.connect(path)
     try:
+        db = sqlite3.connect(path)
+    except sqlite3.Error as exc:
+        raise ArtifactError(f"history {path}: cannot be opened ({exc})") from exc
+    try:
+        _check_tables(db, path)
         db.executescript(SCHEMA)
-        for table, want in (("runs", RUN_COLUMNS), ("metrics", METRIC_COLUMNS)):
-            if _columns(db, table) != list(want):
-                raise ArtifactError(
-                    f"history {path}: its table {table!r} has columns "
-                    f"{_columns(db, table)}, not neuroedge's {list(want)}"
-                )
     except (sqlite3.DatabaseError, ArtifactError) as exc:
         db.close()
         if isinstance(exc, ArtifactError):
@@ -69,11 +68,39 @@ def _open(path: Path) -> sqlite3.Connection:
     return db
 
 
+def _check_tables(db: sqlite3.Connection, path: Path) -> None:
+    """An empty database, or one whose runs and metrics tables are neuroedge's."""
+    from neuroedge.errors import ArtifactError
+
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    tables.discard("sqlite_sequence")
+    for table, want in (("runs", RUN_COLUMNS), ("metrics", METRIC_COLUMNS)):
+        if table in tables and _columns(db, table) != list(want):
+            raise ArtifactError(
+                f"history {path}: its table {table!r} has columns "
+                f"{_columns(db, table)}, not neuroedge's {list(want)}"
+            )
+    if tables and not {"runs", "metrics"} <= tables:
+        raise ArtifactError(
+            f"history {path}: a SQLite database with other tables {sorted(tables)}, not a "
+            "neuroedge history (give a new file or an existing history)"
+        )
+
+
 def check(db_path: str | os.PathLike[str] | None = None) -> Path:
     """The history path, checked before a benchmark runs (so a bad path fails first, not
-    after the run): it must be, or become, a neuroedge SQLite history."""
+    after the run): it must be, or become, a neuroedge SQLite history we can write (a row
+    is inserted and rolled back)."""
+    from neuroedge.errors import ArtifactError
+
     path = Path(db_path) if db_path else default_path()
-    _open(path).close()
+    with contextlib.closing(_open(path)) as db:
+        try:
+            db.execute("INSERT INTO runs(created, model, machine, report) VALUES ('', '', '', '')")
+        except sqlite3.Error as exc:
+            raise ArtifactError(f"history {path}: cannot be written ({exc})") from exc
+        finally:
+            db.rollback()
     return path
 
 
@@ -109,7 +136,7 @@ def runs(
     path = Path(db_path) if db_path else default_path()
     if not path.is_file():
         return []
-    with sqlite3.connect(path) as db:
+    with contextlib.closing(_open(path)) as db:
         query, args = "SELECT report FROM runs", ()
         if model:
             query, args = query + " WHERE model = ?", (model,)

@@ -7,6 +7,7 @@ runtime's idle worker threads from spinning through the other's timed call.
 
 from __future__ import annotations
 
+import math
 import resource
 import sys
 import time
@@ -34,7 +35,10 @@ class Latency:
             "latency_p50_ms": Measurement(self.percentile(50), "ms"),
             "latency_p90_ms": Measurement(self.percentile(90), "ms"),
             "latency_p99_ms": Measurement(self.percentile(99), "ms"),
-            "throughput_per_s": Measurement(self.batch / mean_s, "samples/s"),
+            # a mean of 0 ms (a timer too coarse for the call) has no finite throughput
+            "throughput_per_s": Measurement(
+                self.batch / mean_s if mean_s > 0 else math.inf, "samples/s"
+            ),
             "peak_rss_mb": Measurement(peak_rss_mb(), "MB"),
         }
 
@@ -62,8 +66,10 @@ def measure_side_by_side(
 ) -> dict[str, Latency]:
     """Time each callable ``repeats`` times, interleaved in blocks of ``block`` calls; each
     block starts with one untimed call (``warmup`` untimed calls before the first)."""
-    if repeats < 1:
-        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    if repeats < 1 or block < 1 or warmup < 0:
+        raise ValueError(
+            f"repeats and block must be >= 1 and warmup >= 0, got {repeats}, {block}, {warmup}"
+        )
     for fn in fns.values():
         for _ in range(warmup):
             fn()

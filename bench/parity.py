@@ -20,7 +20,8 @@ from neuroedge.types import Measurement
 def compare(reference: Mapping[str, Any], candidate: Mapping[str, Any]) -> dict[str, Measurement]:
     """Metrics over the outputs both sides produced: ``max_abs_err``, ``max_rel_err`` (each
     output's largest error over its largest reference magnitude; the absolute error where the
-    reference is all zeros) and ``spike_agreement``."""
+    reference is all zeros) and ``spike_agreement``. A NaN on either side counts as an
+    infinite error (``max`` would otherwise skip it and the output would pass unnoticed)."""
     shared = sorted(set(reference) & set(candidate))
     if not shared:
         raise ParityError(
@@ -36,8 +37,10 @@ def compare(reference: Mapping[str, Any], candidate: Mapping[str, Any]) -> dict[
             slots += ref.size
         else:
             diff = np.abs(ref.astype(np.float64) - got.astype(np.float64))
+            diff[np.isnan(diff)] = np.inf  # NaN vs anything, or inf - inf
             err = float(diff.max()) if diff.size else 0.0
-            scale = float(np.abs(ref).max()) if ref.size else 0.0
+            finite = np.abs(ref[np.isfinite(ref)]) if ref.size else ref
+            scale = float(finite.max()) if finite.size else 0.0
             worst = max(worst, err)
             worst_rel = max(worst_rel, err / scale if scale > 0 else err)
     metrics = {
@@ -47,6 +50,17 @@ def compare(reference: Mapping[str, Any], candidate: Mapping[str, Any]) -> dict[
     if slots:
         metrics["spike_agreement"] = Measurement(agree / slots, "fraction", "measured")
     return metrics
+
+
+def silent_spike_outputs(reference: Mapping[str, Any], candidate: Mapping[str, Any]) -> list[str]:
+    """Spike outputs with no spike on either side: their agreement of 1 says nothing."""
+    return [
+        name
+        for name in sorted(set(reference) & set(candidate))
+        if name.startswith("spikes")
+        and not np.any(np.asarray(reference[name]))
+        and not np.any(np.asarray(candidate[name]))
+    ]
 
 
 def check(

@@ -14,7 +14,7 @@ from typing import Any
 
 from neuroedge.bench.energy import HOROWITZ_45NM, EnergyModel
 from neuroedge.bench.latency import measure_side_by_side
-from neuroedge.bench.parity import compare, require_nonzero_state
+from neuroedge.bench.parity import compare, require_nonzero_state, silent_spike_outputs
 from neuroedge.bench.sops import OpCounter
 from neuroedge.errors import NeuroedgeError
 from neuroedge.registry import get_backend
@@ -256,6 +256,12 @@ def check_parity(
         notes.append(
             f"parity: spike agreement {agree:.4f} < 1 on {backend}"
             + (f" ({variant})" if variant != "default" else "")
+        )
+    silent = silent_spike_outputs(reference, outputs)
+    if silent:
+        notes.append(
+            f"parity: no spikes in {', '.join(silent)} on either side: their agreement is "
+            "vacuous (use a stronger input)"
         )
     missing = sorted(set(reference) - set(outputs))
     if missing:

@@ -156,14 +156,15 @@ class OpCounter:
             batch_axes = x.dim() - 1 if count.kind == "Linear" else 1
             key = (name, tuple(x.shape[batch_axes:]))
             if _is_binary(x):
-                mask = x.reshape(-1, *key[1]).sum(0)
+                # float64: fp16 / bf16 sums stop growing at 2048 / 256 per slot
+                mask = x.reshape(-1, *key[1]).sum(0, dtype=torch.float64)
                 total = self._spike_sums.get(key)
                 self._spike_sums[key] = mask if total is None else total + mask
                 count.spikes_in += float(mask.sum())
                 count.inputs_in += float(x.numel())
             else:
                 if key not in self._dense_pairs:
-                    ones = torch.ones((1, *key[1]), dtype=x.dtype)
+                    ones = torch.ones((1, *key[1]), dtype=x.dtype, device=x.device)
                     self._dense_pairs[key] = _connected_pairs(module, ones)
                 count.macs += self._dense_pairs[key] * (x.numel() // max(_sample_size(key), 1))
             count.calls += 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from collections.abc import Mapping
@@ -50,6 +51,8 @@ def deploy(
     cfg = {**spec.default_config, **(config or {})}
     program = spec.build(cfg)
     artifact = be.compile(program, spec, options)
+    # the config travels with the artifact, so ``profile`` builds the same example input
+    artifact = dataclasses.replace(artifact, meta={**artifact.meta, "build_config": cfg})
     example = spec.example_for(0, cfg)
     report = be.profile(artifact, example)
     metrics, notes = _reference_metrics(program, spec, artifact, example)
@@ -166,9 +169,10 @@ def _export_engine(
 def profile(
     artifact: Artifact, inputs: Mapping[str, Any] | None = None, repeats: int = 50
 ) -> Report:
-    """Latency of ``artifact`` on its backend (the spec's example input by default); ``deploy``
-    adds the counted ops and the parity with the host."""
-    inputs = artifact.spec.example(0) if inputs is None else inputs
+    """Latency of ``artifact`` on its backend (by default the spec's example input for the
+    config ``deploy`` built it with); ``deploy`` adds the counted ops and the parity."""
+    if inputs is None:
+        inputs = artifact.spec.example_for(0, artifact.meta.get("build_config"))
     return get_backend(artifact.backend).profile(artifact, inputs, repeats)
 
 
