@@ -29,6 +29,11 @@ def resolve_checkpoint(config: Mapping[str, Any], name: str, check: bool = True)
     from neuroedge.paths import checkpoint_path
 
     named = config.get("checkpoint")
+    if named is not None and not isinstance(named, (str, os.PathLike)):
+        raise ArtifactError(
+            f"config checkpoint {named!r}: expected the path of a checkpoint file, "
+            f"got {type(named).__name__}"
+        )
     path = Path(named or checkpoint_path(name))
     if check and path.is_dir():
         raise ArtifactError(f"{path}: is a directory, not a checkpoint file")

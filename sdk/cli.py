@@ -96,6 +96,24 @@ def cmd_export(args: argparse.Namespace) -> int:
 DEFAULT_REPEATS = 100
 
 
+def _asked_backends(args: argparse.Namespace) -> list[str]:
+    """The --backend names (comma lists allowed), each a registered backend, checked before
+    any work; --repeats, when given, >= 1."""
+    from neuroedge.errors import UnknownNameError
+    from neuroedge.registry import backend_table
+
+    asked = args.backend or ["host,onnxrt"]
+    backends = [b.strip() for arg in asked for b in arg.split(",") if b.strip()]
+    if not backends:
+        raise NeuroedgeError(f"--backend {asked}: no backend named")
+    for name in backends:
+        if name not in backend_table():
+            raise UnknownNameError("backend", name, list(backend_table()))
+    if args.repeats is not None and args.repeats < 1:
+        raise NeuroedgeError(f"--repeats {args.repeats}: must be >= 1")
+    return backends
+
+
 def _bench_backends(spec: Any, asked: list[str], explicit: bool) -> list[str]:
     """The backends a model's own benchmark runs: the default ones it measures, or every one
     asked for, refusing any it does not measure (it would leave them out of the report)."""
@@ -116,9 +134,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from neuroedge.bench.runner import bench_model, speedups
 
     spec = get_model(args.name)
-    backends = [
-        b.strip() for arg in (args.backend or ["host,onnxrt"]) for b in arg.split(",") if b.strip()
-    ]
+    backends = _asked_backends(args)
     config = _config(args.config)
     bench = spec.hook("bench")
     spec.check_config(config, "build" if bench is None else "bench")
@@ -128,6 +144,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     check_writable(args.out, folder=True)  # and so does a report folder that is a file
     if bench is not None:
         backends = _bench_backends(spec, backends, explicit=bool(args.backend))
+        if not backends:
+            raise NeuroedgeError(f"{spec.name}: none of {_asked_backends(args)} is measured")
         if args.repeats is not None:
             raise NeuroedgeError(
                 f"{spec.name} has its own benchmark, which sets its own "

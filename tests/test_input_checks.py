@@ -225,3 +225,17 @@ def test_untrained_bivision_of_another_size_blames_the_config_and_a_folder_is_no
         bivision.build({"smoke": True, "size": 48})
     with pytest.raises(IsADirectoryError, match="is a directory; give the edge-list file"):
         load_edge_list(tmp_path)
+
+
+def test_bench_backends_and_repeats_are_checked_before_any_work(tmp_path: Path, capsys) -> None:
+    out, hist = str(tmp_path / "out"), str(tmp_path / "h.sqlite")
+    base = ["bench", "snn.lif_convnet", "--out", out, "--history", hist]
+    assert main([*base, "--backend", "host", "--backend", "nonexistent"]) == 2
+    assert "unknown backend 'nonexistent'" in capsys.readouterr().err
+    assert main([*base, "--backend", ","]) == 2
+    assert "no backend named" in capsys.readouterr().err
+    assert main([*base, "--backend", "host", "--repeats", "0"]) == 2
+    assert "--repeats 0: must be >= 1" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(ArtifactError, match="config checkpoint 5: expected the path"):
+        resolve_checkpoint({"checkpoint": 5}, "snn.lif_convnet")
