@@ -71,6 +71,8 @@ from typing import Any
 
 import numpy as np
 
+from neuroedge.models.specprune.bench_checks import check_baseline_budget, check_bench_config
+
 # The names kept importable from here (``X as X``) moved to the bench_* modules.
 from neuroedge.models.specprune.bench_comparison import (
     SELECT_MIN_SPEEDUP as SELECT_MIN_SPEEDUP,
@@ -317,18 +319,20 @@ def run_bench(
     config: Mapping[str, Any] | None = None,
     history: str | None = None,
 ) -> dict[str, Any]:
-    """Evaluate the four methods, time them side by side, check ONNX parity, write the report."""
+    """Evaluate the four methods, time them side by side, check ONNX parity, write the report.
+    The config is checked first (bench_checks), before the checkpoint is loaded."""
     import torch
     from neuroedge.bench.report import build_document, write_report
     from neuroedge.models.specprune.spec import load_trained
 
     cfg = dict(config or {})
+    check_bench_config(cfg, backends)
     torch.set_num_threads(int(cfg.get("threads", 1)))  # 2 threads spin on a loaded 2-core box
     model, train_cfg = load_trained(cfg)
     tasks = tuple(cfg.get("tasks", train_cfg["tasks"]))
     episodes = int(cfg.get("episodes", 50))
     prune = PruneConfig()
-    budget = int(cfg.get("baseline_budget", prune.budget_fine))
+    budget = check_baseline_budget(cfg.get("baseline_budget", prune.budget_fine), model.n_visual)
     same = PruneConfig(budget_coarse=budget, budget_fine=budget)
     configs = {"unpruned": prune, "specprune": prune, "fastv": same, "random": same}
     candidates = candidate_configs(cfg.get("candidates", []), prune)

@@ -30,6 +30,35 @@ from neuroedge.models.ttt.functional import (
 from neuroedge.models.ttt.variants import ORDERS, TTTVariant, get_variant
 from torch import nn
 
+# The largest layer built: 2**28 fp32 weights (1 GiB), far above any shape the SDK runs (the
+# registered layer has 8k); a larger d_model / heads / head_dim is refused before allocating.
+MAX_LAYER_PARAMETERS = 2**28
+
+
+def layer_parameters(
+    d_model: int, heads: int, head_dim: int, kernel: str = "linear", hidden: int | None = None
+) -> int:
+    """Weights of a TTTLayer of these sizes (projections and fast weights; the small per-token
+    lr and momentum gates aside)."""
+    hidden = hidden or 2 * head_dim
+    rows = head_dim if kernel == "linear" else hidden
+    count = 4 * d_model * heads * head_dim + heads * rows * head_dim
+    return count + (2 * heads * head_dim * hidden if kernel == "swiglu" else 0)
+
+
+def check_layer_size(
+    d_model: int, heads: int, head_dim: int, kernel: str = "linear", hidden: int | None = None
+) -> None:
+    """ValueError naming d_model, heads and head_dim when the layer would exceed
+    MAX_LAYER_PARAMETERS weights."""
+    count = layer_parameters(d_model, heads, head_dim, kernel, hidden)
+    if count > MAX_LAYER_PARAMETERS:
+        raise ValueError(
+            f"TTT layer d_model={d_model}, heads={heads}, head_dim={head_dim} needs {count:,} "
+            f"weights ({4 * count / 2**30:.1f} GiB fp32); at most {MAX_LAYER_PARAMETERS:,} "
+            "(MAX_LAYER_PARAMETERS, 1 GiB) are allowed: make them smaller"
+        )
+
 
 class TTTLayer(nn.Module):
     """A multi-head TTT-KVB layer in one of the ladder's variants, computed in any exact form."""
@@ -45,6 +74,7 @@ class TTTLayer(nn.Module):
         hidden: int | None = None,
         base_lr: float = 0.1,
         q_as_k: bool = False,
+        block: int | None = None,
     ) -> None:
         super().__init__()
         if order not in ORDERS:
@@ -52,10 +82,14 @@ class TTTLayer(nn.Module):
         sizes = {"d_model": d_model, "heads": heads, "head_dim": head_dim, "chunk": chunk}
         if hidden is not None:
             sizes["hidden"] = hidden
+        if block is not None:
+            sizes["block"] = block
         for key, value in sizes.items():
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"TTT layer {key} must be a positive integer, got {value!r}")
         self.variant, self.chunk, self.order = get_variant(variant), int(chunk), order
+        check_layer_size(d_model, heads, head_dim, self.variant.kernel, hidden)
+        self.block = block  # tokens per block of the chunked form (None: forms.DEFAULT_BLOCK)
         self.heads, self.head_dim, self.base_lr, self.q_as_k = heads, head_dim, base_lr, q_as_k
         hidden = hidden or 2 * head_dim
         rows = head_dim if self.variant.kernel == "linear" else hidden
@@ -120,7 +154,7 @@ class TTTLayer(nn.Module):
         elif form == "parallel":
             o = ttt_parallel(inputs, fast, self.variant, self.chunk, self.order)
         elif form == "chunked":
-            o = ttt_chunked(inputs, fast, self.variant, self.chunk, self.order)
+            o = ttt_chunked(inputs, fast, self.variant, self.chunk, self.order, self.block)
         else:
             raise ValueError(f"form {form!r} is not one of recurrent, parallel, chunked")
         return self.readout(o)
@@ -246,6 +280,7 @@ class TTTLanguageModel(nn.Module):
         order: str,
         window: int,
         q_as_k: bool = False,
+        block: int | None = None,
     ) -> None:
         super().__init__()
         self.embed = nn.Embedding(vocab, d_model)

@@ -8,7 +8,10 @@ Rows ``recurrent@L=...``, ``parallel@L=...``, ``chunked@L=...`` carry ``throughp
 recurrent form, achieved GFLOP/s (FLOPs counted from the
 shapes, divided by the measured p50) and its fraction of this machine's fp32 matmul GFLOP/s
 measured in the same run and thread count (the roofline). With ``onnxrt`` among the backends,
-the streaming step and the dynamic-length parallel export are timed against the host too.
+the streaming step and the dynamic-length parallel export are timed against the host too; the
+step is built from the config's variant, d_model, heads, head_dim and seed like every other row,
+and ``block`` is the chunked form's block size. The config is checked before any work
+(bench_checks.check_bench_config).
 """
 
 from __future__ import annotations
@@ -137,13 +140,22 @@ def bench_forms(
     return rows
 
 
+def step_program(cfg: Mapping[str, Any]) -> Any:
+    """The registered streaming step at the bench config's variant, sizes and seed (the
+    ``step@T`` rows are labelled with this config, so they must run it)."""
+    from neuroedge.models.ttt.spec import SPEC
+
+    keys = ("variant", "d_model", "heads", "head_dim", "seed")
+    return SPEC.build({**SPEC.default_config, **{k: cfg[k] for k in keys}})
+
+
 def bench_stream(cfg: Mapping[str, Any], out_dir: Path) -> list[Report]:
     """The registered streaming step on host and onnxrt over many steps, side by side."""
     from neuroedge.bench.parity import compare
     from neuroedge.models.ttt.spec import SPEC
     from neuroedge.registry import get_backend
 
-    program = SPEC.build({**SPEC.default_config, "variant": cfg["variant"]})
+    program = step_program(cfg)
     host, ort_backend = get_backend("host"), get_backend("onnxrt")
     host_art = host.compile(program, SPEC)
     ort_art = ort_backend.compile(
@@ -233,17 +245,20 @@ def bench(
     history: str | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
-    """Run the benchmark, write report.json/report.md/scaling.png, return the document."""
+    """Run the benchmark, write report.json/report.md/scaling.png, return the document.
+    The config is checked first (bench_checks.check_bench_config), before any work."""
     import torch
     from neuroedge.bench.report import build_document, write_report
+    from neuroedge.models.ttt.bench_checks import check_bench_config
     from neuroedge.models.ttt.module import TTTLayer
     from neuroedge.registry import get_backend
 
     cfg = {**BENCH_DEFAULTS, **(config or {})}
+    check_bench_config(cfg)
     torch.set_num_threads(int(cfg["threads"]))
     torch.manual_seed(int(cfg["seed"]))
     layer = TTTLayer(
-        int(cfg["d_model"]), int(cfg["heads"]), int(cfg["head_dim"]), str(cfg["variant"]), chunk=1
+        cfg["d_model"], cfg["heads"], cfg["head_dim"], cfg["variant"], chunk=1, block=cfg["block"]
     ).eval()
     roofline = matmul_gflops()
     rows = bench_forms(layer, cfg, roofline, progress)

@@ -1,0 +1,99 @@
+"""Up-front checks of the ``neuroedge bench vla.specprune`` config.
+
+``check_bench_config`` runs before the checkpoint is loaded (or trained), anything is exported
+and any closed-loop episode runs; ``check_baseline_budget`` right after the load, since the
+number of visual tokens is the trained network's. Every refusal is a ConfigError naming the key,
+the value and what is expected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from neuroedge.errors import ConfigError
+
+# Where the closed-loop episodes run: eager PyTorch from the checkpoint, or the exported ONNX
+# graphs (bench.evaluate_job), which exist only when onnxrt is among the benchmarked backends.
+EVAL_BACKENDS = ("host", "onnxrt")
+POSITIVE_KEYS = ("threads", "episodes", "repeats", "workers")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_tasks(value: Any) -> tuple[str, ...]:
+    """Config ``tasks``: a non-empty list of distinct task names of sim.TASKS."""
+    from neuroedge.models.specprune.sim import TASKS
+
+    valid = ", ".join(sorted(TASKS))
+    if not isinstance(value, (list, tuple)) or not value:
+        raise ConfigError(
+            f"config tasks={value!r}: expected a non-empty list of task names (valid: "
+            f"{valid}), e.g. --config 'tasks=[\"button\"]'"
+        )
+    bad = [t for t in value if not isinstance(t, str) or t not in TASKS]
+    if bad:
+        raise ConfigError(f"config tasks={value!r}: {bad} are not tasks; valid tasks: {valid}")
+    if len(set(value)) != len(value):
+        raise ConfigError(f"config tasks={value!r}: a task is listed twice; list each once")
+    return tuple(value)
+
+
+def check_eval_backend(value: Any, backends: Sequence[str]) -> str:
+    """Config ``eval_backend``: host, or onnxrt when onnxrt is benchmarked (its graphs are
+    exported only then)."""
+    if value not in EVAL_BACKENDS:
+        raise ConfigError(
+            f"config eval_backend={value!r}: expected one of {', '.join(EVAL_BACKENDS)} "
+            "(where the closed-loop episodes run)"
+        )
+    if value == "onnxrt" and "onnxrt" not in backends:
+        raise ConfigError(
+            f"config eval_backend='onnxrt' runs the episodes on the exported ONNX graphs, which "
+            f"are exported only when onnxrt is benchmarked; --backend is {','.join(backends)}: "
+            "pass --backend host,onnxrt, or eval_backend=host"
+        )
+    return str(value)
+
+
+def check_bench_config(cfg: dict[str, Any], backends: Sequence[str]) -> None:
+    """Every config value that can be checked without the checkpoint, before any work."""
+    from neuroedge.models.specprune.bench_variants import ablation_configs, candidate_configs
+    from neuroedge.models.specprune.functional import PruneConfig
+
+    for key in POSITIVE_KEYS:
+        if key in cfg and (not _is_int(cfg[key]) or cfg[key] < 1):
+            raise ConfigError(f"config {key}={cfg[key]!r}: expected a positive integer")
+    if "tasks" in cfg:
+        check_tasks(cfg["tasks"])
+    if "baseline_budget" in cfg:
+        value = cfg["baseline_budget"]
+        if not _is_int(value) or value < 1:
+            raise ConfigError(
+                f"config baseline_budget={value!r}: expected a positive integer (visual tokens "
+                "FastV and random keep)"
+            )
+    if "eval_backend" in cfg:
+        check_eval_backend(cfg["eval_backend"], backends)
+    if "seed0" in cfg and not _is_int(cfg["seed0"]):
+        raise ConfigError(f"config seed0={cfg['seed0']!r}: expected an integer layout seed")
+    budgets = cfg.get("budgets", [])
+    if not isinstance(budgets, (list, tuple)) or not all(_is_int(b) for b in budgets):
+        raise ConfigError(f"config budgets={budgets!r}: expected a list of integers")
+    try:
+        candidate_configs(cfg.get("candidates", []), PruneConfig())
+        ablation_configs(cfg.get("blank_views", []), PruneConfig())
+    except (ValueError, TypeError) as err:
+        raise ConfigError(f"config: {err}") from None
+
+
+def check_baseline_budget(value: int, n_visual: int) -> int:
+    """Config ``baseline_budget`` against the trained network's visual tokens per inference."""
+    if not _is_int(value) or not 1 <= value <= n_visual:
+        raise ConfigError(
+            f"config baseline_budget={value!r}: expected an integer in 1..{n_visual} (visual "
+            "tokens per inference of this checkpoint)"
+        )
+    return value

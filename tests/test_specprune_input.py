@@ -1,0 +1,87 @@
+"""vla.specprune bench: every config value is refused before the checkpoint is loaded, anything
+is exported or any closed-loop episode runs, with the key, the value and what is expected."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from neuroedge.errors import ConfigError
+from neuroedge.models.specprune import bench
+from neuroedge.models.specprune.bench_checks import check_baseline_budget, check_bench_config
+
+HOST, BOTH = ("host",), ("host", "onnxrt")
+
+
+@pytest.mark.parametrize(
+    ("config", "backends", "expected"),
+    [
+        ({"tasks": ["button", "bogus"]}, HOST, r"\['bogus'\] are not tasks; valid tasks: button"),
+        ({"tasks": "button"}, HOST, r"tasks='button': expected a non-empty list of task names"),
+        ({"tasks": []}, HOST, r"tasks=\[\]: expected a non-empty list"),
+        ({"tasks": ["reach", "reach"]}, HOST, r"a task is listed twice"),
+        ({"baseline_budget": 0}, HOST, r"baseline_budget=0: expected a positive integer"),
+        ({"baseline_budget": "8"}, HOST, r"baseline_budget='8': expected a positive integer"),
+        ({"repeats": 0}, HOST, r"repeats=0: expected a positive integer"),
+        ({"episodes": 0}, HOST, r"episodes=0: expected a positive integer"),
+        ({"threads": 0}, HOST, r"threads=0: expected a positive integer"),
+        ({"workers": -1}, HOST, r"workers=-1: expected a positive integer"),
+        ({"eval_backend": "foo"}, BOTH, r"eval_backend='foo': expected one of host, onnxrt"),
+        ({"eval_backend": "onnxrt"}, HOST, r"--backend is host: pass --backend host,onnxrt"),
+        ({"seed0": "x"}, HOST, r"seed0='x': expected an integer layout seed"),
+        ({"budgets": 8}, HOST, r"budgets=8: expected a list of integers"),
+        ({"blank_views": ["nose"]}, HOST, r"blank_views \['nose'\] are not cameras"),
+        ({"candidates": [{"bogus": 1}]}, HOST, r"\['bogus'\] are not PruneConfig fields"),
+    ],
+)
+def test_bad_bench_config_names_key_value_and_expectation(config, backends, expected):
+    with pytest.raises(ConfigError, match=expected):
+        check_bench_config(config, backends)
+
+
+@pytest.mark.parametrize(
+    ("config", "backends"),
+    [
+        ({}, HOST),
+        ({"eval_backend": "host"}, BOTH),
+        ({"eval_backend": "onnxrt"}, BOTH),
+        ({"tasks": ["button"], "episodes": 1, "repeats": 1, "threads": 1}, HOST),
+        ({"baseline_budget": 31, "workers": 2, "seed0": 20000, "budgets": [16, 8]}, BOTH),
+    ],
+)
+def test_good_configs_pass(config, backends):
+    check_bench_config(config, backends)
+
+
+def test_baseline_budget_is_checked_against_the_network():
+    assert check_baseline_budget(128, 128) == 128
+    with pytest.raises(ConfigError, match=r"baseline_budget=1000: expected an integer in 1..128"):
+        check_baseline_budget(1000, 128)
+
+
+def test_run_bench_refuses_before_loading_the_checkpoint(tmp_path):
+    """Old code loaded (here: failed to find) the checkpoint first, then ran cells."""
+    config = {
+        "checkpoint": str(tmp_path / "missing.pt"),
+        "train_if_missing": False,
+        "tasks": ["button", "bogus"],
+    }
+    start = time.perf_counter()
+    with pytest.raises(ConfigError, match="bogus"):
+        bench.run_bench(str(tmp_path / "out"), HOST, config)
+    assert time.perf_counter() - start < 5 and not (tmp_path / "out").exists()
+
+
+def test_run_bench_refuses_a_too_large_budget_before_any_episode(monkeypatch, tmp_path):
+    from neuroedge.models.specprune import spec, train
+
+    model = train.make_policy(train.DEFAULTS).eval()
+    monkeypatch.setattr(spec, "load_trained", lambda cfg: (model, dict(train.DEFAULTS)))
+
+    def no_episodes(*args, **kwargs):
+        raise AssertionError("closed-loop cells ran before the config was checked")
+
+    monkeypatch.setattr(bench, "evaluate_all", no_episodes)
+    monkeypatch.setattr(bench, "export_methods", no_episodes)
+    with pytest.raises(ConfigError, match=f"baseline_budget=1000: expected .*1..{model.n_visual}"):
+        bench.run_bench(str(tmp_path / "out"), HOST, {"baseline_budget": 1000})

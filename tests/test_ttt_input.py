@@ -1,0 +1,104 @@
+"""ttt.linear_attention bench and layer: the config is checked before any work, the step rows
+run the config they are labelled with, and an oversized layer is refused before allocating."""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+
+import pytest
+import torch
+from neuroedge.errors import ConfigError
+from neuroedge.models.ttt.bench_checks import check_bench_config
+from neuroedge.models.ttt.module import MAX_LAYER_PARAMETERS, TTTLayer
+from neuroedge.models.ttt.throughput import BENCH_DEFAULTS, bench, bench_stream, step_program
+
+SMALL = {"d_model": 16, "heads": 1, "head_dim": 8}
+
+
+def test_the_step_program_follows_the_bench_config():
+    program = step_program({**BENCH_DEFAULTS, **SMALL})
+    assert program.module.layer.qkv.in_features == 16
+    assert tuple(program.init_state(2)[0].shape) == (2, 1, 8, 8)
+    assert {k: program.meta["config"][k] for k in SMALL} == SMALL
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("onnxruntime") is None, reason="onnxruntime is not installed"
+)
+def test_the_exported_step_has_the_configured_width_and_state(tmp_path):
+    import onnx
+
+    cfg = {**BENCH_DEFAULTS, **SMALL, "stream_steps": 2, "repeats": 1}
+    rows = bench_stream(cfg, tmp_path)
+    assert [r.variant for r in rows] == ["step@T=2", "step@T=2"]
+    graph = onnx.load(str(tmp_path / "step.onnx")).graph
+    dims = {i.name: [d.dim_value for d in i.type.tensor_type.shape.dim][1:] for i in graph.input}
+    assert dims == {"x": [16], "S": [1, 8, 8]}
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        ("lengths", [-3], r"lengths=\[-3\]: \[-3\] are not positive integers"),
+        ("lengths", [0], r"lengths=\[0\]: \[0\] are not positive integers"),
+        ("lengths", "abc", r"lengths='abc': expected a non-empty list"),
+        ("lengths", 16, r"lengths=16: expected a non-empty list"),
+        ("lengths", [], r"lengths=\[\]: expected a non-empty list"),
+        ("lengths", [16, 2.5], r"\[2.5\] are not positive integers"),
+        ("threads", 0, r"threads=0: expected a positive integer"),
+        ("stream_steps", 0, r"stream_steps=0: expected a positive integer"),
+        ("onnx_length", 0, r"onnx_length=0: expected a positive integer"),
+        ("batch", 0, r"batch=0: expected a positive integer"),
+        ("block", 0, r"block=0: expected a positive integer"),
+        ("block", -1, r"block=-1: expected a positive integer"),
+        ("repeats", 0, r"repeats=0: expected a positive integer"),
+        ("heads", True, r"heads=True: expected a positive integer"),
+        ("seed", -1, r"seed=-1: expected a non-negative integer"),
+        ("variant", "v2", r"variant='v2'.*v6, la_momentum"),
+        ("variant", "bogus", r"variant='bogus'"),
+        ("head_dim", 100000, r"head_dim=100000 needs .*MAX_LAYER_PARAMETERS"),
+        ("lengths", [10**6], r"lengths=1000000: the parallel form .*MAX_SCORE_ENTRIES"),
+        ("onnx_length", 10**6, r"onnx_length=1000000: the parallel form"),
+    ],
+)
+def test_bad_bench_config_values_name_key_value_and_expectation(key, value, expected):
+    with pytest.raises(ConfigError, match=expected):
+        check_bench_config({**BENCH_DEFAULTS, key: value})
+
+
+def test_the_defaults_pass_the_check():
+    check_bench_config(BENCH_DEFAULTS)
+
+
+def test_bench_refuses_before_any_work(tmp_path):
+    start = time.perf_counter()
+    with pytest.raises(ConfigError, match="lengths"):
+        bench(tmp_path / "out", ("host", "onnxrt"), {"lengths": []}, progress=False)
+    assert time.perf_counter() - start < 5
+    assert not (tmp_path / "out").exists()  # no export, no report
+
+
+def test_an_oversized_layer_is_refused_before_allocating():
+    with pytest.raises(ValueError, match="head_dim=100000 needs") as err:
+        TTTLayer(32, 2, 100000)
+    assert not isinstance(err.value, RuntimeError)
+    assert MAX_LAYER_PARAMETERS == 2**28
+
+
+def test_the_chunked_form_runs_the_configured_block():
+    from neuroedge.models.ttt import forms
+
+    calls = []
+    original = forms.ttt_chunked
+
+    def spy(*args, **kwargs):
+        calls.append(args[5] if len(args) > 5 else kwargs.get("block"))
+        return original(*args, **kwargs)
+
+    layer = TTTLayer(16, 1, 8, block=8).eval()
+    with pytest.MonkeyPatch.context() as mp, torch.inference_mode():
+        mp.setattr("neuroedge.models.ttt.module.ttt_chunked", spy)
+        x = torch.randn(1, 20, 16)
+        diff = (layer(x, "chunked") - layer(x, "recurrent")).abs().max()
+    assert calls == [8] and float(diff) < 1e-4
