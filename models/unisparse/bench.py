@@ -25,7 +25,7 @@ from neuroedge.models.unisparse.export_parity import (  # noqa: F401 (LAVA_MODES
     nir_check,
     onnx_rows,
 )
-from neuroedge.models.unisparse.pipeline import ORDER, VariantResult, run_variants
+from neuroedge.models.unisparse.pipeline import ORDER, VariantResult, check_config, run_variants
 from neuroedge.types import Measurement, Report
 
 COLUMNS = (
@@ -208,7 +208,7 @@ def run_bench(
     import torch
     from neuroedge.bench.report import build_document, write_report
 
-    cfg = {**train.DEFAULTS, **config}
+    cfg = check_config({**train.DEFAULTS, **config}, config)  # every value, before any training
     torch.set_num_threads(int(cfg.get("threads", 1)))
     out = Path(out_dir)
     seeds = seed_list(cfg)

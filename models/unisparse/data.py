@@ -62,16 +62,42 @@ def _read_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
             f"{path}: not a CIFAR-10 python batch ({path.stat().st_size} bytes): {err}"
         ) from err
     if not isinstance(blob, dict) or b"data" not in blob or b"labels" not in blob:
-        keys = sorted(blob) if isinstance(blob, dict) else type(blob).__name__
-        raise ValueError(f"{path}: expected a dict with b'data' and b'labels', got {keys}")
-    data, labels = np.asarray(blob[b"data"]), np.asarray(blob[b"labels"], dtype=np.int64)
+        got = (
+            f"keys [{', '.join(sorted(map(repr, blob)))}]"  # repr: keys of mixed types sort too
+            if isinstance(blob, dict)
+            else type(blob).__name__
+        )
+        raise ValueError(f"{path}: expected a dict with b'data' and b'labels', got {got}")
+    data = _as_array(path, "data", blob[b"data"])
     if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3072:
         raise ValueError(f"{path}: b'data' must be uint8 (N, 3072), got {data.dtype} {data.shape}")
-    if labels.shape != (data.shape[0],) or labels.min() < 0 or labels.max() > 9:
+    if data.shape[0] == 0:
+        raise ValueError(f"{path}: b'data' holds no images (shape {data.shape}); expected N >= 1")
+    return data.reshape(-1, 3, 32, 32), _labels(path, blob[b"labels"], data.shape[0])
+
+
+def _as_array(path: Path, key: str, value: object) -> np.ndarray:
+    try:
+        return np.asarray(value)
+    except (ValueError, TypeError) as err:  # ragged lists
         raise ValueError(
-            f"{path}: b'labels' must be N={data.shape[0]} ints in 0..9, got shape {labels.shape}"
-        )
-    return data.reshape(-1, 3, 32, 32), labels
+            f"{path}: b'{key}' is not an array ({type(value).__name__}): {err}"
+        ) from err
+
+
+def _labels(path: Path, value: object, n: int) -> np.ndarray:
+    """The batch's labels as int64: N whole numbers in 0..9 (ints, or floats that are whole)."""
+    labels = _as_array(path, "labels", value)
+    want = f"b'labels' must be N={n} ints in 0..9"
+    if labels.shape != (n,):
+        what = type(value).__name__ if labels.dtype == object else f"shape {labels.shape}"
+        raise ValueError(f"{path}: {want}, got {what}")
+    if labels.dtype.kind not in "iuf":  # object (None, mixed), str, bool, complex
+        raise ValueError(f"{path}: {want}, got {labels.dtype} values such as {labels[0]!r}")
+    bad = ~np.isfinite(labels) | (labels != np.round(labels)) | (labels < 0) | (labels > 9)
+    if bad.any():
+        raise ValueError(f"{path}: {want}, got {labels[bad][0]!r} at index {int(bad.argmax())}")
+    return labels.astype(np.int64)
 
 
 def load_cifar10(root: str | os.PathLike[str]) -> ImageSplit:

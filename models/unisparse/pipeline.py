@@ -3,26 +3,64 @@
 Shared by the bench hook, ``neuroedge train snn.unisparse`` and the CIFAR-10 recipe. Every
 variant is measured on its folded (deployed) network with neuroedge's SOP counter; the budget
 is checked against the *measured* energy afterwards and a miss is reported, never ignored.
+``check_config`` refuses a bad config value before any training (each entry point calls it).
+
+The budget is one of two keys: ``energy_target_uj`` (absolute, uJ per sample) when it is given
+and not None, else ``budget_ratio`` (a fraction of the dense net's measured energy), which has
+a default. Both are validated whenever present; a config that sets both explicitly is refused.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from neuroedge.errors import NeuroedgeError
+from neuroedge.errors import ConfigError, NeuroedgeError
 from neuroedge.models.unisparse import train
 from neuroedge.models.unisparse.data import ImageSplit, load_cifar10, load_digits
 from neuroedge.models.unisparse.measure import LayerStats, evaluate_folded
-from neuroedge.models.unisparse.module import SpikingResNet, fold
+from neuroedge.models.unisparse.module import ARCHS, SpikingResNet, fold
 from neuroedge.types import Measurement
 
 ORDER = ("dense", "unisparse", "spike_only", "weight_only", "random_mask")
 BUDGET_SLACK = 0.05  # measured energy may exceed the target by 5% (test set vs training batches)
+# integer keys and their least value
+INT_KEYS = {
+    "steps": 1,
+    "batch": 1,
+    "dense_epochs": 0,
+    "sparse_epochs": 0,
+    "finetune_epochs": 0,
+    "seed": 0,
+    "threads": 1,
+    "lava_samples": 1,
+}
+# number keys: (least value, whether it is excluded, greatest value or None)
+NUMBER_KEYS: dict[str, tuple[float, bool, float | None]] = {
+    "budget_ratio": (0.0, True, 1.0),
+    "energy_target_uj": (0.0, True, None),
+    "aim": (0.0, True, 1.0),
+    "lr": (0.0, True, None),
+    "mask_lr": (0.0, True, None),
+    "bn_lr": (0.0, True, None),
+    "weight_decay": (0.0, False, None),
+    "temp_start": (0.0, True, None),
+    "temp_end": (0.0, True, None),
+    "dual_lr": (0.0, False, None),
+    "e_ac_pj": (0.0, True, None),
+    "kd_weight": (0.0, False, 1.0),
+    "kd_temp": (0.0, True, None),
+    "target_anneal": (0.0, False, 1.0),
+    "penalty_rho": (0.0, False, None),
+    "spike_scale": (0.0, False, None),
+}
+CHOICE_KEYS = {"spike_grad": train.SPIKE_GRADS, "mask_gate": train.MASK_GATES, "arch": tuple(ARCHS)}
 
 
 class EnergyBudgetError(NeuroedgeError, ValueError):
@@ -41,20 +79,130 @@ class VariantResult:
     notes: list[str] = field(default_factory=list)
 
 
+def check_config(
+    cfg: Mapping[str, Any], explicit: Mapping[str, Any] | None = None, device: bool = True
+) -> dict[str, Any]:
+    """``cfg`` with every value checked before any training; ConfigError naming the key, the
+    value and what is expected. Returns a copy with ``variants`` made a list (a single name
+    such as ``variants=dense`` is taken as a one-element list).
+
+    ``explicit``: the keys the user set (``cfg`` is usually merged with defaults), used to refuse
+    a config that sets both ``energy_target_uj`` and ``budget_ratio``. ``device=False`` leaves
+    the device check (whether torch can use it) to a later ``check_device``.
+    """
+    out = dict(cfg)
+    given = explicit or {}
+    if given.get("energy_target_uj") is not None and "budget_ratio" in given:
+        raise ConfigError(
+            f"energy_target_uj={given['energy_target_uj']!r} and budget_ratio="
+            f"{given['budget_ratio']!r} both given: set one budget only (energy_target_uj in uJ "
+            "per sample, or budget_ratio as a fraction of the dense energy)"
+        )
+    for key, least in INT_KEYS.items():
+        if key in out:
+            _check_int(key, out[key], least)
+    if out.get("train_subset") is not None:
+        _check_int("train_subset", out["train_subset"], 1, " or None (every training image)")
+    for key, bounds in NUMBER_KEYS.items():
+        if key in out and not (key == "energy_target_uj" and out[key] is None):
+            _check_number(key, out[key], *bounds)
+    for key, choices in CHOICE_KEYS.items():
+        if key in out and (not isinstance(out[key], str) or out[key] not in choices):
+            raise ConfigError(f"{key}={out[key]!r}: expected one of {', '.join(choices)}")
+    if "augment" in out and not isinstance(out["augment"], bool):
+        raise ConfigError(f"augment={out['augment']!r}: expected true or false")
+    data = out.get("data")
+    if data is not None and (not isinstance(data, (str, os.PathLike)) or not str(data)):
+        raise ConfigError(
+            f"data={data!r}: expected the path of a cifar-10-batches-py folder, or None (digits)"
+        )
+    if "variants" in out:
+        out["variants"] = check_variants(out["variants"])
+    if "workers" in out:
+        from neuroedge.bench.seeds import check_workers
+
+        check_workers(out["workers"])
+    if device:
+        check_device(out.get("device", "cpu"))
+    return out
+
+
+def _check_int(key: str, value: Any, least: int, other: str = "") -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
+        raise ConfigError(f"{key}={value!r}: expected an integer >= {least}{other}")
+
+
+def _check_number(key: str, value: Any, low: float, open_low: bool, high: float | None) -> None:
+    ok = not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
+    if ok:
+        ok = (value > low if open_low else value >= low) and (high is None or value <= high)
+    if not ok:
+        if high is None:
+            want = f"{'>' if open_low else '>='} {low:g}"
+        else:
+            want = f"in {'(' if open_low else '['}{low:g}, {high:g}]"
+        raise ConfigError(f"{key}={value!r}: expected a finite number {want}")
+
+
+def check_variants(value: Any) -> list[str]:
+    """``variants`` as a list of known names; a single name is a one-element list."""
+    names = [value] if isinstance(value, str) else value
+    valid = ", ".join(train.VARIANTS)
+    if not isinstance(names, (list, tuple)) or not names:
+        raise ConfigError(f"variants={value!r}: expected a non-empty list of names from {valid}")
+    unknown = [v for v in names if not isinstance(v, str) or v not in train.VARIANTS]
+    if unknown:
+        raise ConfigError(
+            f"variants={value!r}: unknown variant{'s' * (len(unknown) > 1)} "
+            f"{', '.join(map(repr, unknown))}; expected a list of names from {valid}"
+        )
+    if "random_mask" in names and "unisparse" not in names:
+        raise ConfigError(
+            f"variants={value!r}: random_mask matches unisparse's mask densities: run unisparse too"
+        )
+    return list(names)
+
+
+def check_device(value: Any) -> str:
+    """``device``: a string torch accepts, naming a device this machine has."""
+    import torch
+
+    hint = "expected 'cpu', 'cuda' or 'cuda:N' (with a CUDA device) or 'mps' (Apple silicon)"
+    if not isinstance(value, str):
+        raise ConfigError(f"device={value!r}: {hint}")
+    try:
+        dev = torch.device(value)
+    except (RuntimeError, ValueError) as err:
+        raise ConfigError(f"device={value!r}: torch refuses it ({err}); {hint}") from err
+    if dev.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0 or (dev.index is not None and dev.index >= count):
+            raise ConfigError(
+                f"device={value!r}: torch {torch.__version__} sees {count} CUDA device"
+                f"{'s' * (count != 1)}; pass device=cpu"
+            )
+    elif dev.type == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError(f"device={value!r}: torch sees no MPS device; pass device=cpu")
+    elif dev.type not in ("cpu", "cuda", "mps"):
+        raise ConfigError(f"device={value!r}: {hint}")
+    return value
+
+
 def load_data(cfg: Mapping[str, Any]) -> ImageSplit:
     """Digits by default; CIFAR-10 from ``cfg["data"]`` (the python batch folder).
 
     ``train_subset`` keeps only the first N training images (quick tests and smoke runs).
     """
     data = load_cifar10(cfg["data"]) if cfg.get("data") else load_digits(int(cfg.get("seed", 0)))
-    if cfg.get("train_subset"):
+    if cfg.get("train_subset") is not None:
         n = int(cfg["train_subset"])
         data = data._replace(x_train=data.x_train[:n], y_train=data.y_train[:n])
     return data
 
 
 def resolve_target(cfg: Mapping[str, Any], dense_uj: float) -> float:
-    """``energy_target_uj`` if given, else ``budget_ratio x`` the dense budgeted energy."""
+    """``energy_target_uj`` if given (not None; it wins over ``budget_ratio``, whose default
+    is always present), else ``budget_ratio x`` the dense budgeted energy."""
     if cfg.get("energy_target_uj") is not None:
         target = float(cfg["energy_target_uj"])
     else:
@@ -80,7 +228,8 @@ def measure_variant(
         fold(net), data.x_test, data.y_test, int(cfg["steps"]), device=str(cfg.get("device", "cpu"))
     )
     seconds = [log["seconds"] for log in logs]
-    metrics["train_s_per_epoch"] = Measurement(float(np.mean(seconds)), "s", "measured")
+    per_epoch = float(np.mean(seconds)) if seconds else math.nan  # no epochs (epochs=0): none
+    metrics["train_s_per_epoch"] = Measurement(per_epoch, "s", "measured")
     result = VariantResult(name, net, logs, metrics, layers)
     if target_uj is not None and name != "dense":
         measured = metrics["energy_budgeted_uj"].value
@@ -104,11 +253,8 @@ def run_variants(
     cfg: Mapping[str, Any], variants: Sequence[str] = ORDER, progress: bool = True
 ) -> tuple[dict[str, VariantResult], float]:
     """Train and measure ``variants`` (dense always first); returns them and the target."""
-    unknown = [v for v in variants if v not in train.VARIANTS]
-    if unknown:
-        raise ValueError(f"unknown variants {unknown}; valid: {list(train.VARIANTS)}")
-    if "random_mask" in variants and "unisparse" not in variants:
-        raise ValueError("random_mask matches unisparse's mask densities: run unisparse too")
+    variants = check_variants(variants)
+    cfg = check_config(cfg)
     data = load_data(cfg)
     dense, logs = train.train_dense(data, cfg, progress)
     results = {"dense": measure_variant("dense", dense, logs, data, cfg, None)}
@@ -126,10 +272,12 @@ def train_and_save(config: Mapping[str, Any], out: str | None = None) -> dict[st
     from neuroedge.checkpoints import save_checkpoint
     from neuroedge.paths import checkpoint_path
 
-    cfg = {**train.DEFAULTS, **config}
+    from neuroedge.atomic import check_writable
+
+    cfg = check_config({**train.DEFAULTS, **config}, config)
+    path = check_writable(Path(out) if out else checkpoint_path("snn.unisparse"))
     results, target = run_variants(cfg, ("dense", "unisparse"))
     best = results["unisparse"]
-    path = Path(out) if out else checkpoint_path("snn.unisparse")
     summary = {k: m.value for k, m in best.metrics.items()}
     save_checkpoint(
         path,

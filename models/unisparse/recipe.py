@@ -6,15 +6,20 @@ PATH is the standard python-pickle batch folder (nothing is downloaded). It trai
 ResNet-18 SNN (T = 4, crop + flip), then the sparsified variants under ``E_dense / budget``,
 and writes report.json / report.md (per-layer tables) / pareto.png to DIR, next to the
 paper's headline (7.04M SOPs at 92.38% top-1). Every ``--config KEY=VALUE`` overrides a
-training default (see ``train.DEFAULTS`` and ``RECIPE``).
+training default (see ``train.DEFAULTS`` and ``RECIPE``; ``variants=dense`` is a one-element
+list). An unknown key, a bad value, a device torch cannot use or an --out that cannot be a
+folder is refused before any training, as ``recipe: error: ...`` with exit status 2.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Sequence
 from typing import Any
+
+from neuroedge.errors import ConfigError, NeuroedgeError
 
 PAPER = {"sops": 7.04e6, "accuracy": 0.9238}  # the abstract's sparsified ResNet-18, CIFAR-10
 RECIPE: dict[str, Any] = {
@@ -32,29 +37,63 @@ RECIPE: dict[str, Any] = {
 }
 
 
+def recipe_keys() -> tuple[str, ...]:
+    """The --config keys the recipe reads: the training keys (``data`` comes from --data)."""
+    from neuroedge.models.unisparse.spec import SPEC
+
+    return (*(k for k in SPEC.config_keys["train"] if k != "data"), "variants")
+
+
+def check_keys(overrides: dict[str, Any]) -> None:
+    """ConfigError naming each key the recipe does not read, with the nearest valid one."""
+    import dataclasses
+
+    from neuroedge.models.unisparse.spec import SPEC
+
+    if "data" in overrides:
+        raise ConfigError(
+            f"--config data={overrides['data']!r}: the recipe reads the CIFAR-10 folder "
+            "from --data; drop data from --config"
+        )
+    # ModelSpec.check_config (its "did you mean" included) against the recipe's own keys
+    dataclasses.replace(SPEC, config_keys={"train": recipe_keys()}).check_config(overrides, "train")
+
+
+def prepare(
+    data: str, out: str, overrides: dict[str, Any] | None = None, history: str | None = None
+) -> dict[str, Any]:
+    """The checked config of a recipe run; every refusal comes here, before any training."""
+    from neuroedge.atomic import check_writable
+    from neuroedge.models.unisparse import train
+    from neuroedge.models.unisparse.data import load_cifar10
+    from neuroedge.models.unisparse.pipeline import check_config, check_device
+
+    overrides = dict(overrides or {})
+    check_keys(overrides)
+    cfg = {**train.DEFAULTS, **RECIPE, **overrides, "data": data}
+    cfg = check_config(cfg, overrides, device=False)
+    check_writable(out, folder=True)
+    if history:
+        check_writable(history)
+    load_cifar10(data)  # fail fast, naming the expected files, before any training
+    check_device(cfg["device"])  # after the files: their message first on a CPU-only machine
+    return cfg
+
+
 def run_recipe(
     data: str, out: str, overrides: dict[str, Any] | None = None, history: str | None = None
 ) -> dict[str, Any]:
     """Train and measure every variant on CIFAR-10; returns the report.json document."""
-    import torch
     from neuroedge.bench.report import build_document, write_report
-    from neuroedge.models.unisparse import train
     from neuroedge.models.unisparse.bench import (
         COLUMNS,
         host_rows,
         layer_sections,
         pareto_plot,
     )
-    from neuroedge.models.unisparse.data import load_cifar10
     from neuroedge.models.unisparse.pipeline import run_variants
 
-    load_cifar10(data)  # fail fast, naming the expected files, before any training
-    cfg = {**train.DEFAULTS, **RECIPE, **(overrides or {}), "data": data}
-    if cfg["device"].startswith("cuda") and not torch.cuda.is_available():
-        raise RuntimeError(
-            f"device {cfg['device']!r} asked for, but torch "
-            f"{torch.__version__} sees no CUDA device; pass --config device=cpu"
-        )
+    cfg = prepare(data, out, overrides, history)
     results, target = run_variants(cfg, tuple(cfg["variants"]))
     rows = host_rows("snn.unisparse", results)
     best = results.get("unisparse", results["dense"]).metrics
@@ -103,13 +142,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     overrides = {}
     for item in args.config:
         key, sep, value = item.partition("=")
-        if not sep:
+        if not sep or not key:
             p.error(f"--config takes KEY=VALUE, got {item!r}")
         try:
             overrides[key] = json.loads(value)
         except json.JSONDecodeError:
             overrides[key] = value
-    doc = run_recipe(args.data, args.out, overrides, args.history)
+    try:
+        doc = run_recipe(args.data, args.out, overrides, args.history)
+    except (NeuroedgeError, ValueError, OSError) as err:  # as neuroedge's CLI: no traceback
+        print(f"recipe: error: {err}", file=sys.stderr)
+        return 2
     from neuroedge.bench.report import text_table
 
     print(text_table(doc, doc["columns"]))

@@ -154,6 +154,7 @@ DEFAULTS: dict[str, Any] = {
     "spike_grad": "surrogate",
 }
 SPIKE_GRADS = ("surrogate", "model")
+MASK_GATES = ("ste", "anneal")  # the learned masks' gate while searching (``_mask_schedule``)
 
 
 def make_net(cfg: Mapping[str, Any]) -> SpikingResNet:
@@ -186,13 +187,16 @@ def random_masks(net: SpikingResNet, densities: Mapping[str, float], seed: int) 
 
 
 def _check_sparsify_args(variant: str, target_uj: float, cfg: Mapping[str, Any]) -> None:
-    """Refuse an unknown variant, a target that is not a positive number, an unknown route."""
+    """Refuse an unknown variant, a target that is not a positive number, an unknown route or
+    mask gate."""
     if variant not in VARIANTS or variant == "dense":
         raise ValueError(f"variant {variant!r} is not one of {sorted(set(VARIANTS) - {'dense'})}")
     if not (target_uj > 0 and math.isfinite(target_uj)):
         raise ValueError(f"energy target must be a positive number of uJ, got {target_uj}")
     if cfg.get("spike_grad", "surrogate") not in SPIKE_GRADS:
         raise ValueError(f"spike_grad {cfg.get('spike_grad')!r} is not one of {SPIKE_GRADS}")
+    if cfg.get("mask_gate", "ste") not in MASK_GATES:
+        raise ValueError(f"mask_gate {cfg.get('mask_gate')!r} is not one of {MASK_GATES}")
 
 
 def _search_budget(

@@ -1,0 +1,231 @@
+"""snn.unisparse bad input: config values, CIFAR-10 batch files and the recipe's command line are
+refused before any training, with a typed error naming the key (or file), value and expectation.
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from neuroedge.errors import ConfigError
+from neuroedge.models.unisparse import pipeline, train
+from neuroedge.models.unisparse.data import CIFAR_FILES, ImageSplit, load_cifar10
+from neuroedge.models.unisparse.pipeline import check_config, check_device, check_variants
+from neuroedge.models.unisparse.recipe import main as recipe_main
+
+QUICK = {**train.DEFAULTS, "train_subset": 64, "dense_epochs": 1, "sparse_epochs": 1}
+
+
+@pytest.fixture
+def no_training(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any training (or data loading) fails the test: every refusal must come first."""
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("training started before the config was checked")
+
+    monkeypatch.setattr(train, "train_dense", refuse)
+    monkeypatch.setattr(train, "sparsify", refuse)
+    monkeypatch.setattr(pipeline, "load_data", refuse)
+
+
+BAD_VALUES = [
+    ("budget_ratio", "abc", r"in \(0, 1\]"),
+    ("budget_ratio", [1], r"in \(0, 1\]"),
+    ("budget_ratio", 0.0, r"in \(0, 1\]"),
+    ("budget_ratio", 1.5, r"in \(0, 1\]"),
+    ("budget_ratio", True, r"in \(0, 1\]"),
+    ("energy_target_uj", -1.0, "> 0"),
+    ("energy_target_uj", math.inf, "> 0"),
+    ("energy_target_uj", "lots", "> 0"),
+    ("aim", 0.0, r"in \(0, 1\]"),
+    ("aim", 2.0, r"in \(0, 1\]"),
+    ("spike_grad", "atan", "surrogate, model"),
+    ("mask_gate", "foo", "ste, anneal"),
+    ("arch", "resnet50", "mini, resnet18"),
+    ("steps", 0, "integer >= 1"),
+    ("batch", 0, "integer >= 1"),
+    ("batch", 16.5, "integer >= 1"),
+    ("dense_epochs", -1, "integer >= 0"),
+    ("sparse_epochs", "10", "integer >= 0"),
+    ("finetune_epochs", 1.5, "integer >= 0"),
+    ("train_subset", -5, "integer >= 1 or None"),
+    ("train_subset", 0, "integer >= 1 or None"),
+    ("threads", 0, "integer >= 1"),
+    ("seed", -1, "integer >= 0"),
+    ("lr", 0.0, "> 0"),
+    ("kd_weight", 1.5, r"in \[0, 1\]"),
+    ("augment", "yes", "true or false"),
+    ("data", 3, "cifar-10-batches-py folder"),
+    ("data", "", "cifar-10-batches-py folder"),
+    ("device", 5, "'cpu', 'cuda'"),
+    ("device", "gpu", "torch refuses it"),
+    ("variants", "dense,unisparse", "unknown variant 'dense,unisparse'"),
+    ("variants", [1], "unknown variant 1"),
+    ("variants", [], "non-empty list"),
+    ("variants", ["dense", "random_mask"], "run unisparse too"),
+]
+
+
+@pytest.mark.parametrize(("key", "value", "expected"), BAD_VALUES)
+def test_check_config_names_key_value_and_expectation(key: str, value: object, expected: str):
+    with pytest.raises(ConfigError, match=expected) as err:
+        check_config({**QUICK, key: value})
+    assert str(err.value).startswith(f"{key}={value!r}: ")
+
+
+@pytest.mark.parametrize(("key", "value", "expected"), BAD_VALUES)
+def test_run_variants_refuses_bad_values_before_training(no_training, key, value, expected):
+    variants = value if key == "variants" else ["dense", "unisparse"]
+    with pytest.raises(ConfigError, match=expected):
+        pipeline.run_variants({**QUICK, key: value}, variants, progress=False)
+
+
+def test_defaults_and_recipe_pass_and_a_single_variant_is_a_list() -> None:
+    from neuroedge.models.unisparse.recipe import RECIPE
+
+    assert check_config(train.DEFAULTS) == train.DEFAULTS
+    assert check_config({**train.DEFAULTS, **RECIPE}, device=False)["arch"] == "resnet18"
+    assert check_config({**QUICK, "variants": "dense"})["variants"] == ["dense"]
+    assert check_variants(("dense", "unisparse")) == ["dense", "unisparse"]
+    ok = {**QUICK, "train_subset": None, "energy_target_uj": None, "data": "/some/folder"}
+    assert check_config(ok)["train_subset"] is None
+
+
+def test_one_budget_only_and_energy_target_is_checked_too() -> None:
+    both = {"energy_target_uj": 0.5, "budget_ratio": 0.2}
+    with pytest.raises(ConfigError, match="both given: set one budget only"):
+        check_config({**QUICK, **both}, both)
+    # energy_target_uj with the default budget_ratio: the target wins, nothing to refuse
+    assert check_config({**QUICK, "energy_target_uj": 0.5}, {"energy_target_uj": 0.5})
+    with pytest.raises(ConfigError, match=r"^budget_ratio=2"):
+        check_config({**QUICK, "energy_target_uj": 0.5, "budget_ratio": 2})
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
+def test_cuda_without_a_cuda_device_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"device='cuda:0'.*0 CUDA devices; pass device=cpu"):
+        check_device("cuda:0")
+
+
+def test_sparsify_refuses_an_unknown_mask_gate() -> None:
+    with pytest.raises(ValueError, match="mask_gate 'foo' is not one of"):
+        train._check_sparsify_args("unisparse", 1.0, {**train.DEFAULTS, "mask_gate": "foo"})
+
+
+def test_bench_refuses_before_training_and_writes_nothing(no_training, tmp_path: Path) -> None:
+    from neuroedge.models.unisparse.bench import run_bench
+
+    with pytest.raises(ConfigError, match=r"^dense_epochs=-1: expected an integer >= 0"):
+        run_bench(str(tmp_path / "out"), ["host"], {"dense_epochs": -1})
+    with pytest.raises(ConfigError, match="both given"):
+        run_bench(str(tmp_path / "out"), ["host"], {"energy_target_uj": 1, "budget_ratio": 0.5})
+    assert not (tmp_path / "out").exists()
+
+
+def test_train_refuses_bad_values_and_a_folder_as_checkpoint(no_training, tmp_path: Path):
+    with pytest.raises(ConfigError, match=r"^mask_gate='foo'"):
+        pipeline.train_and_save({"mask_gate": "foo"}, str(tmp_path / "c.pt"))
+    with pytest.raises(IsADirectoryError):
+        pipeline.train_and_save({}, str(tmp_path))
+
+
+def test_zero_epochs_report_no_time_per_epoch_without_a_warning() -> None:
+    from neuroedge.models.unisparse.module import MINI, SpikingResNet
+
+    rng = np.random.default_rng(0)
+    x = rng.random((4, 1, 8, 8), dtype=np.float32)
+    data = ImageSplit(x, np.arange(4), x, np.arange(4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = pipeline.measure_variant(
+            "dense", SpikingResNet(MINI).eval(), [], data, train.DEFAULTS, None
+        )
+    assert math.isnan(result.metrics["train_s_per_epoch"].value)
+
+
+# CIFAR-10 batch files
+
+
+def _cifar(folder: Path, broken: dict | None = None) -> Path:
+    rng = np.random.default_rng(0)
+    for name in CIFAR_FILES:
+        blob = {
+            b"data": rng.integers(0, 256, (4, 3072), dtype=np.uint8),
+            b"labels": [int(v) for v in rng.integers(0, 10, 4)],
+        }
+        if name == "data_batch_2" and broken is not None:
+            blob = broken
+        (folder / name).write_bytes(pickle.dumps(blob))
+    return folder
+
+
+GOOD_DATA = np.zeros((2, 3072), np.uint8)
+
+
+@pytest.mark.parametrize(
+    ("blob", "expected"),
+    [
+        ({b"data": GOOD_DATA, b"labels": None}, "b'labels' must be N=2 ints in 0..9, got NoneType"),
+        ({b"x": 1, "y": 2}, r"expected a dict with b'data' and b'labels', got keys \['y', b'x'\]"),
+        ({b"data": np.zeros((0, 3072), np.uint8), b"labels": []}, "holds no images"),
+        ({b"data": GOOD_DATA, b"labels": ["a", "b"]}, "ints in 0..9, got <U1 values such as 'a'"),
+        ({b"data": GOOD_DATA, b"labels": [0.5, 1.0]}, "ints in 0..9, got 0.5 at index 0"),
+        ({b"data": GOOD_DATA, b"labels": [1, 10]}, "ints in 0..9, got 10 at index 1"),
+        ({b"data": GOOD_DATA, b"labels": [1, None]}, "ints in 0..9, got object values"),
+        ({b"data": GOOD_DATA, b"labels": [[1], [2, 3]]}, "b'labels' is not an array"),
+        ({b"data": GOOD_DATA, b"labels": [1]}, r"N=2 ints in 0..9, got shape \(1,\)"),
+    ],
+)
+def test_malformed_cifar_batch_names_the_file(tmp_path: Path, blob: dict, expected: str):
+    with pytest.raises(ValueError, match=expected) as err:
+        load_cifar10(_cifar(tmp_path, blob))
+    assert str(err.value).startswith(f"{tmp_path / 'data_batch_2'}: ")
+
+
+def test_whole_float_labels_load_as_ints(tmp_path: Path) -> None:
+    split = load_cifar10(_cifar(tmp_path, {b"data": GOOD_DATA, b"labels": [3.0, 7.0]}))
+    assert split.y_train.dtype == np.int64 and list(split.y_train[4:6]) == [3, 7]
+
+
+# the recipe's command line
+
+
+def _recipe(tmp_path: Path, *config: str, out: Path | None = None) -> int:
+    argv = ["--data", str(tmp_path / "cifar"), "--out", str(out or tmp_path / "out")]
+    return recipe_main([*argv, "--config", *config] if config else argv)
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        (["budgt_ratio=0.5"], "'budgt_ratio' (did you mean 'budget_ratio'?)"),
+        (["device=5"], "device=5: expected 'cpu'"),
+        (["device=cpu", "budget_ratio=abc"], "budget_ratio='abc': expected a finite number"),
+        (["device=cpu", "data=/elsewhere"], "reads the CIFAR-10 folder from --data"),
+        (["device=cpu", "variants=dense,unisparse"], "unknown variant 'dense,unisparse'"),
+    ],
+)
+def test_recipe_cli_prints_one_error_line_and_exits_2(
+    no_training, tmp_path, capsys, config, expected
+):
+    (tmp_path / "cifar").mkdir()
+    _cifar(tmp_path / "cifar")
+    assert _recipe(tmp_path, *config) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("recipe: error: ") and expected in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_recipe_cli_refuses_missing_data_and_a_file_as_out(no_training, tmp_path, capsys) -> None:
+    assert _recipe(tmp_path, "device=cpu") == 2
+    assert "recipe: error: CIFAR-10 folder" in capsys.readouterr().err
+    (tmp_path / "cifar").mkdir()
+    _cifar(tmp_path / "cifar")
+    (tmp_path / "report").write_text("")
+    assert _recipe(tmp_path, "device=cpu", out=tmp_path / "report") == 2
+    assert "is a file; give a folder" in capsys.readouterr().err
