@@ -234,3 +234,11 @@ def test_upper_case_suffixes_are_recognised(data, tmp_path):
     shutil.copy(data / "ncars_sample.dat", tmp_path / "NCARS.DAT")
     assert detect_format(tmp_path / "NCARS.DAT") == "dat"
     assert len(read_events(tmp_path / "NCARS.DAT")) == 2_009
+
+
+def test_dat_is_told_by_its_header_and_a_bad_fmt_names_the_file(data, tmp_path):
+    shutil.copy(data / "ncars_sample.dat", tmp_path / "renamed.raw")
+    assert detect_format(tmp_path / "renamed.raw") == "dat"
+    assert len(read_events(tmp_path / "renamed.raw")) == 2_009
+    with pytest.raises(ValueError, match="renamed.raw: event format 'bogus' is not one of"):
+        read_events(tmp_path / "renamed.raw", "bogus")

@@ -140,3 +140,12 @@ def test_array_oracle_still_answers_good_edges():
     )
     assert out["seeds"].tolist() == [0] and out["spread"].tolist() == [3.0]
     assert check_edges(np.array([0, 1]), np.array([1, 2]), np.array([1.0, 1.0])) == 3
+
+
+def test_an_edge_list_that_is_not_utf8_names_the_file_and_line(tmp_path):
+    from neuroedge.models.influence_max.data import load_edge_list
+
+    path = tmp_path / "latin1.csv"
+    path.write_bytes(b"0,1\n1,2\n# caf\xe9\n")
+    with pytest.raises(ValueError, match=r"latin1.csv: line 3: byte b'\\xe9' is not UTF-8"):
+        load_edge_list(path)

@@ -110,8 +110,10 @@ def _fields_error(file: Path, line_no: int, raw: str, count: int, width: int | N
 
 def _data_lines(file: Path) -> list[tuple[int, str, list[str]]]:
     """(line number, text, fields) of every non-blank, non-'#' line, the header dropped."""
+    from neuroedge.models.self_distill.data import read_text
+
     rows = []
-    for line_no, raw in enumerate(file.read_text().splitlines(), start=1):
+    for line_no, raw in enumerate(read_text(file, "edge list").splitlines(), start=1):
         fields = [f for f in re.split(r"[,\s]+", raw.strip()) if f]
         if fields and not fields[0].startswith("#"):
             rows.append((line_no, raw, fields))

@@ -40,7 +40,7 @@ def read_numeric_csv_lines(
         raise FileNotFoundError(f"{what} file {file} does not exist")
     rows: list[list[float]] = []
     lines: list[int] = []
-    reader = csv.reader(io.StringIO(_read_text(file, what), newline=""))
+    reader = csv.reader(io.StringIO(read_text(file, what), newline=""))
     for fields in reader:
         line_no = reader.line_num
         if not fields or all(not f.strip() for f in fields):
@@ -59,7 +59,7 @@ def read_numeric_csv_lines(
     return np.asarray(rows, dtype=np.float64), np.asarray(lines, dtype=np.int64)
 
 
-def _read_text(file: Path, what: str) -> str:
+def read_text(file: Path, what: str) -> str:
     """The file's text as UTF-8 without a leading BOM; a ValueError naming the file, the line
     and the byte where it is not UTF-8."""
     raw = file.read_bytes()

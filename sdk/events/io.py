@@ -35,7 +35,9 @@ SUFFIXES = {".dat": "dat", ".bin": "atis", ".aedat4": "aedat4"}
 def detect_format(path: str | os.PathLike[str]) -> str:
     """``dat``, ``evt2``, ``evt3``, ``atis`` or ``aedat4`` from the header or the suffix.
 
-    Headers: ``% evt 3.0`` / ``% format EVT3`` (Prophesee), ``#!AER-DAT4.0`` (AEDAT 4).
+    Headers: ``% evt 3.0`` / ``% format EVT3`` (Prophesee RAW), ``% Data file containing ...``
+    or ``% Version`` (Prophesee DAT), ``#!AER-DAT4.0`` (AEDAT 4). Suffixes: .dat, .bin (ATIS),
+    .aedat4, in any case.
     """
     path = Path(path)
     if path.suffix.lower() in SUFFIXES:  # N-CARS ships .DAT
@@ -50,6 +52,8 @@ def detect_format(path: str | os.PathLike[str]) -> str:
         return "evt3"
     if version.startswith("2") or fmt == "EVT2":
         return "evt2"
+    if fields.get("Data", "").startswith("file containing") or "Version" in fields:
+        return "dat"  # Prophesee DAT: "% Data file containing ... Event2d events.", "% Version 2"
     raise ValueError(
         f"{path}: cannot tell the event format (suffix {path.suffix!r}, header "
         f"{fields}); pass fmt= one of {FORMATS}"
@@ -156,7 +160,7 @@ def stream_events(
         raise FileNotFoundError(f"{path}: no such event file")
     fmt = fmt or detect_format(path)
     if fmt not in FORMATS:
-        raise ValueError(f"event format {fmt!r} is not one of {FORMATS}")
+        raise ValueError(f"{path}: event format {fmt!r} is not one of {FORMATS}")
     if stream_id is not None and fmt != "aedat4":
         raise ValueError(f"{path}: stream_id={stream_id} applies to aedat4 files only, not {fmt}")
     if fmt == "aedat4":
@@ -224,9 +228,9 @@ def write_events(
     ``neuroedge.events.aedat4.encode``).
     """
     path = Path(path)
-    fmt = fmt or SUFFIXES.get(path.suffix)
+    fmt = fmt or SUFFIXES.get(path.suffix.lower())
     if fmt not in FORMATS:
-        raise ValueError(f"cannot tell the format of {path}; pass fmt= one of {FORMATS}")
+        raise ValueError(f"{path}: format {fmt!r} is not one of {FORMATS} (pass fmt=)")
     events = check_events(as_events(events), sensor).events
     if fmt == "aedat4":
         data = aedat4.encode(events, sensor)
