@@ -32,6 +32,37 @@ class Backend(Protocol):
     ) -> Report: ...
 
 
+def check_options(
+    backend: str, options: Mapping[str, Any] | None, allowed: Sequence[str]
+) -> dict[str, Any]:
+    """``options`` as a dict; a name the backend does not read is refused, naming it and the
+    valid ones (a misspelt option must not run with other settings than asked)."""
+    from neuroedge.errors import ConfigError
+
+    given = dict(options or {})
+    unknown = sorted(set(given) - set(allowed))
+    if unknown:
+        raise ConfigError(
+            f"backend {backend!r} has no option {', '.join(map(repr, unknown))}; its options: "
+            f"{', '.join(allowed) or 'none'}"
+        )
+    return given
+
+
+def int_option(backend: str, options: Mapping[str, Any], key: str, default: int) -> int:
+    """An integer option >= 1 (given as a number or a numeric string), or ConfigError."""
+    from neuroedge.errors import ConfigError
+
+    value = options.get(key, default)
+    try:
+        number = int(str(value))
+    except ValueError:
+        number = 0
+    if isinstance(value, bool) or number < 1:
+        raise ConfigError(f"backend {backend!r} option {key}={value!r}: expected an integer >= 1")
+    return number
+
+
 class MeasuredBackend:
     """Shared ``profile``: warm-up, then timed repeats of ``run`` (p50/p90/p99, throughput)."""
 
@@ -50,6 +81,7 @@ class MeasuredBackend:
         return Report(
             model=artifact.spec.name,
             backend=self.name,
+            variant=str(artifact.meta.get("variant", "default")),
             device=str(artifact.meta.get("device", "cpu")),
             metrics=timing.metrics(),
             fallbacks=tuple(artifact.meta.get("fallbacks", ())),

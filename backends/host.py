@@ -9,7 +9,7 @@ import importlib.util
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from neuroedge.backends.base import MeasuredBackend, unroll
+from neuroedge.backends.base import MeasuredBackend, check_options, unroll
 from neuroedge.shapes import bind_inputs
 from neuroedge.types import (
     Artifact,
@@ -37,6 +37,7 @@ class HostBackend(MeasuredBackend):
     def compile(
         self, program: Program, spec: ModelSpec, options: Mapping[str, str] | None = None
     ) -> Artifact:
+        check_options(self.name, options, ())
         if isinstance(program, NIRProgram):
             raise TypeError(
                 "the host backend runs torch and host programs; convert a NIR graph "

@@ -47,7 +47,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
-from neuroedge.backends.base import MeasuredBackend
+from neuroedge.backends.base import MeasuredBackend, check_options, int_option
 from neuroedge.backends.lava_map import (
     BIAS_SOURCE,
     Layer,
@@ -62,7 +62,7 @@ from neuroedge.backends.lava_processes import (  # public names, kept importable
     packing_matrix,  # noqa: F401
     unpack_spikes,
 )
-from neuroedge.errors import BackendUnavailable, ExportRefused
+from neuroedge.errors import BackendUnavailable, ConfigError, ExportRefused
 from neuroedge.shapes import bind_inputs
 from neuroedge.types import (
     Artifact,
@@ -75,6 +75,7 @@ from neuroedge.types import (
 )
 
 VARIANTS = ("floating_pt", "fixed_pt")
+OPTIONS = ("variant", "config", "chips", "input_scale")  # what compile reads
 HW_EXTENSION = "lava.magma.compiler.subcompilers.nc"
 DEFAULT_INPUT_SCALE = 255.0
 
@@ -130,7 +131,7 @@ class LavaBackend(MeasuredBackend):
         self, program: Program, spec: ModelSpec, options: Mapping[str, str] | None = None
     ) -> Artifact:
         """Map ``program`` (TorchProgram SNN or NIRProgram) to Lava; refuses what cannot fit."""
-        options = dict(options or {})
+        options = check_options(self.name, options, OPTIONS)
         variant = options.get("variant", "floating_pt")
         if variant not in VARIANTS:
             raise ValueError(f"lava variant {variant!r} is not one of {VARIANTS}")
@@ -138,14 +139,21 @@ class LavaBackend(MeasuredBackend):
         if not availability.ok:
             raise BackendUnavailable(availability.reason)
         config = options.get("config", "hw" if hardware_reason() is None else "sim")
+        if config not in ("hw", "sim"):
+            raise ConfigError(f"backend 'lava' option config={config!r}: expected 'hw' or 'sim'")
         if config == "hw" and hardware_reason() is not None:
             raise ExportRefused(f"config=hw: {hardware_reason()}")
         graph, dt = _graph_of(program, spec)
         layers = plan(graph, dt)
-        fit = chip_fit(layers, Loihi2Limits(chips=int(options.get("chips", 1))))
+        fit = chip_fit(layers, Loihi2Limits(chips=int_option(self.name, options, "chips", 1)))
         if not fit.fits:
             raise ExportRefused(f"{spec.name} does not fit Loihi 2: {fit.reason}")
-        input_scale = float(options.get("input_scale", DEFAULT_INPUT_SCALE))
+        try:
+            input_scale = float(options.get("input_scale", DEFAULT_INPUT_SCALE))
+        except (TypeError, ValueError):
+            raise ConfigError(
+                f"backend 'lava' option input_scale={options['input_scale']!r}: expected a number"
+            ) from None
         if variant == "fixed_pt" and not (1 <= input_scale <= 255 and input_scale.is_integer()):
             raise ValueError(
                 f"input_scale {options.get('input_scale')!r}: fixed_pt inputs are "

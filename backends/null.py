@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from neuroedge.backends.base import check_options
 from neuroedge.shapes import bind_inputs, resolve_shape
 from neuroedge.types import (
     Artifact,
@@ -37,6 +38,7 @@ class NullBackend:
     def compile(
         self, program: Program, spec: ModelSpec, options: Mapping[str, str] | None = None
     ) -> Artifact:
+        check_options(self.name, options, ())
         return Artifact(
             backend=self.name, format="none", spec=spec, meta={"program_kind": program.kind}
         )

@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
-from neuroedge.backends.base import MeasuredBackend, unroll
+from neuroedge.backends.base import MeasuredBackend, check_options, int_option, unroll
 from neuroedge.errors import ArtifactError
 from neuroedge.paths import artifact_dir
 from neuroedge.shapes import bind_inputs
 from neuroedge.types import Artifact, Availability, ModelSpec, Program, Support, TorchProgram
+
+OPTIONS = ("form", "path", "providers", "threads")  # what compile / load read
 
 ACCELERATED = ("TensorrtExecutionProvider", "CUDAExecutionProvider")
 
@@ -53,7 +55,7 @@ class OnnxRuntimeBackend(MeasuredBackend):
     ) -> Artifact:
         from neuroedge.export.onnx import export_onnx
 
-        options = dict(options or {})
+        options = check_options(self.name, options, OPTIONS)
         if not isinstance(program, TorchProgram):
             raise TypeError(f"onnxrt compiles torch programs, got a {program.kind} program")
         form = options.pop("form", "sequence")
@@ -70,11 +72,10 @@ class OnnxRuntimeBackend(MeasuredBackend):
         """An artifact from an existing .onnx file; corrupt files raise ArtifactError."""
         from neuroedge.export.onnx import FORM_KEY, load_onnx
 
-        options = dict(options or {})
+        options = check_options(self.name, options, OPTIONS)
+        threads = int_option(self.name, options, "threads", 1)
         model = load_onnx(path)
-        session, fallbacks = open_session(
-            path, options.get("providers"), int(options.get("threads", 1)), checked=True
-        )
+        session, fallbacks = open_session(path, options.get("providers"), threads, checked=True)
         active = session.get_providers()
         graph_inputs = [i.name for i in session.get_inputs()]
         output_names = [o.name for o in session.get_outputs()]

@@ -39,7 +39,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, ClassVar
 
-from neuroedge.backends.base import MeasuredBackend
+from neuroedge.backends.base import MeasuredBackend, check_options
 from neuroedge.backends.tensorrt_cache import EngineCache, EngineKey, file_sha256
 from neuroedge.errors import ArtifactError, BackendUnavailable
 from neuroedge.export.tensorrt import CALIBRATION_SAMPLES, VARIANTS
@@ -48,6 +48,16 @@ from neuroedge.export.tensorrt_support import TensorRTUnsupported, tensorrt_issu
 from neuroedge.paths import artifact_dir
 from neuroedge.types import Artifact, Availability, ModelSpec, Program, Support
 
+OPTIONS = (  # what compile reads
+    "variant",
+    "form",
+    "max_batch",
+    "workspace_mb",
+    "optimization_level",
+    "calibration_samples",
+    "dir",
+    "engine_path",
+)
 DEFAULTS = {
     "form": "sequence",
     "max_batch": 32,
@@ -214,7 +224,7 @@ class TensorRTBackend(MeasuredBackend):
         availability = self.probe()
         if not availability.ok:
             raise BackendUnavailable(f"backend 'tensorrt' is not available: {availability.reason}")
-        opts = {**DEFAULTS, **dict(options or {})}
+        opts = {**DEFAULTS, **check_options(self.name, options, OPTIONS)}
         variant = str(opts.get("variant", "fp32"))
         if variant not in VARIANTS:
             raise ValueError(f"TensorRT variant {variant!r} is not one of {', '.join(VARIANTS)}")

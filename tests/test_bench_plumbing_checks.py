@@ -87,3 +87,25 @@ def test_timing_and_energy_arguments_are_checked() -> None:
     assert Latency((0.0,)).metrics()["throughput_per_s"].value == math.inf
     with pytest.raises(ValueError, match="finite and >= 0"):
         EnergyModel(e_mac_pj=float("nan"))
+
+
+def test_backend_options_are_checked_and_the_variant_is_reported() -> None:
+    import neuroedge as ne
+    from neuroedge.errors import ConfigError
+
+    for backend, options, match in (
+        ("onnxrt", {"provider": "CUDAExecutionProvider"}, "no option 'provider'; its options"),
+        ("onnxrt", {"threads": "abc"}, "threads='abc': expected an integer >= 1"),
+        ("onnxrt", {"threads": -3}, "threads=-3: expected an integer >= 1"),
+        ("host", {"variant": "x"}, "backend 'host' has no option 'variant'; its options: none"),
+        ("lava", {"varient": "fixed_pt"}, "no option 'varient'"),
+        ("lava", {"config": "bogus"}, "config='bogus': expected 'hw' or 'sim'"),
+        ("lava", {"chips": "abc"}, "chips='abc': expected an integer >= 1"),
+        ("lava", {"input_scale": "abc"}, "input_scale='abc': expected a number"),
+    ):
+        with pytest.raises(ConfigError, match=match):
+            ne.deploy("snn.lif_convnet", backend=backend, config={"smoke": True}, options=options)
+    _, report = ne.deploy(
+        "snn.lif_convnet", "lava", config={"smoke": True}, options={"variant": "fixed_pt"}
+    )
+    assert report.variant == "fixed_pt"
