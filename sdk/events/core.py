@@ -7,6 +7,7 @@ naming the first offending index and value; the explicit options ``on_unsorted="
 
 from __future__ import annotations
 
+import numbers
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from neuroedge.errors import ArtifactError
 
 # t: microseconds; x, y: pixel column and row; p: polarity 0 = OFF (darker), 1 = ON (brighter)
 EVENT_DTYPE = np.dtype([("t", "<i8"), ("x", "<i2"), ("y", "<i2"), ("p", "u1")])
+MAX_COORD = int(np.iinfo(np.int16).max)  # largest x or y an event can hold
 
 
 class EventFormatError(ArtifactError, ValueError):
@@ -35,8 +37,17 @@ class SensorSize:
     height: int  # pixels along y
 
     def __post_init__(self) -> None:
-        if self.width < 1 or self.height < 1:
-            raise ValueError(f"sensor size must be positive, got {self.width}x{self.height}")
+        for name in ("width", "height"):
+            value = getattr(self, name)
+            if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+                raise ValueError(
+                    f"sensor {name} must be an integer number of pixels, got {value!r}"
+                )
+            if not 1 <= value <= MAX_COORD:
+                raise ValueError(
+                    f"sensor {name} must be in 1..{MAX_COORD} pixels (x, y are int16), got {value}"
+                )
+            object.__setattr__(self, name, int(value))
 
     def as_tonic(self) -> tuple[int, int, int]:
         return (self.width, self.height, 2)
@@ -51,18 +62,75 @@ class EventCheck:
     dropped: int  # events removed by on_invalid="drop"
 
 
+def _field(
+    name: str, values: object, n: int | None = None, source: str = "", first: int = 0
+) -> np.ndarray:
+    """``values`` as a numeric array; ValueError when not numeric, not 1-D or not integer."""
+    arr = np.asarray(values)
+    if arr.ndim != 1 or (n is not None and len(arr) != n):
+        raise ValueError(
+            f"{source}event field {name} must be a 1-D array of {n} values, got shape {arr.shape}"
+        )
+    if arr.dtype.kind not in "biuf":
+        raise ValueError(f"{source}event field {name} must be numeric, got dtype {arr.dtype}")
+    if arr.dtype.kind == "f":
+        frac = ~np.isfinite(arr) | (arr != np.floor(arr))
+        if frac.any():
+            i = int(np.flatnonzero(frac)[0])
+            raise ValueError(
+                f"{source}event {first + i}: {name}={arr[i].item()!r} is not an integer "
+                f"(event fields must be whole numbers; {int(frac.sum())} such values)"
+            )
+    return arr
+
+
+def _outside(arr: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """Mask of the values of an integer-valued array outside ``lo..hi`` (exact for uint64)."""
+    if arr.dtype.kind == "f":
+        return (arr < lo) | (arr > hi)
+    if arr.dtype.kind == "b":
+        arr = arr.astype(np.int8)
+    info = np.iinfo(arr.dtype)
+    mask = np.zeros(arr.shape, bool)
+    if lo > info.min:
+        mask |= arr < arr.dtype.type(lo)
+    if hi < info.max:
+        mask |= arr > arr.dtype.type(hi)
+    return mask
+
+
+def _dtype_range(name: str) -> tuple[int, int]:
+    info = np.iinfo(EVENT_DTYPE[name])
+    return int(info.min), int(info.max)
+
+
 def make_events(t: np.ndarray, x: np.ndarray, y: np.ndarray, p: np.ndarray) -> np.ndarray:
-    """Pack four equal-length arrays into an ``EVENT_DTYPE`` array (values are not checked)."""
+    """Pack four equal-length arrays into an ``EVENT_DTYPE`` array.
+
+    Values must be whole numbers within the field's dtype (t int64, x and y int16, p uint8);
+    anything else raises ValueError naming the field, index and value (nothing wraps or is
+    truncated). Polarity and sensor bounds are ``check_events``'s business.
+    """
     n = len(t)
     if not (len(x) == len(y) == len(p) == n):
         raise ValueError(f"t, x, y, p lengths differ: {n}, {len(x)}, {len(y)}, {len(p)}")
     out = np.empty(n, EVENT_DTYPE)
-    out["t"], out["x"], out["y"], out["p"] = t, x, y, p
+    for name, values in zip(EVENT_DTYPE.names, (t, x, y, p)):
+        arr = _field(name, values, n)
+        lo, hi = _dtype_range(name)
+        bad = _outside(arr, lo, hi)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ValueError(
+                f"event {i}: {name}={arr[i].item()!r} does not fit the event field "
+                f"({EVENT_DTYPE[name]}, expected {lo}..{hi}); {int(bad.sum())} such values"
+            )
+        out[name] = arr
     return out
 
 
-def as_events(events: np.ndarray) -> np.ndarray:
-    """``events`` converted to ``EVENT_DTYPE``; a TypeError names missing fields."""
+def _event_fields(events: np.ndarray) -> list[np.ndarray]:
+    """The t, x, y, p columns of a structured array; a TypeError names missing fields."""
     if not isinstance(events, np.ndarray) or events.dtype.names is None:
         raise TypeError(
             f"events must be a numpy structured array with fields t, x, y, p; "
@@ -71,9 +139,30 @@ def as_events(events: np.ndarray) -> np.ndarray:
     missing = [f for f in EVENT_DTYPE.names if f not in events.dtype.names]
     if missing:
         raise TypeError(f"events lack fields {missing} (have {list(events.dtype.names)})")
+    return [events[f] for f in EVENT_DTYPE.names]
+
+
+def as_events(events: np.ndarray) -> np.ndarray:
+    """``events`` converted to ``EVENT_DTYPE``; a TypeError names missing fields, a ValueError
+    values that do not fit (see ``make_events``)."""
+    fields = _event_fields(events)
     if events.dtype == EVENT_DTYPE:
         return events
-    return make_events(events["t"], events["x"], events["y"], events["p"])
+    return make_events(*fields)
+
+
+def _invalid(fields: list[np.ndarray], sensor: SensorSize | None) -> list[tuple[np.ndarray, str]]:
+    """``(mask, expectation)`` per rule an event must meet, on the uncast values."""
+    t, x, y, p = fields
+    width = sensor.width if sensor is not None else MAX_COORD + 1
+    height = sensor.height if sensor is not None else MAX_COORD + 1
+    where = f"off the sensor {sensor}" if sensor is not None else "beyond the int16 range"
+    return [
+        (_outside(t, 0, _dtype_range("t")[1]), "timestamp negative (expected t >= 0)"),
+        (_outside(p, 0, 1), "polarity not 0/1 (expected p in {0, 1})"),
+        (_outside(x, 0, width - 1), f"x {where} (expected 0 <= x < {width})"),
+        (_outside(y, 0, height - 1), f"y {where} (expected 0 <= y < {height})"),
+    ]
 
 
 def check_events(
@@ -97,21 +186,28 @@ def check_events(
             f"on_unsorted must be 'raise'|'sort' and on_invalid 'raise'|'drop', "
             f"got {on_unsorted!r}, {on_invalid!r}"
         )
-    ev = as_events(events)
-    bad = (ev["t"] < 0) | (ev["p"] > 1) | (ev["x"] < 0) | (ev["y"] < 0)
-    if sensor is not None:
-        bad |= (ev["x"] >= sensor.width) | (ev["y"] >= sensor.height)
+    fields = _event_fields(events)
+    if events.dtype != EVENT_DTYPE:
+        fields = [
+            _field(name, f, None, source, first_index) for name, f in zip(EVENT_DTYPE.names, fields)
+        ]
+    rules = _invalid(fields, sensor)
+    bad = np.logical_or.reduce([mask for mask, _ in rules])
     dropped = 0
     if bad.any():
         if on_invalid == "raise":
             i = int(np.flatnonzero(bad)[0])
+            why = "; ".join(text for mask, text in rules if mask[i])
             raise ValueError(
-                f"{source}event {first_index + i} {ev[i].tolist()} (t, x, y, p) "
-                f"is invalid: negative timestamp, polarity not 0/1 or off the "
-                f"sensor {sensor}; "
-                f"{int(bad.sum())} such events (pass on_invalid='drop' to drop)"
+                f"{source}event {first_index + i} {tuple(f[i].item() for f in fields)} "
+                f"(t, x, y, p) is invalid: {why}; "
+                f"{int(bad.sum())} invalid events (pass on_invalid='drop' to drop)"
             )
-        ev, dropped = ev[~bad], int(bad.sum())
+        fields, dropped = [f[~bad] for f in fields], int(bad.sum())
+    if events.dtype == EVENT_DTYPE:
+        ev = events[~bad] if dropped else events
+    else:
+        ev = make_events(*fields)
     steps = np.diff(ev["t"])
     repaired = False
     if (steps < 0).any():

@@ -18,12 +18,29 @@ motion produces events as on a real sensor.
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
 from neuroedge.events.core import EVENT_DTYPE, SensorSize, make_events
 
 OBJECT_KINDS = ("car", "blob", "bar")
+
+
+def _finite(owner: str, name: str, value: object, minimum: float | None = None) -> None:
+    """ValueError unless ``value`` is a finite real (and >= ``minimum`` when given)."""
+    real = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if not real or not math.isfinite(value):
+        raise ValueError(f"{owner} {name} must be a finite number, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{owner} {name} must be >= {minimum}, got {value!r}")
+
+
+def _whole(owner: str, name: str, value: object, minimum: int) -> None:
+    """ValueError unless ``value`` is an integer >= ``minimum``."""
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"{owner} {name} must be an integer >= {minimum}, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -38,10 +55,12 @@ class DVSParams:
     hot_rate_hz: float = 200.0  # event rate of each hot pixel, per second
 
     def __post_init__(self) -> None:
-        if self.threshold <= 0 or self.sigma_threshold < 0 or self.refractory_us < 0:
-            raise ValueError(f"bad DVS parameters: {self}")
-        if self.noise_rate_hz < 0 or self.hot_pixels < 0 or self.hot_rate_hz < 0:
-            raise ValueError(f"noise rates and hot pixel counts must be >= 0: {self}")
+        _finite("DVSParams", "threshold", self.threshold)
+        if self.threshold <= 0:
+            raise ValueError(f"DVSParams threshold must be > 0, got {self.threshold!r}")
+        for name in ("sigma_threshold", "refractory_us", "noise_rate_hz", "hot_rate_hz"):
+            _finite("DVSParams", name, getattr(self, name), 0)
+        _whole("DVSParams", "hot_pixels", self.hot_pixels, 0)
 
 
 @dataclass(frozen=True)
@@ -60,6 +79,10 @@ class MovingObject:
     def __post_init__(self) -> None:
         if self.kind not in OBJECT_KINDS:
             raise ValueError(f"object kind {self.kind!r} is not one of {OBJECT_KINDS}")
+        for name in ("x", "y", "vx", "vy", "contrast"):
+            _finite("MovingObject", name, getattr(self, name))
+        for name in ("w", "h"):
+            _finite("MovingObject", name, getattr(self, name), 0)
 
     def box_at(self, t_us: float, sensor: SensorSize) -> tuple[float, float, float, float]:
         """(x, y, w, h) of the object at ``t_us`` clipped to the sensor."""
@@ -184,6 +207,26 @@ def noise_events(
     return events[np.argsort(events["t"], kind="stable")]
 
 
+def _check_simulate_args(
+    objects: list[MovingObject],
+    sensor: SensorSize,
+    duration_us: int,
+    params: DVSParams,
+    seed: int,
+    frame_us: int,
+) -> None:
+    if not isinstance(sensor, SensorSize):
+        raise TypeError(f"sensor must be a SensorSize, got {type(sensor).__name__} {sensor!r}")
+    if not isinstance(params, DVSParams):
+        raise TypeError(f"params must be a DVSParams, got {type(params).__name__}")
+    for i, obj in enumerate(objects):
+        if not isinstance(obj, MovingObject):
+            raise TypeError(f"objects[{i}] must be a MovingObject, got {type(obj).__name__}")
+    _whole("simulate", "duration_us", duration_us, 1)
+    _whole("simulate", "frame_us", frame_us, 1)
+    _whole("simulate", "seed", seed, 0)
+
+
 def simulate(
     objects: list[MovingObject],
     sensor: SensorSize,
@@ -194,10 +237,11 @@ def simulate(
 ) -> np.ndarray:
     """Events of ``objects`` moving for ``duration_us``, rendered every ``frame_us``, plus the
     sensor noise of ``params``; reproducible from ``seed``."""
-    if duration_us <= 0 or frame_us <= 0:
-        raise ValueError(f"duration_us and frame_us must be > 0, got {duration_us}, {frame_us}")
+    _check_simulate_args(objects, sensor, duration_us, params, seed, frame_us)
     rng = np.random.default_rng(seed)
     times = np.arange(0, duration_us + 1, frame_us)
+    if times[-1] != duration_us:  # frame_us does not divide duration_us: render the end too
+        times = np.append(times, duration_us)
     signal = log_frames_to_events(render_log_intensity(objects, times, sensor), times, params, rng)
     merged = np.concatenate([signal, noise_events(sensor, 0, duration_us, params, rng)])
     merged = merged[np.argsort(merged["t"], kind="stable")]
