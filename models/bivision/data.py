@@ -1,6 +1,7 @@
 """Load N-CARS-like and Gen1-like folders into network inputs (E2S spikes or histograms).
 
-Representations (T steps of ``step_us`` over the 100 ms recording, two polarity channels):
+Representations (T steps of ``step_us`` from the recording's first step, ``recording_start``;
+two polarity channels):
 
 * ``e2s``: binary E2S spikes (``neuroedge.models.bivision.e2s``), the STATNF model's input.
 * ``histogram``: ``log(1 + n)`` of the event count n per step and polarity (the counts are
@@ -36,14 +37,28 @@ class EventSet(NamedTuple):
 def represent(
     events: np.ndarray, sensor: SensorSize, rep: str, params: E2SParams = DEFAULT_E2S
 ) -> np.ndarray:
-    """(T, 2, H, W) float32 input of one recording."""
+    """(T, 2, H, W) float32 input of one recording, over the window of ``params.steps``
+    steps from ``recording_start``: recordings whose clock does not start near 0 (a cut from
+    a longer stream) are represented from their first event instead of giving an all-zero
+    input."""
+    t0 = recording_start(events, params.step_us)
     if rep == "e2s":
-        return e2s(events, sensor.width, sensor.height, params).astype(np.float32)
+        return e2s(events, sensor.width, sensor.height, params, t0).astype(np.float32)
     if rep == "histogram":
         return np.log1p(
-            event_histogram(events, sensor.width, sensor.height, params.steps, params.step_us)
+            event_histogram(events, sensor.width, sensor.height, params.steps, params.step_us, t0)
         )
     raise ValueError(f"representation {rep!r} is not one of {REPRESENTATIONS}")
+
+
+def recording_start(events: np.ndarray, step_us: int) -> int:
+    """The window start of a recording: its first event's time rounded down to a multiple of
+    ``step_us`` (0 when there are no events). Decision: rounding keeps the step edges of
+    recordings that start at 0 (the generated datasets, whose first event comes within the
+    first step: their inputs are unchanged) and of N-CARS-like 100 ms cuts."""
+    if len(events) == 0:
+        return 0
+    return int(events["t"][0]) // int(step_us) * int(step_us)
 
 
 def dataset_sensor(root: str | os.PathLike[str]) -> SensorSize:

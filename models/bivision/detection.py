@@ -33,13 +33,22 @@ TARGET_CHANNELS = 6  # heatmap, dx, dy, log w/s, log h/s, centre mask
 
 def make_targets(boxes: Sequence[np.ndarray], grid: int, stride: int) -> torch.Tensor:
     """(B, 6, grid, grid): [Gaussian heatmap, dx, dy, log w/s, log h/s, centre mask] per
-    sample; ``boxes[b]`` is (n, 4) as x, y, w, h in pixels."""
+    sample; ``boxes[b]`` is (n, 4) as x, y, w, h in pixels.
+
+    A box whose centre lies off the grid (partly outside the sensor) is clamped to the
+    nearest edge cell on either side, its offset target clipped to that cell's [0, 1] (the
+    range of the head's sigmoid); a box with a NaN or infinite value raises ValueError."""
     target = torch.zeros(len(boxes), TARGET_CHANNELS, grid, grid)
     cells = torch.arange(grid, dtype=torch.float32)
     for b, table in enumerate(boxes):
-        for x, y, w, h in np.asarray(table, np.float64).reshape(-1, 4):
+        for k, (x, y, w, h) in enumerate(np.asarray(table, np.float64).reshape(-1, 4)):
+            if not np.isfinite([x, y, w, h]).all():
+                raise ValueError(
+                    f"boxes[{b}][{k}] = {[x, y, w, h]} (x, y, w, h) has a non-finite value; "
+                    "expected finite pixel coordinates"
+                )
             cx, cy = (x + w / 2) / stride, (y + h / 2) / stride
-            i, j = min(int(cy), grid - 1), min(int(cx), grid - 1)
+            i, j = int(np.clip(np.floor(cy), 0, grid - 1)), int(np.clip(np.floor(cx), 0, grid - 1))
             sx, sy = max(w / (6 * stride), 0.5), max(h / (6 * stride), 0.5)
             bump = torch.exp(
                 -(
@@ -49,7 +58,13 @@ def make_targets(boxes: Sequence[np.ndarray], grid: int, stride: int) -> torch.T
             )
             target[b, 0] = torch.maximum(target[b, 0], bump)
             target[b, 1:, i, j] = torch.tensor(
-                [cx - j, cy - i, np.log(max(w, 1) / stride), np.log(max(h, 1) / stride), 1.0]
+                [
+                    min(max(cx - j, 0.0), 1.0),
+                    min(max(cy - i, 0.0), 1.0),
+                    np.log(max(w, 1) / stride),
+                    np.log(max(h, 1) / stride),
+                    1.0,
+                ]
             )
     return target
 

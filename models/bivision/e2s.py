@@ -98,14 +98,82 @@ class E2SParams:
     count_support: bool = True  # support = events in the 3x3 block (else active neighbours)
 
     def __post_init__(self) -> None:
-        if self.steps < 1 or self.step_us < 1:
-            raise ValueError(f"steps and step_us must be >= 1, got {self.steps}, {self.step_us}")
-        if self.min_support < 1 or self.min_support > 8:
-            raise ValueError(f"min_support must be in 1..8 neighbours, got {self.min_support}")
-        if not 0.0 <= self.false_support < 1.0:
-            raise ValueError(f"false_support must be in [0, 1), got {self.false_support}")
-        if not 0.0 <= self.leak < 1.0 or self.threshold <= 0:
-            raise ValueError(f"leak must be in [0, 1) and threshold > 0: {self}")
+        _positive_int("steps", self.steps)
+        _positive_int("step_us", self.step_us)
+        _int_in("min_support", self.min_support, 1, 8)
+        _real_in("leak", self.leak, 0.0, 1.0, "in [0, 1)")
+        _real_in("support_weight", self.support_weight, 0.0, np.inf, ">= 0 and finite")
+        _real_in("threshold", self.threshold, 0.0, np.inf, "> 0 and finite", low_open=True)
+        _real_in("false_support", self.false_support, 0.0, 1.0, "in [0, 1)")
+        if not isinstance(self.count_support, (bool, np.bool_)):
+            raise ValueError(f"count_support must be a bool, got {self.count_support!r}")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _positive_int(name: str, value: object) -> None:
+    """Raise ValueError unless ``value`` is an integer >= 1 (a zero or negative step would
+    never advance the binning loop)."""
+    if not _is_int(value) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+
+
+def _int_in(name: str, value: object, low: int, high: int) -> None:
+    if not _is_int(value) or not low <= value <= high:
+        raise ValueError(f"{name} must be an integer in {low}..{high}, got {value!r}")
+
+
+def _real_in(
+    name: str, value: object, low: float, high: float, expected: str, low_open: bool = False
+) -> None:
+    """Raise ValueError unless ``value`` is a real number in ``[low, high)`` (``(low, high)``
+    with ``low_open``); NaN and infinities fail, ``expected`` words the range."""
+    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, (bool, np.bool_)
+    )
+    if ok:
+        ok = (
+            bool(np.isfinite(value))
+            and (low < value if low_open else low <= value)
+            and value < high
+        )
+    if not ok:
+        raise ValueError(f"{name} must be a finite number {expected}, got {value!r}")
+
+
+def check_input(
+    events: np.ndarray, width: object, height: object, steps: object, step_us: object, t0: object
+) -> None:
+    """Raise ValueError unless the sizes are integers >= 1, ``t0`` an integer and ``events`` a
+    1-D structured array with integer fields t, x, y, p (``neuroedge.events.EVENT_DTYPE``,
+    ``as_events``). Values (order, sensor bounds, polarity in {0, 1}) are checked per event
+    in the window by the binning kernel."""
+    for name, value in (("width", width), ("height", height)):
+        _positive_int(name, value)
+    _positive_int("steps", steps)
+    _positive_int("step_us", step_us)
+    if not _is_int(t0):
+        raise ValueError(f"t0 must be an integer (microseconds), got {t0!r}")
+    names = getattr(getattr(events, "dtype", None), "names", None)
+    if not isinstance(events, np.ndarray) or names is None or events.ndim != 1:
+        got = getattr(events, "dtype", type(events).__name__)
+        shape = getattr(events, "shape", None)
+        raise ValueError(
+            "events must be a 1-D numpy structured array with integer fields t, x, y, p "
+            f"(neuroedge.events.EVENT_DTYPE; see as_events / make_events), got {got} of "
+            f"shape {shape}"
+        )
+    for field in ("t", "x", "y", "p"):
+        if field not in names:
+            raise ValueError(f"events lack field {field!r} (have {list(names)})")
+        kind = events.dtype[field]
+        if not np.issubdtype(kind, np.integer):
+            raise ValueError(
+                f"events field {field!r} must have an integer dtype, got {kind} (fractional "
+                "coordinates, times or polarities would be truncated; convert them first)"
+            )
 
 
 def _bin(
@@ -147,7 +215,7 @@ def _bin(
     if status >= 0:
         raise ValueError(
             f"event {status} {events[status].tolist()} is off the {width}x{height} "
-            "sensor or has polarity > 1"
+            "sensor or has a polarity other than 0 or 1"
         )
     return int(used)
 
@@ -157,8 +225,11 @@ def event_histogram(
 ) -> np.ndarray:
     """Event counts (T, 2, H, W) float32 of the window ``[t0, t0 + steps*step_us)``.
 
-    Raises ValueError naming the first event that is out of time order or off the sensor.
+    Events before ``t0`` are skipped. Raises ValueError on a bad argument or event array
+    (``check_input``) and naming the first event that is out of time order, off the sensor or
+    of polarity other than 0 or 1.
     """
+    check_input(events, width, height, steps, step_us, t0)
     counts = np.zeros((steps, 2, height, width), np.float32)
     _bin(
         events,
@@ -181,7 +252,9 @@ def e2s(
 ) -> np.ndarray:
     """Binary spikes (T, 2, H, W) uint8 of the E2S retina (module docstring).
 
-    uint8 keeps the memory traffic of large sensors low (a spike is one byte)."""
+    uint8 keeps the memory traffic of large sensors low (a spike is one byte). Events before
+    ``t0`` are skipped; input errors raise ValueError as in ``event_histogram``."""
+    check_input(events, width, height, params.steps, params.step_us, t0)
     row = -(-(width + 2) // 8) * 8  # padded row, whole 8-byte words
     plane = 2 * (height + 2) * row
     counts = np.zeros((params.steps + 1) * plane, np.uint8)

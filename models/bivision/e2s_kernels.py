@@ -41,10 +41,13 @@ def bin_events(t, x, y, p, t0, step_us, steps, width, height, counts, row, rows,
     """Count the window's events into the flat grid ``counts``: event (step, p, y, x) adds
     one, saturating at ``cap``, at ``origin + step * plane + (p * rows + y) * row + x`` with
     ``plane = 2 * rows * row``. Returns (status, steps used): status -1 on success, -2 - i
-    for the first event i earlier than its predecessor, i for one off the sensor."""
+    for the first event i earlier than its predecessor, i for one off the sensor or of a
+    polarity other than 0 or 1. Events before ``t0`` are skipped but still checked for order
+    (``last_t`` starts at the first event, not at ``t0``)."""
     plane = 2 * rows * row
     wide, high = np.uint64(width), np.uint64(height)  # negative coordinates wrap above
-    edge, step, last_t, at0 = t0 + step_us, 0, t0, origin
+    edge, step, at0 = t0 + step_us, 0, origin
+    last_t = t[0] if t.shape[0] > 0 else t0
     for i in range(t.shape[0]):
         ti = t[i]
         if ti < last_t:
@@ -52,14 +55,14 @@ def bin_events(t, x, y, p, t0, step_us, steps, width, height, counts, row, rows,
         last_t = ti
         if ti < t0:
             continue
-        while ti >= edge:
+        while ti >= edge and step < steps:  # bounded: far-future events end the window
             step += 1
             edge += step_us
             at0 += plane
         if step >= steps:
             return -1, steps
         xi, yi, pi = np.int64(x[i]), np.int64(y[i]), np.int64(p[i])
-        if (np.uint64(xi) >= wide) | (np.uint64(yi) >= high) | (pi > 1):
+        if (np.uint64(xi) >= wide) | (np.uint64(yi) >= high) | (np.uint64(pi) > 1):
             return i, 0
         at = at0 + (pi * rows + yi) * row + xi
         c = counts[at]
