@@ -283,6 +283,11 @@ class LavaNetwork:
         value) instead of the graph's outputs, for per-layer parity."""
         from lava.magma.core.run_conditions import RunSteps
 
+        if x.ndim < 2 or 0 in x.shape[:2]:
+            raise ValueError(
+                f"lava input of shape {list(x.shape)}: needs (T, batch, ...) with T >= 1 and "
+                "batch >= 1"
+            )
         steps, batch = int(x.shape[0]), int(x.shape[1])
         # a spiking population's record arrives one step after it (the packing synapse)
         depth = max(layer.depth + int(layer.spiking) for layer in self.layers)

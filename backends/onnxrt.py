@@ -103,7 +103,7 @@ class OnnxRuntimeBackend(MeasuredBackend):
         outs = [n for n in meta["outputs"] if not n.endswith("_out") or n[:-4] not in state_names]
         xs = [np.ascontiguousarray(inputs[n]) for n in data_inputs]
         if not state_names:
-            ys = session.run(outs, dict(zip(data_inputs, xs)))
+            ys = _session_run(session, outs, dict(zip(data_inputs, xs)), artifact.path)
             return dict(zip(outs, ys))
         batch = int(xs[0].shape[1])
         state = [
@@ -120,13 +120,13 @@ class OnnxRuntimeBackend(MeasuredBackend):
                     f"input {data_inputs[0]!r} of shape {list(xs[0].shape)}; "
                     "export with form=step for any T"
                 )
-            ys = session.run(fetch, dict(zip(feed_names, xs + state)))
+            ys = _session_run(session, fetch, dict(zip(feed_names, xs + state)), artifact.path)
             result = dict(zip(outs, ys[: len(outs)]))
             result.update({f"{n}_final": s for n, s in zip(state_names, ys[len(outs) :])})
             return result
 
         def step(args: list[Any]) -> list[Any]:
-            return session.run(fetch, dict(zip(feed_names, args)))
+            return _session_run(session, fetch, dict(zip(feed_names, args)), artifact.path)
 
         ys, final = unroll(step, xs, state, len(outs), np.stack)
         result = dict(zip(outs, ys))
@@ -180,6 +180,20 @@ def _requested_providers(option: str | None) -> list[str]:
         return [p.strip() for p in option.split(",") if p.strip()]
     available = ort.get_available_providers()
     return [p for p in ACCELERATED if p in available] + ["CPUExecutionProvider"]
+
+
+def _session_run(session: Any, fetch: list[str], feed: dict[str, Any], path: Any) -> Any:
+    """``session.run``; ONNX Runtime's shape and type refusals (an axis the export fixed, such
+    as a model width other than the exported one) become a ValueError naming the file, what
+    was fed and what the graph takes."""
+    try:
+        return session.run(fetch, feed)
+    except Exception as err:
+        if type(err).__name__ not in ("InvalidArgument", "Fail"):
+            raise
+        takes = {i.name: i.shape for i in session.get_inputs()}
+        given = {k: list(np.shape(v)) for k, v in feed.items()}
+        raise ValueError(f"{path}: inputs {given} do not fit the graph's {takes}: {err}") from None
 
 
 def _provider_options(provider: str, model_path: Path) -> dict[str, str]:

@@ -109,3 +109,20 @@ def test_backend_options_are_checked_and_the_variant_is_reported() -> None:
         "snn.lif_convnet", "lava", config={"smoke": True}, options={"variant": "fixed_pt"}
     )
     assert report.variant == "fixed_pt"
+
+
+def test_lava_empty_time_axis_onnxrt_wrong_width_and_a_bad_seed_are_clear(tmp_path) -> None:
+    import neuroedge as ne
+    from neuroedge.models.bivision import spec as bivision
+    from neuroedge.registry import get_backend
+
+    art, _ = ne.deploy("snn.lif_convnet", "lava", config={"smoke": True})
+    with pytest.raises(ValueError, match=r"lava input of shape \[0, 1, 1, 8, 8\]: needs"):
+        get_backend("lava").run(art, {"x": np.zeros((0, 1, 1, 8, 8), np.float32)})
+    config = {"smoke": True}
+    art, _ = ne.deploy("ttt.linear_attention", "onnxrt", config=config)
+    x = ne.registry.get_model("ttt.linear_attention").example_for(0, config)["x"]
+    with pytest.raises(ValueError, match=r"do not fit the graph's"):
+        get_backend("onnxrt").run(art, {"x": np.ascontiguousarray(x[..., :-1])})
+    with pytest.raises(ValueError, match="config seed='abc': expected an integer >= 0"):
+        bivision.build({"smoke": True, "seed": "abc"})

@@ -30,7 +30,10 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
         load_weights(net, ckpt["state_dict"], path)
         trained = True
     else:
-        with seeded(int(cfg["seed"])):
+        seed = cfg["seed"]
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"config seed={seed!r}: expected an integer >= 0")
+        with seeded(seed):
             net = train.make_net(cfg)
     if net.size != SIZE:
         source = f"checkpoint {path} is for" if trained else f"config size {net.size} gives"
