@@ -7,10 +7,23 @@ from typing import Any
 
 import numpy as np
 
+from neuroedge.config_values import integer
 from neuroedge.seeding import seeded
 from neuroedge.types import Efficiency, IOSpec, Measurement, ModelSpec, TorchProgram
 
 STEPS = 8
+
+
+def checked_seed(config: Mapping[str, Any]) -> int:
+    """``seed`` (default 0) as an integer >= 0; also checks ``eval_batch`` (read later by
+    ``evaluate``) so a bad value is refused before build trains or loads anything."""
+    eval_batch(config)
+    return integer({"seed": 0, **config}, "seed", 0)
+
+
+def eval_batch(config: Mapping[str, Any]) -> int:
+    """``eval_batch`` (default 120) as an integer >= 1: ConfigError otherwise."""
+    return integer({"eval_batch": 120, **config}, "eval_batch", 1)
 
 
 def build(config: Mapping[str, Any]) -> TorchProgram:
@@ -21,6 +34,7 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
     from neuroedge.checkpoints import load_checkpoint, load_weights, resolve_checkpoint
     from neuroedge.models.lif_convnet import module, train
 
+    seed = checked_seed(config)
     fresh = bool(config.get("smoke") or config.get("untrained"))
     path = resolve_checkpoint(config, SPEC.name, check=not fresh)
     if not fresh and not path.is_file() and config.get("train_if_missing"):
@@ -33,7 +47,7 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
         load_weights(net, ckpt["state_dict"], path)
         trained = True
     else:
-        with seeded(int(config.get("seed", 0))):
+        with seeded(seed):
             net = train.make_net(cfg)
     net.eval()
     return TorchProgram(
@@ -61,8 +75,8 @@ def evaluate(
     """Top-1 accuracy on the held-out digits, logits averaged over the T steps."""
     from neuroedge.models.lif_convnet.data import direct_encoding, load_digits_split
 
+    batch = eval_batch(config)
     split = load_digits_split()
-    batch = int(config.get("eval_batch", 120))
     correct = 0
     for first in range(0, len(split.y_test), batch):
         xs = direct_encoding(split.x_test[first : first + batch], STEPS)

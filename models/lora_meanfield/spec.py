@@ -7,16 +7,37 @@ with a phase-diagram plot and a time-to-deviation plot.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from neuroedge.bench.report import finish_figure, pyplot
+from neuroedge.config_values import integer, number
 from neuroedge.types import Efficiency, HostProgram, IOSpec, Measurement, ModelSpec, Paper, Report
 
 DEFAULTS = {"horizon": 5.0, "layers": 64, "beta": 1.0}
+BENCH_DEFAULTS = {"seeds": 5, "adapters": 30}
+MAX_LAYERS = 10**5  # one Euler step per layer: 1e5 layers of 32 tokens take seconds, not hours
+MAX_BETA = 1e3  # inverse temperature; beyond ~1e3 the softmax is already a hard argmax
+
+
+def _run_values(cfg: Mapping[str, Any]) -> tuple[float, int, float]:
+    """(horizon, layers, beta), refused with ConfigError unless horizon is finite and > 0,
+    layers an integer in 1..MAX_LAYERS and beta (an inverse temperature) finite in
+    [0, MAX_BETA]: a negative beta would make tokens repel, which is not the modelled flow."""
+    return (
+        number(cfg, "horizon", 0.0, open_low=True),
+        integer(cfg, "layers", 1, MAX_LAYERS),
+        number(cfg, "beta", 0.0, MAX_BETA),
+    )
+
+
+def bench_values(config: Mapping[str, Any]) -> dict[str, int]:
+    """The bench's ``seeds`` and ``adapters`` over BENCH_DEFAULTS, integers >= 1 (ConfigError
+    otherwise); the report's config is this dict: the values the bench used."""
+    cfg = {**BENCH_DEFAULTS, **{k: v for k, v in config.items() if k in BENCH_DEFAULTS}}
+    return {key: integer(cfg, key, 1) for key in BENCH_DEFAULTS}
 
 
 def build(config: Mapping[str, Any]) -> HostProgram:
@@ -29,12 +50,7 @@ def build(config: Mapping[str, Any]) -> HostProgram:
     )
 
     cfg = {**DEFAULTS, **{k: v for k, v in config.items() if k in DEFAULTS}}
-    horizon, layers, beta = float(cfg["horizon"]), int(cfg["layers"]), float(cfg["beta"])
-    if layers < 1 or not (math.isfinite(horizon) and horizon > 0) or not math.isfinite(beta):
-        raise ValueError(
-            f"layers {cfg['layers']!r} must be >= 1, horizon {cfg['horizon']!r} finite and > 0,"
-            f" beta {cfg['beta']!r} finite"
-        )
+    horizon, layers, beta = _run_values(cfg)
 
     def fn(tokens: np.ndarray, value: np.ndarray, delta_value: np.ndarray) -> dict[str, Any]:
         x0 = check_tokens(tokens)
@@ -76,8 +92,9 @@ def bench(
     from neuroedge.bench.report import build_document, write_report
     from neuroedge.models.lora_meanfield import experiments as ex
 
-    seeds = int(config.get("seeds", 5))
-    stab = ex.stability(n_adapters=int(config.get("adapters", 30)))
+    cfg = bench_values(config)
+    seeds, adapters = cfg["seeds"], cfg["adapters"]
+    stab = ex.stability(n_adapters=adapters)
     phase = ex.phase_transition(seeds=seeds)
     devs = [ex.time_to_deviation(kick=k) for k in (0.0, 1e-6, 1e-3)]
     rows = [_stability_row(stab), *_phase_rows(phase), *_deviation_rows(devs)]
@@ -86,7 +103,7 @@ def bench(
     doc = build_document(
         SPEC.name,
         rows,
-        config={"seeds": seeds, **DEFAULTS},
+        config=cfg,
         phase_diagram={"cs": list(phase.cs), "depths": list(phase.depths), "w2": phase.w2.tolist()},
         deviation={
             "times": devs[0].times[::20].tolist(),
@@ -229,5 +246,5 @@ SPEC = ModelSpec(
     efficiency=Efficiency("step"),
     default_config=dict(DEFAULTS),
     bench=bench,
-    config_keys={"build": tuple(DEFAULTS), "bench": ("seeds", "adapters")},
+    config_keys={"build": tuple(DEFAULTS), "bench": tuple(BENCH_DEFAULTS)},
 )

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 from neuroedge.bench.report import finish_figure, pyplot
+from neuroedge.config_values import integer
 from neuroedge.models.meshft import functional as F
 from neuroedge.models.meshft import train as T
 from neuroedge.models.meshft.mesh import Mesh, periodic_delaunay, periodic_grid
@@ -29,6 +30,7 @@ from neuroedge.seeding import seeded
 from neuroedge.types import Measurement, Report
 
 NAME = "physics.meshft"
+BENCH_DEFAULTS = {"iters": 150, "mgn_iters": 600, "rollout": 500, "steps_1e4": 10_000}
 COLUMNS = (
     "one_step_mse",
     "energy_drift",
@@ -91,12 +93,12 @@ def _train_models(
     for hodge, lr in (("learn_geom", 3e-3), ("scalar", 5e-2)):
         with seeded(0):
             model = MeshFT(mesh, hodge).float()
-        T.fit(model, data, int(cfg["iters"]), lr, desc=f"meshft-{hodge}")
+        T.fit(model, data, cfg["iters"], lr, desc=f"meshft-{hodge}")
         models[f"meshft-{hodge}"] = model
     models["theory"] = MeshFT(mesh, "theory").float()
     with seeded(0):
         mgn = _mgn(mesh, data, 32, 2)
-    T.fit(mgn, data, int(cfg["mgn_iters"]), 1e-3, batch_size=16, desc="mgn")
+    T.fit(mgn, data, cfg["mgn_iters"], 1e-3, batch_size=16, desc="mgn")
     models["mgn"] = mgn
     return models
 
@@ -106,8 +108,8 @@ def bench(
 ) -> dict[str, Any]:
     from neuroedge.bench.report import write_report
 
+    cfg = bench_config(config)
     torch.set_num_threads(1)  # small graphs: extra threads only contend on a shared 2-core box
-    cfg = {"iters": 150, "mgn_iters": 600, "rollout": 500, "steps_1e4": 10_000, **config}
     dt, mesh = 0.002, periodic_grid(16, 16)
     data = T.plane_wave_pairs(mesh, 256, dt, seed=0)
     test = T.plane_wave_pairs(mesh, 64, dt, seed=1)
@@ -137,6 +139,13 @@ def bench(
     return doc
 
 
+def bench_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The bench keys over BENCH_DEFAULTS, each an integer >= 1 (ConfigError otherwise), checked
+    before any training so a bad value is refused at once, not after minutes of fitting."""
+    cfg = {**BENCH_DEFAULTS, **config}
+    return {**cfg, **{key: integer(cfg, key, 1) for key in BENCH_DEFAULTS}}
+
+
 def _model_metrics(
     name: str,
     model: torch.nn.Module,
@@ -150,7 +159,7 @@ def _model_metrics(
     """One model's metrics, its rollout energy trace E_t / E_0 and its dispersion errors."""
     with torch.no_grad():
         mse = T.one_step_loss(model.double(), test).item()
-    qs, ps = T.model_rollout(model, *state, dt, int(cfg["rollout"]))
+    qs, ps = T.model_rollout(model, *state, dt, cfg["rollout"])
     energy = T.theory_energy(mesh, qs, ps)
     errs = T.dispersion_errors(model, mesh, ks, dt, 100)
     metrics = {
@@ -159,7 +168,7 @@ def _model_metrics(
         "dispersion_error": Measurement(float(errs.mean()), "relative"),
     }
     if isinstance(model, MeshFT) and name != "theory":
-        metrics.update(_conservation_metrics(model, int(cfg["steps_1e4"])))
+        metrics.update(_conservation_metrics(model, cfg["steps_1e4"]))
     return metrics, (energy / energy[0]).tolist(), errs.tolist()
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from neuroedge.config_values import integer, number
 from neuroedge.types import Efficiency, HostProgram, IOSpec, ModelSpec, Paper
 
 DEFAULTS: dict[str, Any] = {
@@ -30,6 +31,23 @@ DEFAULTS: dict[str, Any] = {
 
 
 BUILTIN_MESHES = ("grid", "delaunay")
+MAX_STEPS = 10**6  # KDK steps per run: 1e6 steps on the 16 x 16 grid is already minutes
+
+
+def rollout_values(cfg: Mapping[str, Any]) -> tuple[int, float]:
+    """(steps, dt) of a run: ConfigError unless steps is an integer in 1..MAX_STEPS and dt
+    finite and > 0."""
+    return integer(cfg, "steps", 1, MAX_STEPS), number(cfg, "dt", 0.0, open_low=True)
+
+
+def train_values(cfg: Mapping[str, Any]) -> tuple[int, int, float, float]:
+    """(train_iters, train_pairs, lr, dt) of ``train``: integers >= 1, finite numbers > 0."""
+    return (
+        integer(cfg, "train_iters", 1),
+        integer(cfg, "train_pairs", 1),
+        number(cfg, "lr", 0.0, open_low=True),
+        number(cfg, "dt", 0.0, open_low=True),
+    )
 
 
 def make_mesh(name: str) -> Any:
@@ -82,8 +100,8 @@ def build(config: Mapping[str, Any]) -> HostProgram:
     from neuroedge.models.meshft import functional as F
 
     cfg = {**DEFAULTS, **config}
+    steps, dt = rollout_values(cfg)
     model, trained = load_model(cfg)
-    steps, dt = int(cfg["steps"]), float(cfg["dt"])
     n = model.tensors.n_nodes
 
     def fn(q: np.ndarray, p: np.ndarray) -> dict[str, np.ndarray]:
@@ -129,10 +147,11 @@ def train(config: Mapping[str, Any] | None = None, out: str | None = None) -> di
     from neuroedge.models.meshft.module import MeshFT
 
     cfg = {**DEFAULTS, **(config or {})}
+    iters, pairs, lr, dt = train_values(cfg)
     mesh = make_mesh(str(cfg["mesh"]))
-    data = T.plane_wave_pairs(mesh, int(cfg["train_pairs"]), float(cfg["dt"]), seed=0)
+    data = T.plane_wave_pairs(mesh, pairs, dt, seed=0)
     model = MeshFT(mesh, str(cfg["hodge"])).float()
-    losses = T.fit(model, data, int(cfg["train_iters"]), float(cfg["lr"]))
+    losses = T.fit(model, data, iters, lr)
     path = _checkpoint({**cfg, "checkpoint": out or cfg.get("checkpoint")})
     save_checkpoint(
         path,

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from neuroedge.config_values import integer
 from neuroedge.models.uq_last_layer.experiment import DEFAULTS as BENCH_DEFAULTS
 from neuroedge.types import Efficiency, HostProgram, IOSpec, ModelSpec, Paper
 
@@ -35,16 +36,11 @@ def build(config: Mapping[str, Any]) -> HostProgram:
     if subset not in F.SUBSETS:
         raise ValueError(f"subset {subset!r} is not one of {', '.join(F.SUBSETS)}")
     smoke = bool(config.get("smoke"))
-    split = load_split("synthetic", int(config.get("seed", 0)), 200 if smoke else 2000)
-    net = F.make_mlp(IN_FEATURES, 8 if smoke else 32, 1, int(config.get("seed", 0)))
-    F.train_map(
-        net,
-        split.x_train,
-        split.y_train,
-        "regression",
-        steps=int(config.get("steps", 30 if smoke else 1000)),
-        lr=5e-3,
-    )
+    cfg = {"seed": 0, "steps": 30 if smoke else 1000, **config}
+    seed, steps = integer(cfg, "seed", 0), integer(cfg, "steps", 1)
+    split = load_split("synthetic", seed, 200 if smoke else 2000)
+    net = F.make_mlp(IN_FEATURES, 8 if smoke else 32, 1, seed)
+    F.train_map(net, split.x_train, split.y_train, "regression", steps=steps, lr=5e-3)
     f, jac = F.jacobians(net, split.x_train, subset)
     post = F.fit_glm(f, jac, split.y_train, F.theta_of(net, subset), "regression")
 

@@ -1,0 +1,84 @@
+"""Config value checks for the models' run, train and bench hooks.
+
+``ModelSpec.check_config`` refuses unknown key names; these refuse bad values of known keys
+before any work: each raises ConfigError naming the key, the value given and what is expected,
+and never converts silently (2.5 is not an integer, true is not a count, NaN is not a number).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from neuroedge.errors import ConfigError
+
+
+def integer(
+    cfg: Mapping[str, Any], key: str, least: int | None = None, most: int | None = None
+) -> int:
+    """``cfg[key]`` as an int in [least, most] (bounds optional)."""
+    value = cfg[key]
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ConfigError(f"{key}={value!r}: expected an integer{_range(least, most)}")
+    if (least is not None and value < least) or (most is not None and value > most):
+        raise ConfigError(f"{key}={value!r}: expected an integer{_range(least, most)}")
+    return int(value)
+
+
+def number(
+    cfg: Mapping[str, Any],
+    key: str,
+    low: float | None = None,
+    high: float | None = None,
+    open_low: bool = False,
+) -> float:
+    """``cfg[key]`` as a finite float in [low, high] (``open_low``: (low, high])."""
+    value = cfg[key]
+    ok = not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
+    if ok and low is not None:
+        ok = value > low if open_low else value >= low
+    if ok and high is not None:
+        ok = value <= high
+    if not ok:
+        lower = "" if low is None else f" {'>' if open_low else '>='} {low:g}"
+        upper = "" if high is None else f" <= {high:g}"
+        raise ConfigError(f"{key}={value!r}: expected a finite number{lower}{upper}")
+    return float(value)
+
+
+def int_list(
+    cfg: Mapping[str, Any], key: str, least: int | None = None, most: int | None = None
+) -> list[int]:
+    """``cfg[key]`` as a non-empty list of ints in [least, most]."""
+    value = cfg[key]
+    if not isinstance(value, (list, tuple)) or not value:
+        raise ConfigError(f"{key}={value!r}: expected a non-empty list of integers")
+    return [integer({key: v}, key, least, most) for v in value]
+
+
+def number_list(
+    cfg: Mapping[str, Any], key: str, low: float | None = None, open_low: bool = False
+) -> list[float]:
+    """``cfg[key]`` as a non-empty list of finite numbers above ``low``."""
+    value = cfg[key]
+    if not isinstance(value, (list, tuple)) or not value:
+        raise ConfigError(f"{key}={value!r}: expected a non-empty list of numbers")
+    return [number({key: v}, key, low, open_low=open_low) for v in value]
+
+
+def choice(cfg: Mapping[str, Any], key: str, choices: Sequence[str]) -> str:
+    """``cfg[key]``, one of ``choices``."""
+    value = cfg[key]
+    if not isinstance(value, str) or value not in choices:
+        raise ConfigError(f"{key}={value!r}: expected one of {', '.join(choices)}")
+    return value
+
+
+def _range(least: int | None, most: int | None) -> str:
+    if least is not None and most is not None:
+        return f" in {least}..{most}"
+    if least is not None:
+        return f" >= {least}"
+    return "" if most is None else f" <= {most}"

@@ -1,0 +1,31 @@
+"""The shared config value checks: no silent conversion, every refusal names key and value."""
+
+from __future__ import annotations
+
+import pytest
+
+from neuroedge.config_values import choice, int_list, integer, number, number_list
+from neuroedge.errors import ConfigError
+
+
+@pytest.mark.parametrize("value", [2.5, True, "3", [3], None, 0, 11])
+def test_integer_refuses_what_is_not_an_integer_in_range(value) -> None:
+    with pytest.raises(ConfigError, match=r"k=.*: expected an integer in 1\.\.10"):
+        integer({"k": value}, "k", 1, 10)
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), "1", True, 0.0, -1])
+def test_number_refuses_non_finite_wrong_type_and_out_of_range(value) -> None:
+    with pytest.raises(ConfigError, match=r"x=.*: expected a finite number > 0"):
+        number({"x": value}, "x", 0.0, open_low=True)
+
+
+def test_lists_and_choices() -> None:
+    assert integer({"k": 3}, "k", 1) == 3 and number({"x": 2}, "x", 0.0) == 2.0
+    assert int_list({"m": [1, 2]}, "m", 1) == [1, 2]
+    assert number_list({"d": [0.5, 2]}, "d", 0.0, open_low=True) == [0.5, 2.0]
+    for bad in (5, [], "12", [1, 2.5]):
+        with pytest.raises(ConfigError, match="m="):
+            int_list({"m": bad}, "m", 1)
+    with pytest.raises(ConfigError, match="mode='x': expected one of a, b"):
+        choice({"mode": "x"}, "mode", ("a", "b"))
