@@ -28,7 +28,7 @@ def _user_series(config: Mapping[str, Any]) -> tuple[CausalSeries, int, list[str
     path = str(config["series"])
     reader = read_netcdf_series if path.endswith((".nc", ".nc4")) else read_csv_series
     values, names = reader(path)
-    period = int(config.get("period", 0)) or None
+    period = config.get("period")  # None or an integer >= 1 (train.check_config)
     x, domain = windows(values, LENGTH, period)
     empty_z = np.zeros((len(x), LENGTH, DZ), dtype=np.float32)
     return CausalSeries(x, empty_z, domain, np.zeros((x.shape[-1],) * 2)), period or 1, names
@@ -39,8 +39,8 @@ def bench(
 ) -> dict[str, Any]:
     from neuroedge.bench.report import write_report
 
+    cfg = TR.check_config({**TR.DEFAULTS, "steps": 600, "n": 3000, **config})  # before any work
     torch.set_num_threads(1)  # tiny MLPs: extra threads only contend on a shared 2-core box
-    cfg = {**TR.DEFAULTS, "steps": 600, "n": 3000, **config}
     rows = [_identity_row()]
     doc = _series_document(cfg, rows) if "series" in cfg else _synthetic_document(cfg, rows)
     doc["columns"] = COLUMNS

@@ -79,8 +79,8 @@ def train(config: Mapping[str, Any] | None = None, out: str | None = None) -> di
     from neuroedge.models.cadre.data import generate
     from neuroedge.models.cadre.module import CaDRe
 
-    cfg = {**TR.DEFAULTS, **(config or {})}
-    data = generate(n=int(cfg.get("n", 4000)), length=LENGTH, dx=DX, dz=DZ, domains=DOMAINS)
+    cfg = TR.check_config({**TR.DEFAULTS, "n": 4000, **(config or {})})  # before any work
+    data = generate(n=cfg["n"], length=LENGTH, dx=DX, dz=DZ, domains=DOMAINS)
     result = TR.fit(CaDRe(DX, DZ, DOMAINS, cfg["hidden"]), data, cfg)
     path = _checkpoint({"checkpoint": out or cfg.get("checkpoint")})
     save_checkpoint(path, {"state_dict": result.model.state_dict()})

@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 import torch
+from neuroedge.config_values import integer, number
+from neuroedge.errors import ConfigError
 from neuroedge.models.cadre import functional as F
 from neuroedge.models.cadre.data import CausalSeries
 from neuroedge.models.cadre.module import BetaVAE, CaDRe
@@ -40,6 +42,42 @@ DEFAULTS: dict[str, Any] = {
     "threshold": 0.3,
     "seed": 0,
 }
+
+
+MAX_STEPS, MAX_N, MAX_BATCH, MAX_HIDDEN, MAX_PERIOD = 10**6, 10**6, 10**5, 4096, 10**4
+
+
+def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """Every value training (and the bench) reads, checked before any work.
+
+    steps in 1..10^6, n (synthetic windows) in 1..10^6, batch in 1..10^5, jac_batch in
+    1..batch (the Jacobian sub-batch is cut from the batch), hidden in 1..4096, seed in
+    0..2^32-1; lr finite in (0, 1]; the loss weights lambda_z, lambda_s, alpha, beta and the
+    graph threshold on |J_g| finite >= 0. Bench only: ``series`` a file path; ``period`` (the
+    number of seasonal domains) None or an integer in 1..10^4, and only with ``series`` (the
+    synthetic generator has its own domains and would ignore it). ConfigError names key and value.
+    """
+    for key, most in (("steps", MAX_STEPS), ("batch", MAX_BATCH), ("hidden", MAX_HIDDEN)):
+        integer(cfg, key, 1, most)
+    integer(cfg, "jac_batch", 1, cfg["batch"])
+    integer(cfg, "seed", 0, 2**32 - 1)
+    number(cfg, "lr", 0.0, 1.0, open_low=True)
+    for key in ("lambda_z", "lambda_s", "alpha", "beta", "threshold"):
+        if key in cfg:
+            number(cfg, key, 0.0)
+    if "n" in cfg:
+        integer(cfg, "n", 1, MAX_N)
+    series = cfg.get("series")
+    if "series" in cfg and (not isinstance(series, str) or not series):
+        raise ConfigError(f"series={series!r}: expected the path of a CSV or NetCDF file")
+    if cfg.get("period") is not None:
+        integer(cfg, "period", 1, MAX_PERIOD)
+        if "series" not in cfg:
+            raise ConfigError(
+                f"period={cfg['period']!r}: only read with series=PATH (a user's series); "
+                "the synthetic generator would ignore it"
+            )
+    return dict(cfg)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from neuroedge.config_values import int_list, integer, number, number_list
+from neuroedge.errors import ConfigError
 from neuroedge.models.envy_free import functional as F
 from neuroedge.types import Measurement, Report
 
@@ -29,6 +31,64 @@ DEFAULTS: dict[str, Any] = {
     "brute_force_ms": [6, 8, 10, 12],
     "brute_force_instances": 40,
 }
+
+
+MAX_TRIALS = 10**5  # trials, budget_trials: instances of [m, 2] values drawn at once
+MAX_M = 10**5  # items of a hard instance (trials * m * 2 floats in memory)
+MAX_BRUTE_FORCE_INSTANCES = 10**4  # up to about a second each at m = 20
+
+
+def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """Every value the bench reads, checked before any work; ConfigError names key and value.
+
+    Counts: trials, budget_trials in 1..10^5, brute_force_instances in 1..10^4, seed >= 0;
+    sigma finite > 0. Hard instances need an even m in 2..10^5 (ms, delta_sweep_m, each
+    budget case's m) and 0 < Delta <= m/4 (eps = 2 Delta/m <= 1/2); m_sweep_delta is an
+    integer >= 1. ms and deltas need two distinct values for a slope. brute_force_ms are in
+    1..20 (2^m allocations). budget_cases is a non-empty list of [m, Delta] pairs.
+    """
+    integer(cfg, "trials", 1, MAX_TRIALS)
+    integer(cfg, "budget_trials", 1, MAX_TRIALS)
+    integer(cfg, "brute_force_instances", 1, MAX_BRUTE_FORCE_INSTANCES)
+    integer(cfg, "seed", 0)
+    number(cfg, "sigma", 0.0, open_low=True)
+    int_list(cfg, "brute_force_ms", 1, F.BRUTE_FORCE_MAX_ITEMS)
+    m_delta = _even_m(cfg, "delta_sweep_m", integer(cfg, "delta_sweep_m", 2, MAX_M))
+    d_m = integer(cfg, "m_sweep_delta", 1)
+    ms = [_even_m(cfg, "ms", m) for m in int_list(cfg, "ms", 2, MAX_M)]
+    deltas = number_list(cfg, "deltas", 0.0, open_low=True)
+    for key, values in (("ms", ms), ("deltas", deltas)):
+        if len(set(values)) < 2:
+            raise ConfigError(f"{key}={cfg[key]!r}: expected two or more distinct values")
+    pairs = [("deltas", m_delta, d) for d in deltas] + [("m_sweep_delta", m, d_m) for m in ms]
+    pairs += [("budget_cases", m, d) for m, d in _budget_cases(cfg)]
+    for key, m, d in pairs:
+        if d > m / 4:
+            raise ConfigError(
+                f"{key}={cfg[key]!r}: Delta={d:g} at m={m} gives eps=2 Delta/m > 1/2; "
+                "expected Delta <= m/4"
+            )
+    return dict(cfg)
+
+
+def _even_m(cfg: Mapping[str, Any], key: str, m: int) -> int:
+    if m % 2:
+        raise ConfigError(f"{key}={cfg[key]!r}: the hard instance needs an even m, got {m}")
+    return m
+
+
+def _budget_cases(cfg: Mapping[str, Any]) -> list[tuple[int, float]]:
+    cases = cfg["budget_cases"]
+    if not isinstance(cases, (list, tuple)) or not cases:
+        raise ConfigError(f"budget_cases={cases!r}: expected a non-empty list of [m, Delta] pairs")
+    out = []
+    for i, case in enumerate(cases):
+        if not isinstance(case, (list, tuple)) or len(case) != 2:
+            raise ConfigError(f"budget_cases[{i}]={case!r}: expected an [m, Delta] pair")
+        m_key, d_key = f"budget_cases[{i}].m", f"budget_cases[{i}].delta"
+        m = _even_m({m_key: case[0]}, m_key, integer({m_key: case[0]}, m_key, 2, MAX_M))
+        out.append((m, number({d_key: case[1]}, d_key, 0.0, open_low=True)))
+    return out
 
 
 def tau90_curve(pairs: Sequence[tuple[int, float]], cfg: Mapping[str, Any]) -> list[float]:
@@ -174,7 +234,7 @@ def bench(
     """Run the sweeps, write report.json/report.md/sweep.png, return the document."""
     from neuroedge.bench.report import build_document, write_report
 
-    cfg = {**DEFAULTS, **(config or {})}
+    cfg = check_config({**DEFAULTS, **(config or {})})  # every value, before any work
     sweeps = run_sweeps(cfg)
     sweeps["m_sweep_delta"] = cfg["m_sweep_delta"]
     columns = ["slope", "success_rate", "success_rate_tau_over_1000", "tau_star", "envy_gap_to_opt"]

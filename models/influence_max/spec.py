@@ -6,8 +6,21 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from neuroedge.config_values import integer
 from neuroedge.models.influence_max.experiment import DEFAULTS as BENCH_DEFAULTS
 from neuroedge.types import Efficiency, HostProgram, IOSpec, ModelSpec, Paper
+
+
+BUILD_DEFAULTS: dict[str, Any] = {"k": 2, "worlds": 200, "seed": 0}
+MAX_WORLDS = 10**5  # live-edge worlds drawn at once (reach is worlds x n x n)
+
+
+def check_config(config: Mapping[str, Any]) -> tuple[int, int, int]:
+    """(k, worlds, seed) of the run config, checked before any work: k (the seed budget; at
+    most the graph's node count, checked when the edges are given) and worlds in 1..10^5
+    integers, seed an integer >= 0. ConfigError names the key and the value."""
+    cfg = {**BUILD_DEFAULTS, **config}
+    return integer(cfg, "k", 1), integer(cfg, "worlds", 1, MAX_WORLDS), integer(cfg, "seed", 0)
 
 
 def build(config: Mapping[str, Any]) -> HostProgram:
@@ -15,11 +28,7 @@ def build(config: Mapping[str, Any]) -> HostProgram:
     from neuroedge.models.influence_max import functional as F
     from neuroedge.models.influence_max.data import check_edges
 
-    k, worlds, seed = (
-        int(config.get("k", 2)),
-        int(config.get("worlds", 200)),
-        int(config.get("seed", 0)),
-    )
+    k, worlds, seed = check_config(config)
 
     def oracle(src: np.ndarray, dst: np.ndarray, prob: np.ndarray) -> dict[str, np.ndarray]:
         """Checks the edges as the edge-list loader does (non-empty, integer ids, no self-loop,
@@ -63,5 +72,5 @@ SPEC = ModelSpec(
     efficiency=Efficiency("step"),
     tolerance={"default": 0.0},
     bench="neuroedge.models.influence_max.experiment:bench",
-    config_keys={"build": ("k", "worlds", "seed"), "bench": tuple(BENCH_DEFAULTS)},
+    config_keys={"build": tuple(BUILD_DEFAULTS), "bench": tuple(BENCH_DEFAULTS)},
 )
