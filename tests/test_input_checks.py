@@ -176,7 +176,7 @@ def test_a_user_mesh_runs_and_a_broken_one_is_a_mesh_error(tmp_path: Path) -> No
 def test_lora_flow_needs_a_layer() -> None:
     from neuroedge.models.lora_meanfield import spec as lora
 
-    with pytest.raises(ValueError, match="layers 0 must be >= 1"):
+    with pytest.raises(ValueError, match="layers=0: expected an integer in 1"):
         lora.build({"layers": 0})
 
 
