@@ -16,14 +16,16 @@ from neuroedge.errors import ConfigError
 
 
 def integer(
-    cfg: Mapping[str, Any], key: str, least: int | None = None, most: int | None = None
+    cfg: Mapping[str, Any],
+    key: str,
+    least: int | None = None,
+    most: int | None = None,
+    hint: str = "",
 ) -> int:
-    """``cfg[key]`` as an int in [least, most] (bounds optional)."""
+    """``cfg[key]`` as an int in [least, most] (bounds optional); ``hint`` ends the message."""
     value = cfg[key]
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ConfigError(f"{key}={value!r}: expected an integer{_range(least, most)}")
-    if (least is not None and value < least) or (most is not None and value > most):
-        raise ConfigError(f"{key}={value!r}: expected an integer{_range(least, most)}")
+    if not _fits(value, least, most):
+        raise ConfigError(f"{key}={value!r}: expected an integer{_range(least, most)}{hint}")
     return int(value)
 
 
@@ -42,9 +44,13 @@ def number(
     if ok and high is not None:
         ok = value <= high
     if not ok:
-        lower = "" if low is None else f" {'>' if open_low else '>='} {low:g}"
-        upper = "" if high is None else f" <= {high:g}"
-        raise ConfigError(f"{key}={value!r}: expected a finite number{lower}{upper}")
+        if low is not None and high is not None:
+            want = f" in {'(' if open_low else '['}{low:g}, {high:g}]"
+        elif low is not None:
+            want = f" {'>' if open_low else '>='} {low:g}"
+        else:
+            want = "" if high is None else f" <= {high:g}"
+        raise ConfigError(f"{key}={value!r}: expected a finite number{want}")
     return float(value)
 
 
@@ -55,7 +61,10 @@ def int_list(
     value = cfg[key]
     if not isinstance(value, (list, tuple)) or not value:
         raise ConfigError(f"{key}={value!r}: expected a non-empty list of integers")
-    return [integer({key: v}, key, least, most) for v in value]
+    bad = [v for v in value if not _fits(v, least, most)]
+    if bad:
+        raise ConfigError(f"{key}={value!r}: {bad} are not integers{_range(least, most)}")
+    return [int(v) for v in value]
 
 
 def number_list(
@@ -74,6 +83,12 @@ def choice(cfg: Mapping[str, Any], key: str, choices: Sequence[str]) -> str:
     if not isinstance(value, str) or value not in choices:
         raise ConfigError(f"{key}={value!r}: expected one of {', '.join(choices)}")
     return value
+
+
+def _fits(value: Any, least: int | None, most: int | None) -> bool:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        return False
+    return (least is None or value >= least) and (most is None or value <= most)
 
 
 def _range(least: int | None, most: int | None) -> str:

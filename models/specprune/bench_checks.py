@@ -11,16 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from neuroedge.config_values import int_list, integer
 from neuroedge.errors import ConfigError
 
 # Where the closed-loop episodes run: eager PyTorch from the checkpoint, or the exported ONNX
 # graphs (bench.evaluate_job), which exist only when onnxrt is among the benchmarked backends.
 EVAL_BACKENDS = ("host", "onnxrt")
 POSITIVE_KEYS = ("threads", "episodes", "repeats", "workers")
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def check_tasks(value: Any) -> tuple[str, ...]:
@@ -64,24 +61,18 @@ def check_bench_config(cfg: dict[str, Any], backends: Sequence[str]) -> None:
     from neuroedge.models.specprune.functional import PruneConfig
 
     for key in POSITIVE_KEYS:
-        if key in cfg and (not _is_int(cfg[key]) or cfg[key] < 1):
-            raise ConfigError(f"config {key}={cfg[key]!r}: expected a positive integer")
+        if key in cfg:
+            integer(cfg, key, 1)
     if "tasks" in cfg:
         check_tasks(cfg["tasks"])
     if "baseline_budget" in cfg:
-        value = cfg["baseline_budget"]
-        if not _is_int(value) or value < 1:
-            raise ConfigError(
-                f"config baseline_budget={value!r}: expected a positive integer (visual tokens "
-                "FastV and random keep)"
-            )
+        integer(cfg, "baseline_budget", 1, hint=" (visual tokens FastV and random keep)")
     if "eval_backend" in cfg:
         check_eval_backend(cfg["eval_backend"], backends)
-    if "seed0" in cfg and not _is_int(cfg["seed0"]):
-        raise ConfigError(f"config seed0={cfg['seed0']!r}: expected an integer layout seed")
-    budgets = cfg.get("budgets", [])
-    if not isinstance(budgets, (list, tuple)) or not all(_is_int(b) for b in budgets):
-        raise ConfigError(f"config budgets={budgets!r}: expected a list of integers")
+    if "seed0" in cfg:
+        integer(cfg, "seed0", hint=" (the first layout seed)")
+    if cfg.get("budgets", []) != []:  # an empty list: no budget sweep
+        int_list(cfg, "budgets")
     try:
         candidate_configs(cfg.get("candidates", []), PruneConfig())
         ablation_configs(cfg.get("blank_views", []), PruneConfig())
@@ -91,9 +82,10 @@ def check_bench_config(cfg: dict[str, Any], backends: Sequence[str]) -> None:
 
 def check_baseline_budget(value: int, n_visual: int) -> int:
     """Config ``baseline_budget`` against the trained network's visual tokens per inference."""
-    if not _is_int(value) or not 1 <= value <= n_visual:
-        raise ConfigError(
-            f"config baseline_budget={value!r}: expected an integer in 1..{n_visual} (visual "
-            "tokens per inference of this checkpoint)"
-        )
-    return value
+    return integer(
+        {"baseline_budget": value},
+        "baseline_budget",
+        1,
+        n_visual,
+        hint=" (visual tokens per inference of this checkpoint)",
+    )

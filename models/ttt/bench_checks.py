@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from neuroedge.config_values import int_list, integer
 from neuroedge.errors import ConfigError
 
 MAX_SCORE_ENTRIES = 2**30  # batch * heads * L * L of the parallel form: 4 GiB of fp32 scores
@@ -27,24 +28,6 @@ POSITIVE_KEYS = (
     "onnx_length",
     "block",
 )
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _lengths(value: Any) -> list[int]:
-    if not isinstance(value, (list, tuple)) or not value:
-        raise ConfigError(
-            f"config lengths={value!r}: expected a non-empty list of positive sequence "
-            "lengths, e.g. --config 'lengths=[256,1024]'"
-        )
-    bad = [v for v in value if not _is_int(v) or v < 1]
-    if bad:
-        raise ConfigError(
-            f"config lengths={value!r}: {bad} are not positive integers (tokens per sequence)"
-        )
-    return list(value)
 
 
 def _variant(value: Any) -> None:
@@ -75,12 +58,9 @@ def check_bench_config(cfg: Mapping[str, Any]) -> None:
     from neuroedge.models.ttt.variants import get_variant
 
     for key in POSITIVE_KEYS:
-        value = cfg[key]
-        if not _is_int(value) or value < 1:
-            raise ConfigError(f"config {key}={value!r}: expected a positive integer")
-    if not _is_int(cfg["seed"]) or cfg["seed"] < 0:
-        raise ConfigError(f"config seed={cfg['seed']!r}: expected a non-negative integer")
-    lengths = _lengths(cfg["lengths"])
+        integer(cfg, key, 1)
+    integer(cfg, "seed", 0)
+    lengths = int_list(cfg, "lengths", 1)  # tokens per sequence
     _variant(cfg["variant"])
     try:
         check_layer_size(

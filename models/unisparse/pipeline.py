@@ -13,7 +13,6 @@ a default. Both are validated whenever present; a config that sets both explicit
 from __future__ import annotations
 
 import math
-import numbers
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from neuroedge.config_values import integer, number
 from neuroedge.errors import ConfigError, NeuroedgeError
 from neuroedge.models.unisparse import train
 from neuroedge.models.unisparse.data import ImageSplit, load_cifar10, load_digits
@@ -100,12 +100,13 @@ def check_config(
         )
     for key, least in INT_KEYS.items():
         if key in out:
-            _check_int(key, out[key], least)
+            integer(out, key, least)
     if out.get("train_subset") is not None:
-        _check_int("train_subset", out["train_subset"], 1, " or None (every training image)")
+        integer(out, "train_subset", 1, hint=" or None (every training image)")
     for key, bounds in NUMBER_KEYS.items():
         if key in out and not (key == "energy_target_uj" and out[key] is None):
-            _check_number(key, out[key], *bounds)
+            low, open_low, high = bounds
+            number(out, key, low, high, open_low)
     for key, choices in CHOICE_KEYS.items():
         if key in out and (not isinstance(out[key], str) or out[key] not in choices):
             raise ConfigError(f"{key}={out[key]!r}: expected one of {', '.join(choices)}")
@@ -125,23 +126,6 @@ def check_config(
     if device:
         check_device(out.get("device", "cpu"))
     return out
-
-
-def _check_int(key: str, value: Any, least: int, other: str = "") -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
-        raise ConfigError(f"{key}={value!r}: expected an integer >= {least}{other}")
-
-
-def _check_number(key: str, value: Any, low: float, open_low: bool, high: float | None) -> None:
-    ok = not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
-    if ok:
-        ok = (value > low if open_low else value >= low) and (high is None or value <= high)
-    if not ok:
-        if high is None:
-            want = f"{'>' if open_low else '>='} {low:g}"
-        else:
-            want = f"in {'(' if open_low else '['}{low:g}, {high:g}]"
-        raise ConfigError(f"{key}={value!r}: expected a finite number {want}")
 
 
 def check_variants(value: Any) -> list[str]:
