@@ -124,5 +124,5 @@ def test_lava_empty_time_axis_onnxrt_wrong_width_and_a_bad_seed_are_clear(tmp_pa
     x = ne.registry.get_model("ttt.linear_attention").example_for(0, config)["x"]
     with pytest.raises(ValueError, match=r"do not fit the graph's"):
         get_backend("onnxrt").run(art, {"x": np.ascontiguousarray(x[..., :-1])})
-    with pytest.raises(ValueError, match="config seed='abc': expected an integer >= 0"):
+    with pytest.raises(ValueError, match="seed='abc': expected an integer >= 0"):
         bivision.build({"smoke": True, "seed": "abc"})

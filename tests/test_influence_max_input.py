@@ -73,8 +73,8 @@ def cfg(**over):
         ({"graphs": []}, ConfigError, "nothing to run"),
         ({"edges": "/nonexistent/e.csv"}, FileNotFoundError, "e.csv does not exist"),
         ({"graphs": ["karate"], "k": 34}, ConfigError, "'karate' has only 34 nodes"),
-        ({"graphs": ["karate"], "k": 0}, ConfigError, "k must be a positive integer"),
-        ({"graphs": ["karate"], "k": 2.0}, ConfigError, "k must be a positive integer"),
+        ({"graphs": ["karate"], "k": 0}, ConfigError, "k=0: expected an integer >= 1"),
+        ({"graphs": ["karate"], "k": 2.0}, ConfigError, "k=2.0: expected an integer >= 1"),
         ({"horizons": 5}, ConfigError, "horizons must map graph names"),
     ],
 )

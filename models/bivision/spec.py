@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
+from neuroedge.config_values import integer
 from neuroedge.models.bivision.bench import SWEEP_DEFAULTS
 from neuroedge.seeding import seeded
 from neuroedge.types import Efficiency, IOSpec, Measurement, ModelSpec, Paper, TorchProgram
@@ -30,10 +31,7 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
         load_weights(net, ckpt["state_dict"], path)
         trained = True
     else:
-        seed = cfg["seed"]
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise ValueError(f"config seed={seed!r}: expected an integer >= 0")
-        with seeded(seed):
+        with seeded(integer(cfg, "seed", 0)):
             net = train.make_net(cfg)
     if net.size != SIZE:
         source = f"checkpoint {path} is for" if trained else f"config size {net.size} gives"

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from neuroedge.config_values import integer
 from neuroedge.errors import ConfigError
 from neuroedge.models.influence_max import functional as F
 from neuroedge.models.influence_max import learner as L
@@ -91,9 +92,7 @@ def load_all(cfg: Mapping[str, Any]) -> dict[str, F.ICGraph]:
     k must be an integer in 1..n-1 on each (k >= n seeds every node: one possible set, zero
     regret for every policy, nothing to learn, and regret_vs_random would be 0/0)."""
     graphs = {name: load_graph(name, cfg) for name in graph_names(cfg)}
-    k = cfg["k"]
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ConfigError(f"config k must be a positive integer seed budget, got {k!r}")
+    k = integer(cfg, "k", 1, hint=" (the seed budget)")
     for name, graph in graphs.items():
         if k >= graph.n:
             raise ConfigError(
