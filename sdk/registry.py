@@ -23,6 +23,7 @@ MODELS: dict[str, str] = {
     "causal.cadre": "neuroedge.models.cadre.spec:SPEC",
     "event.bivision": "neuroedge.models.bivision.spec:SPEC",
     "graph.influence_max": "neuroedge.models.influence_max.spec:SPEC",
+    "halluc.freq_attention": "neuroedge.models.freq_halluc.spec:SPEC",
     "physics.meshft": "neuroedge.models.meshft.spec:SPEC",
     "snn.lif_convnet": "neuroedge.models.lif_convnet.spec:SPEC",
     "snn.unisparse": "neuroedge.models.unisparse.spec:SPEC",

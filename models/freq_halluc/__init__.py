@@ -1,0 +1,1 @@
+"""halluc.freq_attention: contextual hallucination detection from frequency-aware attention."""
