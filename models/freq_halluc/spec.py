@@ -13,6 +13,7 @@ directly: ``functional.attention_features(outputs.attentions, context_length, po
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -102,6 +103,7 @@ def load(config: Mapping[str, Any]) -> tuple[Any, Any, Any, str]:
         return res["model"], res["task"], res["detector"], "(smoke: not saved)"
     path = resolve_checkpoint(config, SPEC.name)
     if not path.is_file():
+        print(f"{SPEC.name}: no checkpoint at {path}; training one (~40 s)", file=sys.stderr)
         train({}, str(path))
     payload = load_checkpoint(path, required=("state_dict", "task", "net", "detector"))
     try:
