@@ -74,6 +74,25 @@ def map_seeds(
     return out
 
 
+def run_over_seeds(
+    name: str,
+    user: Mapping[str, Any],
+    defaults: Mapping[str, Any],
+    check: Callable[[dict[str, Any]], dict[str, Any]],
+    fn: Callable[[Any], Any],
+) -> tuple[dict[str, Any], list[int], dict[int, Any]]:
+    """The frame of a bench repeated over seeds: the ``user`` config over ``defaults``, checked
+    by ``check`` before any work; the seeds (``seed_list``, ``defaults["seeds"]`` by default);
+    ``fn({**cfg, "seed": s, "progress": one seed only})`` per seed, ``workers`` at a time.
+    Returns the checked config (with its ``seeds``), the seeds and ``{seed: result}``."""
+    cfg = check({**defaults, **user})
+    seeds = seed_list(user, defaults.get("seeds"))
+    workers = check_workers(cfg["workers"])
+    jobs = {s: {**cfg, "seed": s, "progress": len(seeds) == 1} for s in seeds}
+    per_seed = map_seeds(fn, jobs, workers, f"{name} seeds", progress=len(seeds) > 1)
+    return {**cfg, "seeds": seeds}, seeds, per_seed
+
+
 def seed_label(variant: str, seed: int | str) -> str:
     """The per-seed row label ``<variant>@seed=S``."""
     return f"{variant}@seed={seed}"

@@ -85,6 +85,18 @@ def choice(cfg: Mapping[str, Any], key: str, choices: Sequence[str]) -> str:
     return value
 
 
+def flag(cfg: Mapping[str, Any], key: str, default: bool = False) -> bool:
+    """``cfg[key]`` (``default`` when absent) as a bool: only true or false, since the string
+    "no" from ``--config smoke=no`` would otherwise count as true."""
+    value = cfg.get(key, default)
+    if not isinstance(value, bool):
+        raise ConfigError(f"{key}={value!r}: expected true or false")
+    return value
+
+
+FLAGS = ("smoke", "untrained")  # the switches every model's build reads the same way
+
+
 def _fits(value: Any, least: int | None, most: int | None) -> bool:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         return False

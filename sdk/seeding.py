@@ -1,4 +1,5 @@
-"""Seeded weight initialisation that leaves the caller's random state alone."""
+"""Seeded weight initialisation that leaves the caller's random state alone, and torch on one
+thread for tiny nets (repeatable rounding, no contention on a shared 2-core machine)."""
 
 from __future__ import annotations
 
@@ -15,3 +16,18 @@ def seeded(seed: int) -> Iterator[None]:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(seed))
         yield
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """torch on one intra-op thread inside, the caller's count restored on exit: for tiny nets
+    extra threads only contend on a shared 2-core machine, and one thread rounds the same way
+    every run."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

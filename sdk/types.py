@@ -254,6 +254,11 @@ class ModelSpec:
     def check_config(self, config: Mapping[str, Any] | None, use: str) -> None:
         """ConfigError naming each key of ``config`` that ``use`` (build, train or bench) of
         this model would not read, so a misspelt key fails before any work, not silently."""
+        from neuroedge.config_values import FLAGS, flag
+
+        for key in FLAGS:
+            if config and key in config:
+                flag(config, key)  # "no" would be truthy: an untrained model run silently
         valid = self.valid_config_keys(use)
         if not config or valid is None:
             return

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from neuroedge.config_values import choice, int_list, integer, number, number_list
+from neuroedge.config_values import choice, flag, int_list, integer, number, number_list
 from neuroedge.errors import ConfigError
 
 
@@ -29,3 +29,18 @@ def test_lists_and_choices() -> None:
             int_list({"m": bad}, "m", 1)
     with pytest.raises(ConfigError, match="mode='x': expected one of a, b"):
         choice({"mode": "x"}, "mode", ("a", "b"))
+
+
+@pytest.mark.parametrize(
+    ("model", "key"),
+    [("snn.lif_convnet", "untrained"), ("snn.unisparse", "smoke"), ("uq.last_layer", "smoke")],
+)
+def test_a_flag_given_as_text_is_refused_not_taken_as_true(model, key, capsys) -> None:
+    from neuroedge.cli import main
+
+    # "no" is truthy: before, `untrained=no` ran untrained weights with a clean report
+    assert main(["run", model, "--config", f"{key}=no"]) == 2
+    assert f"{key}='no': expected true or false" in capsys.readouterr().err
+    assert flag({key: False}, key) is False and flag({}, key) is False
+    with pytest.raises(ConfigError, match=rf"{key}=1: expected true or false"):
+        flag({key: 1}, key)

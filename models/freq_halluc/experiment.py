@@ -182,12 +182,13 @@ def energy_row(task: Any, test: dict) -> tuple[Report, dict]:
 def run_seed(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """Train, answer, label and detect for ``cfg["seed"]`` (module level: a worker's job)."""
     from neuroedge.models.freq_halluc import lm
+    from neuroedge.seeding import one_thread
     from tqdm import tqdm
 
     task, net = task_and_net(cfg)
     seed = cfg["seed"]
     bar = tqdm(total=net["steps"], desc=f"{NAME} LM seed {seed}", disable=not cfg["progress"])
-    with lm.one_thread():
+    with one_thread():
         t0 = time.perf_counter()
         model, losses = lm.train_lm(task, net, seed, bar.update)
         train_s = time.perf_counter() - t0
@@ -321,14 +322,9 @@ def bench(
 ) -> dict[str, Any]:
     """Every seed (``workers`` processes at a time); report.json/report.md/detection.png."""
     from neuroedge.bench.report import build_document, write_report
-    from neuroedge.bench.seeds import check_workers, map_seeds, seed_list, seed_rows
+    from neuroedge.bench.seeds import run_over_seeds, seed_rows
 
-    user = dict(config or {})
-    cfg = check_config({**DEFAULTS, **user})
-    seeds = seed_list(user, DEFAULTS["seeds"])
-    workers = check_workers(cfg["workers"])
-    jobs = {s: {**cfg, "seed": s, "progress": len(seeds) == 1} for s in seeds}
-    per_seed = map_seeds(run_seed, jobs, workers, f"{NAME} seeds", progress=len(seeds) > 1)
+    cfg, seeds, per_seed = run_over_seeds(NAME, config or {}, DEFAULTS, check_config, run_seed)
     rows = (
         per_seed[seeds[0]]["rows"]
         if len(seeds) == 1
@@ -352,7 +348,6 @@ def bench(
         "ctx_hf_hallucinated",
         "ctx_hf_grounded",
     ]
-    cfg["seeds"] = seeds
     doc = build_document(NAME, rows, config=cfg, columns=columns, claim=claim, results=results)
     write_report(
         doc,

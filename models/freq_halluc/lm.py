@@ -16,8 +16,7 @@ response are the "new tokens". The value of query j is emitted by the position o
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -113,18 +112,6 @@ def unsupported(task: RecallTask, ids: np.ndarray) -> np.ndarray:
             for b in range(len(ids))
         ]
     )
-
-
-@contextmanager
-def one_thread() -> Iterator[None]:
-    """torch on one thread inside (restored after): for this tiny net extra threads only
-    contend on a shared 2-core machine, and one thread gives the same rounding every run."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 class Block(nn.Module):

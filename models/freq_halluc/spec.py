@@ -40,12 +40,13 @@ def fit(cfg: Mapping[str, Any], own: bool = True) -> dict[str, Any]:
     answers teacher-forced); score it on fresh test answers."""
     from neuroedge.models.freq_halluc import experiment as X
     from neuroedge.models.freq_halluc import lm
+    from neuroedge.seeding import one_thread
     from neuroedge.models.freq_halluc.detector import evaluate, fit_detector
     from neuroedge.models.freq_halluc.functional import attention_features
     from tqdm import tqdm
 
     task, net = X.task_and_net(cfg)
-    with lm.one_thread():
+    with one_thread():
         with tqdm(total=net["steps"], desc=f"{SPEC.name} LM", disable=not own) as bar:
             model, losses = lm.train_lm(task, net, cfg["seed"], bar.update)
         sets = [
@@ -98,7 +99,9 @@ def load(config: Mapping[str, Any]) -> tuple[Any, Any, Any, str]:
     from neuroedge.models.freq_halluc.detector import Detector
     from neuroedge.models.freq_halluc.lm import RecallLM, RecallTask
 
-    if config.get("smoke"):
+    from neuroedge.config_values import flag
+
+    if flag(config, "smoke"):
         res = fit({**BENCH_DEFAULTS, **SMOKE}, own=False)
         return res["model"], res["task"], res["detector"], "(smoke: not saved)"
     path = resolve_checkpoint(config, SPEC.name)
