@@ -265,7 +265,7 @@ def behaviour_plot(doc: dict[str, Any], path: Path) -> Path:
         axes[0].bar(xs + shift, vals, width=0.4, label=variant)
     axes[0].set_xticks(xs, labels, rotation=30, fontsize=8)
     axes[0].set_title("probes before / after one benign SGD step")
-    axes[0].legend(fontsize=8)
+    axes[0].legend(fontsize=8, loc="upper center")
     sec = sorted(
         (v for k, v in rows.items() if k.startswith("secrets_w")),
         key=lambda m: m["params"]["value"],
