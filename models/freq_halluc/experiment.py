@@ -300,7 +300,9 @@ def detection_plot(doc: dict[str, Any], path: Path) -> Path:
     heads = np.arange(len(first["energy_per_head"]["grounded"]))
     for shift, label in ((-0.2, "hallucinated"), (0.2, "grounded")):
         bx.bar(heads + shift, first["energy_per_head"][label], width=0.4, label=label)
-    bx.set_xlabel("layer x head (layer-major)")
+    heads_per_layer = doc["config"]["heads"]
+    bx.set_xticks(heads, [f"L{i // heads_per_layer}H{i % heads_per_layer}" for i in heads])
+    bx.set_xlabel("layer, head")
     bx.set_ylabel("context high-frequency energy")
     bx.legend(fontsize=8)
     fig.suptitle(f"{NAME}: frequency-aware attention features")
