@@ -83,10 +83,13 @@ def run_over_seeds(
 ) -> tuple[dict[str, Any], list[int], dict[int, Any]]:
     """The frame of a bench repeated over seeds: the ``user`` config over ``defaults``, checked
     by ``check`` before any work; the seeds (``seed_list``, ``defaults["seeds"]`` by default);
-    ``fn({**cfg, "seed": s, "progress": one seed only})`` per seed, ``workers`` at a time.
+    each seed checked as ``seed`` is; ``fn({**cfg, "seed": s, "progress": one seed only})`` per
+    seed, ``workers`` at a time.
     Returns the checked config (with its ``seeds``), the seeds and ``{seed: result}``."""
     cfg = check({**defaults, **user})
     seeds = seed_list(user, defaults.get("seeds"))
+    for s in seeds:
+        check({**defaults, **user, "seed": s})  # each seed under the same rule as ``seed``
     workers = check_workers(cfg["workers"])
     jobs = {s: {**cfg, "seed": s, "progress": len(seeds) == 1} for s in seeds}
     per_seed = map_seeds(fn, jobs, workers, f"{name} seeds", progress=len(seeds) > 1)

@@ -253,7 +253,8 @@ class ModelSpec:
 
     def check_config(self, config: Mapping[str, Any] | None, use: str) -> None:
         """ConfigError naming each key of ``config`` that ``use`` (build, train or bench) of
-        this model would not read, so a misspelt key fails before any work, not silently."""
+        this model would not read, so a misspelt key fails before any work, not silently; and
+        a ``smoke`` or ``untrained`` switch that is not true or false."""
         from neuroedge.config_values import FLAGS, flag
 
         for key in FLAGS:

@@ -261,3 +261,11 @@ def test_grad_tensors_text_and_a_string_smoke_are_handled() -> None:
         S.check_audit_inputs([["a"] * 64], ex["update_x"], ex["update_y"])
     with pytest.raises(ConfigError, match=r"smoke='no': expected true or false"):
         S.build({"smoke": "no"})
+
+
+@pytest.mark.parametrize("seeds", [[-1], [0, -5]])
+def test_every_seed_of_a_list_is_checked_before_training(seeds, tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(F, "meta_train", lambda *a, **k: pytest.fail("training started"))
+    with pytest.raises(ConfigError, match=r"seed=-\d+: expected an integer in 0\.\.2147483647"):
+        X.bench(out_dir=str(tmp_path / "out"), config={"seeds": seeds})
+    assert not (tmp_path / "out").exists()

@@ -69,7 +69,7 @@ def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
         ("batch", 1, 10**5),
         ("train_sequences", 10, 10**6),
         ("test_sequences", 10, 10**6),
-        ("seed", None, None),
+        ("seed", 0, 2**31 - 1),
     ):
         out[key] = integer(cfg, key, least, most)
     out["lr"] = number(cfg, "lr", 0, 1, open_low=True)

@@ -56,7 +56,7 @@ def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
 
     out = dict(cfg)
     for key, least, most in (
-        ("seed", None, None),
+        ("seed", 0, 2**31 - 1),
         ("width", 1, 4096),
         ("steps", 1, 10**6),
         ("batch", 1, 10**5),
