@@ -30,6 +30,7 @@ MODELS: dict[str, str] = {
     "snn.unisparse": "neuroedge.models.unisparse.spec:SPEC",
     "stats.self_distill": "neuroedge.models.self_distill.spec:SPEC",
     "theory.lora_meanfield": "neuroedge.models.lora_meanfield.spec:SPEC",
+    "transfer.grad_transformer": "neuroedge.models.grad_transformer.spec:SPEC",
     "ttt.linear_attention": "neuroedge.models.ttt.spec:SPEC",
     "uq.last_layer": "neuroedge.models.uq_last_layer.spec:SPEC",
     "vla.specprune": "neuroedge.models.specprune.spec:SPEC",

@@ -1,0 +1,259 @@
+"""The transfer.grad_transformer benchmark: large-model updates generated from small ones.
+
+Per seed: a task family (functional.py), ``shadow_tasks`` shadow tasks fine-tuned at both sizes
+(the provider's curation, ``iterates`` pairs each), the Grad-Transformer trained on the pairs,
+then ``private_tasks`` new tasks whose data only the client sees. Arms, each by its test MSE
+(1000 fresh samples per task) and PGR: ``small`` (the client's own model), ``large_finetuned``
+(the large model fine-tuned on the private data: the ceiling), ``large_init`` (no update),
+``grad_t`` (the update generated from the client's small update), ``grad_t_noised`` (the
+small update with Gaussian noise of std 0.1 |delta| / 3 per coordinate, DP-like) and
+``grad_t_3orgs`` (three clients with a third of the data each, small updates mean-pooled),
+and ``linear_map`` (least squares from small to large updates over the same shadow pairs: on
+this task family the large update after gradient descent from zero is linear in the data, so
+a linear map is the reference a learned generator has to approach).
+
+The claim over seeds is the notes' assertions (research/host_llm_papers.md section 5.3):
+PGR(grad_t) >= 0.6; PGR(noised) >= 0.4 and <= PGR(grad_t) + 0.05; PGR(3 orgs) >= 0.6;
+PGR(large_init) < 0; each in every seed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from neuroedge.types import Measurement, Report
+
+NAME = "transfer.grad_transformer"
+DEFAULTS: dict[str, Any] = {
+    "seeds": [0, 1, 2],
+    "seed": 0,
+    "workers": 2,
+    "shadow_tasks": 200,
+    "private_tasks": 30,
+    "samples": 256,
+    "gd_steps": 100,
+    "gd_lr": 0.1,
+    "iterates": 5,
+    "steps": 1500,
+    "batch": 64,
+    "lr": 1e-3,
+    "d_model": 64,
+}
+ARMS = (
+    "small",
+    "large_finetuned",
+    "large_init",
+    "grad_t",
+    "grad_t_noised",
+    "grad_t_3orgs",
+    "linear_map",
+)
+
+
+class LinearMap:
+    """The reference a learned generator must beat: least squares from [small update, 1] to
+    the large update over the same shadow pairs."""
+
+    def __init__(self, small: np.ndarray, large: np.ndarray) -> None:
+        self.w = np.linalg.lstsq(np.hstack([small, np.ones((len(small), 1))]), large, rcond=None)[0]
+
+    def generate(self, delta_small: np.ndarray) -> np.ndarray:
+        return np.hstack([delta_small, np.ones((len(delta_small), 1))]) @ self.w
+
+
+def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """Every value the bench reads, checked before any work (ConfigError)."""
+    from neuroedge.config_values import integer, number
+
+    out = dict(cfg)
+    for key, least, most in (
+        ("seed", 0, 2**31 - 1),
+        ("shadow_tasks", 2, 10**5),
+        ("private_tasks", 1, 10**4),
+        ("samples", 6, 10**6),
+        ("gd_steps", 1, 10**5),
+        ("steps", 1, 10**6),
+        ("batch", 1, 10**5),
+        ("d_model", 4, 4096),
+    ):
+        out[key] = integer(cfg, key, least, most)
+    out["iterates"] = integer(cfg, "iterates", 1, out["gd_steps"], " (at most gd_steps)")
+    out["gd_lr"] = number(cfg, "gd_lr", 0, 1, open_low=True)
+    out["lr"] = number(cfg, "lr", 0, 1, open_low=True)
+    if out["d_model"] % 4:
+        from neuroedge.errors import ConfigError
+
+        raise ConfigError(f"d_model={out['d_model']}: expected a multiple of the 4 heads")
+    return out
+
+
+def shadow_pairs(fam: Any, cfg: Mapping[str, Any], rng: np.random.Generator) -> tuple:
+    """The provider's (small, large) update pairs from the shadow tasks."""
+    from neuroedge.models.grad_transformer import functional as F
+
+    small, large = [], []
+    for _ in range(cfg["shadow_tasks"]):
+        x, y = fam.task(rng, cfg["samples"], rng.standard_normal(F.D_IN))
+        args = (y, cfg["gd_steps"], cfg["gd_lr"], cfg["iterates"])
+        small.append(F.gd_iterates(fam.small_features(x), *args))
+        large.append(F.gd_iterates(fam.large_features(x), *args))
+    return np.concatenate(small), np.concatenate(large)
+
+
+def train_gt(small: np.ndarray, large: np.ndarray, cfg: Mapping[str, Any], seed: int) -> Any:
+    """The Grad-Transformer on standardised tokens, teacher forcing, MSE."""
+    import torch
+    from neuroedge.models.grad_transformer import functional as F
+
+    torch.manual_seed(seed)
+    model = F.GradTransformer(cfg["d_model"])
+    src = torch.as_tensor(F.small_tokens(small), dtype=torch.float32)
+    tgt = torch.as_tensor(F.large_tokens(large), dtype=torch.float32)
+    for name, t in (("s", src), ("t", tgt)):
+        std = t.flatten(0, 1).std(0)
+        getattr(model, f"{name}_mean").copy_(t.flatten(0, 1).mean(0))
+        getattr(model, f"{name}_std").copy_(torch.where(std > 0, std, torch.ones_like(std)))
+    src, tgt = (src - model.s_mean) / model.s_std, (tgt - model.t_mean) / model.t_std
+    opt = torch.optim.Adam(model.parameters(), lr=cfg["lr"])
+    gen = torch.Generator().manual_seed(seed)
+    for _ in range(cfg["steps"]):
+        idx = torch.randint(len(src), (cfg["batch"],), generator=gen)
+        loss = torch.nn.functional.mse_loss(model(src[idx], tgt[idx, :-1]), tgt[idx])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return model.eval()
+
+
+def private_mse(
+    fam: Any, model: Any, linear: LinearMap, cfg: Mapping[str, Any], rng: np.random.Generator
+) -> dict:
+    """Test MSE of every arm on each private task ``{arm: [tasks]}``."""
+    from neuroedge.models.grad_transformer import functional as F
+
+    out: dict[str, list[float]] = {arm: [] for arm in ARMS}
+    gd = (cfg["gd_steps"], cfg["gd_lr"], 1)
+    for _ in range(cfg["private_tasks"]):
+        w = rng.standard_normal(F.D_IN)
+        x, y = fam.task(rng, cfg["samples"], w)
+        xt, yt = fam.task(rng, 1000, w)
+        fs, fl = fam.small_features(xt), fam.large_features(xt)
+        d_small = F.gd_iterates(fam.small_features(x), y, *gd)[-1]
+        noised = d_small + rng.normal(0, 0.1 * np.linalg.norm(d_small) / 3, F.SMALL)
+        orgs = np.array_split(np.arange(len(x)), 3)
+        pooled = np.mean([F.gd_iterates(fam.small_features(x[i]), y[i], *gd)[-1] for i in orgs], 0)
+        generated = model.generate(np.stack([d_small, noised, pooled]))
+        out["small"].append(F.mse(fs, d_small, yt))
+        out["large_finetuned"].append(
+            F.mse(fl, F.gd_iterates(fam.large_features(x), y, *gd)[-1], yt)
+        )
+        out["large_init"].append(F.mse(fl, np.zeros(F.LARGE), yt))
+        for arm, theta in zip(("grad_t", "grad_t_noised", "grad_t_3orgs"), generated):
+            out[arm].append(F.mse(fl, theta, yt))
+        out["linear_map"].append(F.mse(fl, linear.generate(d_small[None])[0], yt))
+    return out
+
+
+def run_seed(cfg: Mapping[str, Any]) -> list[Report]:
+    """One seed's rows (module level: a worker's job)."""
+    from neuroedge.models.grad_transformer import functional as F
+    from neuroedge.seeding import one_thread
+
+    seed = cfg["seed"]
+    rng = np.random.default_rng(seed)
+    fam = F.Family.make(seed)
+    with one_thread():
+        small, large = shadow_pairs(fam, cfg, rng)
+        t0 = time.perf_counter()
+        model = train_gt(small, large, cfg, seed)
+        train_s = time.perf_counter() - t0
+        res = private_mse(fam, model, LinearMap(small, large), cfg, rng)
+    mean = {arm: float(np.mean(v)) for arm, v in res.items()}
+    gap = mean["small"] - mean["large_finetuned"]  # P_T - P_S with P = -MSE
+    rows = []
+    for arm in ARMS:
+        metrics = {"test_mse": Measurement(mean[arm], "y^2")}
+        if arm not in ("small", "large_finetuned"):
+            metrics["pgr"] = Measurement((mean["small"] - mean[arm]) / gap, "fraction")
+        if arm == "grad_t":
+            metrics["train_s"] = Measurement(train_s, "s")
+            metrics["pairs"] = Measurement(len(small), "pairs", "counted")
+        rows.append(Report(NAME, "host", arm, metrics=metrics))
+    return rows
+
+
+def value(rows: Sequence[Report], variant: str, name: str) -> float:
+    return next(r.metrics[name].value for r in rows if r.variant == variant)
+
+
+def claim_over_seeds(per_seed: Mapping[int, Sequence[Report]]) -> dict[str, Any]:
+    """The notes' assertions (module docstring), each in every seed; PGR of every arm."""
+    arms = ("grad_t", "grad_t_noised", "grad_t_3orgs", "large_init", "linear_map")
+    pgr = {arm: [value(rows, arm, "pgr") for rows in per_seed.values()] for arm in arms}
+    parts = {
+        "grad_t_ge_0.6": all(p >= 0.6 for p in pgr["grad_t"]),
+        "noised_ge_0.4_and_le_clean_plus_0.05": all(
+            0.4 <= n <= c + 0.05 for n, c in zip(pgr["grad_t_noised"], pgr["grad_t"])
+        ),
+        "3orgs_ge_0.6": all(p >= 0.6 for p in pgr["grad_t_3orgs"]),
+        "large_init_below_0": all(p < 0 for p in pgr["large_init"]),
+    }
+    return {"seeds": list(per_seed), "pgr": pgr, "parts": parts, "holds": all(parts.values())}
+
+
+def claim_section(claim: Mapping[str, Any]) -> list[str]:
+    lines = [
+        f"## Claim over seeds {claim['seeds']}: {'holds' if claim['holds'] else 'not met'}",
+        "",
+    ]
+    lines += [f"- {part}: {ok}" for part, ok in claim["parts"].items()]
+    arms = list(claim["pgr"])
+    lines += ["", "| seed | " + " | ".join(f"PGR {a}" for a in arms) + " |"]
+    lines.append("|---" * (len(arms) + 1) + "|")
+    for i, seed in enumerate(claim["seeds"]):
+        lines.append(f"| {seed} | " + " | ".join(f"{claim['pgr'][a][i]:.3f}" for a in arms) + " |")
+    return lines
+
+
+def pgr_plot(doc: dict[str, Any], path: Path) -> Path:
+    """PGR of every arm, one point per seed."""
+    from neuroedge.bench.report import finish_figure, pyplot
+
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4))
+    pgr = doc["claim"]["pgr"]
+    for i, values in enumerate(pgr.values()):
+        ax.plot([i] * len(values), np.clip(values, -1.5, None), "o", alpha=0.7)
+    ax.axhline(1, color="grey", lw=0.8, ls=":")
+    ax.axhline(0.6, color="C3", lw=0.8, ls="--", label="claim: 0.6")
+    ax.set_xticks(range(len(pgr)), list(pgr), rotation=20, fontsize=8)
+    ax.set_ylabel("PGR (clipped at -1.5)")
+    ax.legend(fontsize=8)
+    ax.set_title(f"{NAME}: performance gap recovered, seeds {doc['claim']['seeds']}")
+    return finish_figure(fig, path)
+
+
+def bench(
+    out_dir: str,
+    backends: Sequence[str] = ("host",),
+    config: Mapping[str, Any] | None = None,
+    history: str | None = None,
+) -> dict[str, Any]:
+    """Every seed; report.json/report.md/pgr.png with the claim over the seeds."""
+    from neuroedge.bench.report import build_document, write_report
+    from neuroedge.bench.seeds import run_over_seeds, seed_rows
+
+    cfg, seeds, per_seed = run_over_seeds(NAME, config or {}, DEFAULTS, check_config, run_seed)
+    rows = per_seed[seeds[0]] if len(seeds) == 1 else seed_rows(per_seed, ("pgr",))
+    claim = claim_over_seeds(per_seed)
+    columns = ["test_mse", "pgr", "pgr_sd", "train_s", "pairs"]
+    doc = build_document(NAME, rows, config=cfg, columns=columns, claim=claim)
+    write_report(
+        doc, out_dir, columns=columns, sections=claim_section(claim), plots=[pgr_plot],
+        history=history,
+    )  # fmt: skip
+    return doc
