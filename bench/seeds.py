@@ -8,7 +8,10 @@ per seed, keeps every seed's row and adds the mean; two methods are compared pai
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import contextlib
+import signal
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -50,9 +53,10 @@ def map_seeds(
 ) -> dict[int, Any]:
     """``{seed: fn(cfgs[seed])}``, ``workers`` processes at a time (spawned, so no forked torch
     state; ``fn`` must be a module-level function and its argument and result picklable). The
-    result is in the order of ``cfgs``."""
+    result is in the order of ``cfgs``. The workers end with the run: when a seed fails, and
+    when the run is stopped (Ctrl-C, or SIGTERM as ``timeout`` and ``kill`` send, which would
+    otherwise leave them computing on their own)."""
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
 
     from tqdm import tqdm
 
@@ -65,10 +69,10 @@ def map_seeds(
             bar.update()
     else:
         ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(min(workers, len(cfgs)), mp_context=ctx) as pool:
-            futures = {seed: pool.submit(fn, cfg) for seed, cfg in cfgs.items()}
+        with _sigterm_exits(), ctx.Pool(min(workers, len(cfgs))) as pool:  # exit: terminate
+            pending = {seed: pool.apply_async(fn, (cfg,)) for seed, cfg in cfgs.items()}
             for seed in cfgs:
-                out[seed] = futures[seed].result()
+                out[seed] = pending[seed].get()
                 bar.update()
     bar.close()
     return out
@@ -94,6 +98,24 @@ def run_over_seeds(
     jobs = {s: {**cfg, "seed": s, "progress": len(seeds) == 1} for s in seeds}
     per_seed = map_seeds(fn, jobs, workers, f"{name} seeds", progress=len(seeds) > 1)
     return {**cfg, "seeds": seeds}, seeds, per_seed
+
+
+@contextlib.contextmanager
+def _sigterm_exits() -> Iterator[None]:
+    """Inside, SIGTERM raises SystemExit (so ``with`` blocks unwind and a worker pool is
+    terminated) instead of killing the process on the spot; outside the main thread, no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    before = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def seed_label(variant: str, seed: int | str) -> str:

@@ -46,3 +46,57 @@ def test_paired_difference_is_the_mean_and_standard_error_of_the_differences() -
     assert np.isnan(paired_difference([1.0], [0.0])[1])
     with pytest.raises(ValueError, match="equal-length"):
         paired_difference([1.0, 2.0], [1.0])
+
+
+def children_of(pid: int) -> set[int]:
+    """Live child pids of ``pid`` (Linux /proc)."""
+    from pathlib import Path
+
+    kids = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            kids.add(int(stat.parent.name))
+    return kids
+
+
+def alive(pid: int) -> bool:
+    from pathlib import Path
+
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not __import__("sys").platform.startswith("linux"), reason="reads /proc")
+def test_stopping_a_run_with_sigterm_ends_its_worker_processes() -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = (
+        "import time; from neuroedge.bench.seeds import map_seeds; "
+        "map_seeds(time.sleep, {0: 120, 1: 120}, workers=2, progress=False)"
+    )
+    run = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        deadline = time.monotonic() + 60
+        while len(workers := children_of(run.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)  # spawn start-up: a resource tracker and the two workers
+        assert len(workers) >= 2, "the pool never started"
+        time.sleep(1.0)
+        run.send_signal(signal.SIGTERM)  # what `timeout` and `kill` send
+        assert run.wait(timeout=30) != 0
+        deadline = time.monotonic() + 15
+        while any(alive(w) for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not any(alive(w) for w in workers), "workers outlived the run"
+    finally:
+        run.kill()
+        for w in children_of(run.pid):
+            __import__("os").kill(w, signal.SIGKILL)
