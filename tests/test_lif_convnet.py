@@ -66,3 +66,23 @@ def test_spikes_are_binary_and_state_is_explicit() -> None:
         y, z1, z2, *state = program.module(x, *state)
         assert set(torch.unique(z1).tolist()) <= {0.0, 1.0}
     assert any(float(s.abs().sum()) > 0 for s in state)
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"epochs": 0}, r"epochs=0: expected an integer in 1\.\.100000"),
+        ({"epochs": 2.5}, r"epochs=2\.5: expected an integer"),
+        ({"batch": 0}, r"batch=0: expected an integer in 1\.\."),
+        ({"lr": -1}, r"lr=-1: expected a finite number in \(0, 10\]"),
+        ({"epoch": 3}, r"training does not read 'epoch'; its keys: steps, epochs"),
+    ],
+)
+def test_training_values_are_refused_before_any_work(config, message, tmp_path) -> None:
+    from neuroedge.errors import ConfigError
+    from neuroedge.models.lif_convnet import train
+
+    out = tmp_path / "ckpt.pt"  # 0 epochs used to save untrained weights here, reported trained
+    with pytest.raises(ConfigError, match=message):
+        train.train(config, out=out, progress=False)
+    assert not out.exists()

@@ -25,6 +25,34 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+def check_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The training config over DEFAULTS, every value checked before any work (ConfigError
+    naming key and value): 2.5 epochs is not 2, and 0 epochs would save untrained weights as a
+    trained checkpoint."""
+    from neuroedge.config_values import integer, number
+
+    unknown = sorted(set(config or {}) - set(DEFAULTS))
+    if unknown:
+        from neuroedge.errors import ConfigError
+
+        raise ConfigError(
+            f"snn.lif_convnet training does not read {', '.join(map(repr, unknown))}; its keys: "
+            f"{', '.join(DEFAULTS)}"
+        )
+    cfg = {**DEFAULTS, **(config or {})}
+    for key, least, most in (
+        ("steps", 1, 10_000),
+        ("epochs", 1, 100_000),
+        ("batch", 1, 100_000),
+        ("seed", 0, 2**32 - 1),
+        ("channels1", 1, 4096),
+        ("channels2", 1, 4096),
+    ):
+        cfg[key] = integer(cfg, key, least, most)
+    cfg["lr"] = number(cfg, "lr", 0, 10, open_low=True)
+    return cfg
+
+
 def make_net(config: Mapping[str, Any]) -> LIFConvNet:
     return LIFConvNet(int(config["channels1"]), int(config["channels2"]))
 
@@ -44,7 +72,7 @@ def train(
     import torch
     from tqdm import tqdm
 
-    cfg = {**DEFAULTS, **(config or {})}
+    cfg = check_config(config)
     torch.manual_seed(int(cfg["seed"]))
     rng = np.random.default_rng(int(cfg["seed"]))
     data = load_digits_split(int(cfg["seed"]))
