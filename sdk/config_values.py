@@ -94,7 +94,18 @@ def flag(cfg: Mapping[str, Any], key: str, default: bool = False) -> bool:
     return value
 
 
-FLAGS = ("smoke", "untrained")  # the switches every model's build reads the same way
+def mapping(cfg: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """``cfg[key]`` (an empty dict when absent or None) as a dict: a JSON object of keys."""
+    value = cfg.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{key}={value!r}: expected a mapping of keys to values (a JSON object)")
+    return dict(value)
+
+
+# the switches every model's build reads the same way
+FLAGS = ("smoke", "untrained", "train_if_missing")
 
 
 def _fits(value: Any, least: int | None, most: int | None) -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from neuroedge.config_values import choice, flag, int_list, integer, number, number_list
@@ -44,3 +46,19 @@ def test_a_flag_given_as_text_is_refused_not_taken_as_true(model, key, capsys) -
     assert flag({key: False}, key) is False and flag({}, key) is False
     with pytest.raises(ConfigError, match=rf"{key}=1: expected true or false"):
         flag({key: 1}, key)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["train_if_missing=yes"], r"train_if_missing='yes': expected true or false"),
+        (["untrained=true", "train_config=5"], r"train_config=5: expected a mapping"),
+        (["untrained=true", "seed=1.5"], r"seed=1\.5: expected an integer >= 0"),
+    ],
+)
+def test_unisparse_build_switches_are_checked_before_training(args, message, capsys) -> None:
+    from neuroedge.cli import main
+
+    # before: "yes" started a training run, 5 raised a TypeError, 1.5 ran as seed 1
+    assert main(["run", "snn.unisparse", "--config", *args]) == 2
+    assert re.search(message, capsys.readouterr().err)

@@ -32,12 +32,13 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
     ``smoke`` (or ``untrained``) builds random weights at once: no training, no checkpoint.
     """
     from neuroedge.checkpoints import load_checkpoint, load_weights, resolve_checkpoint
+    from neuroedge.config_values import flag
     from neuroedge.models.lif_convnet import module, train
 
     seed = checked_seed(config)
-    fresh = bool(config.get("smoke") or config.get("untrained"))
+    fresh = flag(config, "smoke") or flag(config, "untrained")
     path = resolve_checkpoint(config, SPEC.name, check=not fresh)
-    if not fresh and not path.is_file() and config.get("train_if_missing"):
+    if not fresh and not path.is_file() and flag(config, "train_if_missing"):
         train.train(config.get("train_config"), out=path)
     cfg, trained = dict(train.DEFAULTS), False
     if path.is_file() and not fresh:

@@ -29,9 +29,10 @@ def check_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
     """The training config over DEFAULTS, every value checked before any work (ConfigError
     naming key and value): 2.5 epochs is not 2, and 0 epochs would save untrained weights as a
     trained checkpoint."""
-    from neuroedge.config_values import integer, number
+    from neuroedge.config_values import integer, mapping, number
 
-    unknown = sorted(set(config or {}) - set(DEFAULTS))
+    config = mapping({"train_config": config}, "train_config")
+    unknown = sorted(set(config) - set(DEFAULTS))
     if unknown:
         from neuroedge.errors import ConfigError
 
@@ -39,7 +40,7 @@ def check_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
             f"snn.lif_convnet training does not read {', '.join(map(repr, unknown))}; its keys: "
             f"{', '.join(DEFAULTS)}"
         )
-    cfg = {**DEFAULTS, **(config or {})}
+    cfg = {**DEFAULTS, **config}
     for key, least, most in (
         ("steps", 1, 10_000),
         ("epochs", 1, 100_000),

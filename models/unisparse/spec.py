@@ -100,16 +100,20 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
     from neuroedge.checkpoints import load_checkpoint, load_weights, resolve_checkpoint
     from neuroedge.models.unisparse import export, module, train
 
-    fresh = bool(config.get("smoke") or config.get("untrained"))
+    from neuroedge.config_values import flag, integer, mapping
+
+    seed = integer({"seed": config.get("seed", 0)}, "seed", 0)
+    train_config = mapping(config, "train_config")
+    fresh = flag(config, "smoke") or flag(config, "untrained")
     path = resolve_checkpoint(config, SPEC.name, check=not fresh)
-    if not fresh and not path.is_file() and config.get("train_if_missing"):
-        _train(config.get("train_config"), str(path))
+    if not fresh and not path.is_file() and flag(config, "train_if_missing"):
+        _train(train_config, str(path))
     trained = bool(not fresh and path.is_file())
     cfg = dict(train.DEFAULTS)
     if trained:
         ckpt = load_checkpoint(path, required=("state_dict", "config"))
         cfg.update(ckpt["config"])
-    with seeded(int(config.get("seed", 0))):  # untrained weights follow the seed; folding
+    with seeded(seed):  # untrained weights follow the seed; folding
         net = train.make_net(cfg)  # draws too (fresh layers, then overwritten)
         if trained:
             load_weights(net, ckpt["state_dict"], path)
