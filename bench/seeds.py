@@ -118,6 +118,14 @@ def _sigterm_exits() -> Iterator[None]:
         signal.signal(signal.SIGTERM, before)
 
 
+def row_value(rows: Sequence[Report], variant: str, name: str) -> float:
+    """The value of metric ``name`` in the row of ``variant``; ValueError naming a missing row."""
+    for r in rows:
+        if r.variant == variant:
+            return r.metrics[name].value
+    raise ValueError(f"no row {variant!r} among {[r.variant for r in rows]}")
+
+
 def seed_label(variant: str, seed: int | str) -> str:
     """The per-seed row label ``<variant>@seed=S``."""
     return f"{variant}@seed={seed}"

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from neuroedge.bench.seeds import row_value
 from neuroedge.types import Measurement, Report
 
 NAME = "halluc.freq_attention"
@@ -215,21 +216,17 @@ def run_seed(cfg: Mapping[str, Any]) -> dict[str, Any]:
     return {"rows": [*rows, lm_row, energy], "roc": roc, "energy_per_head": per_head}
 
 
-def metric(rows: Sequence[Report], variant: str, name: str) -> float:
-    return next(r.metrics[name].value for r in rows if r.variant == variant)
-
-
 def claim_over_seeds(per_seed: Mapping[int, dict[str, Any]]) -> dict[str, Any]:
     """The claim read over seeds (see the module docstring), with every seed's figures."""
     from neuroedge.bench.seeds import paired_difference
 
     rows = {s: r["rows"] for s, r in per_seed.items()}
-    hf = [metric(r, "fourier_hf", "auroc") for r in rows.values()]
-    lookback = [metric(r, "lookback", "auroc") for r in rows.values()]
-    rate = [metric(r, "lm", "hallucination_rate") for r in rows.values()]
+    hf = [row_value(r, "fourier_hf", "auroc") for r in rows.values()]
+    lookback = [row_value(r, "lookback", "auroc") for r in rows.values()]
+    rate = [row_value(r, "lm", "hallucination_rate") for r in rows.values()]
     diff, se = paired_difference(hf, lookback)
     sign = [
-        metric(r, "energy", "ctx_hf_hallucinated") - metric(r, "energy", "ctx_hf_grounded")
+        row_value(r, "energy", "ctx_hf_hallucinated") - row_value(r, "energy", "ctx_hf_grounded")
         for r in rows.values()
     ]
     parts = {

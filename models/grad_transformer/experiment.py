@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from neuroedge.bench.seeds import row_value
 from neuroedge.types import Measurement, Report
 
 NAME = "transfer.grad_transformer"
@@ -186,14 +187,10 @@ def run_seed(cfg: Mapping[str, Any]) -> list[Report]:
     return rows
 
 
-def value(rows: Sequence[Report], variant: str, name: str) -> float:
-    return next(r.metrics[name].value for r in rows if r.variant == variant)
-
-
 def claim_over_seeds(per_seed: Mapping[int, Sequence[Report]]) -> dict[str, Any]:
     """The notes' assertions (module docstring), each in every seed; PGR of every arm."""
     arms = ("grad_t", "grad_t_noised", "grad_t_3orgs", "large_init", "linear_map")
-    pgr = {arm: [value(rows, arm, "pgr") for rows in per_seed.values()] for arm in arms}
+    pgr = {arm: [row_value(rows, arm, "pgr") for rows in per_seed.values()] for arm in arms}
     parts = {
         "grad_t_ge_0.6": all(p >= 0.6 for p in pgr["grad_t"]),
         "noised_ge_0.4_and_le_clean_plus_0.05": all(

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from neuroedge.bench.seeds import row_value
 from neuroedge.types import Measurement, Report
 
 NAME = "safety.hair_trigger"
@@ -190,15 +191,11 @@ def run_seed(cfg: Mapping[str, Any]) -> list[Report]:
     return rows
 
 
-def value(rows: Sequence[Report], variant: str, name: str) -> float:
-    return next(r.metrics[name].value for r in rows if r.variant == variant)
-
-
 def seed_figures(rows: Sequence[Report], cfg: Mapping[str, Any]) -> dict[str, float]:
     """The figures the claim reads, from one seed's rows."""
 
     def v(variant: str, name: str) -> float:
-        return value(rows, variant, name)
+        return row_value(rows, variant, name)
 
     c_high = max(cfg["rescale_c"])
     w_low, w_high = min(cfg["secret_widths"]), max(cfg["secret_widths"])
