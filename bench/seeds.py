@@ -183,3 +183,18 @@ def seed_rows(per_seed: Mapping[int, Sequence[Report]], spread: Sequence[str] = 
         for r in rows
     ]
     return means + each
+
+
+def claim_lines(claim: Mapping[str, Any], notes: Sequence[str] = ()) -> list[str]:
+    """report.md lines of a claim read over seeds: the verdict, each part, ``notes``, and a
+    table with one row per seed of every per-seed list in ``claim`` (``claim["seeds"]``,
+    ``claim["parts"]`` and ``claim["holds"]`` as ``claim_over_seeds`` functions return them)."""
+    verdict = "holds" if claim["holds"] else "not met"
+    lines = [f"## Claim over seeds {claim['seeds']}: {verdict}", ""]
+    lines += [f"- {part}: {ok}" for part, ok in claim["parts"].items()]
+    lines += list(notes)
+    keys = [k for k in claim if isinstance(claim[k], list) and k != "seeds"]
+    lines += ["", "| seed | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
+    for i, seed in enumerate(claim["seeds"]):
+        lines.append(f"| {seed} | " + " | ".join(f"{claim[k][i]:.4g}" for k in keys) + " |")
+    return lines

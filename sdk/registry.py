@@ -25,6 +25,7 @@ MODELS: dict[str, str] = {
     "graph.influence_max": "neuroedge.models.influence_max.spec:SPEC",
     "halluc.freq_attention": "neuroedge.models.freq_halluc.spec:SPEC",
     "physics.meshft": "neuroedge.models.meshft.spec:SPEC",
+    "rl.prefix_rft": "neuroedge.models.prefix_rft.spec:SPEC",
     "safety.hair_trigger": "neuroedge.models.hair_trigger.spec:SPEC",
     "snn.lif_convnet": "neuroedge.models.lif_convnet.spec:SPEC",
     "snn.unisparse": "neuroedge.models.unisparse.spec:SPEC",

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from neuroedge.bench.seeds import row_value
+from neuroedge.bench.seeds import claim_lines, row_value
 from neuroedge.types import Measurement, Report
 
 NAME = "safety.hair_trigger"
@@ -234,16 +234,7 @@ def claim_over_seeds(per_seed: Mapping[int, Sequence[Report]], cfg: Mapping[str,
 
 
 def claim_section(claim: Mapping[str, Any]) -> list[str]:
-    lines = [
-        f"## Claim over seeds {claim['seeds']}: {'holds' if claim['holds'] else 'not met'}",
-        "",
-    ]
-    lines += [f"- {part}: {ok}" for part, ok in claim["parts"].items()]
-    keys = [k for k in claim if isinstance(claim[k], list) and k != "seeds"]
-    lines += ["", "| seed | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
-    for i, seed in enumerate(claim["seeds"]):
-        lines.append(f"| {seed} | " + " | ".join(f"{claim[k][i]:.4g}" for k in keys) + " |")
-    return lines
+    return claim_lines(claim)
 
 
 def behaviour_plot(doc: dict[str, Any], path: Path) -> Path:

@@ -1,0 +1,1 @@
+"""rl.prefix_rft: supervised and reinforcement fine-tuning blended by prefix sampling."""
