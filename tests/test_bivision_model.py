@@ -136,3 +136,23 @@ def test_augmentation_names_parse_and_reject_unknown_ones():
     assert augmentations(True).tolist() == [True, False]
     with pytest.raises(ValueError, match="augment 'rotate'"):
         augmentations("rotate")
+
+
+@pytest.mark.parametrize(
+    ("size", "message"),
+    [
+        (2.5, r"size=2.5: expected an integer in 8..4096"),  # was cut to 2, then named "2"
+        (True, "size=True"),
+        (0, "size=0"),
+        (12, "input size 12 must be a multiple of 8"),
+    ],
+)
+def test_a_bad_net_size_is_refused_as_given(size, message):
+    from neuroedge.errors import ConfigError
+    from neuroedge.models.bivision.train import make_net
+
+    with pytest.raises((ConfigError, ValueError), match=message):
+        make_net({"variant": "statnf_e2s", "size": size, "seed": 0})
+    with pytest.raises((ConfigError, ValueError), match="seed=1.5"):
+        make_net({"variant": "statnf_e2s", "size": 32, "seed": 1.5})
+    assert make_net({"variant": "statnf_e2s", "size": 32}).size == 32

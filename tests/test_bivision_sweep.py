@@ -154,3 +154,39 @@ def test_sweep_defaults_read_the_claim_over_seeds_and_seed_picks_one(monkeypatch
         with pytest.raises(RuntimeError, match="stop"):
             bb.bench(str(tmp_path), config=config, progress=False)
         assert seen[-1] == want, config
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("train_samples", 2.5, "train_samples=2.5: expected an integer in 1..10000000"),
+        ("epochs", 0, "epochs=0"),
+        ("batch", True, "batch=True"),
+        ("size", 36, "size=36: expected a multiple of 8"),
+        ("size", 32.0, "size=32.0"),
+        ("lr", -1, "lr=-1"),
+        ("rates", [0, -5], "rates=-5"),
+        ("rates", [0, "5"], "rates='5'"),
+        ("throughput_tiles", 0, "throughput_tiles=0"),
+        ("seeds", [0, -1], "seed=-1"),
+    ],
+)
+def test_bad_sweep_and_training_values_are_refused_before_any_work(
+    tmp_path, monkeypatch, key, value, message
+):
+    from neuroedge.errors import ConfigError
+    from neuroedge.models.bivision import bench as B
+    from neuroedge.models.bivision import train
+
+    def no_work(*args, **kwargs):
+        pytest.fail("work started: the bad value was not refused first")
+
+    monkeypatch.setattr(B, "throughput_rows", no_work)
+    monkeypatch.setattr(B, "map_seeds", no_work)
+    with pytest.raises(ConfigError, match=message):
+        B.bench(str(tmp_path / "b"), config={key: value}, progress=False)
+    if key not in ("rates", "throughput_tiles", "seeds"):
+        monkeypatch.setattr("neuroedge.models.bivision.data.ensure_dataset", no_work)
+        with pytest.raises(ConfigError, match=message):
+            train.train({key: value}, tmp_path / "t", progress=False)
+    assert not list(tmp_path.iterdir())

@@ -76,6 +76,14 @@ def cfg(**over):
         ({"graphs": ["karate"], "k": 0}, ConfigError, "k=0: expected an integer >= 1"),
         ({"graphs": ["karate"], "k": 2.0}, ConfigError, "k=2.0: expected an integer >= 1"),
         ({"horizons": 5}, ConfigError, "horizons must map graph names"),
+        ({"horizon": 2.5}, ConfigError, "horizon=2.5: expected an integer in 1..1000000"),
+        ({"horizon": 0}, ConfigError, "horizon=0"),
+        ({"horizons": {"lesmis": 2.5}}, ConfigError, "horizons\\['lesmis'\\]=2.5"),
+        ({"worlds": 0}, ConfigError, "worlds=0"),
+        ({"eval_worlds": 2.5}, ConfigError, "eval_worlds=2.5"),
+        ({"seed": -1}, ConfigError, "seed=-1"),
+        ({"rho": -1}, ConfigError, "rho=-1"),
+        ({"rho": float("nan")}, ConfigError, "rho=nan"),
     ],
 )
 def test_bad_bench_config_is_refused_before_any_simulation(over, error, match):

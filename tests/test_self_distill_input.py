@@ -64,3 +64,52 @@ def test_feature_file_with_a_bom_loads(tmp_path):
     path.write_bytes("\ufeff1,2\n3,4\n".encode())  # no header to absorb the BOM
     x, y = load_regression_csv(path)
     assert x.tolist() == [[1.0], [3.0]] and y.tolist() == [2.0, 4.0]
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("de_n", 2.5, "de_n=2.5: expected an integer in 1..100000"),  # failed inside numpy
+        ("oneshot_seeds", 0, "oneshot_seeds=0"),  # wrote a report of empty means
+        ("identity_n", 2, "identity_n=2"),
+        ("lambdas", [0.1, 0], "lambdas=0"),
+        ("real_lambdas", [], "real_lambdas=\\[\\]"),
+        ("de_rho", 1.0, r"de_rho=1.0: expected an AR\(1\) correlation in \[0, 1\)"),
+        ("de_rho", float("nan"), "de_rho=nan"),
+        ("seed", -1, "seed=-1"),
+    ],
+)
+def test_bad_bench_values_are_refused_before_any_work(tmp_path, monkeypatch, key, value, message):
+    from neuroedge.errors import ConfigError
+    from neuroedge.models.self_distill import experiment as X
+
+    def no_work(*args, **kwargs):
+        pytest.fail("an experiment ran: the bad value was not refused first")
+
+    monkeypatch.setattr(X, "identities", no_work)
+    with pytest.raises(ConfigError, match=message):
+        X.bench(str(tmp_path), config={key: value})
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_bench_with_other_lambdas_reports_each_of_them(tmp_path):
+    from neuroedge.models.self_distill import experiment as X
+
+    small = {
+        "lambdas": [1.0, 3],
+        "identity_n": 40,
+        "identity_seeds": 2,
+        "oneshot_n": 60,
+        "oneshot_seeds": 1,
+        "oneshot_lambdas": [0.5],
+        "de_p": 20,
+        "de_n": 40,
+        "de_seeds": 1,
+        "de_lambdas": [1.0],
+        "real_features": 10,
+        "real_lambdas": [1.0],
+    }
+    doc = X.bench(str(tmp_path), config=small)
+    ident = next(r for r in doc["rows"] if r["variant"] == "identities")["metrics"]
+    assert {"xi_star_lam1", "xi_star_lam3"} <= set(ident)
+    assert ident["identity_max_abs_err"]["value"] < 1e-8

@@ -102,3 +102,37 @@ def test_the_chunked_form_runs_the_configured_block():
         x = torch.randn(1, 20, 16)
         diff = (layer(x, "chunked") - layer(x, "recurrent")).abs().max()
     assert calls == [8] and float(diff) < 1e-4
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        ("steps", 2.5, "steps=2.5: expected an integer >= 1"),  # ran 2 steps
+        ("steps", 0, "steps=0"),  # wrote an untrained ladder
+        ("seed", 1.5, "seed=1.5"),
+        ("seed", 10**9, "seed=1000000000"),  # would reach the evaluation seeds
+        ("lr", 0, "lr=0"),
+        ("order", "both", "order='both'"),
+        ("inner_steps", [1, 0], "inner_steps"),
+        ("d_model", True, "d_model=True"),
+    ],
+)
+def test_the_ladder_refuses_bad_values_before_training(tmp_path, monkeypatch, key, value, expected):
+    from neuroedge.errors import ConfigError
+    from neuroedge.models.ttt import train
+
+    def train_one(*args, **kwargs):
+        pytest.fail("a model trained: the bad value was not refused first")
+
+    monkeypatch.setattr(train, "train_one", train_one)
+    with pytest.raises(ConfigError, match=expected):
+        train.ladder({key: value}, tmp_path, progress=False)
+    assert not list(tmp_path.iterdir())
+
+
+def test_the_step_program_refuses_a_fractional_seed():
+    import neuroedge as ne
+    from neuroedge.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="seed=1.5"):  # ran as seed 1
+        ne.model("ttt.linear_attention").build({"seed": 1.5})

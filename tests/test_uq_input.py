@@ -136,3 +136,28 @@ def test_run_input_with_nan_or_a_wrong_width_is_refused():
         program.fn(x)
     with pytest.raises(ValueError, match=r"x: expected shape \[batch, 8\], got \[2, 5\]"):
         program.fn(np.zeros((2, 5)))
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "match"),
+    [
+        ("steps", 2.5, r"steps=2.5: expected an integer in 1..1000000"),  # failed in range()
+        ("timing_repeats", 0, "timing_repeats=0"),  # refused after 6 s of training
+        ("weight_decay", -1, "weight_decay=-1"),  # ran
+        ("lr", 0, "lr=0"),
+        ("hidden_classification", True, "hidden_classification=True"),
+        ("evidence_rounds", -1, "evidence_rounds=-1"),
+        ("rmt_sizes", [[2.5, 1, 2]], r"rmt_sizes \[2.5, 1, 2\] n=2.5"),  # ran
+        ("rmt_sizes", [[200, 100]], r"expected a list of \[n, d, m\] triples"),
+        ("seeds", [0, -3], "seed=-3"),
+    ],
+)
+def test_bad_bench_numbers_are_refused_before_any_training(
+    tmp_path, monkeypatch, key, value, match
+):
+    trained = []
+    monkeypatch.setattr(experiment, "compare_dataset", lambda name, cfg: trained.append(name))
+    monkeypatch.setattr(experiment, "rmt_rows", lambda cfg: trained.append("rmt"))
+    with pytest.raises(ConfigError, match=match):
+        experiment.bench(str(tmp_path / "out"), config={"datasets": ["wine"], key: value})
+    assert trained == [] and not (tmp_path / "out").exists()

@@ -139,6 +139,7 @@ from neuroedge.models.bivision.bench_settings import (  # public names, kept imp
     SWEEP_VARIANTS,  # noqa: F401
     TRAIN_NOISE,  # noqa: F401
     check_train_noise,
+    check_values,
 )
 from neuroedge.models.bivision.e2s_throughput import (  # public names, kept importable from here
     shared_recording,  # noqa: F401
@@ -171,10 +172,10 @@ def bench(
     report.json/md and the PNG."""
     from neuroedge.bench.report import build_document, write_report
 
-    cfg = {**SWEEP_DEFAULTS, **(config or {})}
-    if len(cfg["rates"]) < 1 or any(float(r) < 0 for r in cfg["rates"]):
-        raise ValueError(f"rates must be non-negative noise rates in Hz/pixel, got {cfg['rates']}")
+    cfg = check_values({**SWEEP_DEFAULTS, **(config or {})}, bench=True)
     seeds = seed_list(config or {}, DEFAULT_SEEDS)
+    for seed in seeds:
+        check_values({**cfg, "seed": seed}, bench=True)
     workers = check_workers(cfg.get("workers", 1))
     check_train_noise(cfg.get("train_noise", "same"))
     out = Path(out_dir)

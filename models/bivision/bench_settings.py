@@ -45,3 +45,26 @@ def check_train_noise(value: Any) -> str:
     if value not in TRAIN_NOISE:
         raise ValueError(f"train_noise must be one of {', '.join(TRAIN_NOISE)}, got {value!r}")
     return str(value)
+
+
+def check_values(cfg: dict[str, Any], bench: bool) -> dict[str, Any]:
+    """Every number the bench (``bench``) or training reads, before any work: ConfigError
+    naming the key and value (``train_samples=2.5`` trained on 2 recordings, ``epochs=0``
+    saved an untrained net, a negative rate or seed ran)."""
+    from neuroedge.config_values import integer, number, number_list
+    from neuroedge.errors import ConfigError
+
+    out = dict(cfg)
+    counts = ("train_samples", "test_samples", "epochs", "batch")
+    for key in counts + (("throughput_tiles", "throughput_repeats") if bench else ()):
+        out[key] = integer(cfg, key, 1, 10**7)
+    out["size"] = integer(cfg, "size", 8, 1024)
+    if out["size"] % 8:
+        raise ConfigError(f"size={out['size']}: expected a multiple of 8 (three stride-2 stages)")
+    out["lr"] = number(cfg, "lr", 0, 10, open_low=True)
+    out["seed"] = integer(cfg, "seed", 0, 2**32 - 1)
+    if bench:
+        number_list(cfg, "rates", 0)  # checked; kept as given (they label the rows)
+    else:
+        out["noise_rate_hz"] = number(cfg, "noise_rate_hz", 0, 1e6)
+    return out

@@ -79,11 +79,13 @@ def make_net(cfg: Mapping[str, Any]) -> BiSNet:
     """A fresh BiSNet for ``cfg["variant"]``, initialised from ``cfg["seed"]`` (so a run's
     result does not depend on what was trained before it in the same process)."""
     import torch
+    from neuroedge.config_values import integer
 
     if cfg["variant"] not in VARIANTS:
         raise ValueError(f"variant {cfg['variant']!r} is not one of {sorted(VARIANTS)}")
-    torch.manual_seed(int(cfg.get("seed", 0)))
-    return BiSNet(VARIANTS[cfg["variant"]][0], int(cfg["size"]))
+    size = integer(cfg, "size", 8, 4096)  # 2.5 was cut to 2, then refused as "2"
+    torch.manual_seed(integer({"seed": cfg.get("seed", 0)}, "seed", 0))
+    return BiSNet(VARIANTS[cfg["variant"]][0], size)
 
 
 def _batch_loss(net: BiSNet, xs: Any, task: str, labels: Any, targets: Any) -> Any:
@@ -185,7 +187,9 @@ def train(
     from neuroedge.models.bivision.data import dataset_sensor, ensure_dataset, load_task
     from neuroedge.paths import checkpoint_path, home
 
-    cfg = {**DEFAULTS, **(config or {})}
+    from neuroedge.models.bivision.bench_settings import check_values
+
+    cfg = check_values({**DEFAULTS, **(config or {})}, bench=False)
     root = (
         Path(cfg["data"])
         if cfg.get("data")

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from neuroedge.config_values import integer
+from neuroedge.config_values import integer, number
 from neuroedge.errors import ConfigError
 from neuroedge.models.influence_max import functional as F
 from neuroedge.models.influence_max import learner as L
@@ -40,6 +40,8 @@ DEFAULTS: dict[str, Any] = {
 }
 POLICIES = ("ucb", "epsilon_greedy", "random")
 BUILTIN = ("random20", "karate", "lesmis")
+MAX_HORIZON = 10**6  # rounds per graph
+MAX_WORLDS = 10**5  # live-edge worlds drawn at once (reach is worlds x n x n)
 RATIO_FLOOR = 1e-9  # nodes per round: random's regret at or below this makes the ratio undefined
 
 
@@ -91,6 +93,19 @@ def load_all(cfg: Mapping[str, Any]) -> dict[str, F.ICGraph]:
     """Every requested graph, loaded and checked before any simulation starts; the seed budget
     k must be an integer in 1..n-1 on each (k >= n seeds every node: one possible set, zero
     regret for every policy, nothing to learn, and regret_vs_random would be 0/0)."""
+    if not isinstance(cfg["horizons"], Mapping):
+        raise ConfigError(
+            f"config horizons must map graph names to horizons, got {cfg['horizons']!r}"
+        )
+    # horizon=2.5 ran 2 rounds, horizon=0 failed after the simulations, eval_worlds=2.5 inside
+    # numpy, worlds=0 gave NaN rows, rho=-1 and seed=-1 ran
+    integer(cfg, "horizon", 1, MAX_HORIZON)
+    for name, horizon in cfg["horizons"].items():
+        integer({f"horizons[{name!r}]": horizon}, f"horizons[{name!r}]", 1, MAX_HORIZON)
+    integer(cfg, "worlds", 1, MAX_WORLDS)
+    integer(cfg, "eval_worlds", 1, MAX_WORLDS)
+    integer(cfg, "seed", 0, 2**32 - 1)
+    number(cfg, "rho", 0, 100)
     graphs = {name: load_graph(name, cfg) for name in graph_names(cfg)}
     k = integer(cfg, "k", 1, hint=" (the seed budget)")
     for name, graph in graphs.items():
@@ -99,10 +114,6 @@ def load_all(cfg: Mapping[str, Any]) -> dict[str, F.ICGraph]:
                 f"config k={k}: graph {name!r} has only {graph.n} nodes; k must be at most "
                 f"{graph.n - 1} (k >= n seeds every node, so no policy has anything to learn)"
             )
-    if not isinstance(cfg["horizons"], Mapping):
-        raise ConfigError(
-            f"config horizons must map graph names to horizons, got {cfg['horizons']!r}"
-        )
     return graphs
 
 

@@ -8,11 +8,11 @@ from typing import Any
 import numpy as np
 from neuroedge.config_values import integer
 from neuroedge.models.influence_max.experiment import DEFAULTS as BENCH_DEFAULTS
+from neuroedge.models.influence_max.experiment import MAX_WORLDS
 from neuroedge.types import Efficiency, HostProgram, IOSpec, ModelSpec, Paper
 
 
 BUILD_DEFAULTS: dict[str, Any] = {"k": 2, "worlds": 200, "seed": 0}
-MAX_WORLDS = 10**5  # live-edge worlds drawn at once (reach is worlds x n x n)
 
 
 def check_config(config: Mapping[str, Any]) -> tuple[int, int, int]:

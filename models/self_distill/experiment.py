@@ -36,6 +36,34 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """Every value the bench reads, before any work: ConfigError naming the key and value
+    (``de_n=2.5`` failed inside numpy after the first experiments; ``oneshot_seeds=0`` wrote a
+    report of empty means)."""
+    from neuroedge.config_values import integer, number, number_list
+    from neuroedge.errors import ConfigError
+
+    out = dict(cfg)
+    for key, least, most in (
+        ("seed", 0, 2**32 - 1 - 1000),  # seeds run up to seed + 100 + oneshot_seeds
+        ("identity_n", 4, 10**5),
+        ("identity_seeds", 1, 1000),
+        ("oneshot_n", 4, 10**5),
+        ("oneshot_seeds", 1, 500),
+        ("de_p", 1, 5000),
+        ("de_n", 1, 10**5),
+        ("de_seeds", 1, 1000),
+        ("real_features", 1, 10**4),
+    ):
+        out[key] = integer(cfg, key, least, most)
+    for key in ("lambdas", "oneshot_lambdas", "de_lambdas", "real_lambdas"):
+        out[key] = number_list(cfg, key, 0, open_low=True)
+    out["de_rho"] = number(cfg, "de_rho", 0, 1)
+    if out["de_rho"] >= 1:
+        raise ConfigError(f"de_rho={cfg['de_rho']!r}: expected an AR(1) correlation in [0, 1)")
+    return out
+
+
 def isotropic_problem(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """X ~ N(0, I) [n, n/2], |beta| = 1, y = X beta + N(0, 1)."""
     rng = np.random.default_rng(seed)
@@ -154,8 +182,10 @@ def rows_from(res: Mapping[str, Any]) -> list[Report]:
                 "sign_rule_violations": Measurement(
                     ident["sign_rule_violations"], "cases", "counted"
                 ),
-                "xi_star_lam0.1": Measurement(ident["median_xi_star"]["0.1"], "xi"),
-                "xi_star_lam5": Measurement(ident["median_xi_star"]["5.0"], "xi"),
+                **{  # one per lambda (only 0.1 and 5.0 were read: other lambdas KeyError)
+                    f"xi_star_lam{float(lam):g}": Measurement(xi, "xi")
+                    for lam, xi in ident["median_xi_star"].items()
+                },
             },
         )
     ]
@@ -227,7 +257,7 @@ def bench(
     """Run every experiment, write report.json/report.md/risk.png, return the document."""
     from neuroedge.bench.report import build_document, write_report
 
-    cfg = {**DEFAULTS, **(config or {})}
+    cfg = check_config({**DEFAULTS, **(config or {})})
     res = {
         "identities": identities(cfg),
         "one_shot": one_shot_vs_oracle(cfg),

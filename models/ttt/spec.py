@@ -28,8 +28,10 @@ def make_layer(config: Mapping[str, Any]) -> Any:
     """The seeded token-level layer described by ``config`` (merged over DEFAULTS)."""
     from neuroedge.models.ttt.module import TTTLayer
 
+    from neuroedge.config_values import integer
+
     cfg = {**DEFAULTS, **config}
-    with seeded(int(cfg["seed"])):
+    with seeded(integer(cfg, "seed", 0, 2**32 - 1)):  # 1.5 ran as seed 1
         return TTTLayer(
             cfg["d_model"],
             cfg["heads"],

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 from neuroedge.models.ttt.data import IGNORE, MQARTask, mqar_batch
-from neuroedge.models.ttt.variants import LADDER, get_variant
+from neuroedge.models.ttt.variants import LADDER, ORDERS, get_variant
 
 # Sized for a shared 2-core CPU: the slowest variant (baseline) takes ~0.8 s per step there.
 DEFAULTS: dict[str, Any] = {
@@ -44,6 +44,24 @@ DEFAULTS: dict[str, Any] = {
     "threads": 1,
 }
 EVAL_SEED = 10**9  # evaluation sequences never appear in training (training seeds < 1e9)
+
+
+def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """Every value ``ladder`` reads, before any training: ConfigError naming the key and value
+    (``steps=2.5`` ran 2 steps, ``steps=0`` wrote an untrained ladder)."""
+    from neuroedge.config_values import choice, int_list, integer, number
+
+    out = dict(cfg)
+    for key in (
+        "pairs", "keys", "values", "d_model", "layers", "heads", "head_dim", "chunk",
+        "window", "steps", "batch", "eval_batch", "threads",
+    ):  # fmt: skip
+        out[key] = integer(cfg, key, 1)
+    out["seed"] = integer(cfg, "seed", 0, EVAL_SEED - 1)
+    out["lr"] = number(cfg, "lr", 0, 10, open_low=True)
+    out["order"] = choice(cfg, "order", ORDERS)
+    out["inner_steps"] = int_list(cfg, "inner_steps", 1, 1000)
+    return out
 
 
 def task_of(cfg: Mapping[str, Any]) -> MQARTask:
@@ -136,7 +154,7 @@ def ladder(
     config: Mapping[str, Any] | None = None, out: str | Path | None = None, progress: bool = True
 ) -> dict[str, Any]:
     """Train every ladder variant and the probes; write the tables into ``out``."""
-    cfg = {**DEFAULTS, **(config or {})}
+    cfg = check_config({**DEFAULTS, **(config or {})})
     rows, probes = [], {}
     baseline = None
     for name in LADDER:

@@ -66,6 +66,39 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """Every number the bench reads, before any training: ConfigError naming the key and value
+    (``steps=2.5`` failed in range() after loading; ``timing_repeats=0`` after 6 s of
+    training; ``weight_decay=-1`` and fractional RMT sizes ran)."""
+    from neuroedge.config_values import integer, number
+    from neuroedge.errors import ConfigError
+
+    out = dict(cfg)
+    for key, least, most in (
+        ("seed", 0, 2**31 - 1),
+        ("steps", 1, 10**6),
+        ("hidden_regression", 1, 4096),
+        ("hidden_classification", 1, 4096),
+        ("n_synthetic", 1, 10**6),
+        ("timing_repeats", 1, 1000),
+        ("rmt_seeds", 1, 100),
+        ("evidence_rounds", 0, 10),
+    ):
+        out[key] = integer(cfg, key, least, most)
+    out["lr"] = number(cfg, "lr", 0, 10, open_low=True)
+    out["weight_decay"] = number(cfg, "weight_decay", 0, 10)
+    sizes = cfg["rmt_sizes"]
+    ok = isinstance(sizes, (list, tuple)) and all(
+        isinstance(t, (list, tuple)) and len(t) == 3 for t in sizes
+    )
+    if not ok:
+        raise ConfigError(f"rmt_sizes={sizes!r}: expected a list of [n, d, m] triples")
+    for t in sizes:
+        for name, v in zip("ndm", t, strict=True):
+            integer({f"rmt_sizes {list(t)} {name}": v}, f"rmt_sizes {list(t)} {name}", 1, 5000)
+    return out
+
+
 def rmt_rows(cfg: Mapping[str, Any]) -> list[Report]:
     """CK vs NTK free energy and test NLL, averaged over seeds, at growing (n, d, m)."""
     rows = []
@@ -223,8 +256,10 @@ def bench(
     from neuroedge.bench.report import build_document, write_report
     from neuroedge.bench.seeds import check_workers, map_seeds, seed_list, seed_rows
 
-    cfg = {**DEFAULTS, **(config or {})}
+    cfg = check_config({**DEFAULTS, **(config or {})})
     seeds = seed_list(cfg)
+    for seed in seeds:
+        check_config({**cfg, "seed": seed})
     check_datasets(cfg["datasets"], seeds, cfg["n_synthetic"])  # before any training
     jobs = {s: {**cfg, "seed": s, "progress": len(seeds) == 1} for s in seeds}
     per_seed = map_seeds(
