@@ -198,3 +198,34 @@ def claim_lines(claim: Mapping[str, Any], notes: Sequence[str] = ()) -> list[str
     for i, seed in enumerate(claim["seeds"]):
         lines.append(f"| {seed} | " + " | ".join(f"{claim[k][i]:.4g}" for k in keys) + " |")
     return lines
+
+
+def write_seed_report(
+    out_dir: str,
+    name: str,
+    per_seed: Mapping[int, Sequence[Report]],
+    cfg: Mapping[str, Any],
+    claim: Mapping[str, Any],
+    columns: Sequence[str],
+    sections: Sequence[str],
+    plots: Sequence[Callable[[dict[str, Any], Any], Any]] = (),
+    history: str | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """report.json/report.md/plots of a bench repeated over seeds: one seed's rows as they are,
+    else mean rows plus every seed's (``seed_rows``); the claim and each seed's rows in the
+    document (``extra`` keys too). Returns the document."""
+    from neuroedge.bench.report import build_document, write_report
+
+    rows = next(iter(per_seed.values())) if len(per_seed) == 1 else seed_rows(per_seed)
+    doc = build_document(
+        name,
+        rows,
+        config=dict(cfg),
+        columns=list(columns),
+        claim=claim,
+        **extra,
+        per_seed={str(s): [r.to_json() for r in rs] for s, rs in per_seed.items()},
+    )
+    write_report(doc, out_dir, columns=columns, sections=sections, plots=plots, history=history)
+    return doc

@@ -285,11 +285,9 @@ def bench(
     history: str | None = None,
 ) -> dict[str, Any]:
     """Every seed; report.json/report.md/behaviour.png with the claim over the seeds."""
-    from neuroedge.bench.report import build_document, write_report
-    from neuroedge.bench.seeds import run_over_seeds, seed_rows
+    from neuroedge.bench.seeds import run_over_seeds, write_seed_report
 
-    cfg, seeds, per_seed = run_over_seeds(NAME, config or {}, DEFAULTS, check_config, run_seed)
-    rows = per_seed[seeds[0]] if len(seeds) == 1 else seed_rows(per_seed)
+    cfg, _, per_seed = run_over_seeds(NAME, config or {}, DEFAULTS, check_config, run_seed)
     claim = claim_over_seeds(per_seed, cfg)
     columns = [
         "refuse_before",
@@ -305,16 +303,14 @@ def bench(
         "secrets_refused_before",
         "secrets_revealed_after",
     ]
-    per_seed_json = {str(s): [r.to_json() for r in rs] for s, rs in per_seed.items()}
-    doc = build_document(
-        NAME, rows, config=cfg, columns=columns, claim=claim, per_seed=per_seed_json
-    )
-    write_report(
-        doc,
+    return write_seed_report(
         out_dir,
-        columns=columns,
-        sections=claim_section(claim),
-        plots=[behaviour_plot],
-        history=history,
+        NAME,
+        per_seed,
+        cfg,
+        claim,
+        columns,
+        claim_section(claim),
+        [behaviour_plot],
+        history,
     )
-    return doc

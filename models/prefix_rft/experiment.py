@@ -274,12 +274,10 @@ def bench(
     history: str | None = None,
 ) -> dict[str, Any]:
     """Every seed; report.json/report.md/curves.png with the claim over the seeds."""
-    from neuroedge.bench.report import build_document, write_report
-    from neuroedge.bench.seeds import run_over_seeds, seed_rows
+    from neuroedge.bench.seeds import run_over_seeds, write_seed_report
 
-    cfg, seeds, results = run_over_seeds(NAME, config or {}, DEFAULTS, check_config, run_seed)
+    cfg, _, results = run_over_seeds(NAME, config or {}, DEFAULTS, check_config, run_seed)
     per_seed = {s: r["rows"] for s, r in results.items()}
-    rows = per_seed[seeds[0]] if len(seeds) == 1 else seed_rows(per_seed)
     claim = claim_over_seeds(per_seed, cfg)
     columns = [
         *ACCURACY,
@@ -290,21 +288,16 @@ def bench(
         "train_s",
         "step_ms",
     ]
-    doc = build_document(
-        NAME,
-        rows,
-        config=cfg,
-        columns=columns,
-        claim=claim,
-        curves={str(s): r["curves"] for s, r in results.items()},
-        per_seed={str(s): [r.to_json() for r in rs] for s, rs in per_seed.items()},
-    )
-    write_report(
-        doc,
+    curves = {str(s): r["curves"] for s, r in results.items()}
+    return write_seed_report(
         out_dir,
-        columns=columns,
-        sections=claim_section(claim),
-        plots=[curves_plot],
-        history=history,
+        NAME,
+        per_seed,
+        cfg,
+        claim,
+        columns,
+        claim_section(claim),
+        [curves_plot],
+        history,
+        curves=curves,
     )
-    return doc

@@ -280,11 +280,9 @@ def bench(
     history: str | None = None,
 ) -> dict[str, Any]:
     """Every seed; report.json/report.md/pass_at_1.png with the claim over the seeds."""
-    from neuroedge.bench.report import build_document, write_report
-    from neuroedge.bench.seeds import run_over_seeds, seed_rows
+    from neuroedge.bench.seeds import run_over_seeds, write_seed_report
 
-    cfg, seeds, per_seed = run_over_seeds(NAME, config or {}, DEFAULTS, check_config, run_seed)
-    rows = per_seed[seeds[0]] if len(seeds) == 1 else seed_rows(per_seed)
+    cfg, _, per_seed = run_over_seeds(NAME, config or {}, DEFAULTS, check_config, run_seed)
     claim = claim_over_seeds(per_seed)
     columns = [
         "pass1",
@@ -295,20 +293,7 @@ def bench(
         "prm_top1_solves_len1",
         "train_s",
     ]
-    doc = build_document(
-        NAME,
-        rows,
-        config=cfg,
-        columns=columns,
-        claim=claim,
-        per_seed={str(s): [r.to_json() for r in rs] for s, rs in per_seed.items()},
+    sections = claim_section(claim)
+    return write_seed_report(
+        out_dir, NAME, per_seed, cfg, claim, columns, sections, [pass_at_1_plot], history
     )
-    write_report(
-        doc,
-        out_dir,
-        columns=columns,
-        sections=claim_section(claim),
-        plots=[pass_at_1_plot],
-        history=history,
-    )
-    return doc
