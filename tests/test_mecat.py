@@ -1,0 +1,134 @@
+"""caption.date: the tokenizer and encoder against the reference libraries, the DATE formulas
+against hand computations, and the metric's orderings on generated captions."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from neuroedge.models.mecat import data
+from neuroedge.models.mecat import functional as F
+
+REFERENCE = Path(__file__).with_name("data") / "minilm_reference.npz"
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    from neuroedge.models.mecat.experiment import encoder
+
+    return encoder(None)
+
+
+def test_token_ids_match_the_reference_tokenizer(minilm) -> None:
+    ref = np.load(REFERENCE)
+    sentences = json.loads(str(ref["sentences"]))
+    ids, mask = minilm.ids(sentences)
+    assert ids.shape == ref["input_ids"].shape
+    np.testing.assert_array_equal(ids.numpy(), ref["input_ids"])
+    np.testing.assert_array_equal(mask.numpy(), ref["attention_mask"])
+
+
+def test_sentence_embeddings_match_sentence_transformers(minilm) -> None:
+    ref = np.load(REFERENCE)
+    sentences = json.loads(str(ref["sentences"]))
+    with torch.no_grad():
+        ours = minilm.encode(sentences).numpy()
+    np.testing.assert_allclose(ours, ref["embeddings"], atol=1e-5)
+    # the batch a sentence sits in (its padding) does not change its embedding
+    alone = minilm.encode(sentences[:1]).numpy()
+    np.testing.assert_allclose(alone[0], ours[0], atol=1e-5)
+
+
+def test_truncation_keeps_cls_and_sep(minilm) -> None:
+    from neuroedge.models.mecat.wordpiece import WordPiece
+
+    tok = WordPiece(minilm.folder / "vocab.txt", max_length=5)
+    ids = tok.encode("one two three four five six")
+    assert len(ids) == 5 and ids[0] == tok.cls and ids[-1] == tok.sep
+    assert tok.encode("x" * 101)[1] == tok.unk  # a word over 100 characters
+
+
+def one_hot_set():
+    ids = torch.tensor([[101, 5, 6, 5, 102, 0], [101, 6, 7, 102, 0, 0], [101, 5, 102, 0, 0, 0]])
+    mask = (ids != 0).long()
+    return ids, mask, 3.0 * torch.eye(110)[ids]  # orthogonal rows: similarity = same token
+
+
+def test_idf_is_classic_idf_for_orthogonal_embeddings() -> None:
+    ids, mask, emb = one_hot_set()
+    unique, _, idf = F.idf(ids, mask, emb, 101, 102)
+    got = dict(zip(unique.tolist(), idf.tolist(), strict=True))
+    n = 3  # token 5 and 6 are in two sentences, 7 in one; [CLS]/[SEP] never count
+    for token, docs in ((5, 2), (6, 2), (7, 1), (101, 0), (102, 0)):
+        assert got[token] == pytest.approx(math.log((n + 1) / (docs + 1)) + 1, abs=1e-6)
+
+
+def test_tf_idf_weights_by_hand() -> None:
+    ids, mask, emb = one_hot_set()
+    w = F.tfidf_weights(ids, mask, emb, 101, 102)
+    # sentence 0: tf = [2, 1, 2] (token 5 twice), equal idf: [2, 1, 2] / (5 / 3)
+    np.testing.assert_allclose(w[0, :5].numpy(), [1.2, 1.2, 0.6, 1.2, 0.6], atol=1e-6)
+    idf6, idf7 = math.log(4 / 3) + 1, math.log(4 / 2) + 1
+    body = np.array([idf6, idf7]) / np.mean([idf6, idf7])
+    np.testing.assert_allclose(w[1, :4].numpy(), [body[1], body[0], body[1], body[0]], atol=1e-6)
+    np.testing.assert_allclose(w[2, :3].numpy(), [1, 1, 1])  # one content token: mean 1
+    assert (w[mask == 0] == 0).all()
+
+
+def test_discrimination_counts_by_hand() -> None:
+    m = torch.tensor([[0.9, 0.5, 0.88, 0.1], [0.5, 0.6, 0.9, 0.2], [0.1] * 4, [0.3, 0.3, 0.3, 0.8]])
+    disc = F.discrimination(m, delta=0.1)  # band +- 0.05
+    # row 0: k=2 within band, k=0 itself: eq 2, ge 0 -> 1 - 2/4; row 1: ge 1 (0.9), eq 1
+    # row 2: constant row, all 4 in band -> 0; row 3: only itself
+    np.testing.assert_allclose(disc.numpy(), [0.5, 0.5, 0.0, 0.75], atol=1e-7)
+    scores = F.date_scores(m, 0.1)
+    np.testing.assert_allclose(scores["similarity"].numpy(), [0.9, 0.6, 0.1, 0.8])
+    assert scores["date"][2] == 0  # disc 0: harmonic mean 0
+    assert scores["date"][0] == pytest.approx(2 * 0.9 * 0.5 / 1.4)
+
+
+def test_discrimination_bounds_and_constant_candidates() -> None:
+    gen = torch.Generator().manual_seed(0)
+    m = torch.rand((30, 30), generator=gen)
+    disc = F.discrimination(m, 0.2)
+    assert (disc >= 0).all() and (disc <= 1 - 1 / 30 + 1e-7).all()
+    refs = torch.nn.functional.normalize(torch.randn((5, 2, 8), generator=gen), dim=-1)
+    same = torch.nn.functional.normalize(torch.randn(8, generator=gen), dim=0).repeat(5, 1)
+    rows = F.score_matrix(same, refs)
+    assert torch.allclose(rows, rows[0].expand_as(rows))  # one caption: identical rows
+
+
+def test_date_orders_the_generated_systems(minilm) -> None:
+    sets = data.scene_set(clips=24, refs=3, seed=5)
+    date = {
+        name: float(F.evaluate(minilm, sets.systems[name], sets.references)["date"].mean())
+        for name in ("detailed_correct", "short_correct", "mismatched", "generic")
+    }
+    assert date["detailed_correct"] > date["short_correct"] > date["mismatched"]
+    assert date["short_correct"] > date["generic"]
+
+
+def test_scene_set_is_deterministic_and_distinct() -> None:
+    a, b = data.scene_set(10, 2, seed=3), data.scene_set(10, 2, seed=3)
+    assert a == b
+    assert len({tuple(r) for r in a.references}) == 10
+    assert all(len(r) == 2 for r in a.references)
+    assert set(a.systems) == set(data.SYSTEMS)
+    assert a.systems["mismatched"] != a.systems["detailed_correct"]
+    assert data.scene_set(10, 2, seed=4) != a
+
+
+def test_bench_writes_the_claim(tmp_path: Path) -> None:
+    from neuroedge.models.mecat.experiment import bench
+
+    doc = bench(str(tmp_path), config={"seeds": [0], "clips": 12, "refs": 2})
+    assert set(doc["claim"]["parts"]) >= {"a_detailed_correct_highest"}
+    names = {r["variant"] for r in doc["rows"]}
+    assert names == set(data.SYSTEMS)
+    assert len(doc["per_clip"]["0"]["generic"]["date"]) == 12
+    for f in ("report.json", "report.md", "scores.png"):
+        assert (tmp_path / f).stat().st_size > 0
