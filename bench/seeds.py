@@ -210,14 +210,17 @@ def write_seed_report(
     sections: Sequence[str],
     plots: Sequence[Callable[[dict[str, Any], Any], Any]] = (),
     history: str | None = None,
+    extra_rows: Sequence[Report] = (),
     **extra: Any,
 ) -> dict[str, Any]:
     """report.json/report.md/plots of a bench repeated over seeds: one seed's rows as they are,
-    else mean rows plus every seed's (``seed_rows``); the claim and each seed's rows in the
-    document (``extra`` keys too). Returns the document."""
+    else mean rows plus every seed's (``seed_rows``), then ``extra_rows`` (measured once, not
+    per seed); the claim and each seed's rows in the document (``extra`` keys too). Returns
+    the document."""
     from neuroedge.bench.report import build_document, write_report
 
     rows = next(iter(per_seed.values())) if len(per_seed) == 1 else seed_rows(per_seed)
+    rows = [*rows, *extra_rows]
     doc = build_document(
         name,
         rows,

@@ -132,3 +132,33 @@ def test_bench_writes_the_claim(tmp_path: Path) -> None:
     assert len(doc["per_clip"]["0"]["generic"]["date"]) == 12
     for f in ("report.json", "report.md", "scores.png"):
         assert (tmp_path / f).stat().st_size > 0
+
+
+def test_onnx_encoder_matches_host_and_int8_stays_close(minilm, tmp_path: Path) -> None:
+    from neuroedge.models.mecat.deploy import OnnxEncoder, export_encoder, quantize_int8
+
+    fp32 = export_encoder(minilm, tmp_path / "enc.onnx")
+    int8 = quantize_int8(fp32, tmp_path / "enc_int8.onnx")
+    assert int8.stat().st_size < fp32.stat().st_size / 3  # int8 weights
+    # another batch and length than the export's example: the axes are dynamic
+    texts = ["x", "a much longer sentence, with more words than the export example had in it"]
+    ids, mask = minilm.ids(texts)
+    embeds = minilm.word_embeddings(ids)
+    host = minilm.encode_embeds(embeds, mask)
+    np.testing.assert_allclose(
+        OnnxEncoder(minilm, fp32).encode_embeds(embeds, mask), host, atol=1e-5
+    )
+    q = OnnxEncoder(minilm, int8).encode_embeds(embeds, mask)
+    assert float((q - host).abs().max()) < 0.2
+    assert (q * host).sum(1).min() > 0.85  # cosine to fp32 (0.90 measured on "x")
+
+
+def test_bench_with_onnxrt_adds_encoder_rows(tmp_path: Path) -> None:
+    from neuroedge.models.mecat.experiment import bench
+
+    cfg = {"seeds": [0], "clips": 6, "refs": 1, "encode_batch": 4, "timing_repeats": 2}
+    doc = bench(str(tmp_path), backends=("host", "onnxrt"), config=cfg)
+    rows = {(r["variant"], r["backend"]): r["metrics"] for r in doc["rows"]}
+    assert rows[("encoder", "onnxrt")]["date_max_abs_diff"]["value"] < 1e-4
+    assert rows[("encoder", "host")]["speedup_vs_host"]["value"] == 1.0
+    assert rows[("encoder_int8", "onnxrt")]["file_mb"]["value"] > 0

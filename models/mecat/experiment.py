@@ -28,6 +28,14 @@ delta table is tuned for their encoder (paraphrase-TinyBERT-L6-v2, not offline h
 with MiniLM a delta of 0.25 gives 0.08-0.19 on those seeds. The default stays the authors'
 0.1703 (``delta=`` changes it).
 
+**Deployment** (when onnxrt is benchmarked, the default): the encoder exported to ONNX
+(``deploy.export_encoder``) and int8-quantized by ONNX Runtime's dynamic quantization, timed
+side by side with the torch encoder on one batch of ``encode_batch`` reference sentences
+(first seed), one thread each; rows ``encoder`` (host, onnxrt) and ``encoder_int8`` (onnxrt)
+with the embedding error against the host and every system's DATE through that encoder
+against the host's (``date_max_abs_diff``, ``date_mean_abs_diff``, ``system_order_kept``).
+The graphs go to ``.neuroedge/artifacts/onnxrt/caption.date/``.
+
 With ``data=PATH`` (a jsonl of the user's captions, ``data.read_jsonl``) the bench scores that
 file instead, with the generic sentence against the same references as the floor; there is no
 claim then. ``model=FOLDER`` swaps the encoder for another BERT-family sentence encoder folder
@@ -57,8 +65,11 @@ DEFAULTS: dict[str, Any] = {
     "delta": DELTA["long"],
     "data": None,
     "model": None,
+    "encode_batch": 64,
+    "timing_repeats": 20,
 }
 METRICS = ("date", "similarity", "discrimination", "fense_sim")
+DEPLOY_COLUMNS = ("latency_p50_ms", "speedup_vs_host", "max_abs_err", "date_max_abs_diff")
 RIGHT = ("detailed_correct", "short_correct", "detailed_wrong_source")  # all or most parts right
 GENERIC_DISC_BOUND = 0.2  # the notes' assertion on their synthetic set
 _ENCODERS: dict[str, Any] = {}
@@ -73,6 +84,8 @@ def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
     out["clips"] = integer(cfg, "clips", 2, 10_000)
     out["refs"] = integer(cfg, "refs", 1, 100)
     out["delta"] = number(cfg, "delta", 0, 2)
+    out["encode_batch"] = integer(cfg, "encode_batch", 1, 4096)
+    out["timing_repeats"] = integer(cfg, "timing_repeats", 1, 10_000)
     for key in ("data", "model"):
         value = cfg.get(key)
         if value is not None and not (isinstance(value, str) and value):
@@ -173,7 +186,11 @@ def scores_plot(doc: dict[str, Any], path: Path) -> Path:
     from neuroedge.bench.report import finish_figure, pyplot
 
     plt = pyplot()
-    rows = {r["variant"]: r["metrics"] for r in doc["rows"] if "@" not in r["variant"]}
+    rows = {
+        r["variant"]: r["metrics"]
+        for r in doc["rows"]
+        if "@" not in r["variant"] and "date" in r["metrics"]
+    }
     names = list(rows)
     fig, ax = plt.subplots(figsize=(10, 4))
     width = 0.8 / len(METRICS)
@@ -218,8 +235,24 @@ def bench(
     if user.get("data") is not None:
         cfg = check_config({**DEFAULTS, **user})
         return bench_file(out_dir, cfg, history)
-    cfg, _, results = run_over_seeds(NAME, user, DEFAULTS, check_config, run_seed)
+    cfg, seeds, results = run_over_seeds(NAME, user, DEFAULTS, check_config, run_seed)
     per_seed = {s: r["rows"] for s, r in results.items()}
+    deployed = []
+    if "onnxrt" in backends:
+        from neuroedge.models.mecat.data import scene_set
+        from neuroedge.models.mecat.deploy import deployment_rows
+        from neuroedge.paths import artifact_dir
+        from neuroedge.seeding import one_thread
+
+        sets = scene_set(cfg["clips"], cfg["refs"], seeds[0])
+        with one_thread():
+            deployed = deployment_rows(
+                encoder(cfg["model"]),
+                sets.systems,
+                sets.references,
+                cfg,
+                artifact_dir(NAME, "onnxrt"),
+            )
     claim = claim_over_seeds(per_seed)
     gaps = [np.mean(claim[f"relative_gap_{m}"]) for m in ("date", "fense_sim")]
     disc = claim["generic_discrimination"]
@@ -235,9 +268,10 @@ def bench(
         per_seed,
         cfg,
         claim,
-        [*METRICS, "seconds"],
+        [*METRICS, "seconds", *DEPLOY_COLUMNS],
         claim_lines(claim, notes),
         [scores_plot],
         history,
+        extra_rows=deployed,
         per_clip={str(s): r["per_clip"] for s, r in results.items()},
     )

@@ -98,6 +98,7 @@ class MiniLM:
         for key in need:
             if key not in self.w:
                 raise ValueError(f"{self.folder}/model.safetensors: no tensor {key!r}")
+        self.module = BertEncoder(self.w, self.layers, self.heads, self.eps).eval()
         vocab = self.w["embeddings.word_embeddings.weight"].shape[0]
         if vocab != len(self.tokenizer.tokens):
             raise ValueError(
@@ -119,31 +120,6 @@ class MiniLM:
         """The input (non-contextual) embedding rows of ``ids``: [..., hidden]."""
         return F.embedding(ids, self.w["embeddings.word_embeddings.weight"])
 
-    def _norm(self, x: torch.Tensor, prefix: str) -> torch.Tensor:
-        w = self.w
-        return F.layer_norm(x, (self.hidden,), w[f"{prefix}.weight"], w[f"{prefix}.bias"], self.eps)
-
-    def _dense(self, x: torch.Tensor, prefix: str) -> torch.Tensor:
-        return F.linear(x, self.w[f"{prefix}.weight"], self.w[f"{prefix}.bias"])
-
-    def _layer(self, x: torch.Tensor, bias: torch.Tensor, i: int) -> torch.Tensor:
-        p, (n, length, _) = f"encoder.layer.{i}", x.shape
-        d = self.hidden // self.heads
-
-        def split(t: torch.Tensor) -> torch.Tensor:
-            return t.view(n, length, self.heads, d).transpose(1, 2)
-
-        q, k, v = (
-            split(self._dense(x, f"{p}.attention.self.{m}")) for m in ("query", "key", "value")
-        )
-        scores = q @ k.transpose(-1, -2) / math.sqrt(d) + bias
-        ctx = (scores.softmax(-1) @ v).transpose(1, 2).reshape(n, length, self.hidden)
-        x = self._norm(
-            x + self._dense(ctx, f"{p}.attention.output.dense"), f"{p}.attention.output.LayerNorm"
-        )
-        h = F.gelu(self._dense(x, f"{p}.intermediate.dense"))
-        return self._norm(x + self._dense(h, f"{p}.output.dense"), f"{p}.output.LayerNorm")
-
     @torch.no_grad()
     def encode_embeds(self, embeds: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """L2-normalised mean-pooled sentence embeddings [n, hidden] from input word
@@ -153,16 +129,9 @@ class MiniLM:
                 f"expected embeds [n, L, {self.hidden}] and mask [n, L], got "
                 f"{list(embeds.shape)} and {list(mask.shape)}"
             )
-        length = embeds.shape[1]
-        w = self.w
-        x = embeds.float() + w["embeddings.position_embeddings.weight"][:length]
-        x = self._norm(x + w["embeddings.token_type_embeddings.weight"][0], "embeddings.LayerNorm")
-        m = mask.to(x.dtype)
-        bias = ((1.0 - m) * torch.finfo(x.dtype).min)[:, None, None, :]
-        for i in range(self.layers):
-            x = self._layer(x, bias, i)
-        pooled = (x * m[..., None]).sum(1) / m.sum(1, keepdim=True).clamp(min=1e-9)
-        return F.normalize(pooled, dim=-1)
+        if embeds.shape[1] > self.module.positions:
+            raise ValueError(f"{embeds.shape[1]} tokens > {self.module.positions} positions")
+        return self.module(embeds.float(), mask)
 
     def encode(self, texts: list[str], batch_size: int = 64) -> torch.Tensor:
         """Sentence embeddings [n, hidden] of plain texts (the sentence-BERT path)."""
@@ -180,3 +149,62 @@ class MiniLM:
             "hidden": self.hidden,
             "params": params,
         }
+
+
+class BertEncoder(torch.nn.Module):
+    """BERT's encoder from ``inputs_embeds`` to the pooled, normalised sentence embedding:
+    ``forward(embeds [n, L, hidden] float32, mask [n, L] int64) -> [n, hidden]``. Its weights
+    are buffers (inference only), so it exports to ONNX as one graph (``deploy``)."""
+
+    def __init__(self, w: dict[str, torch.Tensor], layers: int, heads: int, eps: float) -> None:
+        super().__init__()
+        self.layers, self.heads, self.eps = layers, heads, eps
+        self.hidden = w["embeddings.word_embeddings.weight"].shape[1]
+        self.positions = w["embeddings.position_embeddings.weight"].shape[0]
+        for key, t in w.items():
+            if key.startswith("encoder.") or key in (
+                "embeddings.position_embeddings.weight",
+                "embeddings.token_type_embeddings.weight",
+                "embeddings.LayerNorm.weight",
+                "embeddings.LayerNorm.bias",
+            ):
+                self.register_buffer(key.replace(".", "__"), t.float())
+
+    def _w(self, key: str) -> torch.Tensor:
+        return getattr(self, key.replace(".", "__"))
+
+    def _norm(self, x: torch.Tensor, prefix: str) -> torch.Tensor:
+        return F.layer_norm(
+            x, (self.hidden,), self._w(f"{prefix}.weight"), self._w(f"{prefix}.bias"), self.eps
+        )
+
+    def _dense(self, x: torch.Tensor, prefix: str) -> torch.Tensor:
+        return F.linear(x, self._w(f"{prefix}.weight"), self._w(f"{prefix}.bias"))
+
+    def _layer(self, x: torch.Tensor, bias: torch.Tensor, i: int) -> torch.Tensor:
+        p, d = f"encoder.layer.{i}", self.hidden // self.heads
+
+        def split(t: torch.Tensor) -> torch.Tensor:
+            return t.reshape(t.shape[0], t.shape[1], self.heads, d).transpose(1, 2)
+
+        q, k, v = (
+            split(self._dense(x, f"{p}.attention.self.{m}")) for m in ("query", "key", "value")
+        )
+        scores = q @ k.transpose(-1, -2) / math.sqrt(d) + bias
+        ctx = (scores.softmax(-1) @ v).transpose(1, 2).flatten(2)
+        x = self._norm(
+            x + self._dense(ctx, f"{p}.attention.output.dense"), f"{p}.attention.output.LayerNorm"
+        )
+        h = F.gelu(self._dense(x, f"{p}.intermediate.dense"))
+        return self._norm(x + self._dense(h, f"{p}.output.dense"), f"{p}.output.LayerNorm")
+
+    def forward(self, embeds: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        pos = self._w("embeddings.position_embeddings.weight")[: embeds.shape[1]]
+        x = embeds + pos + self._w("embeddings.token_type_embeddings.weight")[0]
+        x = self._norm(x, "embeddings.LayerNorm")
+        m = mask.to(x.dtype)
+        bias = ((1.0 - m) * torch.finfo(x.dtype).min)[:, None, None, :]
+        for i in range(self.layers):
+            x = self._layer(x, bias, i)
+        pooled = (x * m[..., None]).sum(1) / m.sum(1, keepdim=True).clamp(min=1e-9)
+        return F.normalize(pooled, dim=-1)

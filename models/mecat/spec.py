@@ -117,5 +117,6 @@ SPEC = ModelSpec(
     efficiency=Efficiency("FLOP"),
     tolerance={"default": 1e-6},
     bench="neuroedge.models.mecat.experiment:bench",
+    bench_backends=("host", "onnxrt"),
     config_keys={"build": BUILD_KEYS, "bench": tuple(BENCH_DEFAULTS)},
 )
