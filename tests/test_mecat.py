@@ -162,3 +162,16 @@ def test_bench_with_onnxrt_adds_encoder_rows(tmp_path: Path) -> None:
     assert rows[("encoder", "onnxrt")]["date_max_abs_diff"]["value"] < 1e-4
     assert rows[("encoder", "host")]["speedup_vs_host"]["value"] == 1.0
     assert rows[("encoder_int8", "onnxrt")]["file_mb"]["value"] > 0
+
+
+def test_batched_encoding_and_blocked_idf_equal_one_pass(minilm, monkeypatch) -> None:
+    sets = data.scene_set(clips=9, refs=2, seed=1)
+    flat = [s for r in sets.references for s in r]
+    one = F.sentence_embeddings(minilm, flat, weighted=True, batch=1000)
+    np.testing.assert_allclose(F.sentence_embeddings(minilm, flat, True, batch=4), one, atol=1e-5)
+    ids, mask = minilm.ids(flat)
+    emb = minilm.word_embeddings(ids)
+    _, _, blocked = F.idf(ids, mask, emb, minilm.tokenizer.cls, minilm.tokenizer.sep)
+    monkeypatch.setattr(F, "CHUNK", 1)
+    _, _, single = F.idf(ids, mask, emb, minilm.tokenizer.cls, minilm.tokenizer.sep)
+    np.testing.assert_allclose(blocked, single, rtol=1e-6)

@@ -42,6 +42,7 @@ DELTA = {  # the authors' ``subset_data_delta``, per caption field
     "environment": 0.2150,
 }
 DEFAULT_DELTA = 0.2
+CHUNK = 64  # sentences per encoder call and per block of the IDF similarities
 
 
 class Encoder(Protocol):
@@ -71,8 +72,11 @@ def idf(
     content = real & (ids != cls) & (ids != sep)
     e_all = torch.nn.functional.normalize(embeds, dim=-1) * content[..., None]
     df = torch.zeros(len(unique), dtype=embeds.dtype)
-    for s in range(ids.shape[0]):
-        df += ((e_u @ e_all[s].T) ** 2).sum(1).clamp(0, 1)
+    n, length = ids.shape
+    for start in range(0, n, CHUNK):  # [U, chunk * L] similarities at a time
+        part = e_all[start : start + CHUNK].reshape(-1, e_all.shape[-1])
+        sq = ((e_u @ part.T) ** 2).view(len(unique), -1, length)
+        df += sq.sum(2).clamp(0, 1).sum(1)
     return unique, e_u, torch.log((ids.shape[0] + 1) / (df + 1)) + 1
 
 
@@ -97,15 +101,24 @@ def tfidf_weights(
     return weights
 
 
-def sentence_embeddings(encoder: Encoder, texts: Sequence[str], weighted: bool) -> torch.Tensor:
-    """L2-normalised embeddings [n, d] of one sentence set: TF-IDF weighted (DATE) or plain."""
+def sentence_embeddings(
+    encoder: Encoder, texts: Sequence[str], weighted: bool, batch: int = CHUNK
+) -> torch.Tensor:
+    """L2-normalised embeddings [n, d] of one sentence set: TF-IDF weighted (DATE) or plain.
+    The weights use the whole set; the encoder runs ``batch`` sentences at a time, each batch
+    cut to its longest sentence (padding is masked: the result does not depend on it)."""
     ids, mask = encoder.ids(list(texts))
     embeds = encoder.word_embeddings(ids)
     if weighted:
         tok = getattr(encoder, "tokenizer", None)
         cls, sep = (tok.cls, tok.sep) if tok is not None else (101, 102)
         embeds = embeds * tfidf_weights(ids, mask, embeds, cls, sep)[..., None]
-    return encoder.encode_embeds(embeds, mask)
+    out = []
+    for start in range(0, len(ids), batch):
+        m = mask[start : start + batch]
+        width = max(int(m.sum(1).max()), 1)
+        out.append(encoder.encode_embeds(embeds[start : start + batch, :width], m[:, :width]))
+    return torch.cat(out)
 
 
 def score_matrix(
