@@ -140,5 +140,11 @@ def test_safetensors_errors_name_file_and_tensor(tmp_path: Path) -> None:
 
 
 def test_model_folder_errors(tmp_path: Path) -> None:
+    from neuroedge.models.mecat.experiment import bench
+
     with pytest.raises(FileNotFoundError, match="lacks config.json, vocab.txt, model.safetensors"):
         MiniLM(tmp_path)
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(ConfigError, match="the folder lacks vocab.txt, model.safetensors"):
+        bench(str(tmp_path / "out"), config={"model": str(tmp_path)})
+    assert not (tmp_path / "out").exists()

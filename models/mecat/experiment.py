@@ -92,8 +92,14 @@ def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
             raise ConfigError(f"{key}={value!r}: expected a path")
     if out.get("data") is not None and not Path(out["data"]).is_file():
         raise ConfigError(f"data={out['data']!r}: no such file (a jsonl of captions)")
-    if out.get("model") is not None and not Path(out["model"]).is_dir():
-        raise ConfigError(f"model={out['model']!r}: no such folder")
+    if out.get("model") is not None:
+        from neuroedge.models.mecat.minilm import REQUIRED
+
+        if not Path(out["model"]).is_dir():
+            raise ConfigError(f"model={out['model']!r}: no such folder")
+        missing = [f for f in REQUIRED if not (Path(out["model"]) / f).is_file()]
+        if missing:
+            raise ConfigError(f"model={out['model']!r}: the folder lacks {', '.join(missing)}")
     return out
 
 
