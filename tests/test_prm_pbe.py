@@ -119,6 +119,35 @@ def test_gae_and_prm_step_rewards_follow_hand_worked_values() -> None:
 
     shaped = O.step_rewards(traj, Scores(), 0.5)  # scores 3 and 31: z = -1, +1
     assert np.concatenate(shaped).tolist() == pytest.approx([-0.5, 1.5])
+    # node-centred: scores minus node baselines 1 and 31 -> 2 and 0, scaled by their sd 1
+    centred = O.step_rewards(traj, Scores(), 0.5, [np.array([1.0]), np.array([31.0])])
+    assert np.concatenate(centred).tolist() == pytest.approx([1.0, 1.0])
+
+
+def test_node_baselines_average_the_prm_over_the_policy_steps() -> None:
+    class Scores(torch.nn.Module):
+        def forward(self, t, act, fb):
+            return act.double()  # score = op id
+
+    class Fixed(torch.nn.Module):  # all mass on op 5, END once the op budget is spent
+        def forward(self, t):
+            logits = torch.full((len(t["step"]), dsl.N_ACTIONS), -1e9)
+            last = t["step"] >= dsl.MAX_OPS
+            logits[~last, 5] = 0.0
+            logits[last, dsl.END] = 0.0
+            return logits, torch.zeros(len(t["step"]))
+
+    rng = np.random.default_rng(0)
+    tasks = dsl.make_tasks(rng, 1, 3)
+    traj = P.rollout(Fixed(), P.root_nodes(tasks), torch.Generator().manual_seed(0))
+    assert len(traj.nodes) == len(traj.actions) == dsl.MAX_OPS + 1
+    base = O.node_baselines(traj, Scores(), Fixed(), 3, torch.Generator().manual_seed(1))
+    assert [b.tolist() for b in base] == [[float(a[0])] * len(a) for a in traj.actions]
+    # the policy's own step is its node's mean: every centred PRM term is 0
+    rewards = O.step_rewards(traj, Scores(), 0.5, base)
+    outcome = O.step_rewards(traj, None, 0.5)
+    for r, o in zip(rewards, outcome, strict=True):
+        np.testing.assert_allclose(r, o)
 
 
 def test_sft_learns_one_op_tasks_and_the_trees_give_a_prm_that_orders_pairs() -> None:

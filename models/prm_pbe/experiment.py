@@ -29,6 +29,11 @@ actions was the task's own op on 0.15 of 150 held-out one-op tasks (a no-op, rep
 on 0.72), 0.58 with 2 extra siblings and 0.67 with 8, but the PRM arm still stayed at the warm
 start (pass@1 0.25 and 0.23, 900 updates of 64 tasks).
 
+``prm_reward=centered`` (``ppo.node_baselines``) pays the PRM term as the step's score minus
+the mean score of ``baseline_samples`` steps the policy would draw at that node, so a node
+the PRM likes does not pay for every step taken there; tried 2026-12-06 on seeds 0-2 (B only,
+default otherwise): pass@1 0.099 / 0.000 / 0.014 against 0.254 / 0.251 / 0.220 with the batch
+standardisation (the same day's default run), so the default stays ``batch``.
 Metric: pass@1, the greedy program reproducing all 4 examples of a held-out task, per length
 and its mean over lengths. The claim over seeds is the notes' (research/host_llm_papers.md
 section 3.3, thresholds "to calibrate"): (a) PRM pairwise accuracy on held-out pairs >= 0.75;
@@ -75,14 +80,17 @@ DEFAULTS: dict[str, Any] = {
     "clip": 0.2,
     "gae_lambda": 0.95,
     "ppo_epochs": 4,
+    "prm_reward": "batch",
+    "baseline_samples": 4,
 }
 ARMS = ("outcome", "prm", "prm_curriculum", "outcome_curriculum")
+PRM_REWARDS = ("batch", "centered")  # ppo.step_rewards: batch standardised, or node-centred
 LENGTHS = (1, 2, 3, 4)
 
 
 def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """Every value the bench reads, before any work (ConfigError naming key and value)."""
-    from neuroedge.config_values import integer, number
+    from neuroedge.config_values import choice, integer, number
 
     out = dict(cfg)
     for key, least, most in (
@@ -101,6 +109,7 @@ def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
         ("updates", 3, 10**6),
         ("tasks_per_update", 1, 10**5),
         ("ppo_epochs", 1, 100),
+        ("baseline_samples", 1, 64),
     ):
         out[key] = integer(cfg, key, least, most)
     for key in ("sft_lr", "prm_lr", "lr", "tree_temperature", "clip"):
@@ -109,6 +118,7 @@ def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
     out["gae_lambda"] = number(cfg, "gae_lambda", 0, 1)
     out["beta"] = number(cfg, "beta", 0, 100)
     out["kl"] = number(cfg, "kl", 0, 100)
+    out["prm_reward"] = choice(cfg, "prm_reward", PRM_REWARDS)
     if out["tree_tasks"] > out["train_tasks"]:
         from neuroedge.errors import ConfigError
 

@@ -151,6 +151,7 @@ class Trajectories:
     rows: list[np.ndarray]
     fb_after: list[np.ndarray]
     success: np.ndarray
+    nodes: list[Nodes] = field(default_factory=list)  # the decision nodes, level by level
 
 
 @torch.no_grad()
@@ -178,6 +179,7 @@ def rollout(
         out.logp.append(logits.log_softmax(-1).gather(1, act[:, None])[:, 0])
         out.rows.append(live)
         out.fb_after.append(nxt.fb)
+        out.nodes.append(cur)
         ended = act.numpy() == dsl.END
         out.success[live[ended]] = solved(cur)[ended]
         keep = ~ended

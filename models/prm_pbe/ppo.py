@@ -20,7 +20,14 @@ from typing import Any
 import numpy as np
 import torch
 from neuroedge.models.prm_pbe import dsl
-from neuroedge.models.prm_pbe.policy import PRM, Policy, Trajectories, root_nodes, rollout
+from neuroedge.models.prm_pbe.policy import (
+    PRM,
+    Policy,
+    Trajectories,
+    root_nodes,
+    rollout,
+    step_nodes,
+)
 
 
 def cat(parts: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
@@ -28,9 +35,34 @@ def cat(parts: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
 
 
 @torch.no_grad()
-def step_rewards(traj: Trajectories, prm: PRM | None, beta: float) -> list[np.ndarray]:
+def node_baselines(
+    traj: Trajectories, prm: PRM, policy: Policy, samples: int, gen: torch.Generator | None
+) -> list[np.ndarray]:
+    """Per decision node, the PRM's mean score of ``samples`` steps drawn from the policy
+    there (each executed, so the PRM sees its feedback): a Monte Carlo E_pi[s(node, a)]."""
+    out = []
+    for t, nodes in zip(traj.tensors, traj.nodes, strict=True):
+        probs = policy(t)[0].softmax(-1)
+        alt = torch.multinomial(probs, samples, replacement=True, generator=gen)
+        total = np.zeros(len(alt))
+        for j in range(samples):
+            fb = step_nodes(nodes, alt[:, j].numpy()).fb
+            total += prm(t, alt[:, j], torch.as_tensor(fb)).double().numpy()
+        out.append(total / samples)
+    return out
+
+
+@torch.no_grad()
+def step_rewards(
+    traj: Trajectories,
+    prm: PRM | None,
+    beta: float,
+    baselines: list[np.ndarray] | None = None,
+) -> list[np.ndarray]:
     """Reward of every decision, level by level: the outcome on END decisions, plus with a
-    PRM ``beta`` * its score of the decision (END included), standardised over the batch."""
+    PRM ``beta`` * its score of the decision (END included), standardised over the batch;
+    with ``baselines`` (``node_baselines``), the score minus its node's baseline, scaled by
+    the batch's standard deviation of those differences."""
     rewards = [
         np.where(act.numpy() == dsl.END, traj.success[rows], 0.0)
         for act, rows in zip(traj.actions, traj.rows, strict=True)
@@ -41,8 +73,11 @@ def step_rewards(traj: Trajectories, prm: PRM | None, beta: float) -> list[np.nd
         prm(t, act, torch.as_tensor(fb)).double().numpy()
         for t, act, fb in zip(traj.tensors, traj.actions, traj.fb_after, strict=True)
     ]
+    if baselines is not None:
+        scores = [s - b for s, b in zip(scores, baselines, strict=True)]
     flat = np.concatenate(scores)
-    mu, sd = flat.mean(), flat.std() + 1e-8
+    mu = 0.0 if baselines is not None else flat.mean()
+    sd = flat.std() + 1e-8
     return [r + beta * (s - mu) / sd for r, s in zip(rewards, scores, strict=True)]
 
 
@@ -79,7 +114,10 @@ def ppo_update(
     traj = rollout(policy, root_nodes(tasks), gen)
     with torch.no_grad():
         values = [policy(t)[1].double().numpy() for t in traj.tensors]
-    rewards = step_rewards(traj, prm, cfg["beta"])
+    baselines = None
+    if prm is not None and cfg.get("prm_reward", "batch") == "centered":
+        baselines = node_baselines(traj, prm, policy, cfg["baseline_samples"], gen)
+    rewards = step_rewards(traj, prm, cfg["beta"], baselines)
     adv, ret = gae(traj, rewards, values, cfg["gae_lambda"])
     adv_t = torch.as_tensor(adv, dtype=torch.float32)  # not normalised: see the docstring
     ret_t = torch.as_tensor(ret, dtype=torch.float32)
