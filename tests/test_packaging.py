@@ -97,3 +97,19 @@ def test_wheel_declares_the_cli_entry_point(wheel: Path) -> None:
         entry = next(n for n in zf.namelist() if n.endswith("entry_points.txt"))
         text = zf.read(entry).decode()
     assert "neuroedge = neuroedge.cli:main" in text
+
+
+def test_loading_every_model_spec_loads_no_heavy_library(tmp_path: Path) -> None:
+    # `neuroedge list` / `info` read every spec: torch and friends load only when a model runs
+    code = (
+        "import sys\n"
+        "from neuroedge import registry\n"
+        "from neuroedge.types import load_target\n"
+        "for target in registry.MODELS.values():\n"
+        "    load_target(target)\n"
+        "print([m for m in ('torch', 'onnx', 'onnxruntime', 'tensorrt', 'lava', 'numba', "
+        "'matplotlib') if m in sys.modules])"
+    )
+    result = python(code, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 from neuroedge.errors import ConfigError
 from neuroedge.models.mecat.data import GENERIC, SYSTEMS
-from neuroedge.models.mecat.functional import DELTA
+from neuroedge.models.mecat.fields import DELTA
 from neuroedge.types import Measurement, Report
 
 NAME = "caption.date"

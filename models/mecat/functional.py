@@ -30,18 +30,8 @@ from collections.abc import Sequence
 from typing import Protocol
 
 import torch
+from neuroedge.models.mecat.fields import DELTA
 
-DELTA = {  # the authors' ``subset_data_delta``, per caption field
-    "long": 0.1703,
-    "short": 0.1772,
-    "speech": 0.2078,
-    "music_pure": 0.1566,
-    "music_mixed": 0.1851,
-    "sound_pure": 0.1988,
-    "sound_mixed": 0.2593,
-    "environment": 0.2150,
-}
-DEFAULT_DELTA = 0.2
 CHUNK = 64  # sentences per encoder call and per block of the IDF similarities
 
 
@@ -101,24 +91,41 @@ def tfidf_weights(
     return weights
 
 
-def sentence_embeddings(
-    encoder: Encoder, texts: Sequence[str], weighted: bool, batch: int = CHUNK
-) -> torch.Tensor:
-    """L2-normalised embeddings [n, d] of one sentence set: TF-IDF weighted (DATE) or plain.
-    The weights use the whole set; the encoder runs ``batch`` sentences at a time, each batch
-    cut to its longest sentence (padding is masked: the result does not depend on it)."""
+def _token_set(encoder: Encoder, texts: Sequence[str]) -> tuple[torch.Tensor, ...]:
+    """Ids, mask and input word embeddings of one sentence set (tokenised once)."""
     ids, mask = encoder.ids(list(texts))
-    embeds = encoder.word_embeddings(ids)
-    if weighted:
-        tok = getattr(encoder, "tokenizer", None)
-        cls, sep = (tok.cls, tok.sep) if tok is not None else (101, 102)
-        embeds = embeds * tfidf_weights(ids, mask, embeds, cls, sep)[..., None]
+    return ids, mask, encoder.word_embeddings(ids)
+
+
+def _weighted(
+    encoder: Encoder, ids: torch.Tensor, mask: torch.Tensor, embeds: torch.Tensor
+) -> torch.Tensor:
+    """Step 5's input: the word embeddings times their TF-IDF weights."""
+    tok = getattr(encoder, "tokenizer", None)
+    cls, sep = (tok.cls, tok.sep) if tok is not None else (101, 102)
+    return embeds * tfidf_weights(ids, mask, embeds, cls, sep)[..., None]
+
+
+def _encode(encoder: Encoder, embeds: torch.Tensor, mask: torch.Tensor, batch: int) -> torch.Tensor:
+    """The encoder ``batch`` sentences at a time, each batch cut to its longest sentence
+    (padding is masked: the result does not depend on it)."""
     out = []
-    for start in range(0, len(ids), batch):
+    for start in range(0, len(mask), batch):
         m = mask[start : start + batch]
         width = max(int(m.sum(1).max()), 1)
         out.append(encoder.encode_embeds(embeds[start : start + batch, :width], m[:, :width]))
     return torch.cat(out)
+
+
+def sentence_embeddings(
+    encoder: Encoder, texts: Sequence[str], weighted: bool, batch: int = CHUNK
+) -> torch.Tensor:
+    """L2-normalised embeddings [n, d] of one sentence set: TF-IDF weighted (DATE) or plain.
+    The weights use the whole set; the encoder runs ``batch`` sentences at a time."""
+    ids, mask, embeds = _token_set(encoder, texts)
+    if weighted:
+        embeds = _weighted(encoder, ids, mask, embeds)
+    return _encode(encoder, embeds, mask, batch)
 
 
 def score_matrix(
@@ -170,13 +177,10 @@ def evaluate(
         raise ValueError(f"every clip needs the same number (>= 1) of references, got {counts}")
     r = counts.pop()
     flat = [s for refs in references for s in refs]
-    out = {}
-    for weighted in (True, False):
-        c = sentence_embeddings(encoder, candidates, weighted)
-        f = sentence_embeddings(encoder, flat, weighted).view(n, r, -1)
-        m = score_matrix(c, f)
-        if weighted:
-            out.update(date_scores(m, delta))
-        else:
-            out["fense_sim"] = torch.diagonal(m).clone()
+    sets = [_token_set(encoder, candidates), _token_set(encoder, flat)]  # tokenised once
+    weighted = [_encode(encoder, _weighted(encoder, *s), s[1], CHUNK) for s in sets]
+    plain = [_encode(encoder, s[2], s[1], CHUNK) for s in sets]
+    out = date_scores(score_matrix(weighted[0], weighted[1].view(n, r, -1)), delta)
+    m_plain = score_matrix(plain[0], plain[1].view(n, r, -1))
+    out["fense_sim"] = torch.diagonal(m_plain).clone()
     return out
