@@ -96,3 +96,9 @@ def test_the_registered_synthesiser_answers_and_checks_its_programs() -> None:
         assert solved == float([dsl.execute(prog, s) for s in x] == y)
     with pytest.raises(ValueError, match="inputs has 4 tasks but outputs has 1"):
         program.fn(ex["inputs"], ex["outputs"][:1])
+
+
+def test_codes_refuse_a_string_longer_than_the_dsl_holds() -> None:
+    with pytest.raises(ValueError, match="task 1, example 2: 25 characters, the DSL's strings"):
+        S.codes([["a"] * 4, ["a", "b", "c" * 25, "d"]])  # was cut to 24 without a word
+    assert S.strings_of("inputs", S.codes([["c" * 24] * 4]))[0][0] == "c" * 24

@@ -24,12 +24,18 @@ BUILD_KEYS = ("variant", "seed", "train_tasks", "sft_epochs", "updates", "beta",
 
 
 def codes(strings: Sequence[Sequence[str]]) -> np.ndarray:
-    """uint8 ASCII codes [tasks, EXAMPLES, MAX_LEN], 0-padded, of ``strings[task][example]``."""
+    """uint8 ASCII codes [tasks, EXAMPLES, MAX_LEN], 0-padded, of ``strings[task][example]``;
+    ValueError naming the task and example of a string longer than MAX_LEN (never cut)."""
     out = np.zeros((len(strings), EXAMPLES, MAX_LEN), np.uint8)
     for i, task in enumerate(strings):
         for j, s in enumerate(task):
             raw = s.encode("ascii")
-            out[i, j, : len(raw)] = np.frombuffer(raw, np.uint8)[:MAX_LEN]
+            if len(raw) > MAX_LEN:
+                raise ValueError(
+                    f"task {i}, example {j}: {len(raw)} characters, the DSL's strings hold at "
+                    f"most {MAX_LEN}"
+                )
+            out[i, j, : len(raw)] = np.frombuffer(raw, np.uint8)
     return out
 
 
