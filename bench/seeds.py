@@ -55,15 +55,36 @@ def map_seeds(
     state; ``fn`` must be a module-level function and its argument and result picklable). The
     result is in the order of ``cfgs``. The workers end with the run: when a seed fails, and
     when the run is stopped (Ctrl-C, or SIGTERM as ``timeout`` and ``kill`` send, which would
-    otherwise leave them computing on their own)."""
+    otherwise leave them computing on their own). Started by torchrun, each rank runs its
+    share of the seeds and every rank returns all results (``bench.distributed``)."""
+    from neuroedge.bench import distributed
+    from neuroedge.distributed import world
+
+    check_workers(workers)
+    w = world()
+    if w.active:  # under torchrun: this rank's share, then every rank's results
+
+        def local(share: dict[int, Any]) -> dict[int, Any]:
+            label = f"{desc} (rank {w.rank} of {w.size})"
+            return _map_local(fn, share, workers, label, progress and w.lead)
+
+        return distributed.map_sharded(local, cfgs, w)
+    return _map_local(fn, cfgs, workers, desc, progress)
+
+
+def _map_local(
+    fn: Callable[[Any], Any], cfgs: Mapping[int, Any], workers: int, desc: str, progress: bool
+) -> dict[int, Any]:
+    """``map_seeds`` in this process and ``workers`` spawned ones."""
     import multiprocessing
 
     from tqdm import tqdm
 
-    check_workers(workers)
     bar = tqdm(total=len(cfgs), desc=desc, disable=not progress)
     out: dict[int, Any] = {}
-    if workers == 1 or len(cfgs) == 1:
+    if not cfgs:  # a rank with no share of the seeds
+        pass
+    elif workers == 1 or len(cfgs) == 1:
         for seed, cfg in cfgs.items():
             out[seed] = fn(cfg)
             bar.update()

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import tempfile
 from collections.abc import Sequence
 from typing import Any
 
@@ -43,6 +45,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         "bench:      "
         + (
             f"its own, on {', '.join(spec.bench_backends)}"
+            + ("; seeds=[...] shares out over torchrun" if spec.seed_sweep else "")
             if spec.bench
             else "the generic latency/parity bench, any backend"
         )
@@ -128,6 +131,21 @@ def _bench_backends(spec: Any, asked: list[str], explicit: bool) -> list[str]:
     return asked
 
 
+def _bench_world(spec: Any, bench: Any) -> Any:
+    """The torchrun launch this bench runs in (``neuroedge.distributed.world``); a launch of
+    several processes is refused for a bench that has no seed sweep to share out (each
+    process would run all of it, and time it on the same cores)."""
+    from neuroedge.distributed import world
+
+    w = world()
+    if w.active and (bench is None or not spec.seed_sweep):
+        raise NeuroedgeError(
+            f"{spec.name}'s benchmark has no seed sweep to share over torchrun's "
+            f"{w.size} processes; run it in one process (without torchrun)"
+        )
+    return w
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from neuroedge.atomic import check_writable
     from neuroedge.bench.report import build_document, text_table, write_report
@@ -138,10 +156,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
     config = _config(args.config)
     bench = spec.hook("bench")
     spec.check_config(config, "build" if bench is None else "bench")
+    from neuroedge.bench import distributed
     from neuroedge.bench.history import check as check_history
 
-    check_history(args.history)  # a bad history path fails now, not after the run
-    check_writable(args.out, folder=True)  # and so does a report folder that is a file
+    w = _bench_world(spec, bench)
+    if w.lead:  # the rank that writes them (other machines may lack these paths)
+        check_history(args.history)  # a bad history path fails now, not after the run
+        check_writable(args.out, folder=True)  # and so does a report folder that is a file
     if bench is not None:
         backends = _bench_backends(spec, backends, explicit=bool(args.backend))
         if not backends:
@@ -152,7 +173,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 "repetitions (a --config key of that benchmark); --repeats "
                 "applies to the generic latency bench only"
             )
-        doc = bench(out_dir=args.out, backends=backends, config=config, history=args.history)
+        with distributed.session(w):
+            if not w.lead:  # under torchrun: every rank runs its seeds, rank 0 reports
+                with tempfile.TemporaryDirectory(prefix=f"neuroedge-rank{w.rank}-") as tmp:
+                    out, history = (os.path.join(tmp, f) for f in ("report", "history.sqlite"))
+                    bench(out_dir=out, backends=backends, config=config, history=history)
+                return 0
+            doc = bench(out_dir=args.out, backends=backends, config=config, history=args.history)
         print(text_table(doc, doc.get("columns", ())))
         print(f"\nreport: {args.out}/report.json, report.md")
         return 0

@@ -192,6 +192,9 @@ class ModelSpec:
     train: Hook = None
     bench: Hook = None
     bench_backends: tuple[str, ...] = ("host",)  # the backends the ``bench`` hook measures
+    # True where the bench hook runs ``seeds=[...]`` through ``bench.seeds.map_seeds``, so
+    # ``torchrun`` can share the seeds out over processes and machines (``bench.distributed``)
+    seed_sweep: bool = False
     # evaluate(run, config) -> {metric: Measurement}: task metrics (accuracy, mAP, ...) computed
     # with ``run(inputs) -> outputs`` of whichever backend is being measured.
     evaluate: Callable[..., Mapping[str, Measurement]] | None = None

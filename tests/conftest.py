@@ -1,4 +1,4 @@
-"""Skip hardware-bound tests with the backend's own probe reason.
+"""Skip hardware-bound tests with the backend's own probe reason; ``write_cifar`` fixture.
 
 Markers map to probes: ``tensorrt`` -> the tensorrt backend, ``loihi`` -> the lava backend,
 ``gpu`` -> a CUDA device visible to torch. ``NEUROEDGE_REQUIRE=tensorrt,gpu`` (comma list of
@@ -74,3 +74,29 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def require() -> object:
     """``require("lava")`` skips (or fails, under NEUROEDGE_REQUIRE) unless the backend runs."""
     return require_backend
+
+
+@pytest.fixture
+def write_cifar() -> object:
+    """``write(folder, n, broken=None)``: the six CIFAR-10 python batch files of ``n`` random
+    images each in ``folder`` (created), ``data_batch_2`` replaced by ``broken`` if given."""
+    import pickle
+    from pathlib import Path
+
+    import numpy as np
+    from neuroedge.models.unisparse.data import CIFAR_FILES
+
+    def write(folder: Path, n: int, broken: dict | None = None) -> Path:
+        rng = np.random.default_rng(0)
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        for name in CIFAR_FILES:
+            blob = {
+                b"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8),
+                b"labels": [int(v) for v in rng.integers(0, 10, n)],
+            }
+            if name == "data_batch_2" and broken is not None:
+                blob = broken
+            (Path(folder) / name).write_bytes(pickle.dumps(blob))
+        return Path(folder)
+
+    return write

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import pickle
 from pathlib import Path
 
 import numpy as np
 import pytest
 from neuroedge.models.unisparse.bench import run_bench
-from neuroedge.models.unisparse.data import CIFAR_FILES
 from neuroedge.models.unisparse.recipe import run_recipe
 
 QUICK = {
@@ -58,14 +56,8 @@ def test_recipe_names_the_missing_cifar_files_before_training(tmp_path: Path) ->
 
 
 @pytest.mark.slow
-def test_recipe_runs_resnet18_end_to_end_on_a_cifar_folder(tmp_path: Path) -> None:
-    rng = np.random.default_rng(0)
-    for name in CIFAR_FILES:
-        blob = {
-            b"data": rng.integers(0, 256, (16, 3072), dtype=np.uint8),
-            b"labels": [int(v) for v in rng.integers(0, 10, 16)],
-        }
-        (tmp_path / name).write_bytes(pickle.dumps(blob))
+def test_recipe_runs_resnet18_end_to_end_on_a_cifar_folder(tmp_path: Path, write_cifar) -> None:
+    write_cifar(tmp_path, 16)
     doc = run_recipe(
         str(tmp_path),
         str(tmp_path / "out"),

@@ -5,7 +5,6 @@ refused before any training, with a typed error naming the key (or file), value 
 from __future__ import annotations
 
 import math
-import pickle
 import warnings
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import pytest
 import torch
 from neuroedge.errors import ConfigError
 from neuroedge.models.unisparse import pipeline, train
-from neuroedge.models.unisparse.data import CIFAR_FILES, ImageSplit, load_cifar10
+from neuroedge.models.unisparse.data import ImageSplit, load_cifar10
 from neuroedge.models.unisparse.pipeline import check_config, check_device, check_variants
 from neuroedge.models.unisparse.recipe import main as recipe_main
 
@@ -151,19 +150,6 @@ def test_zero_epochs_report_no_time_per_epoch_without_a_warning() -> None:
 # CIFAR-10 batch files
 
 
-def _cifar(folder: Path, broken: dict | None = None) -> Path:
-    rng = np.random.default_rng(0)
-    for name in CIFAR_FILES:
-        blob = {
-            b"data": rng.integers(0, 256, (4, 3072), dtype=np.uint8),
-            b"labels": [int(v) for v in rng.integers(0, 10, 4)],
-        }
-        if name == "data_batch_2" and broken is not None:
-            blob = broken
-        (folder / name).write_bytes(pickle.dumps(blob))
-    return folder
-
-
 GOOD_DATA = np.zeros((2, 3072), np.uint8)
 
 
@@ -181,14 +167,14 @@ GOOD_DATA = np.zeros((2, 3072), np.uint8)
         ({b"data": GOOD_DATA, b"labels": [1]}, r"N=2 ints in 0..9, got shape \(1,\)"),
     ],
 )
-def test_malformed_cifar_batch_names_the_file(tmp_path: Path, blob: dict, expected: str):
+def test_malformed_cifar_batch_names_the_file(tmp_path, write_cifar, blob, expected):
     with pytest.raises(ValueError, match=expected) as err:
-        load_cifar10(_cifar(tmp_path, blob))
+        load_cifar10(write_cifar(tmp_path, 4, blob))
     assert str(err.value).startswith(f"{tmp_path / 'data_batch_2'}: ")
 
 
-def test_whole_float_labels_load_as_ints(tmp_path: Path) -> None:
-    split = load_cifar10(_cifar(tmp_path, {b"data": GOOD_DATA, b"labels": [3.0, 7.0]}))
+def test_whole_float_labels_load_as_ints(tmp_path: Path, write_cifar) -> None:
+    split = load_cifar10(write_cifar(tmp_path, 4, {b"data": GOOD_DATA, b"labels": [3.0, 7.0]}))
     assert split.y_train.dtype == np.int64 and list(split.y_train[4:6]) == [3, 7]
 
 
@@ -208,24 +194,37 @@ def _recipe(tmp_path: Path, *config: str, out: Path | None = None) -> int:
         (["device=cpu", "budget_ratio=abc"], "budget_ratio='abc': expected a finite number"),
         (["device=cpu", "data=/elsewhere"], "reads the CIFAR-10 folder from --data"),
         (["device=cpu", "variants=dense,unisparse"], "unknown variant 'dense,unisparse'"),
+        (["device=cpu", "arch=mini"], "arch='mini' takes 1x8x8 images and 10 classes; the data"),
     ],
 )
 def test_recipe_cli_prints_one_error_line_and_exits_2(
-    no_training, tmp_path, capsys, config, expected
+    no_training, tmp_path, capsys, write_cifar, config, expected
 ):
-    (tmp_path / "cifar").mkdir()
-    _cifar(tmp_path / "cifar")
+    write_cifar(tmp_path / "cifar", 4)
     assert _recipe(tmp_path, *config) == 2
     err = capsys.readouterr().err
     assert err.startswith("recipe: error: ") and expected in err and "Traceback" not in err
     assert not (tmp_path / "out").exists()
 
 
-def test_recipe_cli_refuses_missing_data_and_a_file_as_out(no_training, tmp_path, capsys) -> None:
+def test_recipe_cli_refuses_missing_data_and_a_file_as_out(
+    no_training, tmp_path, capsys, write_cifar
+) -> None:
     assert _recipe(tmp_path, "device=cpu") == 2
     assert "recipe: error: CIFAR-10 folder" in capsys.readouterr().err
-    (tmp_path / "cifar").mkdir()
-    _cifar(tmp_path / "cifar")
+    write_cifar(tmp_path / "cifar", 4)
     (tmp_path / "report").write_text("")
     assert _recipe(tmp_path, "device=cpu", out=tmp_path / "report") == 2
     assert "is a file; give a folder" in capsys.readouterr().err
+
+
+def test_an_arch_that_does_not_fit_the_data_is_refused_before_training(monkeypatch) -> None:
+    """ResNet-18 (3x32x32) on digits (1x8x8) failed inside the first conv with torch's own
+    message; now a ConfigError naming both shapes comes before any training."""
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("training started")
+
+    monkeypatch.setattr(train, "train_dense", refuse)
+    with pytest.raises(ConfigError, match="arch='resnet18' takes 3x32x32 images .* 1x8x8"):
+        pipeline.run_variants({**QUICK, "arch": "resnet18"}, ("dense",), progress=False)

@@ -125,6 +125,7 @@ SPEC = ModelSpec(
     default_config={},
     train=_train,
     bench="neuroedge.models.bivision.bench:bench",
+    seed_sweep=True,
     evaluate=evaluate,
     exportable=("onnx",),
     # build: build() and make_net (size must stay SIZE); evaluate()'s eval_samples and

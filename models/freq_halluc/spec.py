@@ -203,6 +203,7 @@ SPEC = ModelSpec(
     tolerance={"default": 1e-9},
     train=train,
     bench="neuroedge.models.freq_halluc.experiment:bench",
+    seed_sweep=True,
     config_keys={
         "build": ("checkpoint", "smoke"),
         "train": TRAIN_KEYS,

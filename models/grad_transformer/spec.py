@@ -82,5 +82,6 @@ SPEC = ModelSpec(
     efficiency=Efficiency("FLOP"),
     tolerance={"default": 1e-9},
     bench="neuroedge.models.grad_transformer.experiment:bench",
+    seed_sweep=True,
     config_keys={"build": (*BUILD_KEYS, "smoke"), "bench": tuple(BENCH_DEFAULTS)},
 )

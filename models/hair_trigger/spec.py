@@ -131,6 +131,7 @@ SPEC = ModelSpec(
     efficiency=Efficiency("FLOP"),
     tolerance={"default": 1e-6},
     bench="neuroedge.models.hair_trigger.experiment:bench",
+    seed_sweep=True,
     config_keys={
         "build": ("variant", "seed", "width", "steps", "lr", "lam", "eta", "smoke"),
         "bench": tuple(BENCH_DEFAULTS),

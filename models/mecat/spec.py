@@ -117,6 +117,7 @@ SPEC = ModelSpec(
     efficiency=Efficiency("FLOP"),
     tolerance={"default": 1e-6},
     bench="neuroedge.models.mecat.experiment:bench",
+    seed_sweep=True,
     bench_backends=("host", "onnxrt"),
     config_keys={"build": BUILD_KEYS, "bench": tuple(BENCH_DEFAULTS)},
 )

@@ -109,5 +109,6 @@ SPEC = ModelSpec(
     efficiency=Efficiency("FLOP"),
     tolerance={"default": 0.0},
     bench="neuroedge.models.prefix_rft.experiment:bench",
+    seed_sweep=True,
     config_keys={"build": BUILD_KEYS, "bench": tuple(BENCH_DEFAULTS)},
 )

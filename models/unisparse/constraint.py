@@ -59,6 +59,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from neuroedge.distributed import current
 from neuroedge.models.unisparse.functional import (
     budget_penalty,
     dual_ascent,
@@ -171,6 +172,9 @@ def constrained_terms(
     )
     energy = energy_estimate(terms, samples, e_ac)
     value = float(energy.detach())
+    dp = current()
+    if dp is not None:  # data-parallel: the global batch's energy, one multiplier everywhere
+        value = dp.mean(value)
     target = current_target(budget, value)
     penalty = budget_penalty(energy, target, budget["lambda"], rho)
     grads = []

@@ -42,13 +42,19 @@ def run_epoch(
     on_batch: Callable[[], None] | None = None,
 ) -> dict[str, float]:
     """One pass over the training set; with ``budget`` the energy term and dual step run."""
-    device, steps = torch.device(cfg["device"]), int(cfg["steps"])
+    from neuroedge.distributed import current
+
+    device, steps, dp = torch.device(cfg["device"]), int(cfg["steps"]), current()
     gen = torch.Generator().manual_seed(int(rng.integers(2**31)))
     net.train()
     losses, energies = [], []
     for idx in _batches(data, int(cfg["batch"]), rng):
         if on_batch is not None:
             on_batch()
+        if dp is not None:  # data-parallel: this rank's share of the global batch
+            if dp.skips(idx):
+                continue
+            idx = dp.shard(idx)
         x = torch.from_numpy(data.x_train[idx]).to(device)
         if cfg.get("augment"):
             x = _augment(x, gen)
@@ -65,8 +71,13 @@ def run_epoch(
         loss.backward()
         for param, grad in threshold_grads:
             param.grad = grad if param.grad is None else param.grad + grad
+        if dp is not None:  # after the threshold gradients, which backward() never saw
+            dp.average_gradients(net.parameters())
         opt.step()
         losses.append(float(loss.detach()))
+    if dp is not None:
+        dp.average_buffers(net)  # BN running statistics: each rank saw its own share
+        losses = [dp.mean(float(np.mean(losses)))]
     return {
         "loss": float(np.mean(losses)),
         "energy_uj": float(np.mean(energies)) if energies else math.nan,
@@ -141,6 +152,12 @@ def fit_phase(
             on_batch(counter["batch"], epochs * per_epoch)
         counter["batch"] += 1
 
+    from neuroedge.distributed import current
+
+    dp = current()
+    if dp is not None:
+        dp.broadcast(net)  # every rank starts from rank 0's parameters
+        progress = progress and dp.world.lead
     logs = []
     bar = tqdm(range(epochs), desc=f"unisparse {label}", disable=not progress, leave=False)
     for _ in bar:
@@ -152,4 +169,6 @@ def fit_phase(
             log["lambda"] = budget["lambda"]
         logs.append(log)
         bar.set_postfix(loss=f"{log['loss']:.3f}", energy=f"{log['energy_uj']:.3g}")
+    if dp is not None:
+        dp.check_agreement(net, f"the {label} phase")
     return logs

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 from neuroedge.config_values import integer, number
+from neuroedge.distributed import lead_value
 from neuroedge.errors import ConfigError, NeuroedgeError
 from neuroedge.models.unisparse import train
 from neuroedge.models.unisparse.data import ImageSplit, load_cifar10, load_digits
@@ -184,6 +185,22 @@ def load_data(cfg: Mapping[str, Any]) -> ImageSplit:
     return data
 
 
+def check_arch_fits(cfg: Mapping[str, Any], data: ImageSplit) -> ImageSplit:
+    """``data`` if its images and labels fit ``cfg["arch"]``, else ConfigError naming both
+    (before any training: the mini-ResNet takes digits' 1x8x8, ResNet-18 CIFAR's 3x32x32)."""
+    arch = ARCHS[str(cfg.get("arch", "mini"))]
+    want = (arch.in_channels, arch.image, arch.image)
+    shape = tuple(data.x_train.shape[1:])
+    labels = int(max(data.y_train.max(initial=0), data.y_test.max(initial=0))) + 1
+    if shape != want or labels > arch.classes:
+        raise ConfigError(
+            f"arch={arch.name!r} takes {'x'.join(map(str, want))} images and {arch.classes} "
+            f"classes; the data has {'x'.join(map(str, shape))} images and labels up to "
+            f"{labels - 1} (digits: arch=mini, CIFAR-10: arch=resnet18)"
+        )
+    return data
+
+
 def resolve_target(cfg: Mapping[str, Any], dense_uj: float) -> float:
     """``energy_target_uj`` if given (not None; it wins over ``budget_ratio``, whose default
     is always present), else ``budget_ratio x`` the dense budgeted energy."""
@@ -239,10 +256,11 @@ def run_variants(
     """Train and measure ``variants`` (dense always first); returns them and the target."""
     variants = check_variants(variants)
     cfg = check_config(cfg)
-    data = load_data(cfg)
+    data = check_arch_fits(cfg, load_data(cfg))
     dense, logs = train.train_dense(data, cfg, progress)
     results = {"dense": measure_variant("dense", dense, logs, data, cfg, None)}
     target = resolve_target(cfg, results["dense"].metrics["energy_budgeted_uj"].value)
+    target = lead_value(target)  # data-parallel: rank 0's measurement on every rank
     ordered = [v for v in ORDER if v in variants and v != "dense"]
     for name in ordered:
         densities = mask_densities(results["unisparse"].net) if name == "random_mask" else None

@@ -9,6 +9,10 @@ paper's headline (7.04M SOPs at 92.38% top-1). Every ``--config KEY=VALUE`` over
 training default (see ``train.DEFAULTS`` and ``RECIPE``; ``variants=dense`` is a one-element
 list). An unknown key, a bad value, a device torch cannot use or an --out that cannot be a
 folder is refused before any training, as ``recipe: error: ...`` with exit status 2.
+
+On several GPUs or machines, start the same command with ``torchrun`` (``torchrun
+--nproc-per-node 4 -m neuroedge.models.unisparse.recipe ...``): each process takes its share
+of every batch on its own GPU (NCCL) and rank 0 writes the report (``neuroedge.distributed``).
 """
 
 from __future__ import annotations
@@ -62,21 +66,33 @@ def check_keys(overrides: dict[str, Any]) -> None:
 def prepare(
     data: str, out: str, overrides: dict[str, Any] | None = None, history: str | None = None
 ) -> dict[str, Any]:
-    """The checked config of a recipe run; every refusal comes here, before any training."""
+    """The checked config of a recipe run; every refusal comes here, before any training.
+    Under torchrun, ``device=cuda`` becomes this process's ``cuda:LOCAL_RANK``, and only rank
+    0 checks the report paths (it alone writes them)."""
+    from neuroedge.distributed import world
+
     from neuroedge.atomic import check_writable
     from neuroedge.models.unisparse import train
     from neuroedge.models.unisparse.data import load_cifar10
-    from neuroedge.models.unisparse.pipeline import check_config, check_device
+    from neuroedge.models.unisparse.pipeline import check_arch_fits, check_config, check_device
 
     overrides = dict(overrides or {})
     check_keys(overrides)
     cfg = {**train.DEFAULTS, **RECIPE, **overrides, "data": data}
     cfg = check_config(cfg, overrides, device=False)
-    check_writable(out, folder=True)
-    if history:
-        check_writable(history)
-    load_cifar10(data)  # fail fast, naming the expected files, before any training
+    w = world()
+    if w.lead:
+        check_writable(out, folder=True)
+        if history:
+            check_writable(history)
+    check_arch_fits(cfg, load_cifar10(data))  # fail fast: the files, then their shape
+    if w.active and cfg["device"] == "cuda":  # one GPU per process of the launch
+        cfg["device"] = f"cuda:{w.local_rank}"
     check_device(cfg["device"])  # after the files: their message first on a CPU-only machine
+    if cfg["device"].startswith("cuda:"):
+        import torch
+
+        torch.cuda.set_device(cfg["device"])
     return cfg
 
 
@@ -93,8 +109,11 @@ def run_recipe(
     )
     from neuroedge.models.unisparse.pipeline import run_variants
 
-    cfg = prepare(data, out, overrides, history)
-    results, target = run_variants(cfg, tuple(cfg["variants"]))
+    from neuroedge.distributed import data_parallel, world
+
+    cfg, w = prepare(data, out, overrides, history), world()
+    with data_parallel(w, cfg["device"]):  # under torchrun: every rank, its share of a batch
+        results, target = run_variants(cfg, tuple(cfg["variants"]), progress=w.lead)
     rows = host_rows("snn.unisparse", results)
     best = results.get("unisparse", results["dense"]).metrics
     paper_row = [
@@ -116,7 +135,10 @@ def run_recipe(
         columns=list(COLUMNS),
         energy_target_uj=target,
         paper=PAPER,
+        data_parallel_ranks=w.size,
     )
+    if not w.lead:  # rank 0 writes the report
+        return doc
     write_report(
         doc,
         out,
@@ -154,8 +176,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"recipe: error: {err}", file=sys.stderr)
         return 2
     from neuroedge.bench.report import text_table
+    from neuroedge.distributed import world
 
-    print(text_table(doc, doc["columns"]))
+    if world().lead:  # under torchrun, one table: rank 0's report
+        print(text_table(doc, doc["columns"]))
     return 0
 
 

@@ -187,6 +187,7 @@ SPEC = ModelSpec(
     default_config={"train_if_missing": True},
     train=_train,
     bench="neuroedge.models.unisparse.bench:run_bench",
+    seed_sweep=True,
     bench_backends=("host", "onnxrt", "lava"),
     evaluate=evaluate,
     exportable=("onnx", "nir"),

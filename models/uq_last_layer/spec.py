@@ -91,6 +91,7 @@ SPEC = ModelSpec(
     efficiency=Efficiency("FLOP"),
     tolerance={"default": 1e-8},
     bench="neuroedge.models.uq_last_layer.experiment:bench",
+    seed_sweep=True,
     # bench: its DEFAULTS plus the seed list and worker processes (bench.seeds)
     config_keys={
         "build": ("subset", "smoke", "seed", "steps"),
