@@ -190,3 +190,41 @@ def test_bad_sweep_and_training_values_are_refused_before_any_work(
         with pytest.raises(ConfigError, match=message):
             train.train({key: value}, tmp_path / "t", progress=False)
     assert not list(tmp_path.iterdir())
+
+
+def test_deployment_rows_time_the_sweeps_own_net_on_host_and_onnxrt(tmp_path):
+    """The first seed's clean-trained STATNF + E2S net is saved by the sweep (the checkpoint
+    scores what the sweep measured) and timed, checked and scored on host and onnxrt; with
+    ``train_noise=same`` there is no such net and the summary says why."""
+    import json
+
+    from neuroedge.models.bivision import train
+    from neuroedge.models.bivision.bench import bench
+    from neuroedge.models.bivision.data import load_task
+    from neuroedge.models.bivision.deployment import LABEL, net_path
+    from neuroedge.models.bivision.spec import SPEC
+
+    small = {"rates": [0], "train_samples": 16, "test_samples": 8, "epochs": 1, "seed": 2}
+    small |= {"throughput_tiles": 1, "throughput_repeats": 1}
+    doc = json.loads(json.dumps(bench(str(tmp_path), ["host", "onnxrt"], small, progress=False)))
+    rows = {(r["variant"], r["backend"]): r["metrics"] for r in doc["rows"]}
+    host, ort = rows[(LABEL, "host")], rows[(LABEL, "onnxrt")]
+    assert ort["accuracy"]["value"] == host["accuracy"]["value"]
+    assert ort["max_abs_err"]["value"] < 1e-4 and ort["within_tolerance"]["value"] == 1
+    assert host["latency_p50_ms"]["value"] > 0 and ort["latency_p50_ms"]["value"] > 0
+    assert any(
+        line.startswith("deployment (seed 2's STATNF + E2S net): onnxrt ")
+        for line in doc["summary"]
+    )
+    net = SPEC.build({"checkpoint": str(net_path(tmp_path, 2, "statnf_e2s"))}).module
+    test = load_task(
+        next((tmp_path / "data").glob("classification_*")), "classification", "test", "e2s"
+    )
+    accuracy = train.task_metrics(*train.predict(net, test.x), test, "classification")["accuracy"]
+    assert accuracy == rows[("statnf_e2s@noise=0", "host")]["accuracy"]["value"]
+
+    same = bench(
+        str(tmp_path / "same"), ["host", "onnxrt"], {**small, "train_noise": "same"}, progress=False
+    )
+    assert not [r for r in same["rows"] if r["variant"] == LABEL]
+    assert any("no clean-trained net of seed 2" in line for line in same["summary"])

@@ -116,6 +116,10 @@ this 2-core machine ``workers=2`` halves the wall time of a multi-seed sweep.
 Throughput: rows ``e2s`` and ``tonic_toframe``, E2S against tonic's ``ToFrame`` on the same
 events (``neuroedge.models.bivision.e2s_throughput``).
 
+Deployment: rows ``statnf_e2s@deploy`` on host and onnxrt (the default backends; ``--backend
+host`` alone leaves them out), the first seed's clean-trained STATNF + E2S net timed, checked
+and scored on both (``neuroedge.models.bivision.deployment``).
+
 Code: names and defaults in ``bench_settings``, the sweep in ``noise_sweep``, its report (claim
 check, plot) in ``sweep_report``, the throughput rows in ``e2s_throughput`` (all in
 ``neuroedge.models.bivision``); this module runs them and writes the report.
@@ -130,6 +134,7 @@ from pathlib import Path
 from typing import Any
 
 from neuroedge.bench.seeds import check_workers, map_seeds, seed_list
+from neuroedge.distributed import world
 from neuroedge.models.bivision.bench_settings import (  # public names, kept importable from here
     COLUMNS,
     DEFAULT_SEEDS,
@@ -141,6 +146,7 @@ from neuroedge.models.bivision.bench_settings import (  # public names, kept imp
     check_train_noise,
     check_values,
 )
+from neuroedge.models.bivision.deployment import deployment_rows
 from neuroedge.models.bivision.e2s_throughput import (  # public names, kept importable from here
     shared_recording,  # noqa: F401
     throughput_rows,
@@ -197,23 +203,26 @@ def bench(
             for seed, r in zip(seeds, reps)
         ]
     claim = claim_check(per_seed, cfg["rates"])
+    # under torchrun rank 0 ran the first seed and keeps its net
+    deploy, line = deployment_rows(out, seeds[0], backends) if world().lead else ([], None)
+    rows, summary = rows + deploy, [ratio_line, *([line] if line else [])]
     doc = build_document(
         MODEL,
         rows,
         config=json.loads(json.dumps(cfg)),
         columns=list(COLUMNS),
         backends=list(backends),
-        summary=[ratio_line],
+        summary=summary,
         claim=claim,
     )
     write_report(
         doc,
         out,
         columns=COLUMNS,
-        sections=["## Summary", "", f"- {ratio_line}", "", *claim_section(claim)],
+        sections=["## Summary", "", *(f"- {line}" for line in summary), "", *claim_section(claim)],
         plots=[noise_sweep_plot],
         history=history,
     )
-    print(ratio_line)
+    print("\n".join(summary))
     print(f"claim (margins grow with noise, {len(seeds)} seed(s)): {claim['holds']}")
     return doc

@@ -19,6 +19,8 @@ COLUMNS = (
     "firing_rate",
     "throughput_per_s",
     "throughput_per_cpu_s",
+    "latency_p50_ms",
+    "max_abs_err",
 )
 SWEEP_DEFAULTS: dict[str, Any] = {
     "rates": [0, 2, 5, 10, 30],

@@ -188,14 +188,20 @@ def _cost_metrics(ops: Any) -> dict[str, Measurement]:
 
 def sweep_seed(job: tuple[str, Mapping[str, Any], bool]) -> dict[tuple[str, float], Report]:
     """One seed's sweep, ``{(variant, rate): row}``: its datasets under ``out/data``, both
-    variants at every rate. Module-level and picklable, so seeds can run in worker processes
+    variants at every rate; the clean-trained classification nets saved under ``out/nets``
+    (``deployment.save_nets``). Module-level and picklable, so seeds can run in worker processes
     (``workers``); each trains on one torch thread, so a seed gives the same figures alone or
     beside another."""
+    from neuroedge.models.bivision.deployment import save_nets
+
     out_dir, cfg, progress = job
     folders = sweep_datasets(Path(out_dir), cfg, progress)
     trained: dict[tuple[str, str], Any] = {}  # train_noise "clean": one net per variant, task
-    return {
+    rows = {
         (variant, float(rate)): variant_row(variant, float(rate), folders, cfg, progress, trained)
         for rate in cfg["rates"]
         for variant in SWEEP_VARIANTS
     }
+    classify = {key: net for key, net in trained.items() if key[1] == "classification"}
+    save_nets(Path(out_dir), int(cfg["seed"]), classify, cfg)  # for the deployment rows
+    return rows

@@ -125,6 +125,7 @@ SPEC = ModelSpec(
     default_config={},
     train=_train,
     bench="neuroedge.models.bivision.bench:bench",
+    bench_backends=("host", "onnxrt"),
     seed_sweep=True,
     evaluate=evaluate,
     exportable=("onnx",),
