@@ -71,12 +71,21 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise NeuroedgeError(f"{spec.name} has nothing to train (family {spec.family})")
     config = _config(args.config)
     spec.check_config(config, "train")
-    if args.out:
+    from neuroedge.distributed import world
+
+    w = world()
+    if w.active and not spec.data_parallel:  # every process would train its own copy
+        raise NeuroedgeError(
+            f"{spec.name} does not train data-parallel; run `neuroedge train` without "
+            f"torchrun (snn.unisparse does: its ranks share every batch)"
+        )
+    if args.out and w.lead:
         from neuroedge.atomic import check_writable
 
         check_writable(args.out)  # before the training, not after it
     result = train(config, args.out)
-    print(json.dumps(result, indent=2, default=str))
+    if w.lead:  # under torchrun, one summary: rank 0's, which wrote the checkpoint
+        print(json.dumps(result, indent=2, default=str))
     return 0
 
 

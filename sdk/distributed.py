@@ -120,6 +120,12 @@ def timeout_s(env: Mapping[str, str] | None = None) -> float:
     return value
 
 
+def local_device(device: str, w: World) -> str:
+    """``device`` for this process: plain ``cuda`` becomes ``cuda:LOCAL_RANK`` in a launch of
+    several processes (one GPU each, as torchrun's ``--nproc-per-node`` counts them)."""
+    return f"cuda:{w.local_rank}" if w.active and device == "cuda" else device
+
+
 def join_group(w: World, backend: str) -> None:
     """Join the launch's process group (``backend`` gloo or nccl) once per process."""
     import torch.distributed as dist

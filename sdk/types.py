@@ -195,6 +195,9 @@ class ModelSpec:
     # True where the bench hook runs ``seeds=[...]`` through ``bench.seeds.map_seeds``, so
     # ``torchrun`` can share the seeds out over processes and machines (``bench.distributed``)
     seed_sweep: bool = False
+    # True where the train hook trains data-parallel when started by ``torchrun`` (rank 0
+    # writes the checkpoint; ``neuroedge.distributed``); other models refuse such a launch
+    data_parallel: bool = False
     # evaluate(run, config) -> {metric: Measurement}: task metrics (accuracy, mAP, ...) computed
     # with ``run(inputs) -> outputs`` of whichever backend is being measured.
     evaluate: Callable[..., Mapping[str, Measurement]] | None = None

@@ -132,16 +132,31 @@ def test_info_says_which_benches_share_seeds(capsys: pytest.CaptureFixture) -> N
         assert ("shares out over torchrun" in capsys.readouterr().out) == shares
 
 
-def test_cli_refuses_torchrun_for_a_bench_without_a_seed_sweep(
-    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+@pytest.mark.parametrize(
+    ("argv", "rank", "expected"),
+    [
+        (["bench", "alloc.envy_free"], "0", "no seed sweep to share over torchrun's 2 processes"),
+        (["train", "snn.lif_convnet"], "1", "snn.lif_convnet does not train data-parallel"),
+    ],
+)
+def test_cli_refuses_a_torchrun_launch_it_cannot_share_out(
+    tmp_path: pathlib.Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture,
+    argv: list[str],
+    rank: str,
+    expected: str,
 ) -> None:
+    """A bench without a seed sweep, or a model that does not train data-parallel, would run
+    whole on every process: refused before any work."""
     from neuroedge.cli import main
 
-    for key, value in {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0"}.items():
+    for key, value in {"RANK": rank, "WORLD_SIZE": "2", "LOCAL_RANK": rank}.items():
         monkeypatch.setenv(key, value)
-    assert main(["bench", "alloc.envy_free", "--out", str(tmp_path / "r")]) == 2
-    assert "no seed sweep to share over torchrun's 2 processes" in capsys.readouterr().err
+    assert main([*argv, "--out", str(tmp_path / "r")]) == 2
+    assert expected in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
+    assert [n for n in model_names() if get_model(n).data_parallel] == ["snn.unisparse"]
 
 
 def test_cli_sweep_over_two_ranks_equals_one_process(tmp_path: pathlib.Path) -> None:

@@ -125,3 +125,15 @@ def test_recipe_under_torchrun_writes_one_report(tmp_path: pathlib.Path, write_c
     doc = json.loads((tmp_path / "out" / "report.json").read_text())
     assert doc["data_parallel_ranks"] == 2 and [r["variant"] for r in doc["rows"]] == ["dense"]
     assert done.stdout.count("variant") == 1  # one table: rank 0's
+
+
+def test_neuroedge_train_under_torchrun_writes_one_checkpoint(tmp_path: pathlib.Path) -> None:
+    import torch
+
+    args = ["-m", "neuroedge.cli", "train", "snn.unisparse", "--out", str(tmp_path / "u.pt")]
+    args += ["--config", "train_subset=128", "dense_epochs=1", "sparse_epochs=1"]
+    args += ["finetune_epochs=1", "budget_ratio=1.0"]
+    done = torchrun(args, tmp_path)
+    assert done.stdout.count('"data_parallel_ranks": 2') == 1  # rank 0's summary only
+    ckpt = torch.load(tmp_path / "u.pt", weights_only=True)
+    assert ckpt["config"]["train_subset"] == 128 and "state_dict" in ckpt

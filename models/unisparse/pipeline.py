@@ -270,28 +270,30 @@ def run_variants(
 
 
 def train_and_save(config: Mapping[str, Any], out: str | None = None) -> dict[str, Any]:
-    """``neuroedge train snn.unisparse``: dense + unisparse, checkpoint of the unisparse net."""
+    """``neuroedge train snn.unisparse``: dense + unisparse, checkpoint of the unisparse net.
+    Started by torchrun, the ranks train data-parallel (``neuroedge.distributed``) and rank 0
+    writes the checkpoint (the others return ``path`` None)."""
     from neuroedge.checkpoints import save_checkpoint
+    from neuroedge.distributed import data_parallel, local_device, world
     from neuroedge.paths import checkpoint_path
 
     from neuroedge.atomic import check_writable
 
-    cfg = check_config({**train.DEFAULTS, **config}, config)
-    path = check_writable(Path(out) if out else checkpoint_path("snn.unisparse"))
-    results, target = run_variants(cfg, ("dense", "unisparse"))
+    w = world()
+    cfg = check_config({**train.DEFAULTS, **config}, config, device=False)
+    cfg["device"] = check_device(local_device(cfg.get("device", "cpu"), w))
+    path = Path(out) if out else checkpoint_path("snn.unisparse")
+    path = check_writable(path) if w.lead else None  # rank 0 alone writes it
+    with data_parallel(w, cfg["device"]):
+        results, target = run_variants(cfg, ("dense", "unisparse"), progress=w.lead)
     best = results["unisparse"]
     summary = {k: m.value for k, m in best.metrics.items()}
-    save_checkpoint(
-        path,
-        {
-            "state_dict": best.net.cpu().state_dict(),
-            "config": cfg,
-            "metrics": summary,
-            "energy_target_uj": target,
-        },
-    )
+    if path is not None:
+        payload = {"state_dict": best.net.cpu().state_dict(), "config": cfg, "metrics": summary}
+        save_checkpoint(path, {**payload, "energy_target_uj": target})
     return {
-        "path": str(path),
+        "path": None if path is None else str(path),
+        "data_parallel_ranks": w.size,
         "dense": {k: m.value for k, m in results["dense"].metrics.items()},
         "unisparse": summary,
         "notes": best.notes,

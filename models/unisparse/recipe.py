@@ -69,7 +69,7 @@ def prepare(
     """The checked config of a recipe run; every refusal comes here, before any training.
     Under torchrun, ``device=cuda`` becomes this process's ``cuda:LOCAL_RANK``, and only rank
     0 checks the report paths (it alone writes them)."""
-    from neuroedge.distributed import world
+    from neuroedge.distributed import local_device, world
 
     from neuroedge.atomic import check_writable
     from neuroedge.models.unisparse import train
@@ -86,8 +86,7 @@ def prepare(
         if history:
             check_writable(history)
     check_arch_fits(cfg, load_cifar10(data))  # fail fast: the files, then their shape
-    if w.active and cfg["device"] == "cuda":  # one GPU per process of the launch
-        cfg["device"] = f"cuda:{w.local_rank}"
+    cfg["device"] = local_device(cfg["device"], w)  # under torchrun: one GPU per process
     check_device(cfg["device"])  # after the files: their message first on a CPU-only machine
     if cfg["device"].startswith("cuda:"):
         import torch

@@ -188,6 +188,7 @@ SPEC = ModelSpec(
     train=_train,
     bench="neuroedge.models.unisparse.bench:run_bench",
     seed_sweep=True,
+    data_parallel=True,
     bench_backends=("host", "onnxrt", "lava"),
     evaluate=evaluate,
     exportable=("onnx", "nir"),
