@@ -33,7 +33,6 @@ Choices the torch documentation leaves to the caller:
 from __future__ import annotations
 
 import contextlib
-import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -109,7 +108,7 @@ def _map_sharded(
     try:
         local = dict(run_local(mine))
     except Exception as err:  # reported on every rank below, then raised here from it
-        error = (f"{type(err).__name__}: {err}", traceback.format_exc(), list(mine))
+        error = (f"{type(err).__name__}: {err}", list(mine))  # its traceback: on that rank
         failure: Exception | None = err
     else:
         failure = None
@@ -117,8 +116,7 @@ def _map_sharded(
     failed = [(r, e) for r, (_, e) in enumerate(parts) if e is not None]
     if failed:
         text = "; ".join(
-            f"rank {r} (seeds {', '.join(map(repr, ks))}) failed: {msg}"
-            for r, (msg, _, ks) in failed
+            f"rank {r} (seeds {', '.join(map(repr, ks))}) failed: {msg}" for r, (msg, ks) in failed
         )
         raise DistributedError(text) from failure
     merged: dict[Any, Any] = {}

@@ -75,9 +75,10 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     w = world()
     if w.active and not spec.data_parallel:  # every process would train its own copy
+        able = [n for n in model_names() if get_model(n).data_parallel]
         raise NeuroedgeError(
             f"{spec.name} does not train data-parallel; run `neuroedge train` without "
-            f"torchrun (snn.unisparse does: its ranks share every batch)"
+            f"torchrun (models that do, their ranks sharing every batch: {', '.join(able)})"
         )
     if args.out and w.lead:
         from neuroedge.atomic import check_writable

@@ -88,10 +88,6 @@ def prepare(
     check_arch_fits(cfg, load_cifar10(data))  # fail fast: the files, then their shape
     cfg["device"] = local_device(cfg["device"], w)  # under torchrun: one GPU per process
     check_device(cfg["device"])  # after the files: their message first on a CPU-only machine
-    if cfg["device"].startswith("cuda:"):
-        import torch
-
-        torch.cuda.set_device(cfg["device"])
     return cfg
 
 
