@@ -137,3 +137,17 @@ def test_neuroedge_train_under_torchrun_writes_one_checkpoint(tmp_path: pathlib.
     assert done.stdout.count('"data_parallel_ranks": 2') == 1  # rank 0's summary only
     ckpt = torch.load(tmp_path / "u.pt", weights_only=True)
     assert ckpt["config"]["train_subset"] == 128 and "state_dict" in ckpt
+
+
+def test_data_parallel_bench_runs_both_and_writes_the_ratio(tmp_path: pathlib.Path) -> None:
+    from neuroedge.bench.data_parallel import main
+
+    config = ["train_subset=128", "dense_epochs=1", "sparse_epochs=1", "finetune_epochs=1"]
+    assert main(["--nproc", "2", "--out", str(tmp_path), "--config", *config]) == 0
+    doc = json.loads((tmp_path / "report.json").read_text())
+    assert set(doc["rows"]) == {"one_process", "ranks_2"} and doc["speedup_wall"] > 0
+    for row in doc["rows"].values():
+        assert 0 <= row["unisparse_accuracy"] <= 1 and row["dense_train_s_per_epoch"] > 0
+    one, two = doc["rows"]["one_process"]["wall_s"], doc["rows"]["ranks_2"]["wall_s"]
+    assert doc["speedup_wall"] == one / two
+    assert main(["--nproc", "1"]) == 2  # one process is not data-parallel
