@@ -43,8 +43,7 @@ def compare(nproc: int, config: Sequence[str], folder: Path) -> dict[str, Any]:
     """Both runs and their figures (``folder`` keeps the two checkpoints)."""
     if nproc < 2:
         raise ValueError(f"--nproc {nproc}: a data-parallel run needs at least 2 processes")
-    args = ["-m", "neuroedge.cli", "train", MODEL, "--config", *config] if config else None
-    args = args or ["-m", "neuroedge.cli", "train", MODEL]
+    args = ["-m", "neuroedge.cli", "train", MODEL, *(["--config", *config] if config else [])]
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     one, one_s = _train(
         [sys.executable, *args, "--out", str(folder / "one.pt")],

@@ -32,8 +32,7 @@ Choices the torch documentation leaves to the caller:
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from neuroedge.distributed import DistributedError, World
@@ -45,20 +44,6 @@ def ensure_group(w: World) -> None:
 
     if w.active:
         join_group(w, "gloo")
-
-
-@contextlib.contextmanager
-def session(w: World) -> Iterator[None]:
-    """Inside, the sweep may join the process group; on the way out it is left (if joined),
-    so the process ends cleanly (gloo can abort a process that exits still in a group)."""
-    try:
-        yield
-    finally:
-        if w.active:
-            import torch.distributed as dist
-
-            if dist.is_initialized():
-                dist.destroy_process_group()
 
 
 def shard(keys: Sequence[Any], w: World) -> list[Any]:
@@ -87,8 +72,12 @@ def map_sharded(
     process as it exits: gloo's "terminate called without an active exception")."""
     import torch.distributed as dist
 
-    with session(w) if not dist.is_initialized() else contextlib.nullcontext():
+    joined = not dist.is_initialized()
+    try:
         return _map_sharded(run_local, jobs, w)
+    finally:
+        if joined and dist.is_initialized():
+            dist.destroy_process_group()
 
 
 def _map_sharded(

@@ -166,7 +166,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
     config = _config(args.config)
     bench = spec.hook("bench")
     spec.check_config(config, "build" if bench is None else "bench")
-    from neuroedge.bench import distributed
     from neuroedge.bench.history import check as check_history
 
     w = _bench_world(spec, bench)
@@ -183,13 +182,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 "repetitions (a --config key of that benchmark); --repeats "
                 "applies to the generic latency bench only"
             )
-        with distributed.session(w):
-            if not w.lead:  # under torchrun: every rank runs its seeds, rank 0 reports
-                with tempfile.TemporaryDirectory(prefix=f"neuroedge-rank{w.rank}-") as tmp:
-                    out, history = (os.path.join(tmp, f) for f in ("report", "history.sqlite"))
-                    bench(out_dir=out, backends=backends, config=config, history=history)
-                return 0
-            doc = bench(out_dir=args.out, backends=backends, config=config, history=args.history)
+        if not w.lead:  # under torchrun: every rank runs its seeds, rank 0 reports
+            with tempfile.TemporaryDirectory(prefix=f"neuroedge-rank{w.rank}-") as tmp:
+                out, history = (os.path.join(tmp, f) for f in ("report", "history.sqlite"))
+                bench(out_dir=out, backends=backends, config=config, history=history)
+            return 0
+        doc = bench(out_dir=args.out, backends=backends, config=config, history=args.history)
         print(text_table(doc, doc.get("columns", ())))
         print(f"\nreport: {args.out}/report.json, report.md")
         return 0

@@ -1,4 +1,5 @@
-"""Skip hardware-bound tests with the backend's own probe reason; ``write_cifar`` fixture.
+"""Skip hardware-bound tests with the backend's own probe reason; ``write_cifar`` and
+``torchrun`` fixtures.
 
 Markers map to probes: ``tensorrt`` -> the tensorrt backend, ``loihi`` -> the lava backend,
 ``gpu`` -> a CUDA device visible to torch. ``NEUROEDGE_REQUIRE=tensorrt,gpu`` (comma list of
@@ -100,3 +101,26 @@ def write_cifar() -> object:
         return Path(folder)
 
     return write
+
+
+@pytest.fixture
+def torchrun() -> object:
+    """``run(args, cwd, timeout=300)``: ``torchrun --standalone --nproc-per-node 2 *args`` in
+    ``cwd``; asserts it exited 0 (its stderr tail as the message) and returns the process."""
+    import subprocess
+    import sys
+
+    def run(args: list[str], cwd: object, timeout: float = 300) -> subprocess.CompletedProcess:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+        done = subprocess.run(
+            [*cmd, "--nproc-per-node", "2", *args],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done
+
+    return run

@@ -38,15 +38,7 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def torchrun(args: list[str], cwd: pathlib.Path, timeout: float = 180) -> None:
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
-    done = subprocess.run(
-        [*cmd, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-
-
-def launch(mode: str, tmp_path: pathlib.Path) -> list[dict]:
+def launch(mode: str, tmp_path: pathlib.Path, torchrun) -> list[dict]:
     script = tmp_path / "sweep.py"
     script.write_text(SCRIPT)
     torchrun([str(script), mode, str(tmp_path)], tmp_path)
@@ -89,22 +81,22 @@ def test_shard_is_round_robin_and_covers_every_key() -> None:
     assert D.shard(keys, W.World(4, 6, 0)) == [9] and D.shard(keys, W.World(5, 6, 0)) == []
 
 
-def test_two_ranks_share_the_seeds_and_both_get_all_results(tmp_path: pathlib.Path) -> None:
-    rank0, rank1 = launch("ok", tmp_path)
+def test_two_ranks_share_the_seeds_and_both_get_all_results(tmp_path, torchrun) -> None:
+    rank0, rank1 = launch("ok", tmp_path, torchrun)
     assert rank0 == rank1  # every rank ends with every result, in the order of the jobs
     assert list(rank0) == ["3", "1", "4", "5", "9"]
     assert {k: v["rank"] for k, v in rank0.items()} == {"3": 0, "1": 1, "4": 0, "5": 1, "9": 0}
     assert all(v["square"] == int(k) ** 2 for k, v in rank0.items())
 
 
-def test_a_failing_seed_is_reported_on_every_rank(tmp_path: pathlib.Path) -> None:
-    for got in launch("fail", tmp_path):  # rank 1 did not fail, yet knows, and does not hang
+def test_a_failing_seed_is_reported_on_every_rank(tmp_path: pathlib.Path, torchrun) -> None:
+    for got in launch("fail", tmp_path, torchrun):  # rank 1 did not fail, yet knows, no hang
         assert got["error"] == "DistributedError"
         assert "rank 0 (seeds 3, 4, 9) failed: ValueError: seed 4 is bad" in got["message"]
 
 
-def test_ranks_given_different_seeds_are_refused(tmp_path: pathlib.Path) -> None:
-    for got in launch("mismatch", tmp_path):
+def test_ranks_given_different_seeds_are_refused(tmp_path: pathlib.Path, torchrun) -> None:
+    for got in launch("mismatch", tmp_path, torchrun):
         assert got["error"] == "DistributedError"
         assert "rank 0: [3, 1, 4, 5, 9]; rank 1: [3, 1, 4]" in got["message"]
 
@@ -159,7 +151,7 @@ def test_cli_refuses_a_torchrun_launch_it_cannot_share_out(
     assert [n for n in model_names() if get_model(n).data_parallel] == ["snn.unisparse"]
 
 
-def test_cli_sweep_over_two_ranks_equals_one_process(tmp_path: pathlib.Path) -> None:
+def test_cli_sweep_over_two_ranks_equals_one_process(tmp_path: pathlib.Path, torchrun) -> None:
     """The report rank 0 writes equals a one-process run's, timings aside."""
     args = ["bench", "safety.hair_trigger", "--config", "seeds=[0,1]", "workers=1"]
     args += ["steps=60", "audit_batches=1", "secrets=64", "rescale_c=[1,100]"]

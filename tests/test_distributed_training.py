@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import pathlib
-import subprocess
-import sys
 import textwrap
 
 
@@ -82,31 +80,22 @@ PHASES = textwrap.dedent(
 )
 
 
-def torchrun(args: list[str], cwd: pathlib.Path) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
-    done = subprocess.run(
-        [*cmd, *args], cwd=cwd, capture_output=True, text=True, timeout=300, check=False
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done
-
-
-def run_script(code: str, tmp_path: pathlib.Path) -> list[dict]:
+def run_script(code: str, tmp_path: pathlib.Path, torchrun) -> list[dict]:
     (tmp_path / "job.py").write_text(code)
     torchrun([str(tmp_path / "job.py"), str(tmp_path)], tmp_path)
     return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
 
 
-def test_averaged_shard_gradients_equal_the_full_batch_gradient(tmp_path: pathlib.Path) -> None:
-    for got in run_script(PRIMITIVES, tmp_path):
+def test_averaged_shard_gradients_equal_the_full_batch_gradient(tmp_path, torchrun) -> None:
+    for got in run_script(PRIMITIVES, tmp_path, torchrun):
         assert got["grad_err"] < 1e-12  # float64, eval-mode BN: exact up to rounding
         assert got["mean"] == 15.0
         assert "ranks [1] hold other parameters than rank 0" in got["agreement"]
         assert got["skips"] == [True, False]  # a global batch of 1 cannot feed 2 ranks
 
 
-def test_unisparse_phases_on_two_ranks_agree_everywhere(tmp_path: pathlib.Path) -> None:
-    rank0, rank1 = run_script(PHASES, tmp_path)
+def test_unisparse_phases_on_two_ranks_agree_everywhere(tmp_path, torchrun) -> None:
+    rank0, rank1 = run_script(PHASES, tmp_path, torchrun)
     # 8 batches of 32 per epoch, 5 epochs; each rank trained on its own half of every batch
     assert rank0.pop("shares") == rank1.pop("shares") == 40
     assert all(a != b for a, b in zip(rank0.pop("first"), rank1.pop("first")))
@@ -116,7 +105,7 @@ def test_unisparse_phases_on_two_ranks_agree_everywhere(tmp_path: pathlib.Path) 
     assert rank0["target"] > 0 and lam[2] > lam[0]  # a budget below dense: the multiplier rose
 
 
-def test_recipe_under_torchrun_writes_one_report(tmp_path: pathlib.Path, write_cifar) -> None:
+def test_recipe_under_torchrun_writes_one_report(tmp_path, write_cifar, torchrun) -> None:
     data = write_cifar(tmp_path / "cifar", 8)
     args = ["-m", "neuroedge.models.unisparse.recipe", "--data", str(data)]
     args += ["--out", str(tmp_path / "out"), "--config", "device=cpu", "steps=1", "batch=8"]
@@ -127,7 +116,7 @@ def test_recipe_under_torchrun_writes_one_report(tmp_path: pathlib.Path, write_c
     assert done.stdout.count("variant") == 1  # one table: rank 0's
 
 
-def test_neuroedge_train_under_torchrun_writes_one_checkpoint(tmp_path: pathlib.Path) -> None:
+def test_neuroedge_train_under_torchrun_writes_one_checkpoint(tmp_path, torchrun) -> None:
     import torch
 
     args = ["-m", "neuroedge.cli", "train", "snn.unisparse", "--out", str(tmp_path / "u.pt")]
