@@ -25,6 +25,7 @@ MODELS: dict[str, str] = {
     "event.bivision": "neuroedge.models.bivision.spec:SPEC",
     "graph.influence_max": "neuroedge.models.influence_max.spec:SPEC",
     "halluc.freq_attention": "neuroedge.models.freq_halluc.spec:SPEC",
+    "ltu.scout": "neuroedge.models.scout.spec:SPEC",
     "pbe.prm_rl": "neuroedge.models.prm_pbe.spec:SPEC",
     "physics.meshft": "neuroedge.models.meshft.spec:SPEC",
     "rl.prefix_rft": "neuroedge.models.prefix_rft.spec:SPEC",

@@ -1,0 +1,352 @@
+"""The ltu.scout benchmark: SCOUT against its ablations and a long-context reader, over
+generated documents of growing length (``corpus``), one command.
+
+Methods, per question, all with the same policy (``policy()``: the offline ``KeywordPolicy``,
+or ``ChatPolicy`` on an OpenAI-compatible endpoint when ``endpoint`` and ``llm_model`` are set):
+
+* ``scout``: the full loop (``agent.forage``), answered from E_T;
+* ``no_evaluate``: the loop stopped after its first Update (the paper's "w/o Evaluate");
+* ``react``: the same foraging as ``scout``, answered from the history H_T (no E_t);
+* ``full_context``: the first ``window_tokens`` of the document in one prompt.
+
+A question is answered right when its gold value occurs in the answer as a whole token
+(case-insensitive). Tokens are the offline estimate of ``document.estimate_tokens``: for the
+loop, every tool observation plus every state render the evaluator and answer model read; for
+``react``, the foraging plus the history given to the answer model; for ``full_context``, the
+window. With a chat policy, ``llm_prompt_tokens`` / ``llm_completion_tokens`` are the server's
+counts per question (for ``react``: its answer call only; its foraging is SCOUT's run).
+``provenance`` is the fraction of right SCOUT answers whose value occurs verbatim inside an
+anchored span of E_T.
+
+The claims read (the research notes' offline checks, section 1.4 of host_llm_papers.md): C1
+SCOUT reads <= 1/8 of the full-context tokens at every size >= 256k; C2 its tokens at the
+largest size are <= 1.5x those at the smallest; C3 SCOUT accuracy >= 0.9 at every size while
+full context is < 0.6 at the largest; C4 provenance 1.0; C5 two-hop accuracy without Evaluate
+<= 0.6. With the keyword policy these check the loop and its costs, not an LLM's accuracy.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from neuroedge.types import Measurement, Report
+
+NAME = "ltu.scout"
+METHODS = ("scout", "no_evaluate", "react", "full_context")
+DEFAULTS: dict[str, Any] = {
+    "seed": 0,
+    "sizes": [64_000, 256_000, 1_000_000],
+    "questions": 30,
+    "window_tokens": 128_000,
+    "max_turns": 200,
+    "endpoint": "",
+    "llm_model": "",
+}
+
+
+def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """Every value the bench reads, before any work (ConfigError naming the key)."""
+    from neuroedge.config_values import int_list, integer
+    from neuroedge.errors import ConfigError
+
+    out = dict(cfg)
+    out["seed"] = integer(cfg, "seed", 0, 2**31 - 1)
+    out["sizes"] = sorted(int_list(cfg, "sizes", 1_000, 20_000_000))
+    out["questions"] = integer(cfg, "questions", 1, 76)
+    out["window_tokens"] = integer(cfg, "window_tokens", 1_000, 10_000_000)
+    out["max_turns"] = integer(cfg, "max_turns", 1, 10_000)
+    for key in ("endpoint", "llm_model"):
+        if not isinstance(cfg[key], str):
+            raise ConfigError(f"{key}={cfg[key]!r}: expected a string")
+    if bool(out["endpoint"]) != bool(out["llm_model"]):
+        raise ConfigError(
+            f"endpoint={out['endpoint']!r}, llm_model={out['llm_model']!r}: give both (an "
+            "OpenAI-compatible base URL and its model name) or neither (the keyword policy)"
+        )
+    if out["sizes"][0] < 100 * out["questions"]:
+        raise ConfigError(f"sizes={out['sizes']}: each must be >= 100 x questions")
+    return out
+
+
+def policy_factory(cfg: Mapping[str, Any]) -> Callable[[], Any]:
+    """A new policy per run: the keyword policy, or a chat LLM on the configured endpoint."""
+    from neuroedge.models.scout.keyword import KeywordPolicy
+
+    if not cfg.get("endpoint"):
+        return KeywordPolicy
+    from neuroedge.models.scout.chat import ChatPolicy, OpenAIChat
+
+    return lambda: ChatPolicy(OpenAIChat(cfg["endpoint"], cfg["llm_model"]))
+
+
+def right(answer: str, gold: str) -> bool:
+    return re.search(rf"(?<![\w-]){re.escape(gold)}(?![\w-])", answer, re.I) is not None
+
+
+def _usage(u: Mapping[str, int]) -> tuple[int, int]:
+    return int(u.get("prompt", 0)), int(u.get("completion", 0))
+
+
+def one_question(doc: Any, q: Any, make: Callable[[], Any], cfg: Mapping[str, Any]) -> dict:
+    """Every method on one question: {method: {right, tokens, answer_tokens, ...}}."""
+    from neuroedge.models.scout import agent
+    from neuroedge.models.scout.document import estimate_tokens
+
+    out = {}
+    for method, evaluate in (("scout", True), ("no_evaluate", False)):
+        t0 = time.perf_counter()
+        r = agent.forage(doc, q.question, make(), max_turns=cfg["max_turns"], evaluate=evaluate)
+        ok = right(r.answer, q.answer)
+        out[method] = {
+            "right": ok,
+            "tokens": r.ledger.total,
+            "answer_tokens": r.answer_tokens,
+            "provenance": ok and r.state.grounded(q.answer),
+            "turns": r.turns,
+            "seconds": time.perf_counter() - t0,
+            "llm": _usage(r.usage),
+        }
+        if method == "scout":
+            scout = r
+    t0 = time.perf_counter()
+    policy = make()
+    answer, read = agent.answer_from_history(scout, policy)
+    out["react"] = {
+        "right": right(answer, q.answer),
+        "tokens": scout.ledger.observed + read,
+        "answer_tokens": read,
+        "seconds": out["scout"]["seconds"] + time.perf_counter() - t0,
+        "llm": _usage(policy.usage()),
+    }
+    t0 = time.perf_counter()
+    policy = make()
+    answer, read = agent.full_context(doc, q.question, policy, cfg["window_tokens"])
+    out["full_context"] = {
+        "right": right(answer, q.answer),
+        "tokens": read,
+        "answer_tokens": read,
+        "seconds": time.perf_counter() - t0,
+        "llm": _usage(policy.usage()),
+    }
+    out["meta"] = {
+        "hops": q.hops,
+        "distractor": q.distractor,
+        "q_tokens": estimate_tokens(q.question),
+    }
+    return out
+
+
+def run_size(tokens: int, cfg: Mapping[str, Any], bar: Any) -> dict[str, Any]:
+    from neuroedge.models.scout.corpus import generate
+    from neuroedge.models.scout.document import Document
+
+    corpus = generate(tokens, cfg["questions"], cfg["seed"])
+    doc = Document.from_text(corpus.text, f"generated:{tokens}")
+    make = policy_factory(cfg)
+    per = []
+    for q in corpus.questions:
+        per.append(one_question(doc, q, make, cfg))
+        bar.update(1)
+    return {"tokens": corpus.tokens, "lines": doc.n_lines, "questions": per}
+
+
+def summarise(per: Sequence[Mapping[str, Any]], method: str) -> dict[str, float]:
+    rows = [p[method] for p in per]
+    meta = [p["meta"] for p in per]
+
+    def acc(keep: Callable[[Mapping[str, Any]], bool]) -> float:
+        picked = [r["right"] for r, m in zip(rows, meta, strict=True) if keep(m)]
+        return float(np.mean(picked)) if picked else float("nan")
+
+    out = {
+        "accuracy": acc(lambda m: True),
+        "accuracy_two_hop": acc(lambda m: m["hops"] == 2),
+        "accuracy_distractor": acc(lambda m: m["distractor"]),
+        "tokens_per_question": float(np.mean([r["tokens"] for r in rows])),
+        "answer_input_tokens": float(np.mean([r["answer_tokens"] for r in rows])),
+        "ms_per_question": 1e3 * float(np.mean([r["seconds"] for r in rows])),
+        "llm_prompt_tokens": float(np.mean([r["llm"][0] for r in rows])),
+        "llm_completion_tokens": float(np.mean([r["llm"][1] for r in rows])),
+    }
+    if "provenance" in rows[0]:
+        n_right = sum(r["right"] for r in rows)
+        out["provenance"] = sum(r["provenance"] for r in rows) / n_right if n_right else 0.0
+        out["turns"] = float(np.mean([r["turns"] for r in rows]))
+    return out
+
+
+UNITS = {
+    "accuracy": "fraction",
+    "accuracy_two_hop": "fraction",
+    "accuracy_distractor": "fraction",
+    "tokens_per_question": "tokens (estimated)",
+    "answer_input_tokens": "tokens (estimated)",
+    "ms_per_question": "ms",
+    "llm_prompt_tokens": "tokens (server)",
+    "llm_completion_tokens": "tokens (server)",
+    "provenance": "fraction of right answers",
+    "turns": "actions",
+}
+
+
+def rows_from(res: Mapping[str, Any], policy: str) -> list[Report]:
+    rows = []
+    for size, block in res["sizes"].items():
+        for method in METHODS:
+            s = block["summary"][method]
+            how = {"tokens_per_question": "estimated", "answer_input_tokens": "estimated"}
+            metrics = {
+                k: Measurement(v, UNITS[k], how.get(k, "measured"))
+                for k, v in s.items()
+                if not (k.startswith("llm_") and policy == "keyword")
+            }
+            rows.append(
+                Report(
+                    NAME,
+                    "host",
+                    f"{method}@{int(size) // 1000}k",
+                    metrics=metrics,
+                    notes=(f"policy {policy}", f"{block['lines']} lines"),
+                )
+            )
+    return rows
+
+
+def claims(res: Mapping[str, Any]) -> dict[str, Any]:
+    """C1-C5 of the module docstring, each with the figures it reads."""
+    sizes = sorted(res["sizes"], key=int)
+    s = {z: res["sizes"][z]["summary"] for z in sizes}
+    big = [z for z in sizes if int(z) >= 256_000]
+    ratio = {
+        z: s[z]["full_context"]["tokens_per_question"] / s[z]["scout"]["tokens_per_question"]
+        for z in sizes
+    }
+    growth = (
+        s[sizes[-1]]["scout"]["tokens_per_question"] / s[sizes[0]]["scout"]["tokens_per_question"]
+    )
+    out = {
+        "C1_tokens_full_over_scout": {"value": ratio, "holds": all(ratio[z] >= 8 for z in big)},
+        "C2_scout_token_growth": {"value": growth, "holds": growth <= 1.5},
+        "C3_accuracy": {
+            "value": {z: s[z]["scout"]["accuracy"] for z in sizes},
+            "full_context_largest": s[sizes[-1]]["full_context"]["accuracy"],
+            "holds": all(s[z]["scout"]["accuracy"] >= 0.9 for z in sizes)
+            and s[sizes[-1]]["full_context"]["accuracy"] < 0.6,
+        },
+        "C4_provenance": {
+            "value": min(s[z]["scout"]["provenance"] for z in sizes),
+            "holds": all(s[z]["scout"]["provenance"] == 1.0 for z in sizes),
+        },
+        "C5_no_evaluate_two_hop": {
+            "value": max(s[z]["no_evaluate"]["accuracy_two_hop"] for z in sizes),
+            "holds": all(s[z]["no_evaluate"]["accuracy_two_hop"] <= 0.6 for z in sizes),
+        },
+    }
+    out["holds"] = all(c["holds"] for c in out.values())
+    return out
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return ", ".join(f"{int(k) // 1000}k: {v:.3g}" for k, v in value.items())
+    return f"{value:.3g}"
+
+
+def claim_section(doc: Mapping[str, Any]) -> list[str]:
+    c = doc["claim"]
+    sizes = doc["results"]["sizes"]
+    lines = [f"## Claims ({doc['policy']} policy)", ""]
+    lines += [
+        "Documents: "
+        + ", ".join(
+            f"{int(k) // 1000}k = {b['tokens']} tokens in {b['lines']} lines"
+            for k, b in sizes.items()
+        ),
+        "",
+    ]
+    for key, cell in c.items():
+        if key != "holds":
+            value = _fmt(cell["value"])
+            if "full_context_largest" in cell:
+                value += f"; full context at the largest: {cell['full_context_largest']:.3g}"
+            lines.append(f"- {key}: {value} -> {'holds' if cell['holds'] else 'NOT met'}")
+    lines += ["", f"All: {'hold' if c['holds'] else 'NOT met'}.", ""]
+    return lines
+
+
+def scout_plot(doc: dict[str, Any], path: Path) -> Path:
+    """Tokens per question and accuracy against document length, every method."""
+    from neuroedge.bench.report import finish_figure, pyplot
+
+    plt = pyplot()
+    res = doc["results"]["sizes"]
+    sizes = sorted(res, key=int)
+    x = [res[z]["tokens"] for z in sizes]
+    fig, (left, right_ax) = plt.subplots(1, 2, figsize=(10, 4))
+    for method, style in zip(METHODS, ("o-", "s--", "^:", "x-."), strict=True):
+        for ax, key in ((left, "tokens_per_question"), (right_ax, "accuracy")):
+            ax.plot(x, [res[z]["summary"][method][key] for z in sizes], style, label=method)
+    left.set(
+        xscale="log",
+        yscale="log",
+        xlabel="document tokens (estimated)",
+        ylabel="tokens read per question",
+        title=f"{NAME}: cost",
+    )
+    right_ax.set(
+        xscale="log",
+        ylim=(-0.05, 1.05),
+        xlabel="document tokens (estimated)",
+        ylabel="accuracy",
+        title=f"{doc['policy']} policy",
+    )
+    left.legend()
+    return finish_figure(fig, path)
+
+
+def bench(
+    out_dir: str,
+    backends: Sequence[str] = ("host",),
+    config: Mapping[str, Any] | None = None,
+    history: str | None = None,
+) -> dict[str, Any]:
+    """Every method at every size; report.json/report.md/scout.png; returns the document."""
+    from neuroedge.bench.report import build_document, write_report
+    from tqdm import tqdm
+
+    cfg = check_config({**DEFAULTS, **(config or {})})
+    policy = "chat" if cfg["endpoint"] else "keyword"
+    res: dict[str, Any] = {"sizes": {}}
+    with tqdm(total=len(cfg["sizes"]) * cfg["questions"], desc=NAME) as bar:
+        for size in cfg["sizes"]:
+            block = run_size(size, cfg, bar)
+            block["summary"] = {m: summarise(block["questions"], m) for m in METHODS}
+            res["sizes"][str(size)] = block
+    columns = [
+        "accuracy",
+        "accuracy_two_hop",
+        "accuracy_distractor",
+        "tokens_per_question",
+        "answer_input_tokens",
+        "provenance",
+        "turns",
+        "ms_per_question",
+    ]
+    if policy == "chat":
+        columns += ["llm_prompt_tokens", "llm_completion_tokens"]
+    doc = build_document(NAME, rows_from(res, policy), config=cfg, results=res, policy=policy)
+    doc["claim"] = claims(res)
+    write_report(
+        doc,
+        out_dir,
+        columns=columns,
+        sections=claim_section(doc),
+        plots=[scout_plot],
+        history=history,
+    )
+    return doc

@@ -1,0 +1,55 @@
+"""The epistemic state E_t: anchored statements, changed only by Update (``update``).
+
+Anchors are checked against the document when an entry is written (a range outside the file
+is refused, naming it), and ``grounded`` tells whether a string occurs verbatim inside one of
+the anchored spans: the provenance check of an answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from neuroedge.models.scout.document import Document
+from neuroedge.models.scout.protocol import Entry, ScoutError, Verdict
+
+
+@dataclass
+class EpistemicState:
+    question: str
+    doc: Document
+    entries: list[Entry] = field(default_factory=list)
+    evaluations: list[Verdict] = field(default_factory=list)
+
+    def update(
+        self,
+        content: str,
+        start: int,
+        end: int,
+        tags: Sequence[str] = (),
+        action: str = "append",
+    ) -> Entry:
+        """Append an entry (or, ``action="replace"``, first drop the entries sharing a tag)."""
+        if not isinstance(content, str) or not content.strip():
+            raise ScoutError("update: content must be a non-empty statement")
+        if action not in ("append", "replace"):
+            raise ScoutError(f"update: action {action!r}; expected 'append' or 'replace'")
+        self.doc.check_range(start, end)
+        entry = Entry(content.strip(), start, end, tuple(str(t) for t in tags))
+        if action == "replace" and entry.tags:
+            self.entries = [e for e in self.entries if not set(e.tags) & set(entry.tags)]
+        if entry not in self.entries:
+            self.entries.append(entry)
+        return entry
+
+    def render(self) -> str:
+        """What the evaluator and the answer model read: the question and the entries."""
+        body = "\n".join(e.render() for e in self.entries) or "(no entries)"
+        return f"Question: {self.question}\nEvidence:\n{body}"
+
+    def grounded(self, text: str) -> bool:
+        """True when ``text`` occurs verbatim (case-insensitive) inside an anchored span."""
+        needle = text.strip().lower()
+        if not needle:
+            return False
+        return any(needle in self.doc.text(e.start, e.end).lower() for e in self.entries)
