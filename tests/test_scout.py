@@ -240,3 +240,22 @@ def test_command_line_on_a_users_file(tmp_path: Path, capsys) -> None:
     assert main([str(tmp_path / "none.txt"), "q?"]) == 2
     assert "none.txt: no such file" in capsys.readouterr().err
     assert main([str(path), "q?", "--endpoint", "http://x"]) == 2
+
+
+def test_ids_match_whole_ids_and_exact_bridges_come_first() -> None:
+    from neuroedge.models.scout.keyword import parse, resolve
+
+    evidence = (
+        "Question: What is the vault code of agent ZETA-1?\n"
+        "[L1-L1] The vault code of agent ZETA-17 is 1111.\n"
+        "[L2-L2] The vault code of agent ZETA-1 is 2222."
+    )
+    assert resolve(parse("What is the vault code of agent ZETA-1?"), evidence)[1] == "2222"
+    bridged = (
+        "[L1-L1] Agent KILO-20 was near the station in Oslo.\n"
+        "[L2-L2] Agent MIKE-30 is stationed in Oslo.\n"
+        "[L3-L3] The call sign of agent KILO-20 is ORCHID-2.\n"
+        "[L4-L4] The call sign of agent MIKE-30 is COBALT-3."
+    )
+    ids, value = resolve(parse("What is the call sign of the agent stationed in Oslo?"), bridged)
+    assert ids == ("MIKE-30",) and value == "COBALT-3"

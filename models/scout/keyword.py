@@ -112,12 +112,13 @@ def resolve(p: Parsed, evidence: str) -> tuple[tuple[str, ...], str]:
     """(target ids, value) read from ``evidence``; value "" when none is stated validly."""
     sents = list(sentences(evidence))
     ids = p.ids
-    if not ids:
-        bridge = (*p.names, *p.relation)
-        found = [i for s in sents if holds(s, bridge) for i in ID.findall(s)]
-        ids = tuple(dict.fromkeys(found))
+    bridge = (*p.names, *p.relation)
+    for stem in (False, True):  # exact words first; stems only when those find no id
+        if not ids and bridge:
+            found = [i for s in sents if holds(s, bridge, stem) for i in ID.findall(s)]
+            ids = tuple(dict.fromkeys(found))
     for s in sents:
-        if any(i in s for i in ids) and holds(s, p.attribute, stem=False):
+        if set(ID.findall(s)) & set(ids) and holds(s, p.attribute, stem=False):
             if not any(bad in s.lower() for bad in INVALID) and _value(s):
                 return ids, _value(s)
     return ids, ""
@@ -162,6 +163,10 @@ class KeywordPolicy:
                     for s in sentences(text):
                         if holds(s, terms):
                             self._found = True
+                            if any(
+                                e.content == s and e.start == line_no for e in self._state.entries
+                            ):
+                                continue  # already recorded from an overlapping window
                             yield Action(
                                 "update",
                                 {"content": s, "start": line_no, "end": line_no, "tags": [tag]},
