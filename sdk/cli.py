@@ -214,6 +214,20 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _as_text(arr: Any) -> str:
+    """``  text '...'`` for a 1-D uint8 output holding 0-padded printable UTF-8, else ""."""
+    if arr.dtype.name != "uint8" or arr.ndim != 1:
+        return ""
+    raw = arr.tobytes().split(b"\0", 1)[0]
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return ""
+    if not text.isprintable() or any(arr[len(raw) :]):
+        return ""
+    return f"  text {text[:120]!r}"
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     import numpy as np
 
@@ -228,7 +242,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     outputs = get_backend(args.backend).run(artifact, example)
     for name, value in outputs.items():
         arr = np.asarray(value)
-        print(f"{name:<14} shape {list(arr.shape)}  mean {arr.mean():.4g}  max {arr.max():.4g}")
+        line = f"{name:<14} shape {list(arr.shape)}  mean {arr.mean():.4g}  max {arr.max():.4g}"
+        print(line + _as_text(arr))
     print(
         f"latency p50 {report.metrics['latency_p50_ms'].value:.3f} ms "
         f"({report.metrics['latency_p50_ms'].how}) on {args.backend}"

@@ -259,3 +259,12 @@ def test_ids_match_whole_ids_and_exact_bridges_come_first() -> None:
     )
     ids, value = resolve(parse("What is the call sign of the agent stationed in Oslo?"), bridged)
     assert ids == ("MIKE-30",) and value == "COBALT-3"
+
+
+def test_neuroedge_run_prints_the_answer_text(capsys) -> None:
+    from neuroedge.cli import main
+
+    assert main(["run", "ltu.scout"]) == 0
+    gold = generate(8_000, 2, 0).questions[0].answer
+    out = capsys.readouterr().out
+    assert f"text '{gold}'" in out and "grounded" in out
