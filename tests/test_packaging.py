@@ -35,7 +35,8 @@ def test_bare_top_level_folder_imports_fail(tmp_path: Path) -> None:
 def test_import_neuroedge_loads_no_heavy_library(tmp_path: Path) -> None:
     code = (
         "import sys, neuroedge; heavy = [m for m in ('torch', 'onnx', 'onnxruntime', "
-        "'tensorrt', 'lava', 'numba', 'matplotlib') if m in sys.modules]; print(heavy)"
+        "'tensorrt', 'lava', 'numba', 'matplotlib', 'transformers') if m in sys.modules]; "
+        "print(heavy)"
     )
     result = python(code, tmp_path)
     assert result.returncode == 0, result.stderr
@@ -108,7 +109,7 @@ def test_loading_every_model_spec_loads_no_heavy_library(tmp_path: Path) -> None
         "for target in registry.MODELS.values():\n"
         "    load_target(target)\n"
         "print([m for m in ('torch', 'onnx', 'onnxruntime', 'tensorrt', 'lava', 'numba', "
-        "'matplotlib') if m in sys.modules])"
+        "'matplotlib', 'transformers') if m in sys.modules])"
     )
     result = python(code, tmp_path)
     assert result.returncode == 0, result.stderr

@@ -186,6 +186,10 @@ def test_bench_writes_rows_claims_and_plot(tmp_path: Path) -> None:
     assert row["scout@40k"]["accuracy"]["value"] == 1.0
     assert row["full_context@40k"]["tokens_per_question"]["how"] == "estimated"
     assert set(doc["claim"]) >= {"C1_tokens_full_over_scout", "C5_no_evaluate_two_hop", "holds"}
+    # the keyword answer rule reads the history as well as the state: C6 cannot hold here
+    assert not doc["claim"]["C6_state_over_history_distractor"]["holds"]
+    gold = doc["results"]["sizes"]["8000"]["questions"][0]["meta"]["gold"]
+    assert doc["results"]["sizes"]["8000"]["questions"][0]["scout"]["answer"] == gold
     assert (tmp_path / "scout.png").stat().st_size > 0
     assert "## Claims (keyword policy)" in (tmp_path / "report.md").read_text()
 
@@ -196,6 +200,11 @@ def test_bench_config_is_checked_before_work(tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError, match="give both"):
         bench(str(tmp_path), config={"endpoint": "http://localhost:1/v1"})
+    with pytest.raises(ConfigError, match="give one answer model, not both"):
+        bench(
+            str(tmp_path),
+            config={"endpoint": "http://x/v1", "llm_model": "m", "local_model": "smollm2"},
+        )
     with pytest.raises(ConfigError, match="questions=0"):
         bench(str(tmp_path), config={"questions": 0})
     assert not any(tmp_path.iterdir())

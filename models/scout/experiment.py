@@ -1,8 +1,11 @@
 """The ltu.scout benchmark: SCOUT against its ablations and a long-context reader, over
 generated documents of growing length (``corpus``), one command.
 
-Methods, per question, all with the same policy (``policy()``: the offline ``KeywordPolicy``,
-or ``ChatPolicy`` on an OpenAI-compatible endpoint when ``endpoint`` and ``llm_model`` are set):
+Methods, per question, all with the same policy (``policy_factory``): the offline
+``KeywordPolicy``; ``ChatPolicy`` on an OpenAI-compatible endpoint when ``endpoint`` and
+``llm_model`` are set; or, with ``local_model`` (``smollm2``: the bundled SmolLM2-135M-Instruct,
+else a GGUF file or model folder), the keyword forager with that model writing every answer
+(``local.AnswerOnly``; the long-context window is then capped at half the model's context):
 
 * ``scout``: the full loop (``agent.forage``), answered from E_T;
 * ``no_evaluate``: the loop stopped after its first Update (the paper's "w/o Evaluate");
@@ -22,7 +25,10 @@ The claims read (the research notes' offline checks, section 1.4 of host_llm_pap
 SCOUT reads <= 1/8 of the full-context tokens at every size >= 256k; C2 its tokens at the
 largest size are <= 1.5x those at the smallest; C3 SCOUT accuracy >= 0.9 at every size while
 full context is < 0.6 at the largest; C4 provenance 1.0; C5 two-hop accuracy without Evaluate
-<= 0.6. With the keyword policy these check the loop and its costs, not an LLM's accuracy.
+<= 0.6; C6 on distractor questions, answering from E_T is right more often than answering from
+H_T (summed over sizes). With the keyword policy these check the loop and its costs, not an
+LLM's accuracy (its exact answer rule reads H_T as well as E_T, so C6 cannot hold there); with a
+local model, C3 and C6 measure that model's reading of the evidence.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ DEFAULTS: dict[str, Any] = {
     "max_turns": 200,
     "endpoint": "",
     "llm_model": "",
+    "local_model": "",
 }
 
 
@@ -60,7 +67,7 @@ def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
     out["questions"] = integer(cfg, "questions", 1, 76)
     out["window_tokens"] = integer(cfg, "window_tokens", 1_000, 10_000_000)
     out["max_turns"] = integer(cfg, "max_turns", 1, 10_000)
-    for key in ("endpoint", "llm_model"):
+    for key in ("endpoint", "llm_model", "local_model"):
         if not isinstance(cfg[key], str):
             raise ConfigError(f"{key}={cfg[key]!r}: expected a string")
     if bool(out["endpoint"]) != bool(out["llm_model"]):
@@ -68,20 +75,44 @@ def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
             f"endpoint={out['endpoint']!r}, llm_model={out['llm_model']!r}: give both (an "
             "OpenAI-compatible base URL and its model name) or neither (the keyword policy)"
         )
+    if out["endpoint"] and out["local_model"]:
+        raise ConfigError("endpoint and local_model: give one answer model, not both")
     if out["sizes"][0] < 100 * out["questions"]:
         raise ConfigError(f"sizes={out['sizes']}: each must be >= 100 x questions")
     return out
 
 
 def policy_factory(cfg: Mapping[str, Any]) -> Callable[[], Any]:
-    """A new policy per run: the keyword policy, or a chat LLM on the configured endpoint."""
+    """A new policy per run: the keyword policy; a chat LLM on the configured endpoint; or, with
+    ``local_model`` ("smollm2" for the bundled one, else a GGUF file or model folder), the
+    keyword policy's foraging with that local model's answers (``local.AnswerOnly``)."""
     from neuroedge.models.scout.keyword import KeywordPolicy
 
+    if cfg.get("local_model"):
+        from neuroedge.models.scout.local import AnswerOnly, LocalChat
+
+        path = None if cfg["local_model"] == "smollm2" else cfg["local_model"]
+        LocalChat(path)  # load (and check) once, before any question
+        return lambda: AnswerOnly(LocalChat(path))
     if not cfg.get("endpoint"):
         return KeywordPolicy
     from neuroedge.models.scout.chat import ChatPolicy, OpenAIChat
 
     return lambda: ChatPolicy(OpenAIChat(cfg["endpoint"], cfg["llm_model"]))
+
+
+def policy_name(cfg: Mapping[str, Any]) -> str:
+    if cfg.get("local_model"):
+        return f"keyword forager, {Path(cfg['local_model']).name} answers"
+    return "chat" if cfg.get("endpoint") else "keyword"
+
+
+def window_for(make: Callable[[], Any], cfg: Mapping[str, Any]) -> int:
+    """``window_tokens``, capped at half a local model's context (estimated tokens run ~6 %
+    above SmolLM2's own on this text, so the prompt stays well inside the context)."""
+    client = getattr(getattr(make(), "chat", None), "client", None)
+    context = getattr(client, "context", None)
+    return min(cfg["window_tokens"], context // 2) if context else cfg["window_tokens"]
 
 
 def right(answer: str, gold: str) -> bool:
@@ -104,6 +135,7 @@ def one_question(doc: Any, q: Any, make: Callable[[], Any], cfg: Mapping[str, An
         ok = right(r.answer, q.answer)
         out[method] = {
             "right": ok,
+            "answer": r.answer,
             "tokens": r.ledger.total,
             "answer_tokens": r.answer_tokens,
             "provenance": ok and r.state.grounded(q.answer),
@@ -118,6 +150,7 @@ def one_question(doc: Any, q: Any, make: Callable[[], Any], cfg: Mapping[str, An
     answer, read = agent.answer_from_history(scout, policy)
     out["react"] = {
         "right": right(answer, q.answer),
+        "answer": answer,
         "tokens": scout.ledger.observed + read,
         "answer_tokens": read,
         "seconds": out["scout"]["seconds"] + time.perf_counter() - t0,
@@ -128,12 +161,15 @@ def one_question(doc: Any, q: Any, make: Callable[[], Any], cfg: Mapping[str, An
     answer, read = agent.full_context(doc, q.question, policy, cfg["window_tokens"])
     out["full_context"] = {
         "right": right(answer, q.answer),
+        "answer": answer,
         "tokens": read,
         "answer_tokens": read,
         "seconds": time.perf_counter() - t0,
         "llm": _usage(policy.usage()),
     }
     out["meta"] = {
+        "question": q.question,
+        "gold": q.answer,
         "hops": q.hops,
         "distractor": q.distractor,
         "q_tokens": estimate_tokens(q.question),
@@ -141,18 +177,25 @@ def one_question(doc: Any, q: Any, make: Callable[[], Any], cfg: Mapping[str, An
     return out
 
 
-def run_size(tokens: int, cfg: Mapping[str, Any], bar: Any) -> dict[str, Any]:
+def run_size(
+    tokens: int, cfg: Mapping[str, Any], make: Callable[[], Any], bar: Any
+) -> dict[str, Any]:
     from neuroedge.models.scout.corpus import generate
     from neuroedge.models.scout.document import Document
 
     corpus = generate(tokens, cfg["questions"], cfg["seed"])
     doc = Document.from_text(corpus.text, f"generated:{tokens}")
-    make = policy_factory(cfg)
+    cfg = {**cfg, "window_tokens": window_for(make, cfg)}
     per = []
     for q in corpus.questions:
         per.append(one_question(doc, q, make, cfg))
         bar.update(1)
-    return {"tokens": corpus.tokens, "lines": doc.n_lines, "questions": per}
+    return {
+        "tokens": corpus.tokens,
+        "lines": doc.n_lines,
+        "window_tokens": cfg["window_tokens"],
+        "questions": per,
+    }
 
 
 def summarise(per: Sequence[Mapping[str, Any]], method: str) -> dict[str, float]:
@@ -205,15 +248,7 @@ def rows_from(res: Mapping[str, Any], policy: str) -> list[Report]:
                 for k, v in s.items()
                 if not (k.startswith("llm_") and policy == "keyword")
             }
-            rows.append(
-                Report(
-                    NAME,
-                    "host",
-                    f"{method}@{int(size) // 1000}k",
-                    metrics=metrics,
-                    notes=(f"policy {policy}", f"{block['lines']} lines"),
-                )
-            )
+            rows.append(Report(NAME, "host", f"{method}@{int(size) // 1000}k", metrics=metrics))
     return rows
 
 
@@ -246,6 +281,12 @@ def claims(res: Mapping[str, Any]) -> dict[str, Any]:
             "value": max(s[z]["no_evaluate"]["accuracy_two_hop"] for z in sizes),
             "holds": all(s[z]["no_evaluate"]["accuracy_two_hop"] <= 0.6 for z in sizes),
         },
+        "C6_state_over_history_distractor": {
+            "value": {z: s[z]["scout"]["accuracy_distractor"] for z in sizes},
+            "react": {z: s[z]["react"]["accuracy_distractor"] for z in sizes},
+            "holds": sum(s[z]["scout"]["accuracy_distractor"] for z in sizes)
+            > sum(s[z]["react"]["accuracy_distractor"] for z in sizes),
+        },
     }
     out["holds"] = all(c["holds"] for c in out.values())
     return out
@@ -266,12 +307,15 @@ def claim_section(doc: Mapping[str, Any]) -> list[str]:
         + ", ".join(
             f"{int(k) // 1000}k = {b['tokens']} tokens in {b['lines']} lines"
             for k, b in sizes.items()
-        ),
+        )
+        + f"; long-context window {next(iter(sizes.values()))['window_tokens']} tokens",
         "",
     ]
     for key, cell in c.items():
         if key != "holds":
             value = _fmt(cell["value"])
+            if "react" in cell:
+                value += f"; answered from the history: {_fmt(cell['react'])}"
             if "full_context_largest" in cell:
                 value += f"; full context at the largest: {cell['full_context_largest']:.3g}"
             lines.append(f"- {key}: {value} -> {'holds' if cell['holds'] else 'NOT met'}")
@@ -320,11 +364,12 @@ def bench(
     from tqdm import tqdm
 
     cfg = check_config({**DEFAULTS, **(config or {})})
-    policy = "chat" if cfg["endpoint"] else "keyword"
+    policy = policy_name(cfg)
     res: dict[str, Any] = {"sizes": {}}
+    make = policy_factory(cfg)  # a missing model fails here, before any document
     with tqdm(total=len(cfg["sizes"]) * cfg["questions"], desc=NAME) as bar:
         for size in cfg["sizes"]:
-            block = run_size(size, cfg, bar)
+            block = run_size(size, cfg, make, bar)
             block["summary"] = {m: summarise(block["questions"], m) for m in METHODS}
             res["sizes"][str(size)] = block
     columns = [
@@ -337,7 +382,7 @@ def bench(
         "turns",
         "ms_per_question",
     ]
-    if policy == "chat":
+    if policy != "keyword":
         columns += ["llm_prompt_tokens", "llm_completion_tokens"]
     doc = build_document(NAME, rows_from(res, policy), config=cfg, results=res, policy=policy)
     doc["claim"] = claims(res)
