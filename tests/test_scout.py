@@ -132,7 +132,10 @@ class Scripted:
 
     def next_action(self, state, last) -> Action:
         self.seen.append(last.tool)
-        return next(self.actions, Action("evaluate"))
+        action = next(self.actions, Action("evaluate"))
+        if isinstance(action, Exception):
+            raise action
+        return action
 
     def evaluate(self, question, state_text) -> Verdict:
         return Verdict(False, 0.0, ("everything",))
@@ -160,6 +163,20 @@ def test_bad_actions_come_back_as_errors_and_insufficient_verdicts_stop(doc) -> 
         doc, "What is it?", Scripted([Action("scan", {"offset": 1})] * 9), max_turns=4
     )
     assert capped.stopped == "max_turns" and capped.turns == 4
+
+
+def test_a_policy_without_a_usable_action_ends_the_run_but_transport_errors_raise(doc) -> None:
+    from neuroedge.models.scout.chat import ChatError
+
+    grep = Action("grep", {"pattern": "stationed in"})
+    mute = Scripted([grep, ScoutError("no JSON object found in the model's reply: 'hello'")])
+    result = agent.forage(doc, "What is it?", mute)
+    assert result.stopped == "policy_error" and "no JSON object" in result.policy_error
+    assert result.turns == 2 and result.answer == "n/a"  # still answered from the state
+    assert agent.describe(result)["policy_error"] == result.policy_error
+    down = Scripted([ChatError("http://127.0.0.1:9/v1/chat/completions: no reply")])
+    with pytest.raises(ChatError, match="no reply"):
+        agent.forage(doc, "What is it?", down)
 
 
 def test_cost_stays_flat_while_the_window_misses_late_facts() -> None:
@@ -205,6 +222,8 @@ def test_bench_config_is_checked_before_work(tmp_path: Path) -> None:
             str(tmp_path),
             config={"endpoint": "http://x/v1", "llm_model": "m", "local_model": "smollm2"},
         )
+    with pytest.raises(ConfigError, match="local_role='both': expected one of answer, all"):
+        bench(str(tmp_path), config={"local_role": "both"})
     with pytest.raises(ConfigError, match="questions=0"):
         bench(str(tmp_path), config={"questions": 0})
     assert not any(tmp_path.iterdir())

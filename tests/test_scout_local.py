@@ -67,3 +67,14 @@ def test_keyword_forager_with_local_answers_end_to_end(smol) -> None:
     assert q.answer in result.answer, (result.answer, result.state.render())
     assert result.stopped == "sufficient" and result.usage["calls"] == 1
     assert result.usage["prompt"] > 0 and policy.name == "keyword+local:" + smol.path.name
+
+
+@pytest.mark.parametrize("role", ["answer", "all"])
+def test_the_bench_caps_the_window_at_half_the_local_context(smol, role: str) -> None:
+    from neuroedge.models.scout.experiment import DEFAULTS, policy_factory, window_for
+
+    cfg = {**DEFAULTS, "local_model": "smollm2", "local_role": role}
+    make = policy_factory(cfg)
+    assert window_for(make, cfg) == smol.context // 2
+    assert (type(make()).__name__ == "ChatPolicy") == (role == "all")
+    assert window_for(policy_factory(DEFAULTS), DEFAULTS) == DEFAULTS["window_tokens"]

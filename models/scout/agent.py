@@ -8,7 +8,10 @@ anchored entry; a bad action (a regex that does not compile, an anchor outside t
 returned to the policy as an ``error`` observation, so a language model can correct itself.
 The answer comes from ``Policy.answer(question, state.render())``: the state E_T only, never
 the history H_T (decoupled answering). With ``evaluate=False`` (the paper's ablation) the loop
-stops after the first Update.
+stops after the first Update. A policy that gives no usable action (``ScoutError`` from
+``next_action``: a model that does not speak the action protocol) ends the run with
+``stopped="policy_error"`` and the reason, answered from the state so far; a transport failure
+(``ChatError``: server down, HTTP error) propagates.
 
 Baselines, with the same policy's answer model:
 
@@ -44,10 +47,11 @@ class Result:
     history: list[Observation]
     ledger: Ledger
     turns: int
-    stopped: str  # answer, sufficient, insufficient, first_update, max_turns
+    stopped: str  # answer, sufficient, insufficient, first_update, max_turns, policy_error
     grounded: bool  # the answer occurs verbatim inside an anchored span of E_T
     usage: Mapping[str, int] = field(default_factory=dict)
     errors: int = 0
+    policy_error: str = ""  # why the policy gave no usable action (stopped == policy_error)
 
     @property
     def answer_tokens(self) -> int:
@@ -97,10 +101,14 @@ def forage(
     last = tools.file_info()
     history, strikes, errors, stopped = [last], 0, 0, "max_turns"
     policy.start(question, last)
-    turns = 0
+    turns, policy_error = 0, ""
     while turns < max_turns:
         turns += 1
-        action = policy.next_action(state, last)
+        try:
+            action = policy.next_action(state, last)
+        except ScoutError as err:  # the model gave no usable action (ChatError propagates)
+            stopped, policy_error = "policy_error", str(err)
+            break
         if action.kind == "answer":
             stopped = "answer"
             break
@@ -123,19 +131,20 @@ def forage(
         if not evaluate and last.tool == "update":
             stopped = "first_update"
             break
+    return _finish(tools, state, policy, history, turns, stopped, errors, policy_error)
+
+
+def _finish(tools: Tools, state: EpistemicState, policy: Policy, *run: Any) -> Result:
+    """The answer from the state only, and the run's Result (``run``: history, turns,
+    stopped, errors, policy_error)."""
     text = state.render()
     tools.charge_state(text)
-    answer = policy.answer(question, text).strip()
+    answer = policy.answer(state.question, text).strip()
+    history, turns, stopped, errors, policy_error = run
+    grounded = state.grounded(answer)
+    usage = dict(policy.usage())
     return Result(
-        answer,
-        state,
-        history,
-        tools.ledger,
-        turns,
-        stopped,
-        state.grounded(answer),
-        dict(policy.usage()),
-        errors,
+        answer, state, history, tools.ledger, turns, stopped, grounded, usage, errors, policy_error
     )
 
 
@@ -176,5 +185,6 @@ def describe(result: Result) -> dict[str, Any]:
         "entries": [e.render() for e in result.state.entries],
         "evaluations": len(result.state.evaluations),
         "errors": result.errors,
+        "policy_error": result.policy_error,
         "usage": dict(result.usage),
     }

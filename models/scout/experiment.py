@@ -5,7 +5,8 @@ Methods, per question, all with the same policy (``policy_factory``): the offlin
 ``KeywordPolicy``; ``ChatPolicy`` on an OpenAI-compatible endpoint when ``endpoint`` and
 ``llm_model`` are set; or, with ``local_model`` (``smollm2``: the bundled SmolLM2-135M-Instruct,
 else a GGUF file or model folder), the keyword forager with that model writing every answer
-(``local.AnswerOnly``; the long-context window is then capped at half the model's context):
+(``local.AnswerOnly``; ``local_role=all``: that model forages and evaluates too, through
+``ChatPolicy``; the long-context window is then capped at half the model's context):
 
 * ``scout``: the full loop (``agent.forage``), answered from E_T;
 * ``no_evaluate``: the loop stopped after its first Update (the paper's "w/o Evaluate");
@@ -53,12 +54,13 @@ DEFAULTS: dict[str, Any] = {
     "endpoint": "",
     "llm_model": "",
     "local_model": "",
+    "local_role": "answer",
 }
 
 
 def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """Every value the bench reads, before any work (ConfigError naming the key)."""
-    from neuroedge.config_values import int_list, integer
+    from neuroedge.config_values import choice, int_list, integer
     from neuroedge.errors import ConfigError
 
     out = dict(cfg)
@@ -75,6 +77,7 @@ def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
             f"endpoint={out['endpoint']!r}, llm_model={out['llm_model']!r}: give both (an "
             "OpenAI-compatible base URL and its model name) or neither (the keyword policy)"
         )
+    out["local_role"] = choice(cfg, "local_role", ("answer", "all"))
     if out["endpoint"] and out["local_model"]:
         raise ConfigError("endpoint and local_model: give one answer model, not both")
     if out["sizes"][0] < 100 * out["questions"]:
@@ -91,8 +94,12 @@ def policy_factory(cfg: Mapping[str, Any]) -> Callable[[], Any]:
     if cfg.get("local_model"):
         from neuroedge.models.scout.local import AnswerOnly, LocalChat
 
+        from neuroedge.models.scout.chat import ChatPolicy
+
         path = None if cfg["local_model"] == "smollm2" else cfg["local_model"]
         LocalChat(path)  # load (and check) once, before any question
+        if cfg.get("local_role") == "all":  # the local model forages and evaluates too
+            return lambda: ChatPolicy(LocalChat(path), max_tokens=128)
         return lambda: AnswerOnly(LocalChat(path))
     if not cfg.get("endpoint"):
         return KeywordPolicy
@@ -103,6 +110,8 @@ def policy_factory(cfg: Mapping[str, Any]) -> Callable[[], Any]:
 
 def policy_name(cfg: Mapping[str, Any]) -> str:
     if cfg.get("local_model"):
+        if cfg.get("local_role") == "all":
+            return f"{Path(cfg['local_model']).name} in every role"
         return f"keyword forager, {Path(cfg['local_model']).name} answers"
     return "chat" if cfg.get("endpoint") else "keyword"
 
@@ -110,7 +119,10 @@ def policy_name(cfg: Mapping[str, Any]) -> str:
 def window_for(make: Callable[[], Any], cfg: Mapping[str, Any]) -> int:
     """``window_tokens``, capped at half a local model's context (estimated tokens run ~6 %
     above SmolLM2's own on this text, so the prompt stays well inside the context)."""
-    client = getattr(getattr(make(), "chat", None), "client", None)
+    policy = make()  # ChatPolicy holds its client; AnswerOnly, a ChatPolicy as .chat
+    client = getattr(policy, "client", None) or getattr(
+        getattr(policy, "chat", None), "client", None
+    )
     context = getattr(client, "context", None)
     return min(cfg["window_tokens"], context // 2) if context else cfg["window_tokens"]
 
@@ -140,6 +152,7 @@ def one_question(doc: Any, q: Any, make: Callable[[], Any], cfg: Mapping[str, An
             "answer_tokens": r.answer_tokens,
             "provenance": ok and r.state.grounded(q.answer),
             "turns": r.turns,
+            "policy_error": r.stopped == "policy_error",
             "seconds": time.perf_counter() - t0,
             "llm": _usage(r.usage),
         }
@@ -220,6 +233,7 @@ def summarise(per: Sequence[Mapping[str, Any]], method: str) -> dict[str, float]
         n_right = sum(r["right"] for r in rows)
         out["provenance"] = sum(r["provenance"] for r in rows) / n_right if n_right else 0.0
         out["turns"] = float(np.mean([r["turns"] for r in rows]))
+        out["policy_errors"] = float(np.mean([r["policy_error"] for r in rows]))
     return out
 
 
@@ -234,6 +248,7 @@ UNITS = {
     "llm_completion_tokens": "tokens (server)",
     "provenance": "fraction of right answers",
     "turns": "actions",
+    "policy_errors": "fraction of runs (no usable action)",
 }
 
 
@@ -252,107 +267,6 @@ def rows_from(res: Mapping[str, Any], policy: str) -> list[Report]:
     return rows
 
 
-def claims(res: Mapping[str, Any]) -> dict[str, Any]:
-    """C1-C5 of the module docstring, each with the figures it reads."""
-    sizes = sorted(res["sizes"], key=int)
-    s = {z: res["sizes"][z]["summary"] for z in sizes}
-    big = [z for z in sizes if int(z) >= 256_000]
-    ratio = {
-        z: s[z]["full_context"]["tokens_per_question"] / s[z]["scout"]["tokens_per_question"]
-        for z in sizes
-    }
-    growth = (
-        s[sizes[-1]]["scout"]["tokens_per_question"] / s[sizes[0]]["scout"]["tokens_per_question"]
-    )
-    out = {
-        "C1_tokens_full_over_scout": {"value": ratio, "holds": all(ratio[z] >= 8 for z in big)},
-        "C2_scout_token_growth": {"value": growth, "holds": growth <= 1.5},
-        "C3_accuracy": {
-            "value": {z: s[z]["scout"]["accuracy"] for z in sizes},
-            "full_context_largest": s[sizes[-1]]["full_context"]["accuracy"],
-            "holds": all(s[z]["scout"]["accuracy"] >= 0.9 for z in sizes)
-            and s[sizes[-1]]["full_context"]["accuracy"] < 0.6,
-        },
-        "C4_provenance": {
-            "value": min(s[z]["scout"]["provenance"] for z in sizes),
-            "holds": all(s[z]["scout"]["provenance"] == 1.0 for z in sizes),
-        },
-        "C5_no_evaluate_two_hop": {
-            "value": max(s[z]["no_evaluate"]["accuracy_two_hop"] for z in sizes),
-            "holds": all(s[z]["no_evaluate"]["accuracy_two_hop"] <= 0.6 for z in sizes),
-        },
-        "C6_state_over_history_distractor": {
-            "value": {z: s[z]["scout"]["accuracy_distractor"] for z in sizes},
-            "react": {z: s[z]["react"]["accuracy_distractor"] for z in sizes},
-            "holds": sum(s[z]["scout"]["accuracy_distractor"] for z in sizes)
-            > sum(s[z]["react"]["accuracy_distractor"] for z in sizes),
-        },
-    }
-    out["holds"] = all(c["holds"] for c in out.values())
-    return out
-
-
-def _fmt(value: Any) -> str:
-    if isinstance(value, Mapping):
-        return ", ".join(f"{int(k) // 1000}k: {v:.3g}" for k, v in value.items())
-    return f"{value:.3g}"
-
-
-def claim_section(doc: Mapping[str, Any]) -> list[str]:
-    c = doc["claim"]
-    sizes = doc["results"]["sizes"]
-    lines = [f"## Claims ({doc['policy']} policy)", ""]
-    lines += [
-        "Documents: "
-        + ", ".join(
-            f"{int(k) // 1000}k = {b['tokens']} tokens in {b['lines']} lines"
-            for k, b in sizes.items()
-        )
-        + f"; long-context window {next(iter(sizes.values()))['window_tokens']} tokens",
-        "",
-    ]
-    for key, cell in c.items():
-        if key != "holds":
-            value = _fmt(cell["value"])
-            if "react" in cell:
-                value += f"; answered from the history: {_fmt(cell['react'])}"
-            if "full_context_largest" in cell:
-                value += f"; full context at the largest: {cell['full_context_largest']:.3g}"
-            lines.append(f"- {key}: {value} -> {'holds' if cell['holds'] else 'NOT met'}")
-    lines += ["", f"All: {'hold' if c['holds'] else 'NOT met'}.", ""]
-    return lines
-
-
-def scout_plot(doc: dict[str, Any], path: Path) -> Path:
-    """Tokens per question and accuracy against document length, every method."""
-    from neuroedge.bench.report import finish_figure, pyplot
-
-    plt = pyplot()
-    res = doc["results"]["sizes"]
-    sizes = sorted(res, key=int)
-    x = [res[z]["tokens"] for z in sizes]
-    fig, (left, right_ax) = plt.subplots(1, 2, figsize=(10, 4))
-    for method, style in zip(METHODS, ("o-", "s--", "^:", "x-."), strict=True):
-        for ax, key in ((left, "tokens_per_question"), (right_ax, "accuracy")):
-            ax.plot(x, [res[z]["summary"][method][key] for z in sizes], style, label=method)
-    left.set(
-        xscale="log",
-        yscale="log",
-        xlabel="document tokens (estimated)",
-        ylabel="tokens read per question",
-        title=f"{NAME}: cost",
-    )
-    right_ax.set(
-        xscale="log",
-        ylim=(-0.05, 1.05),
-        xlabel="document tokens (estimated)",
-        ylabel="accuracy",
-        title=f"{doc['policy']} policy",
-    )
-    left.legend()
-    return finish_figure(fig, path)
-
-
 def bench(
     out_dir: str,
     backends: Sequence[str] = ("host",),
@@ -361,6 +275,7 @@ def bench(
 ) -> dict[str, Any]:
     """Every method at every size; report.json/report.md/scout.png; returns the document."""
     from neuroedge.bench.report import build_document, write_report
+    from neuroedge.models.scout.claims import claim_section, claims, scout_plot
     from tqdm import tqdm
 
     cfg = check_config({**DEFAULTS, **(config or {})})
@@ -383,7 +298,7 @@ def bench(
         "ms_per_question",
     ]
     if policy != "keyword":
-        columns += ["llm_prompt_tokens", "llm_completion_tokens"]
+        columns += ["llm_prompt_tokens", "llm_completion_tokens", "policy_errors"]
     doc = build_document(NAME, rows_from(res, policy), config=cfg, results=res, policy=policy)
     doc["claim"] = claims(res)
     write_report(
