@@ -88,23 +88,21 @@ def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
 def policy_factory(cfg: Mapping[str, Any]) -> Callable[[], Any]:
     """A new policy per run: the keyword policy; a chat LLM on the configured endpoint; or, with
     ``local_model`` ("smollm2" for the bundled one, else a GGUF file or model folder), the
-    keyword policy's foraging with that local model's answers (``local.AnswerOnly``)."""
+    keyword policy's foraging with that local model's answers (``local.AnswerOnly``), or with
+    ``local_role="all"`` that model in every role (``ChatPolicy``)."""
+    from neuroedge.models.scout.chat import ChatPolicy, OpenAIChat
     from neuroedge.models.scout.keyword import KeywordPolicy
 
     if cfg.get("local_model"):
         from neuroedge.models.scout.local import AnswerOnly, LocalChat
 
-        from neuroedge.models.scout.chat import ChatPolicy
-
         path = None if cfg["local_model"] == "smollm2" else cfg["local_model"]
         LocalChat(path)  # load (and check) once, before any question
-        if cfg.get("local_role") == "all":  # the local model forages and evaluates too
+        if cfg.get("local_role") == "all":
             return lambda: ChatPolicy(LocalChat(path), max_tokens=128)
         return lambda: AnswerOnly(LocalChat(path))
     if not cfg.get("endpoint"):
         return KeywordPolicy
-    from neuroedge.models.scout.chat import ChatPolicy, OpenAIChat
-
     return lambda: ChatPolicy(OpenAIChat(cfg["endpoint"], cfg["llm_model"]))
 
 
