@@ -78,3 +78,13 @@ def test_the_bench_caps_the_window_at_half_the_local_context(smol, role: str) ->
     assert window_for(make, cfg) == smol.context // 2
     assert (type(make()).__name__ == "ChatPolicy") == (role == "all")
     assert window_for(policy_factory(DEFAULTS), DEFAULTS) == DEFAULTS["window_tokens"]
+
+
+def test_the_registered_program_takes_the_local_model(smol) -> None:
+    from neuroedge.models.scout.spec import SPEC, decode
+
+    program = SPEC.build({"local_model": "smollm2"})
+    out = program.fn(**SPEC.example(0))
+    gold = generate(8_000, 2, 0).questions[0].answer
+    assert gold in decode(out["answer"], "answer", True)
+    assert program.meta["policy"] == "keyword forager, smollm2 answers"

@@ -3,9 +3,10 @@
 ``run``: ``document`` (the UTF-8 bytes of a text, 1-D uint8) and ``question`` (UTF-8 bytes,
 0-padded to MAX_QUESTION) give the ``answer`` (UTF-8, 0-padded to MAX_ANSWER), the estimated
 ``tokens_read`` and whether the answer is ``grounded`` in an anchored span of the final state.
-The policy is the offline keyword policy, or a chat LLM on an OpenAI-compatible endpoint with
-``--config endpoint=URL llm_model=NAME``. For a file on disk, ``python -m
-neuroedge.models.scout FILE "QUESTION"`` (README, "Using it").
+The policy is the offline keyword policy, a chat LLM on an OpenAI-compatible endpoint with
+``--config endpoint=URL llm_model=NAME``, or the keyword forager with a local model's answers,
+``--config local_model=smollm2`` (see ``experiment.policy_factory``). For a file on disk,
+``python -m neuroedge.models.scout FILE "QUESTION"`` (README, "Using it").
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from neuroedge.models.scout.experiment import DEFAULTS as BENCH_DEFAULTS
 from neuroedge.types import Efficiency, HostProgram, IOSpec, ModelSpec, Paper
 
 MAX_QUESTION, MAX_ANSWER = 1024, 512
-BUILD_KEYS = ("endpoint", "llm_model", "max_turns")
+BUILD_KEYS = ("endpoint", "llm_model", "local_model", "local_role", "max_turns")
 
 
 def encode(text: str, width: int | None, name: str) -> np.ndarray:
@@ -70,7 +71,7 @@ def build(config: Mapping[str, Any]) -> HostProgram:
             "grounded": np.asarray([result.grounded]),
         }
 
-    return HostProgram(ask, meta={"policy": "chat" if cfg["endpoint"] else "keyword"})
+    return HostProgram(ask, meta={"policy": X.policy_name(cfg)})
 
 
 def example(seed: int = 0) -> dict[str, np.ndarray]:
