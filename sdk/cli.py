@@ -216,16 +216,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def _as_text(arr: Any) -> str:
     """``  text '...'`` for a 1-D uint8 output holding 0-padded printable UTF-8, else ""."""
+    from neuroedge.text_codes import decode
+
     if arr.dtype.name != "uint8" or arr.ndim != 1:
         return ""
-    raw = arr.tobytes().split(b"\0", 1)[0]
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
+        text = decode(arr, "output")
+    except ValueError:
         return ""
-    if not text.isprintable() or any(arr[len(raw) :]):
-        return ""
-    return f"  text {text[:120]!r}"
+    return f"  text {text[:120]!r}" if text.isprintable() else ""
 
 
 def cmd_run(args: argparse.Namespace) -> int:

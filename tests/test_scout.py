@@ -250,9 +250,9 @@ def test_registered_program_runs_and_names_bad_bytes() -> None:
     assert answer == gold and bool(out["grounded"][0]) and out["tokens_read"][0] > 0
     bad = example["document"].copy()
     bad[7] = 0xFF
-    with pytest.raises(ScoutError, match="document: not UTF-8 at byte offset 7"):
+    with pytest.raises(ScoutError, match="document: not UTF-8 at byte 7"):
         program.fn(document=bad, question=example["question"])
-    with pytest.raises(ValueError, match="question: 2000 UTF-8 bytes > 1024"):
+    with pytest.raises(ValueError, match="question has 2000 UTF-8 bytes > 1024"):
         encode("q" * 2000, 1024, "question")
 
 

@@ -21,22 +21,17 @@ BUILD_KEYS = ("delta", "model")
 
 
 def utf8_codes(texts: Sequence[Any]) -> np.ndarray:
-    """uint8 [*shape, MAX_BYTES]: each string's UTF-8 bytes, 0-padded; ValueError naming the
-    string that does not fit."""
-    arr = np.asarray(texts, dtype=object)
-    out = np.zeros((*arr.shape, MAX_BYTES), np.uint8)
-    for index, text in np.ndenumerate(arr):
-        raw = str(text).encode("utf-8")
-        if len(raw) > MAX_BYTES:
-            raise ValueError(f"text at {list(index)} has {len(raw)} UTF-8 bytes > {MAX_BYTES}")
-        out[index][: len(raw)] = np.frombuffer(raw, np.uint8)
-    return out
+    """uint8 [*shape, MAX_BYTES]: each string's UTF-8 bytes, 0-padded (``text_codes``)."""
+    from neuroedge.text_codes import encode
+
+    return encode(texts, MAX_BYTES)
 
 
 def texts_of(name: str, a: Any, ndim: int) -> np.ndarray:
     """``a`` (uint8 UTF-8 codes, ``ndim`` axes) back to strings; ValueError naming the entry
     and byte offset that is not UTF-8, or bytes after the 0 padding."""
     import torch
+    from neuroedge.text_codes import decode
 
     if isinstance(a, torch.Tensor):
         a = a.detach().cpu().numpy()
@@ -44,19 +39,7 @@ def texts_of(name: str, a: Any, ndim: int) -> np.ndarray:
     if a.ndim != ndim or a.shape[-1] != MAX_BYTES or 0 in a.shape:
         want = ", ".join(["clips", "refs"][: ndim - 1] + [str(MAX_BYTES)])
         raise ValueError(f"{name}: expected [{want}] UTF-8 codes, got {list(a.shape)}")
-    if a.dtype != np.uint8:
-        raise ValueError(f"{name}: expected uint8 UTF-8 codes, got dtype {a.dtype}")
-    out = np.empty(a.shape[:-1], dtype=object)
-    for index in np.ndindex(*a.shape[:-1]):
-        raw = a[index].tobytes()
-        text = raw.split(b"\0", 1)[0]
-        if any(raw[len(text) :]):
-            raise ValueError(f"{name} {list(index)}: bytes after the 0 padding at {len(text)}")
-        try:
-            out[index] = text.decode("utf-8")
-        except UnicodeDecodeError as err:
-            raise ValueError(f"{name} {list(index)}: not UTF-8 at byte {err.start}") from err
-    return out
+    return decode(a, name)
 
 
 def build(config: Mapping[str, Any]) -> HostProgram:

@@ -31,18 +31,37 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from neuroedge.errors import NeuroedgeError
+from neuroedge.models.scout.prompts import ANSWER_PROMPT, EVALUATOR_PROMPT, FORAGER_PROMPT, REASK
 from neuroedge.models.scout.protocol import Action, Observation, ScoutError, Verdict
 
 API_KEY_ENV = "NEUROEDGE_LLM_API_KEY"
 RETRY_STATUS = (429, 502, 503, 504)  # transient: one more try after RETRY_PAUSE_S
 RETRY_PAUSE_S = 0.5
 INT_ARGS = ("offset", "limit", "max_hits", "start", "end", "stride")
-ARGS = {  # kind: (required, optional); other keys of a reply ("thought", ...) are dropped
-    "grep": (("pattern",), ("max_hits",)),
-    "read": (("offset",), ("limit",)),
-    "scan": (("offset",), ("limit", "stride")),
-    "update": (("content", "start", "end"), ("tags", "action")),
-}
+
+
+def _tool_args() -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+    """kind: (required, optional) argument names, read from the tools' own signatures (the
+    single declaration); other keys of a reply ("thought", ...) are dropped."""
+    import inspect
+
+    from neuroedge.models.scout.state import EpistemicState
+    from neuroedge.models.scout.tools import Tools
+
+    out = {}
+    for kind, fn in (
+        ("grep", Tools.grep),
+        ("read", Tools.read),
+        ("scan", Tools.scan),
+        ("update", EpistemicState.update),
+    ):
+        params = [p for p in inspect.signature(fn).parameters.values() if p.name != "self"]
+        required = tuple(p.name for p in params if p.default is p.empty)
+        out[kind] = (required, tuple(p.name for p in params if p.name not in required))
+    return out
+
+
+ARGS = _tool_args()
 ARGS_OF = {kind: set(req + opt) for kind, (req, opt) in ARGS.items()}
 ARGS_OF.update(evaluate=set(), answer=set())
 MAX_REASKS = 2  # a reply that is not a usable action is sent back at most this often
@@ -59,7 +78,17 @@ def _snippet(text: str, n: int = 200) -> str:
     return text if len(text) <= n else text[:n] + "..."
 
 
-class OpenAIChat:
+class Metered:
+    """The usage a chat client counts: prompt and completion tokens, and calls."""
+
+    def __init__(self) -> None:
+        self._usage = {"prompt": 0, "completion": 0, "calls": 0}
+
+    def usage(self) -> dict[str, int]:
+        return dict(self._usage)
+
+
+class OpenAIChat(Metered):
     """``POST {base_url}/chat/completions``; ``chat`` returns the first choice's content."""
 
     def __init__(
@@ -70,10 +99,7 @@ class OpenAIChat:
         self.url = str(base_url).rstrip("/") + "/chat/completions"
         self.model, self.timeout_s = model, float(timeout_s)
         self.api_key = api_key if api_key is not None else os.environ.get(API_KEY_ENV) or None
-        self._usage = {"prompt": 0, "completion": 0, "calls": 0}
-
-    def usage(self) -> dict[str, int]:
-        return dict(self._usage)
+        super().__init__()
 
     def chat(
         self,
@@ -199,69 +225,6 @@ def to_action(obj: Mapping[str, Any]) -> Action:
     if isinstance(args.get("tags"), str):
         args["tags"] = [args["tags"]]
     return Action(kind, args)
-
-
-FORAGER_PROMPT = """\
-You search one long text file to answer a question. You never see the whole file: you look \
-at it through tools and keep what you find in an evidence notebook. A separate answerer will \
-see ONLY the question and that notebook, never this conversation: a fact that is not in the \
-notebook does not exist for it.
-
-Each turn, reply with exactly one JSON object and nothing else:
-- {"action": "grep", "pattern": "<Python regex, case-insensitive>", "max_hits": 20}: the \
-matching lines with their line numbers (max_hits at most 50).
-- {"action": "read", "offset": <first line>, "limit": <lines, at most 100>}: consecutive \
-lines, verbatim, numbered.
-- {"action": "scan", "offset": <first line>, "limit": <lines, at most 2000>}: every 20th \
-line of that range, a rough map of a region.
-- {"action": "update", "content": "<one atomic statement>", "start": <line>, "end": <line>, \
-"tags": ["<topic>"], "mode": "append"}: write the statement into the notebook, anchored to \
-lines start..end, which must contain what it states; "mode": "replace" first removes the \
-entries sharing a tag with it (a corrected fact).
-- {"action": "evaluate"}: an auditor judges whether the notebook alone answers the question \
-and lists what is missing.
-- {"action": "answer"}: stop; the answer is written from the notebook.
-
-Work from coarse to fine:
-1. grep the question's key terms. If nothing useful matches, widen step by step: the exact \
-phrase, then variants and synonyms, then broader terms, then words likely to stand near the \
-answer; regex alternation (a|b) tries several variants at once.
-2. read around a promising hit: offset about 10 lines before it, limit 30 to 60.
-3. Right after every read that shows something useful, update: one fact per entry, names, \
-numbers and values exactly as written, start and end the line numbers where it stands.
-4. Record every fact a chain, comparison or multi-part question needs. Watch for revoked, \
-superseded or hypothetical values, and record which value holds.
-5. When the notebook seems enough, evaluate. If information is missing, forage for it; if \
-the notebook is sufficient, answer at once without double-checking.
-
-The question:
-{question}
-
-The file:
-{info}
-"""
-
-EVALUATOR_PROMPT = """\
-You are a strict auditor of evidence. Judge only from the recorded evidence given to you; \
-use no outside knowledge and do not assume what the source probably says.
-- Sufficient: a reader holding only this evidence could answer the question fully and right.
-- A question with several parts is sufficient only when every part is covered.
-- A pointer such as "see section X" or "as described below" is not evidence of the content.
-- Multiple choice: the evidence must support the chosen option (and should rule out others).
-- Conflicting values with nothing saying which one holds are not sufficient.
-Reply with exactly one JSON object and nothing else: {"is_sufficient": true or false, \
-"confidence": 0 to 1, "reasoning": "<short>", "missing_info": ["<each thing still needed>"], \
-"draft_answer": "<the answer the evidence supports, or empty>"}"""
-
-REASK = """\
-That reply was not usable: {error}. Reply with exactly one JSON object, such as \
-{"action": "grep", "pattern": "...", "max_hits": 20}."""
-
-ANSWER_PROMPT = """\
-Answer the question from the evidence given, and from nothing else. Be concise: give the \
-answer itself (a value, a name, a short phrase, or the option letter) with no preamble. Write \
-a value exactly as it is written in the evidence. If the evidence does not settle the \
-question, give the best-supported answer and say in a few words what is uncertain."""
 
 
 def _msg(role: str, content: str) -> dict[str, str]:

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from neuroedge.models.scout.chat import ChatError, ChatPolicy
+from neuroedge.models.scout.chat import ChatError, ChatPolicy, Metered
 from neuroedge.models.scout.keyword import KeywordPolicy
 
 BUNDLED = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -65,7 +65,7 @@ def _load(path: Path) -> tuple[Any, Any]:
     return tok, model.eval()
 
 
-class LocalChat:
+class LocalChat(Metered):
     """``chat(messages, temperature=0, max_tokens, seed)`` on a local causal LM."""
 
     def __init__(self, path: str | Path | None = None) -> None:
@@ -79,10 +79,7 @@ class LocalChat:
         self.tok, self.model = _CACHE[key]
         self.url = f"local:{self.path.name}"  # how errors and reports name it
         self.context = int(getattr(self.model.config, "max_position_embeddings", 2048))
-        self._usage = {"prompt": 0, "completion": 0, "calls": 0}
-
-    def usage(self) -> dict[str, int]:
-        return dict(self._usage)
+        super().__init__()
 
     def chat(
         self,

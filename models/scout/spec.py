@@ -23,34 +23,26 @@ BUILD_KEYS = ("endpoint", "llm_model", "local_model", "local_role", "max_turns")
 
 
 def encode(text: str, width: int | None, name: str) -> np.ndarray:
-    """UTF-8 bytes as uint8, 0-padded to ``width`` (ValueError naming ``name`` if too long)."""
-    raw = text.encode("utf-8")
+    """UTF-8 bytes as uint8: all of them (``width`` None) or 0-padded to ``width``."""
+    from neuroedge.text_codes import encode as padded
+
     if width is None:
-        return np.frombuffer(raw, np.uint8).copy()
-    if len(raw) > width:
-        raise ValueError(f"{name}: {len(raw)} UTF-8 bytes > {width}")
-    out = np.zeros(width, np.uint8)
-    out[: len(raw)] = np.frombuffer(raw, np.uint8)
-    return out
+        return np.frombuffer(text.encode("utf-8"), np.uint8).copy()
+    return padded(text, width, name)
 
 
 def decode(a: Any, name: str, padded: bool) -> str:
     """The inverse of ``encode``; ScoutError naming the input and the bad byte offset."""
     from neuroedge.models.scout.protocol import ScoutError
+    from neuroedge.text_codes import decode_bytes
 
     arr = np.asarray(a)
     if arr.ndim != 1 or arr.dtype != np.uint8:
         raise ScoutError(f"{name}: expected 1-D uint8 UTF-8 bytes, got {arr.dtype} {arr.shape}")
-    raw = arr.tobytes()
-    if padded:
-        text = raw.split(b"\0", 1)[0]
-        if any(raw[len(text) :]):
-            raise ScoutError(f"{name}: bytes after the 0 padding at offset {len(text)}")
-        raw = text
     try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise ScoutError(f"{name}: not UTF-8 at byte offset {err.start}") from err
+        return decode_bytes(arr.tobytes(), name, padded)
+    except ValueError as err:
+        raise ScoutError(str(err)) from err
 
 
 def build(config: Mapping[str, Any]) -> HostProgram:
