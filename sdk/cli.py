@@ -214,8 +214,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def _as_text(arr: Any) -> str:
-    """``  text '...'`` for a 1-D uint8 output holding 0-padded printable UTF-8, else ""."""
+def _as_text(arr: Any, max_lines: int = 40) -> str:
+    """``  text '...'`` for a 1-D uint8 output holding 0-padded printable UTF-8 (multi-line
+    text, e.g. a diff: ``  text:`` and its first ``max_lines`` lines indented), else ""."""
     from neuroedge.text_codes import decode
 
     if arr.dtype.name != "uint8" or arr.ndim != 1:
@@ -224,7 +225,11 @@ def _as_text(arr: Any) -> str:
         text = decode(arr, "output")
     except ValueError:
         return ""
-    return f"  text {text[:120]!r}" if text.isprintable() else ""
+    lines = text.rstrip("\n").split("\n")
+    if not all(line.expandtabs().isprintable() for line in lines) or len(lines) == 1:
+        return f"  text {text[:120]!r}" if text.isprintable() else ""
+    more = [f"    ... {len(lines) - max_lines} more lines"] if len(lines) > max_lines else []
+    return "  text:\n" + "\n".join(["    " + line for line in lines[:max_lines]] + more)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

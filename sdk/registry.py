@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 # name -> "module:attribute" of a ModelSpec. One line per model; keep sorted.
 MODELS: dict[str, str] = {
     "alloc.envy_free": "neuroedge.models.envy_free.spec:SPEC",
+    "apr.conrad": "neuroedge.models.conrad.spec:SPEC",
     "caption.date": "neuroedge.models.mecat.spec:SPEC",
     "causal.cadre": "neuroedge.models.cadre.spec:SPEC",
     "event.bivision": "neuroedge.models.bivision.spec:SPEC",

@@ -20,7 +20,6 @@ synonyms, template and clause order), and four systems caption it:
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -156,16 +155,12 @@ def scene_set(clips: int = 60, refs: int = 3, seed: int = 0) -> CaptionSet:
 def read_jsonl(path: str | Path) -> tuple[list[str], list[list[str]]]:
     """A user's caption file (module docstring): candidates and references; ValueError naming
     the file and line of a bad row."""
+    from neuroedge.jsonl import read_objects
+
     path = Path(path)
     cands: list[str] = []
     refs: list[list[str]] = []
-    for no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{path}:{no}: not JSON ({err.msg} at column {err.colno})") from err
+    for no, row in read_objects(path):
         if not isinstance(row, dict) or not isinstance(row.get("candidate"), str):
             raise ValueError(f"{path}:{no}: expected an object with a string 'candidate'")
         r = row.get("references")

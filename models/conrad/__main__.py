@@ -1,0 +1,140 @@
+"""``python -m neuroedge.models.conrad REPO TEST_ID ISSUE``: repair a repository of yours.
+
+REPO is copied to a temporary folder (yours is never written). TEST_ID (``tests/test_x.py::
+test_y``, a plain-assert test function) must fail there. Up to ``--samples`` repair passes
+(the first greedy, the rest sampled) each propose one edit of one function from the shape
+library (``operators``); the first edit that makes TEST_ID pass and keeps every test of
+``tests/test_*.py`` passing is printed as a unified diff (or written to ``--out`` atomically).
+With ``--history FILE.jsonl`` (one fixed past issue per line: ``issue``, ``path``, ``buggy``
+and ``fixed`` function sources, optionally ``symptom``, a ``sandbox.diagnose`` label) the
+ConRAD route runs first: retrieval, the guardian, a plan distilled from the chosen fix.
+``--model smollm2`` (or a GGUF file / model folder) makes a language model choose at each
+stage instead of the scripted repairer.
+Exit status 0 with a patch, 1 when no pass found one, 2 on bad input, naming it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+SKIP_DIRS = {".git", ".venv", "venv", "__pycache__", "build", "dist", "tests"}
+
+
+def source_files(root: Path) -> list[str]:
+    """The repository's Python files outside tests (``tests/``, ``test_*.py``)."""
+    out = []
+    for p in sorted(root.rglob("*.py")):
+        rel = p.relative_to(root)
+        if SKIP_DIRS & set(rel.parts[:-1]) or rel.name.startswith("test_"):
+            continue
+        out.append(rel.as_posix())
+    return out
+
+
+def load_history(path: Path) -> list:
+    """Exemplars from a JSONL file; ConradError naming the line and the missing field."""
+    from neuroedge.models.conrad.operators import parse_function
+    from neuroedge.models.conrad.protocol import ConradError, Exemplar
+
+    from neuroedge.jsonl import read_objects
+
+    try:
+        rows = read_objects(path)
+    except ValueError as err:
+        raise ConradError(f"history {err}") from err
+    out = []
+    for n, row in rows:
+        if not isinstance(row, dict):
+            raise ConradError(f"{path}:{n}: expected a JSON object")
+        missing = [k for k in ("issue", "path", "buggy", "fixed") if not row.get(k)]
+        if missing:
+            raise ConradError(f"{path}:{n}: missing {missing}")
+        try:
+            name = parse_function(row["buggy"]).name
+            parse_function(row["fixed"])
+        except ValueError as err:
+            raise ConradError(f"{path}:{n}: {err}") from err
+        symptom = row.get("symptom", "unknown")
+        out.append(Exemplar(name, row["path"], row["issue"], row["buggy"], row["fixed"], symptom))
+    if not out:
+        raise ConradError(f"history {path}: no exemplars")
+    return out
+
+
+def repair_repository(args: argparse.Namespace) -> dict:
+    from neuroedge.models.conrad import mining
+    from neuroedge.models.conrad.experiment import patch_text, suite_passes
+    from neuroedge.models.conrad.protocol import ConradError
+    from neuroedge.models.conrad.experiment import make_model
+    from neuroedge.models.conrad.repair import repair_once
+    from neuroedge.models.conrad.sandbox import Sandbox, diagnose
+
+    history = load_history(Path(args.history)) if args.history else []
+    with Sandbox(args.repo, args.timeout) as box:
+        first = box.run([args.test_id])[0]
+        if first.ok:
+            raise ConradError(f"{args.test_id} passes already: nothing to repair")
+        if first.exc == "RunnerError":
+            raise ConradError(f"{args.test_id} did not run: {first.message}")
+        symptom, plan, verdicts = diagnose(first), None, []
+        if history:
+            ex, verdicts, _ = mining.choose_exemplar(args.issue, symptom, history, args.top_k)
+            plan = mining.distill(ex) if ex else None
+        sources = source_files(box.root)
+        if not sources:
+            raise ConradError(f"{args.repo}: no Python source files outside tests")
+        result = {"symptom": symptom, "plan": plan.steps if plan else None, "patch": ""}
+        result["verdicts"] = [(e.name, v.label, v.reason) for e, v in verdicts]
+        for k in range(args.samples):
+            temperature = 0.0 if k == 0 else args.temperature
+            model = make_model({"model": args.model}, args.seed + 7919 * k, temperature)
+            a = repair_once(args.issue, box, sources, model, plan)
+            if suite_passes(box, a, [args.test_id]) and suite_passes(box, a):
+                result.update(patch=patch_text(box, a), passes=k + 1, function=a.function)
+                break
+        result.setdefault("passes", args.samples)
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from neuroedge.models.conrad.protocol import ConradError
+    from neuroedge.models.conrad.sandbox import write_atomic
+
+    ap = argparse.ArgumentParser(prog="python -m neuroedge.models.conrad", description=__doc__)
+    ap.add_argument("repo")
+    ap.add_argument("test_id", help="the failing test, path::name")
+    ap.add_argument("issue", help="the issue text (localisation reads it)")
+    ap.add_argument("--history", default="", help="JSONL of fixed past issues (see above)")
+    ap.add_argument("--samples", type=int, default=8)
+    ap.add_argument("--temperature", type=float, default=0.8)
+    ap.add_argument("--top-k", type=int, default=5)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--model", default="scripted", help="scripted, smollm2 or a model path")
+    ap.add_argument("--timeout", type=float, default=60.0, help="seconds per test run")
+    ap.add_argument("--out", default="", help="write the diff here instead of stdout")
+    ap.add_argument("--json", action="store_true", help="print the run summary as JSON")
+    args = ap.parse_args(argv)
+    try:
+        if args.samples < 1 or args.temperature <= 0:
+            raise ConradError("--samples must be >= 1 and --temperature > 0")
+        if "::" not in args.test_id:
+            raise ConradError(f"test id {args.test_id!r}: expected path::name")
+        result = repair_repository(args)
+    except ConradError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if args.out and result["patch"]:
+        write_atomic(Path(args.out), result["patch"])
+    if args.json:
+        print(json.dumps(result, indent=2))
+    elif not args.out:
+        print(result["patch"] or f"no patch found in {result['passes']} passes", end="\n")
+    return 0 if result["patch"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
