@@ -67,9 +67,8 @@ def load_history(path: Path) -> list:
 
 def repair_repository(args: argparse.Namespace) -> dict:
     from neuroedge.models.conrad import mining
-    from neuroedge.models.conrad.experiment import patch_text, suite_passes
+    from neuroedge.models.conrad.experiment import make_model, patch_text, suite_passes
     from neuroedge.models.conrad.protocol import ConradError
-    from neuroedge.models.conrad.experiment import make_model
     from neuroedge.models.conrad.repair import repair_once
     from neuroedge.models.conrad.sandbox import Sandbox, diagnose
 
