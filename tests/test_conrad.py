@@ -97,6 +97,15 @@ def test_sandbox_edits_match_once_and_restore(tmp_path: Path) -> None:
     assert diagnose(before) == "wrong_value" and not root.exists()
 
 
+def test_runner_keeps_what_tests_print_apart_and_skips_non_callables() -> None:
+    files = {
+        "tests/test_noisy.py": "import sys\ntest_data = [1]\n\ndef test_prints():\n"
+        "    print('{not a record')\n    sys.stdout.write('@@conrad\\n')\n"
+    }
+    with Sandbox(files) as box:
+        assert box.run() == [Outcome("tests/test_noisy.py::test_prints", True)]
+
+
 def test_sandbox_reports_timeouts_and_broken_imports() -> None:
     files = {"tests/test_loop.py": "def test_forever():\n    while True:\n        pass\n"}
     with Sandbox(files, timeout=1.0) as box:

@@ -2,7 +2,8 @@
 
 Imports each ``tests/test_*.py`` and ``test_*.py`` of REPO (or the files of the given
 ``path::name`` ids) and calls every ``test_*`` function; prints one JSON object per test on
-stdout: ``{"test": id, "ok": bool, "exc": type name or "", "message": str(exception)}``.
+stdout, after ``MARK``: ``{"test": id, "ok": bool, "exc": type name or "", "message":
+str(exception)}``; what the tests print goes to stderr.
 Plain-assert test files need no pytest; the parent process enforces the timeout. Kept free
 of neuroedge imports so the child starts in tens of milliseconds.
 """
@@ -13,6 +14,8 @@ import importlib.util
 import json
 import sys
 from pathlib import Path
+
+MARK = "@@conrad-outcome@@ "  # marks the runner's lines among whatever else reaches stdout
 
 
 def _load(path: Path, repo: Path) -> object:
@@ -28,6 +31,15 @@ def _load(path: Path, repo: Path) -> object:
 def main(argv: list[str]) -> int:
     repo = Path(argv[0]).resolve()
     sys.path.insert(0, str(repo))
+    records, sys.stdout = sys.stdout, sys.stderr  # what the tests print must not mix in
+
+    def report(test: str, err: BaseException | None) -> None:
+        rec = {"test": test, "ok": err is None, "exc": "", "message": ""}
+        if err is not None:
+            rec.update(exc=type(err).__name__, message=str(err))
+        records.write(MARK + json.dumps(rec) + "\n")
+        records.flush()
+
     wanted = argv[1:]
     found = [*(repo / "tests").glob("test_*.py"), *repo.glob("test_*.py")]
     files = sorted({w.split("::")[0] for w in wanted}) or sorted(
@@ -37,22 +49,19 @@ def main(argv: list[str]) -> int:
         try:
             module = _load(repo / rel, repo)
         except Exception as err:  # a broken patch can break the import: report, go on
-            print(
-                json.dumps(
-                    {"test": rel, "ok": False, "exc": type(err).__name__, "message": str(err)}
-                )
-            )
+            report(rel, err)
             continue
-        for name in sorted(n for n in vars(module) if n.startswith("test_")):
+        tests = sorted(n for n, f in vars(module).items() if n.startswith("test_") and callable(f))
+        for name in tests:
             tid = f"{rel}::{name}"
             if wanted and tid not in wanted:
                 continue
             try:
                 getattr(module, name)()
-                rec = {"test": tid, "ok": True, "exc": "", "message": ""}
             except Exception as err:  # the outcome of the test is the data we report
-                rec = {"test": tid, "ok": False, "exc": type(err).__name__, "message": str(err)}
-            print(json.dumps(rec), flush=True)
+                report(tid, err)
+            else:
+                report(tid, None)
     return 0
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from neuroedge.models.conrad.protocol import ConradError
+from neuroedge.models.conrad.runner import MARK
 
 RUNNER = Path(__file__).with_name("runner.py")
 
@@ -107,7 +108,11 @@ class Sandbox:
             return [
                 Outcome(t, False, "Timeout", f"over {self.timeout:g} s") for t in tests or ["*"]
             ]
-        out = [Outcome(**json.loads(line)) for line in proc.stdout.splitlines() if line]
+        out = [
+            Outcome(**json.loads(line[len(MARK) :]))
+            for line in proc.stdout.splitlines()
+            if line.startswith(MARK)
+        ]
         if proc.returncode != 0 or (tests and len(out) < len(tests)):
             tail = proc.stderr.strip().splitlines()[-1:] or ["no output"]
             missing = [t for t in tests if t not in {o.test for o in out}]
