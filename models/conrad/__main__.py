@@ -4,7 +4,8 @@ REPO is copied to a temporary folder (yours is never written). TEST_ID (``tests/
 test_y``, a plain-assert test function) must fail there. Up to ``--samples`` repair passes
 (the first greedy, the rest sampled) each propose one edit of one top-level function from
 the shape library (``operators``); the first edit that makes TEST_ID pass and keeps every
-test of ``tests/test_*.py`` and ``test_*.py`` passing is printed as a unified diff (or written to ``--out`` atomically).
+test of ``tests/test_*.py`` and ``test_*.py`` passing is printed as a unified diff (or
+written to ``--out`` atomically).
 With ``--history FILE.jsonl`` (one fixed past issue per line: ``issue``, ``path``, ``buggy``
 and ``fixed`` function sources, optionally ``symptom``, a ``sandbox.diagnose`` label) the
 ConRAD route runs first: retrieval, the guardian, a plan distilled from the chosen fix.
