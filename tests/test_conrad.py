@@ -4,6 +4,7 @@ the repair pass, the experiment and its claims, the registered program and the c
 from __future__ import annotations
 
 import ast
+import difflib
 import json
 from pathlib import Path
 
@@ -76,6 +77,24 @@ def test_candidates_cover_the_library_and_name_bad_input() -> None:
         ops.candidates("def (:")
     with pytest.raises(ValueError, match="unknown shapes"):
         ops.candidates(src, ("rewrite_all",))
+
+
+def test_every_edit_keeps_the_functions_comments_and_layout() -> None:
+    src = (
+        "def g(a, b, store):\n"
+        "    # build the key\n"
+        "    key = (a,)  # one part\n"
+        "    if key not in store:\n"
+        "        store[key] = max(a,   b) * 100   # scaled\n"
+        "    return {**store, **{'k': a}}[key][:b]"
+    )
+    cands = ops.candidates(src)
+    assert {c.shape for c in cands} == set(ops.SHAPES) - {"flip_compare"}
+    for c in cands:
+        assert all(x in c.source for x in ("# build the key", "# one part", "# scaled")), c
+        removed = [d for d in difflib.ndiff(src.splitlines(), c.source.splitlines()) if d[0] == "-"]
+        added = [d for d in difflib.ndiff(src.splitlines(), c.source.splitlines()) if d[0] == "+"]
+        assert len(removed) <= 1 and len(added) <= 2, c
 
 
 def test_sandbox_edits_match_once_and_restore(tmp_path: Path) -> None:
@@ -322,3 +341,24 @@ def test_staged_repairer_delegates_each_stage_and_counts_its_calls(corpus) -> No
     assert staged.calls == a.calls == 4 and locate.calls == 2 and edit.calls == 2
     with pytest.raises(ConradError, match="lm_stages must be a non-empty list"):
         check_config({"lm_stages": ["guess"]})
+
+
+def test_a_method_of_a_class_is_repaired_in_place(tmp_path: Path) -> None:
+    from neuroedge.models.conrad.__main__ import main
+
+    repo = tmp_path / "repo"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "jobs.py").write_text(
+        "class Queue:\n\n    def __init__(self, items):\n        self.items = items\n\n"
+        "    def peek(self, n):\n        # the first n items\n        return self.items[:n - 1]\n"
+    )
+    (repo / "tests" / "test_queue.py").write_text(
+        "from jobs import Queue\n\ndef test_peek():\n"
+        "    got, want = Queue([1, 2, 3]).peek(2), [1, 2]\n    assert got == want, (got, want)\n"
+    )
+    out = tmp_path / "fix.diff"
+    args = [str(repo), "tests/test_queue.py::test_peek", "Queue.peek returns one item too few"]
+    assert main([*args, "--out", str(out)]) == 0
+    diff = out.read_text()
+    assert "-        return self.items[:n - 1]" in diff and "+        return self.items[:n]" in diff
+    assert not any(x.startswith("-") and "# the first" in x for x in diff.splitlines())

@@ -55,7 +55,7 @@ class Candidate:
     shape: str  # one of SHAPES
     params: tuple[str, ...]  # abstract, name-free: e.g. ("+1",), ("param0", "param1")
     site: int  # index of the edited node among the shape's sites in the function (0-based)
-    source: str  # the whole function after the edit, in ast.unparse form
+    source: str  # the whole function after the edit; only the edited node's text changes
 
 
 def parse_function(src: str) -> ast.FunctionDef:
@@ -80,16 +80,40 @@ def _nodes(fn: ast.FunctionDef, kind: type) -> list[ast.AST]:
     return sorted(found, key=lambda n: (n.lineno, n.col_offset))
 
 
-def _edit(fn: ast.FunctionDef, kind: type, site: int, change: Callable[[ast.AST], bool]) -> str:
-    """Deep-copy ``fn``, apply ``change`` to its ``site``-th node of ``kind``; "" if it refuses."""
+def _splice(src: str, old: ast.AST, text: str, want: ast.FunctionDef) -> str:
+    """``src`` with the span of ``old`` replaced by ``text`` (parenthesised if needed), so
+    the rest of the function keeps its comments and layout; the whole ``want`` unparsed when
+    neither splice parses to ``want``."""
+    raw, starts = src.encode(), [0]
+    for line in src.encode().splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    a = starts[old.lineno - 1] + old.col_offset  # col offsets count UTF-8 bytes
+    b = starts[old.end_lineno - 1] + old.end_col_offset
+    goal = ast.dump(want)
+    for piece in (text, f"({text})"):
+        out = (raw[:a] + piece.encode() + raw[b:]).decode()
+        try:
+            if ast.dump(parse_function(out)) == goal:
+                return out
+        except ValueError:
+            continue
+    return ast.unparse(want)
+
+
+def _edit(
+    fn: ast.FunctionDef, src: str, kind: type, site: int, change: Callable[[ast.AST], bool]
+) -> str:
+    """Apply ``change`` to a copy of ``fn``'s ``site``-th node of ``kind``, spliced into
+    ``src``; "" if it refuses."""
     twin = copy.deepcopy(fn)
     node = _nodes(twin, kind)[site]
     if not change(node):
         return ""
-    return ast.unparse(ast.fix_missing_locations(twin))
+    twin = ast.fix_missing_locations(twin)
+    return _splice(src, _nodes(fn, kind)[site], ast.unparse(node), twin)
 
 
-def _slice_bound(fn: ast.FunctionDef) -> Iterator[Candidate]:
+def _slice_bound(fn: ast.FunctionDef, src: str) -> Iterator[Candidate]:
     for site, s in enumerate(_nodes(fn, ast.Slice)):
         if s.upper is None:
             continue
@@ -106,7 +130,7 @@ def _slice_bound(fn: ast.FunctionDef) -> Iterator[Candidate]:
                     node.upper = ast.BinOp(up, sign(), ast.Constant(1))
                 return True
 
-            yield Candidate("slice_bound", (delta,), site, _edit(fn, ast.Slice, site, change))
+            yield Candidate("slice_bound", (delta,), site, _edit(fn, src, ast.Slice, site, change))
 
 
 def _guard_defaults(fn: ast.FunctionDef, k: int) -> list[tuple[str, str]]:
@@ -114,22 +138,25 @@ def _guard_defaults(fn: ast.FunctionDef, k: int) -> list[tuple[str, str]]:
     return others + [(f"literal:{lit}", lit) for lit in GUARD_LITERALS]
 
 
-def _none_guard(fn: ast.FunctionDef) -> Iterator[Candidate]:
+def _none_guard(fn: ast.FunctionDef, src: str) -> Iterator[Candidate]:
     body = fn.body[1:] if ast.get_docstring(fn) else fn.body
     first = body[0] if body else None
+    if first is None:
+        return
+    lines = src.splitlines(keepends=True)
+    pad = " " * first.col_offset
+    at = first.lineno - 1  # the guard goes on its own lines before the first statement
     for k, p in enumerate(_params(fn)):
         guarded = isinstance(first, ast.If) and f"{p} is None" in ast.unparse(first.test)
         if guarded:
             continue
         for tag, expr in _guard_defaults(fn, k):
-            twin = copy.deepcopy(fn)
-            guard = ast.parse(f"if {p} is None:\n    return {expr}").body[0]
-            twin.body.insert(1 if ast.get_docstring(fn) else 0, guard)
-            src = ast.unparse(ast.fix_missing_locations(twin))
-            yield Candidate("none_guard", (f"param{k}", tag), 0, src)
+            text = f"{pad}if {p} is None:\n{pad}    return {expr}\n"
+            out = "".join(lines[:at]) + text + "".join(lines[at:])
+            yield Candidate("none_guard", (f"param{k}", tag), 0, out)
 
 
-def _swap_merge(fn: ast.FunctionDef) -> Iterator[Candidate]:
+def _swap_merge(fn: ast.FunctionDef, src: str) -> Iterator[Candidate]:
     for site, d in enumerate(_nodes(fn, ast.Dict)):
         if sum(k is None for k in d.keys) != 2 or len(d.keys) != 2:
             continue
@@ -138,10 +165,10 @@ def _swap_merge(fn: ast.FunctionDef) -> Iterator[Candidate]:
             node.values.reverse()
             return True
 
-        yield Candidate("swap_merge", (), site, _edit(fn, ast.Dict, site, change))
+        yield Candidate("swap_merge", (), site, _edit(fn, src, ast.Dict, site, change))
 
 
-def _scale_constant(fn: ast.FunctionDef) -> Iterator[Candidate]:
+def _scale_constant(fn: ast.FunctionDef, src: str) -> Iterator[Candidate]:
     for site, c in enumerate(_nodes(fn, ast.Constant)):
         v = c.value
         if isinstance(v, bool) or not isinstance(v, int | float) or v in (0, 1):
@@ -157,10 +184,12 @@ def _scale_constant(fn: ast.FunctionDef) -> Iterator[Candidate]:
                 )
                 return True
 
-            yield Candidate("scale_constant", (tag,), site, _edit(fn, ast.Constant, site, change))
+            yield Candidate(
+                "scale_constant", (tag,), site, _edit(fn, src, ast.Constant, site, change)
+            )
 
 
-def _add_key_param(fn: ast.FunctionDef) -> Iterator[Candidate]:
+def _add_key_param(fn: ast.FunctionDef, src: str) -> Iterator[Candidate]:
     params = _params(fn)
     for site, t in enumerate(_nodes(fn, ast.Tuple)):
         names = {e.id for e in t.elts if isinstance(e, ast.Name)}
@@ -175,11 +204,11 @@ def _add_key_param(fn: ast.FunctionDef) -> Iterator[Candidate]:
                 return True
 
             yield Candidate(
-                "add_key_param", (f"param{k}",), site, _edit(fn, ast.Tuple, site, change)
+                "add_key_param", (f"param{k}",), site, _edit(fn, src, ast.Tuple, site, change)
             )
 
 
-def _flip_compare(fn: ast.FunctionDef) -> Iterator[Candidate]:
+def _flip_compare(fn: ast.FunctionDef, src: str) -> Iterator[Candidate]:
     for site, c in enumerate(_nodes(fn, ast.Compare)):
         if len(c.ops) != 1 or type(c.ops[0]) not in FLIPS:
             continue
@@ -190,10 +219,10 @@ def _flip_compare(fn: ast.FunctionDef) -> Iterator[Candidate]:
             return True
 
         params = (f"{old.__name__}->{FLIPS[old].__name__}",)
-        yield Candidate("flip_compare", params, site, _edit(fn, ast.Compare, site, change))
+        yield Candidate("flip_compare", params, site, _edit(fn, src, ast.Compare, site, change))
 
 
-def _swap_args(fn: ast.FunctionDef) -> Iterator[Candidate]:
+def _swap_args(fn: ast.FunctionDef, src: str) -> Iterator[Candidate]:
     for site, call in enumerate(_nodes(fn, ast.Call)):
         if len(call.args) < 2:
             continue
@@ -204,10 +233,10 @@ def _swap_args(fn: ast.FunctionDef) -> Iterator[Candidate]:
                 a[i], a[i + 1] = a[i + 1], a[i]
                 return True
 
-            yield Candidate("swap_args", (f"arg{i}",), site, _edit(fn, ast.Call, site, change))
+            yield Candidate("swap_args", (f"arg{i}",), site, _edit(fn, src, ast.Call, site, change))
 
 
-def _negate_condition(fn: ast.FunctionDef) -> Iterator[Candidate]:
+def _negate_condition(fn: ast.FunctionDef, src: str) -> Iterator[Candidate]:
     sites = [n for n in ast.walk(fn) if isinstance(n, ast.If | ast.Return)]
     sites.sort(key=lambda n: (n.lineno, n.col_offset))
     for site, node in enumerate(sites):
@@ -218,15 +247,15 @@ def _negate_condition(fn: ast.FunctionDef) -> Iterator[Candidate]:
             (n for n in ast.walk(twin) if isinstance(n, ast.If | ast.Return)),
             key=lambda n: (n.lineno, n.col_offset),
         )[site]
-        if isinstance(target, ast.If):
-            target.test = ast.UnaryOp(ast.Not(), target.test)
-        else:
-            target.value = ast.UnaryOp(ast.Not(), target.value)
-        src = ast.unparse(ast.fix_missing_locations(twin))
-        yield Candidate("negate_condition", (), site, src)
+        field = "test" if isinstance(target, ast.If) else "value"
+        negated = ast.UnaryOp(ast.Not(), getattr(target, field))
+        setattr(target, field, negated)
+        twin = ast.fix_missing_locations(twin)
+        out = _splice(src, getattr(node, field), ast.unparse(negated), twin)
+        yield Candidate("negate_condition", (), site, out)
 
 
-GENERATORS: dict[str, Callable[[ast.FunctionDef], Iterator[Candidate]]] = {
+GENERATORS: dict[str, Callable[[ast.FunctionDef, str], Iterator[Candidate]]] = {
     "slice_bound": _slice_bound,
     "none_guard": _none_guard,
     "swap_merge": _swap_merge,
@@ -247,7 +276,7 @@ def candidates(src: str, shapes: tuple[str, ...] = SHAPES) -> list[Candidate]:
     same = ast.dump(fn)
     out = []
     for shape in shapes:
-        for c in GENERATORS[shape](fn):
+        for c in GENERATORS[shape](fn, src):
             if c.source and ast.dump(parse_function(c.source)) != same:
                 out.append(c)
     return out

@@ -18,7 +18,9 @@ same queries with a real language model, the plan as in-context text only.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import math
+import textwrap
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -97,16 +99,37 @@ class StagedRepairer:
 
 
 def functions_of(text: str, path: str) -> list[tuple[str, str]]:
-    """(name, exact source segment) of every top-level function of a module's text."""
+    """(name, source lines) of every top-level function and every method of a top-level
+    class (named ``Class.method``); a method's lines keep their indentation, so they are
+    the exact SEARCH block of an edit."""
     try:
         tree = ast.parse(text)
     except SyntaxError as err:
         raise ConradError(f"{path}: does not parse at line {err.lineno}: {err.msg}") from err
+    lines = text.splitlines(keepends=True)
     out = []
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef):
-            out.append((node.name, ast.get_source_segment(text, node) or ""))
+    for top in tree.body:
+        inner = top.body if isinstance(top, ast.ClassDef) else [top]
+        for node in inner:
+            if isinstance(node, ast.FunctionDef):
+                name = f"{top.name}.{node.name}" if node is not top else node.name
+                src = "".join(lines[node.lineno - 1 : node.end_lineno]).rstrip("\n")
+                out.append((name, src))
     return out
+
+
+def edits_of(src: str, shapes: tuple[str, ...] = ops.SHAPES) -> list[ops.Candidate]:
+    """``operators.candidates`` of a function's lines, indented or not, with each edit's
+    source indented as the original; none when the lines do not parse on their own."""
+    body = textwrap.dedent(src)
+    pad = src[: len(src) - len(src.lstrip(" \t"))]
+    try:
+        found = ops.candidates(body, shapes)
+    except ValueError:
+        return []
+    if not pad:
+        return found
+    return [dataclasses.replace(c, source=textwrap.indent(c.source, pad)) for c in found]
 
 
 def _level(c: ops.Candidate, plan: Plan | None) -> int:
@@ -118,7 +141,7 @@ def _level(c: ops.Candidate, plan: Plan | None) -> int:
 def _admits(src: str, plan: Plan | None) -> int:
     if plan is None or not plan.shape:
         return 0
-    return int(any(_level(c, plan) == 2 for c in ops.candidates(src, (plan.shape,))))
+    return int(any(_level(c, plan) == 2 for c in edits_of(src, (plan.shape,))))
 
 
 def repair_once(
@@ -146,11 +169,11 @@ def repair_once(
         return Attempt(path, "", "", "", "", model.calls - start)
     sims = TfIdf([s for _, s in funcs]).scores(issue)
     opts = tuple(
-        Option(src.splitlines()[0], x, _admits(src, plan))
+        Option(src.splitlines()[0].strip(), x, _admits(src, plan))
         for (_, src), x in zip(funcs, sims, strict=True)
     )
     name, src = funcs[model.pick(StageQuery("func_think", issue, f"File: {path}", plan, opts))]
-    cands = ops.candidates(src)
+    cands = edits_of(src)
     if not cands:
         model.calls += 2
         return Attempt(path, name, "", src, src, model.calls - start)
