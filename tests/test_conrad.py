@@ -292,6 +292,9 @@ def test_command_line_repairs_a_users_repository(tmp_path: Path, capsys) -> None
     args = [str(repo), "tests/test_shop.py::test_take", "take_items returns one item too few"]
     assert main([*args, "--history", str(hist), "--out", str(out), "--samples", "1"]) == 0
     assert "+    return list(items)[:count]" in out.read_text()
+    ref = tmp_path / "ref.diff"
+    ref.write_text("")  # the patch file gets the usual mode, not mkstemp's 0600
+    assert out.stat().st_mode & 0o777 == ref.stat().st_mode & 0o777
     assert "[:count - 1]" in (repo / "shop.py").read_text()  # the user's files are untouched
     assert main([*args, "--json"]) in (0, 1)
     assert "symptom" in json.loads(capsys.readouterr().out)

@@ -102,7 +102,7 @@ def repair_repository(args: argparse.Namespace) -> dict:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from neuroedge.models.conrad.protocol import ConradError
-    from neuroedge.models.conrad.sandbox import write_atomic
+    from neuroedge.atomic import write_text
 
     ap = argparse.ArgumentParser(prog="python -m neuroedge.models.conrad", description=__doc__)
     ap.add_argument("repo")
@@ -128,7 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if args.out and result["patch"]:
-        write_atomic(Path(args.out), result["patch"])
+        write_text(Path(args.out), result["patch"])
     if args.json:
         print(json.dumps(result, indent=2))
     elif not args.out:

@@ -155,27 +155,25 @@ def repair_once(
     anything with ``pick(StageQuery) -> int`` and a ``calls`` counter."""
     start = model.calls
     texts = [box.read(p) for p in sources]
+    funcs = [functions_of(t, p) for p, t in zip(sources, texts, strict=True)]
+    admits = [[_admits(src, plan) for _, src in fs] for fs in funcs]  # once per pass
     sims = TfIdf(texts).scores(issue)
-    admits = [
-        max((_admits(s, plan) for _, s in functions_of(t, p)), default=0)
-        for p, t in zip(sources, texts, strict=True)
-    ]
-    opts = tuple(Option(p, x, a) for p, x, a in zip(sources, sims, admits, strict=True))
+    opts = tuple(
+        Option(p, x, max(a, default=0)) for p, x, a in zip(sources, sims, admits, strict=True)
+    )
     i = model.pick(StageQuery("file_think", issue, "", plan, opts))
     path = sources[i]
-    funcs = functions_of(texts[i], path)
-    if not funcs:
-        model.calls += 3
+    if not funcs[i]:  # nothing to edit in that file: the later stages are not asked
         return Attempt(path, "", "", "", "", model.calls - start)
-    sims = TfIdf([s for _, s in funcs]).scores(issue)
+    sims = TfIdf([src for _, src in funcs[i]]).scores(issue)
     opts = tuple(
-        Option(src.splitlines()[0].strip(), x, _admits(src, plan))
-        for (_, src), x in zip(funcs, sims, strict=True)
+        Option(src.splitlines()[0].strip(), x, a)
+        for (_, src), x, a in zip(funcs[i], sims, admits[i], strict=True)
     )
-    name, src = funcs[model.pick(StageQuery("func_think", issue, f"File: {path}", plan, opts))]
+    j = model.pick(StageQuery("func_think", issue, f"File: {path}", plan, opts))
+    name, src = funcs[i][j]
     cands = edits_of(src)
     if not cands:
-        model.calls += 2
         return Attempt(path, name, "", src, src, model.calls - start)
     shapes = sorted({c.shape for c in cands}, key=ops.SHAPES.index)
     levels = [max(_level(c, plan) for c in cands if c.shape == sh) for sh in shapes]

@@ -1,11 +1,12 @@
 """A repository sandbox: a temporary copy, SEARCH/REPLACE edits, tests in a child process.
 
 ``Sandbox(files)`` writes the repository into a temporary folder (removed on exit). ``edit``
-applies one SEARCH/REPLACE block, which must match exactly once (``ConradError`` names the file
-and the number of matches otherwise), writing the file atomically; ``patched`` does the same
-and restores the file afterwards. ``run`` executes tests with ``runner.py`` in ``python -I -B``
-(no user site, no bytecode: a file restored within the same second must not be served from a
-stale ``.pyc``) under a timeout. ``diagnose`` reads a failing test's symptom.
+applies one SEARCH/REPLACE block, which must match exactly once (``ConradError`` names the
+file and the number of matches otherwise), writing the file atomically with
+``neuroedge.atomic``; ``patched`` does the same and restores the file afterwards. ``run``
+executes tests with ``runner.py`` in ``python -I -B`` (no user site, no bytecode: a file
+restored within the same second must not be served from a stale ``.pyc``) under a timeout.
+``diagnose`` reads a failing test's symptom.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from neuroedge.atomic import write_text
 from neuroedge.models.conrad.protocol import ConradError
 from neuroedge.models.conrad.runner import MARK
 
@@ -39,14 +41,6 @@ class Outcome:
     message: str = ""
 
 
-def write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
-
-
 class Sandbox:
     """A temporary copy of a repository (``files``: relative path -> text, or a folder)."""
 
@@ -55,7 +49,7 @@ class Sandbox:
         self.root = Path(tempfile.mkdtemp(prefix="conrad-"))
         if isinstance(files, Mapping):
             for rel, text in files.items():
-                write_atomic(self.root / rel, text)
+                write_text(self.root / rel, text)
         else:
             src = Path(files)
             if not src.is_dir():
@@ -87,7 +81,7 @@ class Sandbox:
             raise ConradError(
                 f"{rel}: the SEARCH block must match exactly once, it matches {count} times"
             )
-        write_atomic(self.root / rel, old.replace(search, replace))
+        write_text(self.root / rel, old.replace(search, replace))
         return old
 
     @contextmanager
@@ -96,7 +90,7 @@ class Sandbox:
         try:
             yield
         finally:
-            write_atomic(self.root / rel, old)
+            write_text(self.root / rel, old)
 
     def run(self, tests: Sequence[str] = ()) -> list[Outcome]:
         """Run ``tests`` (``path::name`` ids); all of ``tests/test_*.py`` and ``test_*.py``
