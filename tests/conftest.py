@@ -1,5 +1,5 @@
-"""Skip hardware-bound tests with the backend's own probe reason; ``write_cifar`` and
-``torchrun`` fixtures.
+"""Skip hardware-bound tests with the backend's own probe reason; ``write_cifar``,
+``torchrun`` and ``chat_server`` (a fake OpenAI-compatible server) fixtures.
 
 Markers map to probes: ``tensorrt`` -> the tensorrt backend, ``loihi`` -> the lava backend,
 ``gpu`` -> a CUDA device visible to torch. ``NEUROEDGE_REQUIRE=tensorrt,gpu`` (comma list of
@@ -9,7 +9,12 @@ them.
 
 from __future__ import annotations
 
+import json
 import os
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -124,3 +129,77 @@ def torchrun() -> object:
         return done
 
     return run
+
+
+class FakeServer:
+    """Answers POSTs from a script: a str is a reply's content (with a ``usage`` object), a
+    dict is the whole JSON body, ``(status, text)`` an HTTP error, ``("sleep", s)`` a stall.
+    With the script empty, ``answer(body) -> str`` (when set) writes the content."""
+
+    def __init__(self) -> None:
+        self.replies: list = []
+        self.requests: list[dict] = []
+        self.base_url = ""
+        self.answer: Callable[[dict], str] | None = None
+
+    def reply_for(self, index: int, item: object) -> tuple[int, dict | str]:
+        if isinstance(item, str):
+            usage = {"prompt_tokens": 100 + index, "completion_tokens": 5 + index}
+            choice = {"index": 0, "message": {"role": "assistant", "content": item}}
+            return 200, {"choices": [choice], "usage": usage}
+        if isinstance(item, dict):
+            return 200, item
+        return item  # (status, text)
+
+    def next_item(self, body: dict) -> object:
+        if self.replies:
+            return self.replies.pop(0)
+        return self.answer(body) if self.answer else (500, "script exhausted")
+
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                index = len(fake.requests)
+                fake.requests.append({"path": self.path, "headers": self.headers, "body": body})
+                item = fake.next_item(body)
+                if isinstance(item, tuple) and item[0] == "sleep":
+                    time.sleep(item[1])
+                    return
+                status, payload = fake.reply_for(index, item)
+                data = (json.dumps(payload) if isinstance(payload, dict) else payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        return Handler
+
+    def usage(self) -> dict[str, int]:
+        """What the server reported, summed over the 200 replies it gave (script: strs)."""
+        n = len(self.requests)
+        return {
+            "prompt": sum(100 + i for i in range(n)),
+            "completion": sum(5 + i for i in range(n)),
+        }
+
+
+@pytest.fixture
+def chat_server(monkeypatch: pytest.MonkeyPatch):
+    """A ``FakeServer`` on a free local port (``base_url`` ends in ``/v1``), no proxy."""
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")  # a proxy must not see localhost
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+    fake = FakeServer()
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), fake.handler())
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True).start()
+    fake.base_url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    yield fake
+    httpd.shutdown()
+    httpd.server_close()

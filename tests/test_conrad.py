@@ -223,6 +223,23 @@ def test_experiment_rows_claims_and_plot(tmp_path: Path) -> None:
     assert "## Claims over seeds [1]" in (tmp_path / "report.md").read_text()
 
 
+def test_claims_meet_their_bounds_exactly_despite_float_rounding() -> None:
+    from neuroedge.models.conrad.claims import claims
+
+    def seed(base: float, gain: float, calls: dict[str, float]) -> dict:
+        p = {"baseline": base, "conrad": base + gain, "no_guardian": base + gain, "forward": 0}
+        return {"summary": {a: {"pass_at_1": p[a], "model_calls": calls[a]} for a in p}}
+
+    calls = {"baseline": 0.1 * 3, "conrad": 4.3, "no_guardian": 5.0, "forward": 2.4}
+    runs = {0: seed(0.2, 0.1, calls), 1: seed(0.15, 0.1, calls)}
+    runs[0]["summary"]["conrad"]["pass_at_1"] = 0.3  # 0.3 - 0.2 < 0.1 in floats
+    got = claims(runs)
+    assert got["C1_gain_over_baseline"]["holds"] and got["C3_calls"]["holds"]
+    assert not got["C2_guardian_helps"]["holds"]  # conrad - no_guardian ~ 0: no gain
+    runs[1]["summary"]["conrad"]["pass_at_1"] = 0.24
+    assert not claims(runs)["C1_gain_over_baseline"]["holds"]
+
+
 def test_config_is_checked_before_work(tmp_path: Path) -> None:
     from neuroedge.models.conrad.claims import bench
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -17,72 +15,16 @@ from neuroedge.models.scout.chat import ChatError, ChatPolicy, OpenAIChat, parse
 from neuroedge.models.scout.document import Document
 from neuroedge.models.scout.protocol import Action, Entry, Observation, ScoutError
 
+if TYPE_CHECKING:
+    from conftest import FakeServer
+
 INFO = Observation("file_info", {}, (), "file notes.txt: 900 bytes, 60 lines", 9)
 QUESTION = "What is the vault code of agent ZETA-17?"
 
 
-class FakeServer:
-    """Answers POSTs from a script: a str is a reply's content (with a ``usage`` object), a
-    dict is the whole JSON body, ``(status, text)`` an HTTP error, ``("sleep", s)`` a stall."""
-
-    def __init__(self) -> None:
-        self.replies: list = []
-        self.requests: list[dict] = []
-        self.base_url = ""
-
-    def reply_for(self, index: int, item: object) -> tuple[int, dict | str]:
-        if isinstance(item, str):
-            usage = {"prompt_tokens": 100 + index, "completion_tokens": 5 + index}
-            choice = {"index": 0, "message": {"role": "assistant", "content": item}}
-            return 200, {"choices": [choice], "usage": usage}
-        if isinstance(item, dict):
-            return 200, item
-        return item  # (status, text)
-
-    def handler(self) -> type[BaseHTTPRequestHandler]:
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                index = len(fake.requests)
-                fake.requests.append({"path": self.path, "headers": self.headers, "body": body})
-                item = fake.replies.pop(0) if fake.replies else (500, "script exhausted")
-                if isinstance(item, tuple) and item[0] == "sleep":
-                    time.sleep(item[1])
-                    return
-                status, payload = fake.reply_for(index, item)
-                data = (json.dumps(payload) if isinstance(payload, dict) else payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        return Handler
-
-    def usage(self) -> dict[str, int]:
-        """What the server reported, summed over the 200 replies it gave (script: strs)."""
-        n = len(self.requests)
-        return {
-            "prompt": sum(100 + i for i in range(n)),
-            "completion": sum(5 + i for i in range(n)),
-        }
-
-
 @pytest.fixture
-def server():
-    fake = FakeServer()
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), fake.handler())
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True).start()
-    fake.base_url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    yield fake
-    httpd.shutdown()
-    httpd.server_close()
+def server(chat_server: FakeServer) -> FakeServer:
+    return chat_server
 
 
 @pytest.fixture(autouse=True)

@@ -10,7 +10,9 @@ With ``--history FILE.jsonl`` (one fixed past issue per line: ``issue``, ``path`
 and ``fixed`` function sources, optionally ``symptom``, a ``sandbox.diagnose`` label) the
 ConRAD route runs first: retrieval, the guardian, a plan distilled from the chosen fix.
 ``--model smollm2`` (or a GGUF file / model folder) makes a language model choose at each
-stage instead of the scripted repairer.
+stage instead of the scripted repairer (``--decode generate``: it writes the option's number
+instead of scoring each option); ``--endpoint URL --llm-model NAME`` a chat LLM on an
+OpenAI-compatible server (API key from ``NEUROEDGE_LLM_API_KEY``).
 Exit status 0 with a patch, 1 when no pass found one, 2 on bad input, naming it.
 """
 
@@ -66,6 +68,20 @@ def load_history(path: Path) -> list:
     return out
 
 
+def model_config(args: argparse.Namespace) -> dict:
+    """The stage model the flags name, checked as the bench checks its config."""
+    from neuroedge.models.conrad.experiment import check_config
+
+    model = "endpoint" if args.endpoint else args.model
+    if args.endpoint and args.model != "scripted":
+        from neuroedge.models.conrad.protocol import ConradError
+
+        raise ConradError(f"--endpoint and --model {args.model}: give one stage model")
+    cfg = {"model": model, "decode": args.decode}
+    cfg.update(endpoint=args.endpoint, llm_model=args.llm_model)
+    return check_config(cfg)
+
+
 def repair_repository(args: argparse.Namespace) -> dict:
     from neuroedge.models.conrad import mining
     from neuroedge.models.conrad.experiment import make_model, patch_text, suite_passes
@@ -88,11 +104,13 @@ def repair_repository(args: argparse.Namespace) -> dict:
         if not sources:
             raise ConradError(f"{args.repo}: no Python source files outside tests")
         result = {"symptom": symptom, "plan": plan.steps if plan else None, "patch": ""}
+        result["unanswered"] = 0  # passes the model gave no usable answer in
         result["verdicts"] = [(e.name, v.label, v.reason) for e, v in verdicts]
         for k in range(args.samples):
             temperature = 0.0 if k == 0 else args.temperature
-            model = make_model({"model": args.model}, args.seed + 7919 * k, temperature)
+            model = make_model(model_config(args), args.seed + 7919 * k, temperature)
             a = repair_once(args.issue, box, sources, model, plan)
+            result["unanswered"] += bool(a.unanswered)
             if suite_passes(box, a, [args.test_id]) and suite_passes(box, a):
                 result.update(patch=patch_text(box, a), passes=k + 1, function=a.function)
                 break
@@ -114,6 +132,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--top-k", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--model", default="scripted", help="scripted, smollm2 or a model path")
+    ap.add_argument(
+        "--decode", default="score", choices=("score", "generate"), help="a local model's way"
+    )
+    ap.add_argument("--endpoint", default="", help="an OpenAI-compatible base URL (chat LLM)")
+    ap.add_argument("--llm-model", default="", help="the model name the endpoint serves")
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds per test run")
     ap.add_argument("--out", default="", help="write the diff here instead of stdout")
     ap.add_argument("--json", action="store_true", help="print the run summary as JSON")
@@ -123,6 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ConradError("--samples must be >= 1 and --temperature > 0")
         if "::" not in args.test_id:
             raise ConradError(f"test id {args.test_id!r}: expected path::name")
+        model_config(args)  # bad flags fail before the repository is copied
         result = repair_repository(args)
     except ConradError as err:
         print(f"error: {err}", file=sys.stderr)
@@ -132,7 +156,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         print(json.dumps(result, indent=2))
     elif not args.out:
-        print(result["patch"] or f"no patch found in {result['passes']} passes", end="\n")
+        none = f"no patch found in {result['passes']} passes"
+        if result["unanswered"]:
+            none += f" ({result['unanswered']} without a usable model answer)"
+        print(result["patch"] or none, end="\n")
     return 0 if result["patch"] else 1
 
 

@@ -12,11 +12,20 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from neuroedge.models.conrad.experiment import ARMS, DEFAULTS, NAME, UNITS, check_config, run_seed
+from neuroedge.models.conrad.experiment import (
+    ARMS,
+    DEFAULTS,
+    NAME,
+    UNITS,
+    check_config,
+    model_label,
+    run_seed,
+)
 from neuroedge.models.conrad.protocol import STAGES
 from neuroedge.types import Measurement, Report
 
 GAIN_BOUND = 0.10
+EXACT = 1e-9  # pass@1 and calls are ratios of counts: 0.275 - 0.175 must meet a 0.1 bound
 
 
 def _paired(per_seed: Mapping[int, Mapping[str, Any]], a: str, b: str, bound: float) -> dict:
@@ -28,7 +37,8 @@ def _paired(per_seed: Mapping[int, Mapping[str, Any]], a: str, b: str, bound: fl
     value, se = paired_difference(
         *([r["summary"][arm]["pass_at_1"] for r in per_seed.values()] for arm in (a, b))
     )
-    return {"value": value, "se": se, "holds": value >= bound if bound else value > 0}
+    holds = value >= bound - EXACT if bound else value > EXACT
+    return {"value": value, "se": se, "holds": holds}
 
 
 def claims(per_seed: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
@@ -42,8 +52,8 @@ def claims(per_seed: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
     if set(arms) == set(ARMS):
         c3 = {
             "calls": calls,
-            "holds": calls["conrad"] <= calls["baseline"] + len(STAGES)
-            and calls["forward"] >= 8 * calls["baseline"],
+            "holds": calls["conrad"] <= calls["baseline"] + len(STAGES) + EXACT
+            and calls["forward"] >= 8 * calls["baseline"] - EXACT,
         }
     out = {
         "C1_gain_over_baseline": _paired(per_seed, "conrad", "baseline", GAIN_BOUND),
@@ -68,8 +78,9 @@ def claim_section(doc: Mapping[str, Any]) -> list[str]:
 
     calls = c["C3_calls"]
     c3 = {True: "holds", False: "**does not hold**", None: "not measured (needs every arm)"}
+    cfg = doc["config"]
     return [
-        f"## Claims over seeds {doc['config']['seeds']} (stage model: {doc['config']['model']})",
+        f"## Claims over seeds {cfg['seeds']} (stage model: {model_label(cfg)})",
         "",
         line("C1_gain_over_baseline", f"C1 pass@1 conrad - baseline (>= {GAIN_BOUND})"),
         line("C2_guardian_helps", "C2 pass@1 conrad - no_guardian (> 0)"),
@@ -152,6 +163,9 @@ def bench(
         "guardian_wrong_refused",
         "ms_per_issue",
     ]
+    first = next(iter(per_seed.values()))["summary"]
+    if any("requests" in arm for arm in first.values()):  # a chat model's cost
+        columns[4:4] = ["requests", "prompt_tokens", "completion_tokens", "unanswered"]
     write_report(
         doc,
         out_dir,

@@ -22,6 +22,7 @@ every arm is not counted.
 from __future__ import annotations
 
 import difflib
+import re
 import time
 from pathlib import Path
 from collections.abc import Callable, Mapping, Sequence
@@ -44,7 +45,10 @@ DEFAULTS: dict[str, Any] = {
     "samples": 8,  # forward exploration's passes
     "temperature": 0.8,  # forward exploration's sampling temperature (the paper's)
     "timeout_s": 30.0,  # per test run
-    "model": "scripted",  # the stage model: "scripted", "smollm2" (bundled) or a model path
+    "model": "scripted",  # "scripted", "smollm2" (bundled), a model path or "endpoint"
+    "decode": "score",  # a local model: "score" the options (lm) or "generate" a reply (chat)
+    "endpoint": "",  # model=endpoint: an OpenAI-compatible base URL ...
+    "llm_model": "",  # ... and the model name it serves
     "lm_stages": list(STAGES),  # the stages the language model decides (others: scripted)
     "arms": list(ARMS),
 }
@@ -54,15 +58,64 @@ def make_model(cfg: Mapping[str, Any], seed: int, temperature: float = 0.0) -> A
     """The stage model the config names (an LM is loaded once per process)."""
     if cfg["model"] == "scripted":
         return ScriptedRepairer(seed, temperature)
-    from neuroedge.models.conrad.lm import LMRepairer
-
-    path = None if cfg["model"] == "smollm2" else cfg["model"]
-    lm = LMRepairer(path, temperature, seed)
+    lm = _language_model(cfg, seed, temperature)
     stages = cfg.get("lm_stages", STAGES)
     if set(stages) == set(STAGES):
         return lm
     scripted = ScriptedRepairer(seed, temperature)
     return StagedRepairer({s: lm if s in stages else scripted for s in STAGES})
+
+
+def _language_model(cfg: Mapping[str, Any], seed: int, temperature: float) -> Any:
+    """The language model at the LM stages: a chat client answering with option numbers
+    (an endpoint, or a local model with ``decode=generate``), else likelihood scoring."""
+    from neuroedge.models.conrad.chat import ChatRepairer
+    from neuroedge.models.scout.chat import ChatError, OpenAIChat
+
+    if cfg["model"] == "endpoint":
+        try:
+            client = OpenAIChat(cfg["endpoint"], cfg["llm_model"])
+        except ChatError as err:
+            raise ConradError(str(err)) from err
+        return ChatRepairer(client, temperature, seed)
+    path = None if cfg["model"] == "smollm2" else cfg["model"]
+    if cfg.get("decode", "score") == "generate":
+        from neuroedge.models.scout.local import LocalChat
+
+        try:
+            return ChatRepairer(LocalChat(path), temperature, seed)
+        except ChatError as err:
+            raise ConradError(str(err)) from err
+    from neuroedge.models.conrad.lm import LMRepairer
+
+    return LMRepairer(path, temperature, seed)
+
+
+def model_label(cfg: Mapping[str, Any]) -> str:
+    """The stage model in words: which model, how it answers, at which stages."""
+    model = cfg["model"]
+    if model == "scripted":
+        return "scripted"
+    if model == "endpoint":
+        label = f"{cfg['llm_model']} at {cfg['endpoint']} (answers with a number)"
+    else:
+        how = "writes its answer" if cfg.get("decode") == "generate" else "options scored"
+        label = f"{Path(model).name if model != 'smollm2' else model} ({how})"
+    stages = cfg.get("lm_stages", STAGES)
+    if set(stages) != set(STAGES):
+        label += f" at {', '.join(stages)}, scripted elsewhere"
+    return label
+
+
+def usage_of(model: Any) -> dict[str, int]:
+    """Token counts of the chat clients behind a stage model (none for the others)."""
+    parts = list(getattr(model, "by_stage", {}).values()) or [model]
+    out: dict[str, int] = {}
+    for m in {id(p): p for p in parts}.values():
+        if hasattr(m, "usage"):
+            for key, n in m.usage().items():
+                out[key] = out.get(key, 0) + int(n)
+    return out
 
 
 def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
@@ -88,9 +141,22 @@ def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
         out[key] = [x for x in known if x in value]
     model = out["model"]
     if not isinstance(model, str) or (
-        model not in ("scripted", "smollm2") and not Path(model).exists()
+        model not in ("scripted", "smollm2", "endpoint") and not Path(model).exists()
     ):
-        raise ConradError(f"model {model!r}: 'scripted', 'smollm2' or a model file / folder")
+        raise ConradError(
+            f"model {model!r}: 'scripted', 'smollm2', a model file / folder or 'endpoint'"
+        )
+    if out["endpoint"] and not re.match(r"https?://", str(out["endpoint"])):
+        raise ConradError(f"endpoint {out['endpoint']!r}: expected http://host[:port]/path")
+    if out["decode"] not in ("score", "generate"):
+        raise ConradError(f"decode {out['decode']!r}: 'score' or 'generate'")
+    chat = [k for k in ("endpoint", "llm_model") if out[k]]
+    if (model == "endpoint") != bool(chat) or (chat and len(chat) < 2):
+        raise ConradError(
+            f"model={model!r}, endpoint={out['endpoint']!r}, llm_model={out['llm_model']!r}: "
+            "model=endpoint needs both the endpoint (an OpenAI-compatible base URL) and "
+            "llm_model, and those keys need model=endpoint"
+        )
     return out
 
 
@@ -109,9 +175,11 @@ def history_of(corpus: Corpus, timeout: float = 30.0) -> list[Exemplar]:
 
 
 def patch_text(box: Sandbox, a: Attempt) -> str:
-    """The attempt as a unified diff of its file."""
+    """The attempt as a unified diff of its file ("" when it edits nothing)."""
+    if not a.search or a.search == a.replace:
+        return ""
     old = box.read(a.path)
-    new = old.replace(a.search, a.replace, 1) if a.search else old
+    new = old.replace(a.search, a.replace, 1)
     diff = difflib.unified_diff(
         old.splitlines(True), new.splitlines(True), f"a/{a.path}", f"b/{a.path}"
     )
@@ -127,10 +195,12 @@ def suite_passes(box: Sandbox, a: Attempt, tests: Sequence[str] = ()) -> bool:
 
 
 def _forward(issue: Any, box: Sandbox, sources: list[str], seed: int, cfg: Mapping) -> dict:
-    attempts = []
+    attempts, tokens = [], {}
     for k in range(cfg["samples"]):
         model = make_model(cfg, seed + 7919 * k, 0.0 if k == 0 else float(cfg["temperature"]))
         attempts.append(repair_once(issue.issue, box, sources, model))
+        for key, n in usage_of(model).items():
+            tokens[key] = tokens.get(key, 0) + n
     runs, kept = 0, attempts[0]
     for a in attempts:
         runs += 1
@@ -138,7 +208,8 @@ def _forward(issue: Any, box: Sandbox, sources: list[str], seed: int, cfg: Mappi
             kept = a
             break
     calls = sum(a.calls for a in attempts)
-    return {"attempt": kept, "calls": calls, "test_runs": runs}
+    unanswered = sum(bool(a.unanswered) for a in attempts)
+    return {"attempt": kept, "calls": calls, "test_runs": runs, "usage": tokens, "no": unanswered}
 
 
 def run_issue(
@@ -164,6 +235,7 @@ def run_issue(
             if arm == "forward":
                 res = _forward(f, box, sources, seed, cfg)
                 attempt, calls, rec["test_runs"] = res["attempt"], res["calls"], res["test_runs"]
+                usage, unanswered = res["usage"], res["no"]
             else:
                 plan, calls = None, 0
                 if arm != "baseline":
@@ -175,8 +247,17 @@ def run_issue(
                     rec["plan"] = plan is not None
                     rec["plan_right"] = bool(plan and truth and plan.shape == truth.shape)
                     rec["verdicts"] = [(v.label, e.family == f.family) for e, v in verdicts]
-                attempt = repair_once(f.issue, box, sources, make_model(cfg, seed), plan)
+                model = make_model(cfg, seed)
+                attempt = repair_once(f.issue, box, sources, model, plan)
                 calls += attempt.calls
+                usage, unanswered = usage_of(model), int(bool(attempt.unanswered))
+            if usage:  # a chat model's requests (re-asks included), tokens, passes unanswered
+                rec.update(
+                    unanswered=unanswered,
+                    requests=usage.get("calls", 0),
+                    prompt_tokens=usage.get("prompt", 0),
+                    completion_tokens=usage.get("completion", 0),
+                )
             rec["passed"] = suite_passes(box, attempt)
             rec.update(
                 calls=calls,
@@ -219,6 +300,9 @@ def summarise(issues: Sequence[Mapping[str, Any]], arm: str) -> dict[str, float]
         "test_runs": mean("test_runs"),
         "ms_per_issue": mean("ms"),
     }
+    for key in ("requests", "prompt_tokens", "completion_tokens", "unanswered"):
+        if all(key in r for r in recs):
+            out[key] = mean(key)
     if arm in ("conrad", "no_guardian"):
         out["exemplar_family_right"] = mean("exemplar_family_right")
         out["plan_shape_right"] = mean("plan_right")
@@ -242,6 +326,10 @@ UNITS = {
     "model_calls": "calls per issue",
     "test_runs": "runs per issue",
     "ms_per_issue": "ms",
+    "requests": "chat requests per issue",
+    "prompt_tokens": "tokens per issue",
+    "completion_tokens": "tokens per issue",
+    "unanswered": "passes per issue with a stage the model gave no usable answer at",
     "exemplar_family_right": "fraction",
     "plan_shape_right": "fraction",
     "no_plan": "fraction",

@@ -32,9 +32,10 @@ QUESTIONS = {
 }
 
 
-def prompt_text(q: StageQuery, null: bool = False) -> str:
+def prompt_text(q: StageQuery, null: bool = False, numbered: bool = False) -> str:
     """The user message of one stage (``null``: without the issue and the plan, the
-    calibration prompt)."""
+    calibration prompt; ``numbered``: options as ``1. ...`` for a model that answers with
+    a number, continuation lines indented)."""
     parts = [f"Issue: {'N/A' if null else q.issue}"]
     if q.plan is not None and not null:
         parts.append(
@@ -43,7 +44,12 @@ def prompt_text(q: StageQuery, null: bool = False) -> str:
         )
     if q.shown:
         parts.append(q.shown)
-    options = "\n".join(f"- {o.text}" for o in q.options)
+    if numbered:
+        options = "\n".join(
+            f"{k}. " + o.text.replace("\n", "\n   ") for k, o in enumerate(q.options, 1)
+        )
+    else:
+        options = "\n".join(f"- {o.text}" for o in q.options)
     parts.append(f"{QUESTIONS[q.stage]}\nOptions:\n{options}")
     return "\n\n".join(parts)
 

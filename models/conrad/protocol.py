@@ -12,6 +12,15 @@ class ConradError(ValueError):
     """Bad input to the repair pipeline (a file, a SEARCH block, a config value)."""
 
 
+class NoAnswer(ConradError):
+    """A language model gave no usable answer at a stage (after its re-asks): the repair
+    pass ends there without a patch, as an LLM pass whose reply cannot be parsed does."""
+
+    def __init__(self, stage: str, message: str) -> None:
+        super().__init__(message)
+        self.stage = stage
+
+
 @dataclass(frozen=True)
 class Exemplar:
     """A fixed historical issue: what the reporter wrote, the verified fix and its symptom."""
@@ -61,3 +70,4 @@ class Attempt:
     search: str  # the SEARCH block (the function's current source)
     replace: str  # the REPLACE block
     calls: int  # model calls spent (one per stage)
+    unanswered: str = ""  # the stage the model gave no usable answer at ("" when none)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from neuroedge.models.conrad import operators as ops
 from neuroedge.models.conrad.mining import TfIdf
-from neuroedge.models.conrad.protocol import Attempt, ConradError, Plan
+from neuroedge.models.conrad.protocol import Attempt, ConradError, NoAnswer, Plan
 from neuroedge.models.conrad.sandbox import Sandbox
 
 SHARPNESS = 10.0  # logits per unit of cosine similarity at temperature 1
@@ -152,7 +152,24 @@ def repair_once(
     plan: Plan | None = None,
 ) -> Attempt:
     """One pass of the four stages over the ``sources`` files of the sandbox; ``model`` is
-    anything with ``pick(StageQuery) -> int`` and a ``calls`` counter."""
+    anything with ``pick(StageQuery) -> int`` and a ``calls`` counter. A stage the model
+    gives no usable answer at (``NoAnswer``) ends the pass without an edit."""
+    got, start = {"path": "", "function": ""}, model.calls
+    try:
+        return _pass(issue, box, sources, model, plan, got)
+    except NoAnswer as err:
+        calls = model.calls - start
+        return Attempt(got["path"], got["function"], "", "", "", calls, err.stage)
+
+
+def _pass(
+    issue: str,
+    box: Sandbox,
+    sources: Sequence[str],
+    model: ScriptedRepairer,
+    plan: Plan | None,
+    got: dict[str, str],
+) -> Attempt:
     start = model.calls
     texts = [box.read(p) for p in sources]
     funcs = [functions_of(t, p) for p, t in zip(sources, texts, strict=True)]
@@ -162,7 +179,7 @@ def repair_once(
         Option(p, x, max(a, default=0)) for p, x, a in zip(sources, sims, admits, strict=True)
     )
     i = model.pick(StageQuery("file_think", issue, "", plan, opts))
-    path = sources[i]
+    path = got["path"] = sources[i]
     if not funcs[i]:  # nothing to edit in that file: the later stages are not asked
         return Attempt(path, "", "", "", "", model.calls - start)
     sims = TfIdf([src for _, src in funcs[i]]).scores(issue)
@@ -172,6 +189,7 @@ def repair_once(
     )
     j = model.pick(StageQuery("func_think", issue, f"File: {path}", plan, opts))
     name, src = funcs[i][j]
+    got["function"] = name
     cands = edits_of(src)
     if not cands:
         return Attempt(path, name, "", src, src, model.calls - start)

@@ -4,7 +4,8 @@
 ``patch`` (a unified diff, UTF-8, 0-padded to MAX_PATCH), whether the repository's whole test
 suite ``passed`` with it, and the ``model_calls`` spent. ``--config method=...`` picks the arm
 (``conrad`` by default; ``baseline``, ``no_guardian``, ``forward``), ``seed`` the
-repository and ``model=smollm2`` a real language model for the stages. For a repository of
+repository, ``model=smollm2`` a real language model for the stages (``model=endpoint
+endpoint=URL llm_model=NAME``: a chat LLM on an OpenAI-compatible server). For a repository of
 yours, ``python -m neuroedge.models.conrad`` (README).
 """
 
@@ -91,7 +92,8 @@ SPEC = ModelSpec(
     bench="neuroedge.models.conrad.claims:bench",
     config_keys={
         "build": tuple(BUILD_DEFAULTS)
-        + ("top_k", "samples", "temperature", "model", "lm_stages", "smoke"),
+        + ("top_k", "samples", "temperature", "model", "lm_stages", "smoke")
+        + ("decode", "endpoint", "llm_model"),
         "bench": tuple(BENCH_DEFAULTS),
     },
 )
