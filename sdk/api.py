@@ -147,8 +147,13 @@ def _export_engine(
     config: Mapping[str, Any] | None,
     precision: str,
 ) -> Path:
+    from neuroedge.export.tensorrt import VARIANTS
     from neuroedge.paths import artifact_dir
 
+    if precision not in VARIANTS:  # before the probe: a typo is refused on any machine
+        raise ExportRefused(
+            f"precision {precision!r}: TensorRT engines are built at one of {', '.join(VARIANTS)}"
+        )
     if "onnx" not in spec.exportable:
         raise ExportRefused(
             f"{spec.name} has no ONNX export, which a TensorRT engine is "
@@ -294,13 +299,23 @@ def _nir_input_array(
         loaded = np.load(inputs, allow_pickle=False)
         if not isinstance(loaded, np.ndarray):  # an .npz archive: several arrays, which one?
             raise ValueError(f"an .npz archive of {list(loaded.files)}, not one .npy array")
+        if not (np.issubdtype(loaded.dtype, np.number) or loaded.dtype == bool):
+            raise ValueError(f"dtype {loaded.dtype}")
+        if np.iscomplexobj(loaded):  # astype would drop the imaginary part with a warning
+            raise ValueError(f"complex dtype {loaded.dtype}; spikes and currents are real")
         x = loaded.astype(np.float32)
     except (ValueError, TypeError, OSError) as err:
         raise ValueError(f"{inputs}: not a numeric .npy array ({err})") from err
-    if x.ndim < 2 or 0 in x.shape[:2] or not np.isfinite(x).all():
+    if x.ndim < 2 or 0 in x.shape[:2]:
         raise ValueError(
-            f"{inputs}: input of shape {list(x.shape)} needs at least one step, a batch of at "
-            "least one and finite values"
+            f"{inputs}: input of shape {list(x.shape)}; expected (T, batch, ...) with at least "
+            "one step and a batch of at least one"
+        )
+    bad = np.argwhere(~np.isfinite(x))
+    if len(bad):
+        raise ValueError(
+            f"{inputs}: {len(bad)} values are not finite, the first at index "
+            f"{tuple(int(i) for i in bad[0])} ({x[tuple(bad[0])]})"
         )
     if x.ndim != 2 + len(shape) or tuple(x.shape[2:]) != shape:
         raise ValueError(

@@ -21,27 +21,49 @@ def _read_umask() -> int:
 _UMASK = _read_umask()
 
 
-def check_writable(path: str | os.PathLike[str], folder: bool = False) -> Path:
-    """Refuse, before any work, a path that cannot be written: a file where a folder is
-    needed (``folder``: ``path`` itself is one) or a folder where a file is; or a parent
-    that is a file. Missing parents are fine (they are made on writing)."""
+def _check_kinds(path: str | os.PathLike[str], folder: bool) -> tuple[Path, Path]:
+    """``path`` and its nearest existing folder (``path`` itself for an existing report
+    folder), refusing an empty path, a file where a folder is needed or the other way round,
+    and a parent that is a file."""
+    if os.fspath(path) == "":
+        want = "a folder to write the report into" if folder else "a file path to write"
+        raise FileNotFoundError(f"'': an empty path; give {want}")
     target = Path(path)
     if folder and target.exists() and not target.is_dir():
         raise NotADirectoryError(f"{target}: is a file; give a folder to write the report into")
     if not folder and target.is_dir():
         raise IsADirectoryError(f"{target}: is a directory; give a file path to write")
-    for parent in target.absolute().parents:
+    full = target.absolute()
+    for parent in (full, *full.parents) if folder else full.parents:
         if parent.exists():
             if not parent.is_dir():
                 raise NotADirectoryError(f"{target}: {parent} is a file, not a folder")
-            break
+            return target, parent
+    return target, Path(full.anchor)
+
+
+def check_writable(path: str | os.PathLike[str], folder: bool = False) -> Path:
+    """Refuse, before any work, a path that cannot be written: an empty one; a file where a
+    folder is needed (``folder``: ``path`` itself is one) or a folder where a file is; a
+    parent that is a file; or a nearest existing folder that takes no new file (probed by
+    making and removing one: permission bits say little to root). Missing parents are fine
+    (they are made on writing)."""
+    target, ancestor = _check_kinds(path, folder)
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".neuroedge-probe.", dir=ancestor)
+    except OSError as err:
+        raise type(err)(
+            err.errno, f"cannot write {target}: {ancestor} takes no new file ({err.strerror})"
+        ) from err
+    os.close(fd)
+    os.unlink(probe)
     return target
 
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it onto ``path`` only on success."""
-    target = check_writable(path)
+    target, _ = _check_kinds(path, folder=False)  # writing the temp file probes the rest
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)

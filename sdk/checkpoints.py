@@ -59,6 +59,22 @@ def load_weights(module: Any, state_dict: Mapping[str, Any], path: str | os.Path
     return module
 
 
+def _load_reason(err: BaseException) -> str:
+    """torch's reason for refusing a file, short: without its advice to re-run ``torch.load``
+    with ``weights_only=False`` (or to allowlist globals), which would run the file's code."""
+    text = str(err).strip()
+    if "Weights only load failed" not in text:
+        return text.splitlines()[0] if text else type(err).__name__
+    for line in text.splitlines():
+        line = line.strip()
+        if "WeightsUnpickler error:" in line:
+            line = line.split("WeightsUnpickler error:", 1)[1].strip()
+        if not line or line.startswith(("Weights only load failed", "Check the documentation")):
+            continue
+        return "not a weights-only torch checkpoint: " + line.split(" Please use", 1)[0]
+    return "not a weights-only torch checkpoint"
+
+
 def load_checkpoint(path: str | os.PathLike[str], required: tuple[str, ...] = ()) -> dict:
     """Load a checkpoint without unpickling code; missing or corrupt files raise ArtifactError."""
     import pickle
@@ -79,7 +95,7 @@ def load_checkpoint(path: str | os.PathLike[str], required: tuple[str, ...] = ()
         pickle.UnpicklingError,
         zipfile.BadZipFile,
     ) as err:
-        raise ArtifactError(f"{path}: not a readable checkpoint ({err})") from err
+        raise ArtifactError(f"{path}: not a readable checkpoint ({_load_reason(err)})") from err
     if not isinstance(payload, dict):
         raise ArtifactError(
             f"{path}: a checkpoint holds a dict of tensors and settings, this one a "

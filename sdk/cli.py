@@ -80,7 +80,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             f"{spec.name} does not train data-parallel; run `neuroedge train` without "
             f"torchrun (models that do, their ranks sharing every batch: {', '.join(able)})"
         )
-    if args.out and w.lead:
+    if args.out is not None and w.lead:  # '' too: refused, not the default path
         from neuroedge.atomic import check_writable
 
         check_writable(args.out)  # before the training, not after it
@@ -274,7 +274,7 @@ def cmd_nir(args: argparse.Namespace) -> int:
     from neuroedge.api import check_nir
     from neuroedge.atomic import check_writable
 
-    if args.out:
+    if args.out is not None:  # '' too: refused, not silently skipped
         check_writable(args.out)  # a bad --out fails now, not after the run
     options = {"variant": args.variant}
     if args.input_scale is not None:
@@ -304,7 +304,7 @@ def cmd_nir(args: argparse.Namespace) -> int:
         print(
             f"chip fit: {fit['neurons']} neurons, {fit['synapses']} synapses, {fit['cores']} cores"
         )
-    if args.out:
+    if args.out is not None:
         from neuroedge.atomic import atomic_path
 
         with atomic_path(args.out) as tmp:

@@ -148,8 +148,21 @@ def test_nir_input_must_be_one_npy_with_a_batch(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"x.npz: not a numeric .npy array \(an .npz archive"):
         check_nir(graph, "lava", tmp_path / "x.npz")
     np.save(tmp_path / "empty.npy", np.zeros((4, 0, 3), np.float32))
-    with pytest.raises(ValueError, match=r"empty.npy: input of shape \[4, 0, 3\] needs"):
+    with pytest.raises(ValueError, match=r"empty.npy: input of shape \[4, 0, 3\]; expected"):
         check_nir(graph, "lava", tmp_path / "empty.npy")
+    x = np.zeros((4, 1, 3), np.float32)
+    x[2, 0, 1] = np.nan
+    np.save(tmp_path / "nan.npy", x)
+    with pytest.raises(
+        ValueError, match=r"nan.npy: 1 values are not finite, the first at index \(2, 0, 1\)"
+    ):
+        check_nir(graph, "lava", tmp_path / "nan.npy")
+    np.save(tmp_path / "c.npy", np.full((4, 1, 3), 1j))
+    with pytest.raises(ValueError, match=r"c.npy: not a numeric .npy array \(complex dtype"):
+        check_nir(graph, "lava", tmp_path / "c.npy")
+    np.save(tmp_path / "s.npy", np.array([["a"]]))
+    with pytest.raises(ValueError, match=r"s.npy: not a numeric .npy array \(dtype <U1\)"):
+        check_nir(graph, "lava", tmp_path / "s.npy")
 
 
 def test_a_user_mesh_runs_and_a_broken_one_is_a_mesh_error(tmp_path: Path) -> None:

@@ -63,6 +63,7 @@ def test_bench_scores_a_user_file(tmp_path: Path) -> None:
         ("delta", float("nan"), "delta=nan"),
         ("seed", -1, "seed=-1"),
         ("data", "/no/such/file.jsonl", "no such file"),
+        ("data", "/", r"data='/': is a directory \(a jsonl of captions\)"),
         ("model", "/no/such/folder", "no such folder"),
     ],
 )

@@ -267,7 +267,13 @@ def test_command_line_on_a_users_file(tmp_path: Path, capsys) -> None:
     assert got["answer"] == c.questions[1].answer and got["grounded"]
     assert main([str(tmp_path / "none.txt"), "q?"]) == 2
     assert "none.txt: no such file" in capsys.readouterr().err
+    assert main([str(tmp_path), "q?"]) == 2
+    assert f"{tmp_path}: is a directory (expected a UTF-8 text file)" in capsys.readouterr().err
     assert main([str(path), "q?", "--endpoint", "http://x"]) == 2
+    capsys.readouterr()
+    for turns in ("0", "-5"):
+        assert main([str(path), "q?", "--max-turns", turns]) == 2
+        assert f"--max-turns={turns}: expected an integer >= 1" in capsys.readouterr().err
 
 
 def test_ids_match_whole_ids_and_exact_bridges_come_first() -> None:

@@ -85,3 +85,19 @@ def test_run_bench_refuses_a_too_large_budget_before_any_episode(monkeypatch, tm
     monkeypatch.setattr(bench, "export_methods", no_episodes)
     with pytest.raises(ConfigError, match=f"baseline_budget=1000: expected .*1..{model.n_visual}"):
         bench.run_bench(str(tmp_path / "out"), HOST, {"baseline_budget": 1000})
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ({"method": "foo"}, r"method='foo': expected one of \['unpruned', 'specprune'"),
+        ({"mode": "foo"}, r"mode='foo': controller mode 'foo' is not one of"),
+    ],
+)
+def test_build_refuses_method_and_mode_before_the_checkpoint(tmp_path, config, expected):
+    """Old code loaded (or trained, minutes) the checkpoint before reading them."""
+    from neuroedge.models.specprune.spec import build
+
+    missing = {"checkpoint": str(tmp_path / "missing.pt"), "train_if_missing": False}
+    with pytest.raises(ConfigError, match=expected):
+        build({**missing, **config})

@@ -3,7 +3,10 @@ docstring of ``neuroedge.models.bivision.bench`` gives the reasons for the defau
 
 from __future__ import annotations
 
+import os
 from typing import Any
+
+from neuroedge.errors import ConfigError
 
 MODEL = "event.bivision"
 COLUMNS = (
@@ -49,13 +52,31 @@ def check_train_noise(value: Any) -> str:
     return str(value)
 
 
-def check_values(cfg: dict[str, Any], bench: bool) -> dict[str, Any]:
-    """Every number the bench (``bench``) or training reads, before any work: ConfigError
-    naming the key and value (``train_samples=2.5`` trained on 2 recordings, ``epochs=0``
-    saved an untrained net, a negative rate or seed ran)."""
-    from neuroedge.config_values import integer, number, number_list
-    from neuroedge.errors import ConfigError
+# the path keys: what each names (absent or None: the default recording / a generated dataset)
+PATH_KEYS = {"events_file": "an event recording", "data": "a dataset folder"}
 
+
+def check_path(cfg: Any, key: str) -> None:
+    """ConfigError naming ``key`` and its value unless ``cfg[key]`` is absent, None or a
+    non-empty path (``--config events_file=123`` parses as a number, ``'data=[1]'`` a list)."""
+    value = cfg.get(key)
+    if value is None:
+        return
+    if not isinstance(value, (str, os.PathLike)) or not str(value):
+        raise ConfigError(
+            f"{key}={value!r}: expected the path of {PATH_KEYS[key]} (a non-empty string; leave "
+            f"the key out for the default), got {type(value).__name__}"
+        )
+
+
+def check_values(cfg: dict[str, Any], bench: bool) -> dict[str, Any]:
+    """Every number and path the bench (``bench``) or training reads, before any work:
+    ConfigError naming the key and value (``train_samples=2.5`` trained on 2 recordings,
+    ``epochs=0`` saved an untrained net, a negative rate or seed ran, ``events_file=123`` ended
+    in a TypeError)."""
+    from neuroedge.config_values import integer, number, number_list
+
+    check_path(cfg, "events_file" if bench else "data")
     out = dict(cfg)
     counts = ("train_samples", "test_samples", "epochs", "batch")
     for key in counts + (("throughput_tiles", "throughput_repeats") if bench else ()):

@@ -74,6 +74,11 @@ import numpy as np
 SPIKE_BIT = 128  # bit 7 of a padded E2S count: the pixel spiked in that step
 E2S_CAP = 127  # E2S counts saturate here (below the spike bit)
 EVENT_SUPPORT_CAP = 64  # the most supporting events the adaptive rule may ask for
+# The most array elements (bytes for E2S, float32 for the histogram) one call may allocate:
+# 1 GiB of uint8 for E2S, 4 GiB for the histogram. The shipped recordings need at most 92M at
+# the throughput bench's 10 tiles (sample.aedat4: 295 steps of 20 ms, 320x240); a 1280x720
+# sensor fits about 290 E2S steps (5.8 s at 20 ms). Larger is refused before allocating.
+MAX_DENSE_ELEMENTS = 2**30
 
 
 def kernels() -> dict[str, Callable]:
@@ -176,6 +181,30 @@ def check_input(
             )
 
 
+def dense_elements(width: int, height: int, steps: int, e2s_layout: bool) -> int:
+    """Array elements allocated by ``event_histogram`` (T x 2 x H x W float32) or, with
+    ``e2s_layout``, by ``e2s`` (padded uint8 counts of T + 1 steps, T x 2 x H x W uint8 spikes)."""
+    out = steps * 2 * height * width
+    if not e2s_layout:
+        return out
+    return (steps + 1) * 2 * (height + 2) * (-(-(width + 2) // 8) * 8) + out
+
+
+def check_dense_size(width: int, height: int, steps: int, step_us: int, e2s_layout: bool) -> int:
+    """``dense_elements``; ValueError naming the time span, bin width, sensor size and element
+    count when it exceeds MAX_DENSE_ELEMENTS."""
+    elements = dense_elements(width, height, steps, e2s_layout)
+    if elements > MAX_DENSE_ELEMENTS:
+        what = "E2S" if e2s_layout else "the event histogram"
+        raise ValueError(
+            f"{what} of a {steps * step_us} us window ({steps} steps of {step_us} us) on a "
+            f"{width}x{height} sensor would allocate {elements:,} array elements; at most "
+            f"{MAX_DENSE_ELEMENTS:,} (MAX_DENSE_ELEMENTS) are allowed: use a shorter window "
+            "(fewer steps), coarser bins (a larger step_us) or a smaller sensor"
+        )
+    return elements
+
+
 def _bin(
     events: np.ndarray,
     width: int,
@@ -226,10 +255,11 @@ def event_histogram(
     """Event counts (T, 2, H, W) float32 of the window ``[t0, t0 + steps*step_us)``.
 
     Events before ``t0`` are skipped. Raises ValueError on a bad argument or event array
-    (``check_input``) and naming the first event that is out of time order, off the sensor or
-    of polarity other than 0 or 1.
+    (``check_input``), a tensor over MAX_DENSE_ELEMENTS (``check_dense_size``), and naming the
+    first event that is out of time order, off the sensor or of polarity other than 0 or 1.
     """
     check_input(events, width, height, steps, step_us, t0)
+    check_dense_size(width, height, steps, step_us, False)
     counts = np.zeros((steps, 2, height, width), np.float32)
     _bin(
         events,
@@ -255,6 +285,7 @@ def e2s(
     uint8 keeps the memory traffic of large sensors low (a spike is one byte). Events before
     ``t0`` are skipped; input errors raise ValueError as in ``event_histogram``."""
     check_input(events, width, height, params.steps, params.step_us, t0)
+    check_dense_size(width, height, params.steps, params.step_us, True)
     row = -(-(width + 2) // 8) * 8  # padded row, whole 8-byte words
     plane = 2 * (height + 2) * row
     counts = np.zeros((params.steps + 1) * plane, np.uint8)

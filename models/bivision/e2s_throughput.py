@@ -10,8 +10,28 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from neuroedge.models.bivision.bench_settings import MODEL
+from neuroedge.errors import ConfigError
+from neuroedge.models.bivision.bench_settings import MODEL, check_path
 from neuroedge.types import Measurement, Report
+
+
+STEP_US = 20_000  # SFOD's T = 5 steps per 100 ms
+
+
+def _check_size(path: Path, span: int, tiles: int, width: int, height: int, steps: int) -> None:
+    """ConfigError naming events_file and throughput_tiles when E2S of the tiled recording
+    would allocate more than MAX_DENSE_ELEMENTS (before tiling, timing or allocating)."""
+    from neuroedge.models.bivision.e2s import MAX_DENSE_ELEMENTS, dense_elements
+
+    elements = dense_elements(width, height, steps, True)
+    if elements > MAX_DENSE_ELEMENTS:
+        raise ConfigError(
+            f"events_file={str(path)!r}: events spanning {span} us x {tiles} tiles "
+            f"(throughput_tiles) = {steps} E2S steps of {STEP_US} us on a {width}x{height} "
+            f"sensor (largest x, y + 1) would allocate {elements:,} array elements; at most "
+            f"{MAX_DENSE_ELEMENTS:,} (MAX_DENSE_ELEMENTS) are allowed: use a shorter recording, "
+            "fewer throughput_tiles or a smaller sensor"
+        )
 
 
 def shared_recording() -> Path:
@@ -27,13 +47,12 @@ def shared_recording() -> Path:
     )
 
 
-def throughput_rows(cfg: Mapping[str, Any]) -> tuple[list[Report], str]:
-    """Rows ``e2s`` and ``tonic_toframe``: events per second on the same events."""
-    import tonic.transforms
-    from neuroedge.bench.latency import measure_side_by_side
+def tiled_recording(cfg: Mapping[str, Any]) -> tuple[Path, np.ndarray, int, int, int, int]:
+    """``(path, events, tiles, width, height, steps)``: the recording (``events_file``, else
+    ``shared_recording``) tiled ``throughput_tiles`` times in time, checked before tiling."""
     from neuroedge.events.io import read_events
-    from neuroedge.models.bivision.e2s import E2SParams, e2s
 
+    check_path(cfg, "events_file")
     path = Path(cfg.get("events_file") or shared_recording())
     base = read_events(path)
     if len(base) < 2:
@@ -41,12 +60,23 @@ def throughput_rows(cfg: Mapping[str, Any]) -> tuple[list[Report], str]:
     base["t"] -= base["t"][0]
     span = int(base["t"][-1]) + 1
     tiles = int(cfg["throughput_tiles"])
+    width, height = int(base["x"].max()) + 1, int(base["y"].max()) + 1
+    steps = -(-span * tiles // STEP_US)
+    _check_size(path, span, tiles, width, height, steps)
     events = np.concatenate([base] * tiles)
     events["t"] += np.repeat(np.arange(tiles) * span, len(base))
-    width, height = int(base["x"].max()) + 1, int(base["y"].max()) + 1
-    step_us = 20_000  # SFOD's T = 5 steps per 100 ms
-    params = E2SParams(steps=-(-span * tiles // step_us), step_us=step_us)
-    to_frame = tonic.transforms.ToFrame(sensor_size=(width, height, 2), time_window=step_us)
+    return path, events, tiles, width, height, steps
+
+
+def throughput_rows(cfg: Mapping[str, Any]) -> tuple[list[Report], str]:
+    """Rows ``e2s`` and ``tonic_toframe``: events per second on the same events."""
+    path, events, tiles, width, height, steps = tiled_recording(cfg)
+    import tonic.transforms
+    from neuroedge.bench.latency import measure_side_by_side
+    from neuroedge.models.bivision.e2s import E2SParams, e2s
+
+    params = E2SParams(steps=steps, step_us=STEP_US)
+    to_frame = tonic.transforms.ToFrame(sensor_size=(width, height, 2), time_window=STEP_US)
     e2s(events[:10], width, height, params)  # compile outside the timing
     timings = measure_side_by_side(
         {
@@ -79,7 +109,7 @@ def throughput_rows(cfg: Mapping[str, Any]) -> tuple[list[Report], str]:
                 notes=(
                     (
                         f"{len(events)} events ({path.name} x{tiles}), {width}x{height}, "
-                        f"{params.steps} steps of {step_us} us, one thread"
+                        f"{params.steps} steps of {STEP_US} us, one thread"
                     ),
                 ),
             )

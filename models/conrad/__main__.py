@@ -56,6 +56,10 @@ def load_history(path: Path) -> list:
         missing = [k for k in ("issue", "path", "buggy", "fixed") if not row.get(k)]
         if missing:
             raise ConradError(f"{path}:{n}: missing {missing}")
+        typed = {k: row[k] for k in ("issue", "path", "buggy", "fixed", "symptom") if k in row}
+        bad = {k: type(v).__name__ for k, v in typed.items() if not isinstance(v, str)}
+        if bad:
+            raise ConradError(f"{path}:{n}: fields {bad} must be strings")
         try:
             name = parse_function(row["buggy"]).name
             parse_function(row["fixed"])
@@ -82,6 +86,55 @@ def model_config(args: argparse.Namespace) -> dict:
     return check_config(cfg)
 
 
+def check_flags(args: argparse.Namespace) -> None:
+    """Every flag checked before the repository is copied (ConradError naming the flag)."""
+    from neuroedge.config_values import integer, number
+    from neuroedge.errors import ConfigError
+    from neuroedge.models.conrad.protocol import ConradError
+
+    flags = {"--samples": args.samples, "--top-k": args.top_k, "--timeout": args.timeout}
+    flags["--temperature"] = args.temperature
+    try:
+        integer(flags, "--samples", 1)
+        integer(flags, "--top-k", 1)
+        number(flags, "--timeout", 0.0, open_low=True)
+        number(flags, "--temperature", 0.0, open_low=True)
+    except ConfigError as err:
+        raise ConradError(str(err)) from err
+    if "::" not in args.test_id:
+        raise ConradError(f"test id {args.test_id!r}: expected path::name")
+    model_config(args)
+    if args.out:
+        from neuroedge.atomic import check_writable
+
+        try:
+            check_writable(args.out)
+        except (OSError, ValueError) as err:
+            raise ConradError(f"--out {args.out}: {err}") from err
+
+
+def check_test_id(root: Path, test_id: str) -> None:
+    """The test file exists in the repository and defines the test function at top level."""
+    import ast
+
+    from neuroedge.models.conrad.protocol import ConradError
+
+    rel, name = test_id.split("::", 1)
+    path = root / rel
+    if not path.is_file():
+        raise ConradError(f"test id {test_id!r}: no file {rel} in the repository")
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (SyntaxError, UnicodeDecodeError) as err:
+        raise ConradError(f"{rel}: not a readable Python file: {err}") from err
+    names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
+    if name not in names:
+        raise ConradError(
+            f"test id {test_id!r}: {rel} defines no top-level function {name!r} "
+            f"(its test functions: {[n for n in names if n.startswith('test_')]})"
+        )
+
+
 def repair_repository(args: argparse.Namespace) -> dict:
     from neuroedge.models.conrad import mining
     from neuroedge.models.conrad.experiment import make_model, patch_text, suite_passes
@@ -91,6 +144,7 @@ def repair_repository(args: argparse.Namespace) -> dict:
 
     history = load_history(Path(args.history)) if args.history else []
     with Sandbox(args.repo, args.timeout) as box:
+        check_test_id(box.root, args.test_id)
         first = box.run([args.test_id])[0]
         if first.ok:
             raise ConradError(f"{args.test_id} passes already: nothing to repair")
@@ -142,11 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="print the run summary as JSON")
     args = ap.parse_args(argv)
     try:
-        if args.samples < 1 or args.temperature <= 0:
-            raise ConradError("--samples must be >= 1 and --temperature > 0")
-        if "::" not in args.test_id:
-            raise ConradError(f"test id {args.test_id!r}: expected path::name")
-        model_config(args)  # bad flags fail before the repository is copied
+        check_flags(args)  # bad flags fail before the repository is copied
         result = repair_repository(args)
     except ConradError as err:
         print(f"error: {err}", file=sys.stderr)

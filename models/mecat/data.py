@@ -15,7 +15,8 @@ synonyms, template and clause order), and four systems caption it:
 * ``generic``: the same sentence for every clip.
 
 **A user's file** (``read_jsonl``): one JSON object per line,
-``{"candidate": str, "references": [str, ...]}``, the same number of references per line.
+``{"candidate": str, "references": [str, ...]}``, the same number of references per line;
+no string may be empty or only whitespace.
 """
 
 from __future__ import annotations
@@ -154,7 +155,7 @@ def scene_set(clips: int = 60, refs: int = 3, seed: int = 0) -> CaptionSet:
 
 def read_jsonl(path: str | Path) -> tuple[list[str], list[list[str]]]:
     """A user's caption file (module docstring): candidates and references; ValueError naming
-    the file and line of a bad row."""
+    the file and line of a bad row (an empty or whitespace-only caption or reference too)."""
     from neuroedge.jsonl import read_objects
 
     path = Path(path)
@@ -166,6 +167,13 @@ def read_jsonl(path: str | Path) -> tuple[list[str], list[list[str]]]:
         r = row.get("references")
         if not isinstance(r, list) or not r or not all(isinstance(x, str) for x in r):
             raise ValueError(f"{path}:{no}: 'references' must be a non-empty list of strings")
+        if not row["candidate"].strip():
+            raise ValueError(f"{path}:{no}: 'candidate' is empty or whitespace only")
+        empty = [k for k, x in enumerate(r) if not x.strip()]
+        if empty:
+            raise ValueError(
+                f"{path}:{no}: 'references' item {empty[0]} is empty or whitespace only"
+            )
         if refs and len(r) != len(refs[0]):
             raise ValueError(
                 f"{path}:{no}: {len(r)} references, but the first line has {len(refs[0])}"

@@ -91,7 +91,8 @@ def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
         if value is not None and not (isinstance(value, str) and value):
             raise ConfigError(f"{key}={value!r}: expected a path")
     if out.get("data") is not None and not Path(out["data"]).is_file():
-        raise ConfigError(f"data={out['data']!r}: no such file (a jsonl of captions)")
+        what = "is a directory" if Path(out["data"]).is_dir() else "no such file"
+        raise ConfigError(f"data={out['data']!r}: {what} (a jsonl of captions)")
     if out.get("model") is not None:
         from neuroedge.models.mecat.minilm import REQUIRED
 

@@ -155,13 +155,78 @@ def low_bound(step: int, steps: int, cfg: Mapping[str, Any]) -> float:
     return target + (init - target) * 0.5 * (1 + math.cos(math.pi * min(step / steps, 1.0)))
 
 
+def _as_tensor(name: str, value: Any) -> torch.Tensor:
+    """``value`` as a tensor (numpy arrays and nested lists are converted); ValueError naming
+    the argument otherwise."""
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, (np.ndarray, list, tuple)):
+        a = np.asarray(value)
+        if a.dtype.kind in "biuf":
+            return torch.as_tensor(a)
+        raise ValueError(f"{name}: expected numbers, got a numpy array of dtype {a.dtype}")
+    raise ValueError(f"{name}: expected a torch tensor or numpy array, got {type(value).__name__}")
+
+
+def _check_advantage_inputs(
+    r: Any, entropy: Any, prefix_len: Any, mask_ratio: Any
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float]:
+    """``prefix_advantages``' inputs as tensors (integer rewards and entropies as floats) and
+    ``mask_ratio`` as a float, or a ValueError naming the argument, its shape and the expected
+    shape, or the bad value."""
+    r, entropy = _as_tensor("rewards", r), _as_tensor("entropy", entropy)
+    prefix_len = _as_tensor("prefix_len", prefix_len)
+    if r.ndim != 2 or r.shape[0] < 1 or r.shape[1] < 2:
+        raise ValueError(
+            f"rewards: expected [prompts >= 1, rollouts >= 2] (on-policy rows, then the hybrid), "
+            f"got {list(r.shape)}"
+        )
+    if not r.is_floating_point():
+        r = r.to(torch.get_default_dtype())
+    if not torch.isfinite(r).all():
+        raise ValueError(f"rewards: {int((~torch.isfinite(r)).sum())} value(s) are NaN or inf")
+    if entropy.ndim != 3 or entropy.shape[:2] != r.shape or entropy.shape[2] < 1:
+        raise ValueError(
+            f"entropy: expected [prompts, rollouts, T >= 1] = [{r.shape[0]}, {r.shape[1]}, T] "
+            f"like rewards {list(r.shape)}, got {list(entropy.shape)}"
+        )
+    if not entropy.is_floating_point():
+        entropy = entropy.to(r.dtype)
+    if not torch.isfinite(entropy).all():
+        raise ValueError(
+            f"entropy: {int((~torch.isfinite(entropy)).sum())} value(s) are NaN or inf"
+        )
+    tokens = entropy.shape[2]
+    if prefix_len.shape != (r.shape[0],):
+        raise ValueError(
+            f"prefix_len: expected [prompts] = [{r.shape[0]}], got {list(prefix_len.shape)}"
+        )
+    if prefix_len.is_floating_point() or prefix_len.is_complex() or prefix_len.dtype == torch.bool:
+        raise ValueError(f"prefix_len: expected integer lengths, got dtype {prefix_len.dtype}")
+    bad = (prefix_len < 0) | (prefix_len > tokens)
+    if bad.any():
+        row = int(bad.nonzero()[0, 0])
+        raise ValueError(
+            f"prefix_len: prompt {row} has prefix length {int(prefix_len[row])}, expected 0..T "
+            f"= 0..{tokens}"
+        )
+    ok = isinstance(mask_ratio, (int, float, np.number)) and not isinstance(mask_ratio, bool)
+    if not ok or not 0.0 <= float(mask_ratio) <= 1.0:
+        raise ValueError(f"mask_ratio={mask_ratio!r}: expected a number in [0, 1]")
+    return r, entropy, prefix_len, float(mask_ratio)
+
+
 def prefix_advantages(
-    r: torch.Tensor, entropy: torch.Tensor, prefix_len: torch.Tensor, mask_ratio: float
+    r: torch.Tensor, entropy: torch.Tensor, prefix_len: torch.Tensor, mask_ratio: float = 0.8
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Token advantages [prompts, rollouts, T] of a Prefix-RFT batch whose last rollout per
-    prompt is the hybrid, and the prefix-token mask. Inputs: rewards [prompts, rollouts], the
-    current policy's token entropies [prompts, rollouts, T] and the hybrid rows' prefix
-    lengths [prompts]. Any policy's rollouts will do: nothing here is specific to the task."""
+    prompt is the hybrid, and the prefix-token mask. Inputs: rewards [prompts, rollouts >= 2],
+    the current policy's token entropies [prompts, rollouts, T] and the hybrid rows' integer
+    prefix lengths [prompts] in 0..T (tensors, or numpy arrays, converted); ``mask_ratio`` in
+    [0, 1] (the paper's 0.8 by default). ValueError naming the argument for a wrong shape, a
+    NaN or inf, a length outside 0..T or a ratio outside [0, 1]. Any policy's rollouts will do:
+    nothing here is specific to the task."""
+    r, entropy, prefix_len, mask_ratio = _check_advantage_inputs(r, entropy, prefix_len, mask_ratio)
     tokens = entropy.shape[-1]
     on = r[:, :-1]
     adv = (on - on.mean(1, keepdim=True))[..., None].expand(-1, -1, tokens)

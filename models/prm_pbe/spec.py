@@ -23,12 +23,44 @@ VARIANTS = (*ARMS, "sft")
 BUILD_KEYS = ("variant", "seed", "train_tasks", "sft_epochs", "updates", "beta", "kl", "smoke")
 
 
+def _is_list(value: Any) -> bool:
+    """A list, tuple or numpy array (of at least one dimension), not a string."""
+    if isinstance(value, np.ndarray):
+        return value.ndim >= 1
+    return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
+
+
 def codes(strings: Sequence[Sequence[str]]) -> np.ndarray:
     """uint8 ASCII codes [tasks, EXAMPLES, MAX_LEN], 0-padded, of ``strings[task][example]``;
-    ValueError naming the task and example of a string longer than MAX_LEN (never cut)."""
+    ValueError naming the task (and example) of a task that is not a list of exactly EXAMPLES
+    strings, an item that is not a string or not ASCII, or a string longer than MAX_LEN (never
+    cut)."""
+    if not _is_list(strings):
+        raise ValueError(
+            f"expected a list of tasks, each a list of {EXAMPLES} strings, got the "
+            f"{type(strings).__name__} {strings!r}"
+        )
     out = np.zeros((len(strings), EXAMPLES, MAX_LEN), np.uint8)
     for i, task in enumerate(strings):
+        if not _is_list(task):
+            raise ValueError(
+                f"task {i}: expected a list of {EXAMPLES} strings, got the "
+                f"{type(task).__name__} {task!r}"
+            )
+        if len(task) != EXAMPLES:
+            raise ValueError(
+                f"task {i}: {len(task)} examples, a task has exactly {EXAMPLES} (strings)"
+            )
         for j, s in enumerate(task):
+            if not isinstance(s, str):
+                raise ValueError(
+                    f"task {i}, example {j}: expected a string, got the {type(s).__name__} {s!r}"
+                )
+            if not s.isascii():
+                k = next(k for k, c in enumerate(s) if not c.isascii())
+                raise ValueError(
+                    f"task {i}, example {j}, position {k}: {s[k]!r} is not an ASCII character"
+                )
             raw = s.encode("ascii")
             if len(raw) > MAX_LEN:
                 raise ValueError(

@@ -32,6 +32,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if bool(args.endpoint) != bool(args.model):
         print("error: give --endpoint and --model together", file=sys.stderr)
         return 2
+    if args.max_turns < 1:
+        print(f"error: --max-turns={args.max_turns}: expected an integer >= 1", file=sys.stderr)
+        return 2
     make = policy_factory({"endpoint": args.endpoint, "llm_model": args.model})
     try:
         result = forage(

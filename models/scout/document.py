@@ -72,6 +72,8 @@ class Document:
     def from_path(cls, path: str | Path) -> Document:
         """A UTF-8 text file; ScoutError naming the file (and the byte offset of a bad byte)."""
         p = Path(path)
+        if p.is_dir():
+            raise ScoutError(f"{p}: is a directory (expected a UTF-8 text file)")
         if not p.is_file():
             raise ScoutError(f"{p}: no such file (expected a UTF-8 text file)")
         data = p.read_bytes()

@@ -1,7 +1,8 @@
 """Read users' numeric CSV files (feature matrices, valuations) with line-level errors.
 
 A file is rows of comma-separated numbers; an optional first row of column names is skipped
-when none of its fields parse as numbers. Files are read as UTF-8; a leading byte-order mark
+when none of its fields parse as numbers (a row of numbers separated by ';', tabs or spaces is
+refused, not taken for a header). Files are read as UTF-8; a leading byte-order mark
 (as Excel writes) is dropped. Every error names the file, the 1-based line of the file and the
 column (0-based, as the fields of a row) and the offending value.
 """
@@ -46,6 +47,7 @@ def read_numeric_csv_lines(
         if not fields or all(not f.strip() for f in fields):
             continue
         if not rows and line_no == 1 and not any(_is_number(f) for f in fields):
+            _check_header(fields, file, what)
             continue  # header
         width = columns if columns is not None else (len(rows[0]) if rows else len(fields))
         if len(fields) != width:
@@ -81,13 +83,42 @@ def _is_number(text: str) -> bool:
     return True
 
 
+_SEPARATORS = {";": "';'", "\t": "a tab", " ": "spaces", "|": "'|'"}
+
+
+def _other_separator(text: str) -> str | None:
+    """The name of the separator (not a comma) that ``text`` is numbers joined by, if any."""
+    for sep, name in _SEPARATORS.items():
+        parts = text.split() if sep == " " else text.split(sep)
+        if len(parts) > 1 and all(_is_number(p) for p in parts):
+            return name
+    return None
+
+
+def _check_header(fields: list[str], file: Path, what: str) -> None:
+    """A first row without numbers is a header, unless it is numbers joined by ';', a tab..."""
+    for col, text in enumerate(fields):
+        sep = _other_separator(text)
+        if sep is not None:
+            raise ValueError(
+                f"{what} {file}: line 1 column {col}: {text.strip()!r} is numbers separated "
+                f"by {sep}; separate the fields of a row with commas"
+            )
+
+
 def _parse(text: str, file: Path, line_no: int, col: int, what: str) -> float:
+    where = f"{what} {file}: line {line_no} column {col}: {text.strip()!r}"
     try:
         value = float(text)
     except ValueError:
+        sep = _other_separator(text)
+        hint = "" if sep is None else f" (numbers separated by {sep}; use commas)"
+        raise ValueError(f"{where} is not a number{hint}") from None
+    if "_" in text or not text.strip().isascii():
         raise ValueError(
-            f"{what} {file}: line {line_no} column {col}: {text.strip()!r} is not a number"
-        ) from None
+            f"{where} is not a plain number (digits 0-9, '.', a sign and an exponent; "
+            "no underscores or other digits)"
+        )
     if not math.isfinite(value):
         raise ValueError(
             f"{what} {file}: line {line_no} column {col}: value {text.strip()!r} "

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 from neuroedge.models.specprune.train import DEFAULTS as TRAIN_DEFAULTS
+from neuroedge.errors import ConfigError
 from neuroedge.seeding import seeded
 from neuroedge.types import Efficiency, IOSpec, ModelSpec, Paper, TorchProgram
 
@@ -38,17 +39,23 @@ def load_trained(config: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
 
 def build(config: Mapping[str, Any]) -> TorchProgram:
     from neuroedge.models.specprune import train
-    from neuroedge.models.specprune.functional import PruneConfig
+    from neuroedge.models.specprune.functional import PruneConfig, check_mode
+    from neuroedge.models.specprune.module import METHODS
 
+    method, mode = str(config.get("method", "specprune")), str(config.get("mode", "coarse"))
+    if method not in METHODS:  # before a checkpoint is trained (minutes) or loaded
+        raise ConfigError(f"method={method!r}: expected one of {list(METHODS)}")
+    try:
+        check_mode(mode)
+    except ValueError as err:
+        raise ConfigError(f"mode={mode!r}: {err}") from err
     if config.get("smoke"):
         with seeded(int(config.get("seed", 0))):
             model, trained = train.make_policy(train.DEFAULTS).eval(), False
     else:
         model, trained = load_trained(config)[0], True
-    prune, mode = PruneConfig(), str(config.get("mode", "coarse"))
-    model.configure(
-        str(config.get("method", "specprune")), prune.budget(mode), prune.k_local(mode), prune
-    )
+    prune = PruneConfig()
+    model.configure(method, prune.budget(mode), prune.k_local(mode), prune)
     return TorchProgram(
         model,
         ("primary", "wrist", "proprio", "text", "prior"),

@@ -57,9 +57,18 @@ class _ArraysOnly(pickle.Unpickler):
 def _read_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
     try:
         blob = _ArraysOnly(io.BytesIO(path.read_bytes()), encoding="bytes").load()
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError) as err:
+    except (
+        pickle.UnpicklingError,
+        EOFError,
+        ValueError,
+        TypeError,
+        AttributeError,
+        OverflowError,  # a length field past the largest size
+        MemoryError,  # a length field too large to allocate
+    ) as err:
+        why = str(err) or f"{type(err).__name__} (a length field too large to allocate)"
         raise ValueError(
-            f"{path}: not a CIFAR-10 python batch ({path.stat().st_size} bytes): {err}"
+            f"{path}: not a CIFAR-10 python batch ({path.stat().st_size} bytes): {why}"
         ) from err
     if not isinstance(blob, dict) or b"data" not in blob or b"labels" not in blob:
         got = (

@@ -72,6 +72,7 @@ def prepare(
     from neuroedge.distributed import local_device, world
 
     from neuroedge.atomic import check_writable
+    from neuroedge.bench.history import check as check_history
     from neuroedge.models.unisparse import train
     from neuroedge.models.unisparse.data import load_cifar10
     from neuroedge.models.unisparse.pipeline import check_arch_fits, check_config, check_device
@@ -83,8 +84,7 @@ def prepare(
     w = world()
     if w.lead:
         check_writable(out, folder=True)
-        if history:
-            check_writable(history)
+        check_history(history)  # as `neuroedge bench`: a neuroedge SQLite history, writable
     check_arch_fits(cfg, load_cifar10(data))  # fail fast: the files, then their shape
     cfg["device"] = local_device(cfg["device"], w)  # under torchrun: one GPU per process
     check_device(cfg["device"])  # after the files: their message first on a CPU-only machine

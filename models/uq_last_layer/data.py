@@ -90,12 +90,20 @@ def make_split(
             f"dataset {name}: {len(y)} rows split {len(tr)} train / {len(te)} test "
             f"(test fraction {test_fraction}); both need rows, give at least {MIN_ROWS}"
         )
-    mu, sd = x[tr].mean(0), x[tr].std(0)
-    floor = 0.1 * float(np.median(sd[sd > 0])) if (sd > 0).any() else 1.0
-    sd = np.maximum(sd, floor)
-    xs = (x - mu) / sd
+    with np.errstate(over="ignore", invalid="ignore"):
+        mu, sd = x[tr].mean(0), x[tr].std(0)
+        _check_scale(name, np.isfinite(mu) & np.isfinite(sd))
+        floor = 0.1 * float(np.median(sd[sd > 0])) if (sd > 0).any() else 1.0
+        sd = np.maximum(sd, floor)
+        xs = (x - mu) / sd
+        _check_scale(name, np.isfinite(xs).all(0))
+        y_sd = float(y[tr].std()) if task == "regression" else 1.0
+    if not np.isfinite(y_sd):
+        raise ValueError(
+            f"dataset {name}: the regression target (last column) is too large to standardise "
+            "(its std overflows float64); rescale it"
+        )
     if task == "regression":
-        y_sd = float(y[tr].std())
         if not y_sd > 0:
             raise ValueError(
                 f"dataset {name}: the regression target is {y[tr][0]:g} on all {len(tr)} "
@@ -108,6 +116,18 @@ def make_split(
         classes = int(y.max()) + 1
     ood = 3.0 * rng.standard_normal((len(te), x.shape[1]))
     return Split(name, task, xs[tr], y[tr], xs[te], y[te], ood, classes)
+
+
+def _check_scale(name: str, finite: np.ndarray) -> None:
+    """ValueError naming the first feature column (0-based, as in the CSV) that is not
+    ``finite``: its mean, std or standardised values overflow float64 (finite values near
+    1e308 gave NaN metrics)."""
+    if not finite.all():
+        col = int(np.argmin(finite))
+        raise ValueError(
+            f"dataset {name}: feature column {col}: values too large to standardise (the mean, "
+            "std or a standardised value overflows float64); rescale the column"
+        )
 
 
 def load_split(name: str, seed: int = 0, n_synthetic: int = 2000) -> Split:
@@ -196,8 +216,8 @@ class DatasetEntry:
 
 
 def parse_dataset(entry: Any) -> DatasetEntry:
-    """The DatasetEntry of one ``datasets`` entry (syntax only: files are read by
-    ``check_datasets``); ConfigError naming the entry and the valid forms."""
+    """The DatasetEntry of one ``datasets`` entry (its syntax, and a path that is a directory;
+    files are read by ``check_datasets``); ConfigError naming the entry and the valid forms."""
     from neuroedge.errors import ConfigError
 
     if not isinstance(entry, str):
@@ -208,6 +228,10 @@ def parse_dataset(entry: Any) -> DatasetEntry:
         return DatasetEntry(entry, entry)
     head, sep, tail = entry.rpartition(":")
     path, task = (head, tail) if sep and tail in TASKS else (entry, None)
+    if path and Path(path).expanduser().is_dir():
+        raise ConfigError(
+            f"datasets entry {entry!r}: {path} is a directory, not a CSV file; {_VALID}"
+        )
     if not path.lower().endswith(".csv"):
         if sep and head.lower().endswith(".csv"):
             raise ConfigError(
@@ -226,9 +250,10 @@ def parse_dataset(entry: Any) -> DatasetEntry:
 def check_datasets(
     datasets: Any, seeds: Iterable[int] = (0,), n_synthetic: int = 2000
 ) -> list[DatasetEntry]:
-    """Every ``datasets`` entry parsed and checked before anything is trained: the list type,
-    the names, distinct report rows, ``n_synthetic`` and every CSV's content and its split
-    for each seed. ConfigError for the config, ValueError naming file and line for a CSV."""
+    """Every ``datasets`` entry parsed and checked before anything is trained: the list type
+    (not empty), the names, distinct report rows, ``n_synthetic`` and every CSV's content and
+    its split for each seed. ConfigError for the config, ValueError naming file and line for a
+    CSV."""
     from neuroedge.errors import ConfigError
 
     if isinstance(datasets, (str, bytes)) or not isinstance(datasets, (list, tuple)):
@@ -236,6 +261,8 @@ def check_datasets(
             f"datasets must be a list of entries, got the {type(datasets).__name__} "
             f'{datasets!r} (write datasets=["synthetic"] for one); {_VALID}'
         )
+    if not datasets:
+        raise ConfigError(f"datasets=[]: expected at least one entry; {_VALID}")
     entries = [parse_dataset(entry) for entry in datasets]
     seen: dict[str, str] = {}
     for item in entries:

@@ -17,7 +17,9 @@ one read. Layouts, from the published format descriptions:
   own MATLAB reader does this) and is not an event.
 
 Corrupt words (unknown types, polarity > 1, a DAT event size other than 8) and truncated files
-raise ``EventFormatError`` with the byte offset.
+raise ``EventFormatError`` with the byte offset. ``Codec.locate`` gives the byte offset of a
+decoded event (DAT, EVT 2.0, ATIS; an EVT 3.0 vector word holds several events), so a reader
+can name where an event out of time order sits.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ class Codec:
     decode: Callable[[bytes, Any, int, str], np.ndarray]  # (body, state, offset, path)
     encode: Callable[[np.ndarray], bytes]
     header: Callable[[SensorSize | None], bytes]
+    # byte offset in ``body`` of decoded event i of n (None: events have no word of their own)
+    locate: Callable[[bytes, int, int], int] | None = None
 
 
 def _words(body: bytes, dtype: str) -> np.ndarray:
@@ -114,6 +118,13 @@ def _evt2_decode(body: bytes, state: list[int], offset: int, path: str) -> np.nd
     )
 
 
+def _evt2_locate(body: bytes, i: int, n: int) -> int:
+    """CD words decode one event each; the chunk's first ``#CD - n`` (before any time base)
+    were dropped."""
+    cd = np.flatnonzero((_words(body, "<u4") >> 28) <= 1)
+    return 4 * int(cd[len(cd) - n + i])
+
+
 def _evt2_encode(events: np.ndarray) -> bytes:
     t = events["t"].astype(np.int64)
     if len(t) and (t.min() < 0 or t.max() >= 1 << 34):
@@ -185,7 +196,17 @@ def _atis_decode(body: bytes, state: list[int], offset: int, path: str) -> np.nd
     return make_events(t[keep], b[keep, 0], b[keep, 1], b[keep, 2] >> 7)
 
 
+def _atis_locate(body: bytes, i: int, n: int) -> int:
+    """Every 5-byte word but the overflow markers is an event."""
+    return 5 * int(np.flatnonzero(_words(body, "u1")[1::5] != OVERFLOW_Y)[i])
+
+
 def _atis_encode(events: np.ndarray) -> bytes:
+    if not len(events):
+        raise ValueError(
+            "ATIS .bin cannot store 0 events: the file would be empty (no header), and "
+            "read_events refuses an empty file"
+        )
     _check_coordinates(events, 256, "ATIS .bin")
     if len(events) and ((events["y"] == OVERFLOW_Y).any() or events["t"].min() < 0):
         raise ValueError("ATIS .bin cannot store y == 240 (the overflow marker) or t < 0")
@@ -228,8 +249,14 @@ def _check_coordinates(events: np.ndarray, limit: int, fmt: str) -> None:
 
 
 CODECS: dict[str, Codec] = {
-    "dat": Codec("dat", 8, lambda: None, _dat_decode, _dat_encode, _dat_header),
-    "evt2": Codec("evt2", 4, lambda: [-1], _evt2_decode, _evt2_encode, _raw_header("2.0")),
+    "dat": Codec(
+        "dat", 8, lambda: None, _dat_decode, _dat_encode, _dat_header, lambda b, i, n: 8 * i
+    ),
+    "evt2": Codec(
+        "evt2", 4, lambda: [-1], _evt2_decode, _evt2_encode, _raw_header("2.0"), _evt2_locate
+    ),
     "evt3": Codec("evt3", 2, evt3.new_state, _evt3_decode, _evt3_encode, _raw_header("3.0")),
-    "atis": Codec("atis", 5, lambda: [0], _atis_decode, _atis_encode, lambda sensor: b""),
+    "atis": Codec(
+        "atis", 5, lambda: [0], _atis_decode, _atis_encode, lambda sensor: b"", _atis_locate
+    ),
 }

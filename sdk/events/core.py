@@ -29,6 +29,28 @@ class EventFormatError(ArtifactError, ValueError):
         super().__init__(f"{path}: byte offset {offset}: {problem}")
 
 
+class UnsortedEventsError(ValueError):
+    """``check_events``' error for events out of time order: ``index`` is the first event
+    earlier than its predecessor (numbered as in the message, from ``first_index``, counting
+    dropped events), ``t`` and ``t_before`` the two times in microseconds. File readers turn it
+    into an ``EventFormatError`` naming the byte offset."""
+
+    def __init__(self, message: str, index: int, t: int, t_before: int) -> None:
+        self.index, self.t, self.t_before = int(index), int(t), int(t_before)
+        super().__init__(message)
+
+
+# how to repair, worded for Python callers and for CLI users (who cannot pass these options)
+SORT_HINT = (
+    "pass on_unsorted='sort' to read_events / stream_events / check_events to sort them "
+    "(Python only: the CLI has no such option)"
+)
+DROP_HINT = (
+    "pass on_invalid='drop' to read_events / stream_events / check_events to drop them "
+    "(Python only: the CLI has no such option)"
+)
+
+
 @dataclass(frozen=True)
 class SensorSize:
     """Sensor geometry in pixels (tonic's ``sensor_size`` is ``(width, height, 2)``)."""
@@ -177,9 +199,10 @@ def check_events(
     """Validate time order, timestamps >= 0, polarity in {0, 1} and coordinates on the sensor.
 
     ``on_unsorted="sort"`` sorts stably by t; ``on_invalid="drop"`` removes events with negative
-    t, bad polarity or coordinates off the sensor. Otherwise the first problem raises ValueError,
-    numbering events from ``first_index`` and prefixed with ``source`` (a file reader passes the
-    events of earlier chunks and the file with the chunk's byte offset).
+    t, bad polarity or coordinates off the sensor. Otherwise the first problem raises ValueError
+    (``UnsortedEventsError`` for time order), numbering events from ``first_index`` and prefixed
+    with ``source`` (a file reader passes the events of earlier chunks and the file with the
+    chunk's byte offset).
     """
     if on_unsorted not in ("raise", "sort") or on_invalid not in ("raise", "drop"):
         raise ValueError(
@@ -201,7 +224,7 @@ def check_events(
             raise ValueError(
                 f"{source}event {first_index + i} {tuple(f[i].item() for f in fields)} "
                 f"(t, x, y, p) is invalid: {why}; "
-                f"{int(bad.sum())} invalid events (pass on_invalid='drop' to drop)"
+                f"{int(bad.sum())} invalid events ({DROP_HINT})"
             )
         fields, dropped = [f[~bad] for f in fields], int(bad.sum())
     if events.dtype == EVENT_DTYPE:
@@ -213,10 +236,14 @@ def check_events(
     if (steps < 0).any():
         if on_unsorted == "raise":
             i = int(np.flatnonzero(steps < 0)[0]) + 1
-            raise ValueError(
-                f"{source}events out of time order at index {first_index + i}: "
-                f"t={int(ev['t'][i])} us after t={int(ev['t'][i - 1])} us "
-                f"(pass on_unsorted='sort')"
+            index = first_index + (int(np.flatnonzero(~bad)[i]) if dropped else i)
+            t, before = int(ev["t"][i]), int(ev["t"][i - 1])
+            raise UnsortedEventsError(
+                f"{source}events out of time order at index {index}: "
+                f"t={t} us after t={before} us ({SORT_HINT})",
+                index,
+                t,
+                before,
             )
         ev, repaired = ev[np.argsort(ev["t"], kind="stable")], True
     return EventCheck(ev, repaired, dropped)

@@ -6,13 +6,15 @@ packet (memory bounded by one packet, yielded in chunks of at most ``chunk_bytes
 events). ``read_events`` is one stream concatenated. Every chunk is validated like a whole
 file: time order across chunk boundaries, negative timestamps, and coordinates outside the
 sensor (taken from the header when it states one, or passed in) are errors unless an explicit
-repair option is given.
+repair option is given. Events out of time order in a file and an empty (0-byte) file raise
+``EventFormatError`` (a ``ValueError``) naming the byte offset: of the event itself where the
+format has a word per event (DAT, EVT 2.0, ATIS), else of its chunk or AEDAT 4 packet.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +25,8 @@ from neuroedge.events.core import (
     EVENT_DTYPE,
     EventFormatError,
     SensorSize,
+    SORT_HINT,
+    UnsortedEventsError,
     as_events,
     check_events,
     read_header,
@@ -30,6 +34,9 @@ from neuroedge.events.core import (
 
 FORMATS = (*CODECS, "aedat4")
 SUFFIXES = {".dat": "dat", ".bin": "atis", ".aedat4": "aedat4"}
+PACKET_NOTE = " (an event of the AEDAT 4 packet at that offset)"
+# (chunk byte offset, decoded events, byte offset of decoded event i and how exact it is)
+Chunk = tuple[int, np.ndarray, Callable[[int], tuple[int, str]]]
 
 
 def detect_format(path: str | os.PathLike[str]) -> str:
@@ -56,7 +63,9 @@ def detect_format(path: str | os.PathLike[str]) -> str:
         return "dat"  # Prophesee DAT: "% Data file containing ... Event2d events.", "% Version 2"
     raise ValueError(
         f"{path}: cannot tell the event format (suffix {path.suffix!r}, header "
-        f"{fields}); pass fmt= one of {FORMATS}"
+        f"{fields}); give the file a suffix of {', '.join(SUFFIXES)} or a Prophesee header, or "
+        f"pass fmt= one of {FORMATS} to read_events / stream_events (Python only: the CLI has "
+        "no such option)"
     )
 
 
@@ -106,8 +115,16 @@ def _body_start(path: Path, codec: Codec) -> int:
     return start
 
 
-def _word_chunks(path: Path, codec: Codec, chunk_bytes: int) -> Iterator[tuple[int, np.ndarray]]:
-    """``(byte offset, decoded events)`` of whole-word chunks of a word-based file."""
+def _locator(codec: Codec, body: bytes, offset: int, n: int) -> Callable[[int], tuple[int, str]]:
+    """``i -> (byte offset, note)`` of decoded event i of a chunk; the chunk's offset and a
+    note saying so when the format has no word per event."""
+    if codec.locate is None:
+        return lambda i: (offset, f" (an event of the {codec.name} chunk at that offset)")
+    return lambda i: (offset + codec.locate(body, i, n), "")
+
+
+def _word_chunks(path: Path, codec: Codec, chunk_bytes: int) -> Iterator[Chunk]:
+    """``(byte offset, decoded events, locator)`` of whole-word chunks of a word-based file."""
     step = max(codec.word_bytes, chunk_bytes // codec.word_bytes * codec.word_bytes)
     offset, state = _body_start(path, codec), codec.new_state()
     size = path.stat().st_size
@@ -124,18 +141,73 @@ def _word_chunks(path: Path, codec: Codec, chunk_bytes: int) -> Iterator[tuple[i
                     f"trailing bytes do not make a whole {codec.word_bytes}"
                     f"-byte {codec.name} word",
                 )
-            yield offset, codec.decode(body, state, offset, str(path))
+            decoded = codec.decode(body, state, offset, str(path))
+            yield offset, decoded, _locator(codec, body, offset, len(decoded))
             offset += len(body)
 
 
 def _aedat4_chunks(
     path: Path, header: aedat4.AedatHeader, stream: aedat4.AedatStream, chunk_bytes: int
-) -> Iterator[tuple[int, np.ndarray]]:
-    """``(packet byte offset, events)``, a packet split into chunks of ``chunk_bytes // 16``."""
+) -> Iterator[Chunk]:
+    """``(packet byte offset, events, locator)``, a packet split into chunks of
+    ``chunk_bytes // 16``."""
     step = max(1, chunk_bytes // aedat4.EVENT_STRUCT.itemsize)
     for offset, events in aedat4.event_packets(path, header, stream):
         for start in range(0, max(len(events), 1), step):
-            yield offset, events[start : start + step]
+            yield offset, events[start : start + step], lambda i, o=offset: (o, PACKET_NOTE)
+
+
+def _checked(
+    path: Path,
+    chunks: Iterator[Chunk],
+    sensor: SensorSize | None,
+    on_unsorted: str,
+    on_invalid: str,
+) -> Iterator[np.ndarray]:
+    """``check_events`` on each chunk and time order across chunks; events out of time order
+    raise EventFormatError at the event's byte offset (``_locator``)."""
+    last_t, count = -1, 0
+    for offset, decoded, locate in chunks:
+        try:
+            check = check_events(
+                decoded,
+                sensor,
+                on_unsorted=on_unsorted,
+                on_invalid=on_invalid,
+                first_index=count,
+                source=f"{path} (chunk at byte offset {offset}): ",
+            )
+        except UnsortedEventsError as err:
+            at, note = locate(err.index - count)
+            raise _unsorted(path, at, note, err.index, err.t, err.t_before, True) from err
+        events = check.events
+        if len(events) and events["t"][0] < last_t:
+            k = _position(decoded, events[0])  # sorting or dropping may have moved it
+            at, note = locate(k)
+            raise _unsorted(path, at, note, count + k, int(events["t"][0]), last_t, False)
+        count += len(decoded)
+        last_t = int(events["t"][-1]) if len(events) else last_t
+        yield events
+
+
+def _position(decoded: np.ndarray, event: np.void) -> int:
+    """Index of the first decoded event equal to ``event``."""
+    same = np.ones(len(decoded), bool)
+    for name in EVENT_DTYPE.names:
+        same &= decoded[name] == event[name]
+    return int(np.flatnonzero(same)[0])
+
+
+def _unsorted(
+    path: Path, at: int, note: str, index: int, t: int, before: int, sortable: bool
+) -> EventFormatError:
+    hint = f"; or an unsorted recording: {SORT_HINT}" if sortable else ""
+    return EventFormatError(
+        path,
+        at,
+        f"events out of time order at index {index}{note}: t={t} us after t={before} us "
+        f"(corrupt data{hint})",
+    )
 
 
 def stream_events(
@@ -150,14 +222,17 @@ def stream_events(
 ) -> Iterator[np.ndarray]:
     """Yield the events of ``path`` chunk by chunk (bounded memory).
 
-    Raises ``EventFormatError`` (with the byte offset) for corrupt words and truncated files,
-    ``ValueError`` for invalid events unless ``on_invalid="drop"``; ``on_unsorted="sort"`` sorts
-    within a chunk only (a chunk earlier than its predecessor still raises). ``stream_id`` picks
-    the event stream of an AEDAT 4 file (default: the lowest-id ``EVTS`` stream).
+    Raises ``EventFormatError`` (with the byte offset) for an empty file, corrupt words,
+    truncated files and events out of time order, ``ValueError`` for invalid events unless
+    ``on_invalid="drop"``; ``on_unsorted="sort"`` sorts within a chunk only (a chunk earlier
+    than its predecessor still raises). ``stream_id`` picks the event stream of an AEDAT 4 file
+    (default: the lowest-id ``EVTS`` stream).
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such event file")
+    if path.stat().st_size == 0:
+        raise EventFormatError(path, 0, "empty file (0 bytes): no header and no events")
     fmt = fmt or detect_format(path)
     if fmt not in FORMATS:
         raise ValueError(f"{path}: event format {fmt!r} is not one of {FORMATS}")
@@ -171,25 +246,7 @@ def stream_events(
     else:
         sensor = sensor or (header_sensor(read_header(path)[0]) if fmt != "atis" else None)
         chunks = _word_chunks(path, CODECS[fmt], chunk_bytes)
-    last_t, count = -1, 0
-    for offset, decoded in chunks:
-        events = check_events(
-            decoded,
-            sensor,
-            on_unsorted=on_unsorted,
-            on_invalid=on_invalid,
-            first_index=count,
-            source=f"{path} (chunk at byte offset {offset}): ",
-        ).events
-        count += len(decoded)
-        if len(events) and events["t"][0] < last_t:
-            raise ValueError(
-                f"{path}: events out of time order at the chunk starting at "
-                f"byte offset {offset}: t={int(events['t'][0])} us after "
-                f"t={last_t} us"
-            )
-        last_t = int(events["t"][-1]) if len(events) else last_t
-        yield events
+    yield from _checked(path, chunks, sensor, on_unsorted, on_invalid)
 
 
 def read_events(

@@ -1,0 +1,151 @@
+"""Bad input found by the 2026-12-06 audit: output paths that cannot be written or are empty,
+a history that is no database given to the CIFAR-10 recipe, crafted CIFAR batches, garbage
+checkpoints and an unknown TensorRT precision.
+
+Each test failed on the code before the fix: the work ran before a late ``[Errno 2]`` (or an
+empty --out wrote into the current folder or nothing at all), training started, a raw
+OverflowError/MemoryError, torch's advice to load with weights_only=False, or only "TensorRT is
+not installed".
+"""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import pytest
+from neuroedge.atomic import check_writable
+from neuroedge.cli import main
+from neuroedge.errors import ArtifactError, ExportRefused
+
+UNWRITABLE = "/proc/neuroedge-audit-nope"  # /proc takes no new file, not even from root
+
+
+def _refuse(*args: object, **kwargs: object) -> None:
+    raise AssertionError("the work started before the output path was checked")
+
+
+def test_check_writable_probes_the_nearest_existing_folder(tmp_path: Path) -> None:
+    for folder in (False, True):
+        with pytest.raises(FileNotFoundError, match=f"cannot write {UNWRITABLE}/x: /proc takes"):
+            check_writable(f"{UNWRITABLE}/x", folder=folder)
+        with pytest.raises(FileNotFoundError, match="'': an empty path; give a"):
+            check_writable("", folder=folder)
+    assert check_writable(tmp_path / "new" / "r.json") == tmp_path / "new" / "r.json"
+    assert check_writable(tmp_path, folder=True) == tmp_path
+    assert list(tmp_path.iterdir()) == []  # the probe file is gone, no folder was made
+
+
+@pytest.mark.parametrize("out", [UNWRITABLE, ""])
+def test_bench_refuses_the_report_folder_before_the_run(
+    out: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import neuroedge.bench.runner as runner
+
+    monkeypatch.setattr(runner, "bench_model", _refuse)
+    monkeypatch.chdir(tmp_path)  # the old code wrote an empty --out into the current folder
+    args = ["bench", "snn.lif_convnet", "--out", out, "--history", str(tmp_path / "h.sqlite")]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert ("/proc takes no new file" if out else "'': an empty path; give a folder") in err
+    assert not (tmp_path / "report.json").exists()
+
+
+@pytest.mark.parametrize("out", [f"{UNWRITABLE}.pt", ""])
+def test_train_refuses_the_checkpoint_path_before_training(
+    out: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from neuroedge.types import ModelSpec
+
+    monkeypatch.setattr(ModelSpec, "hook", lambda self, name: _refuse)
+    assert main(["train", "snn.lif_convnet", "--out", out]) == 2
+    err = capsys.readouterr().err
+    assert ("/proc takes no new file" if out else "'': an empty path; give a file") in err
+
+
+@pytest.mark.parametrize("out", [f"{UNWRITABLE}.json", ""])
+def test_nir_refuses_the_comparison_path_before_the_run(
+    out: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import neuroedge.api as api
+
+    monkeypatch.setattr(api, "check_nir", _refuse)
+    assert main(["nir", "any.nir", "--out", out]) == 2
+    err = capsys.readouterr().err
+    assert ("/proc takes no new file" if out else "'': an empty path; give a file") in err
+
+
+def test_export_refuses_an_unwritable_or_empty_out(capsys: pytest.CaptureFixture[str]) -> None:
+    config = ["--config", "untrained=true"]
+    assert main(["export", "snn.lif_convnet", "--out", f"{UNWRITABLE}.onnx", *config]) == 2
+    assert f"cannot write {UNWRITABLE}.onnx: /proc takes no new file" in capsys.readouterr().err
+    assert main(["export", "snn.lif_convnet", "--out", "", *config]) == 2
+    assert "'': an empty path; give a file path" in capsys.readouterr().err
+
+
+def test_an_unknown_tensorrt_precision_is_refused_naming_the_allowed_ones(tmp_path: Path) -> None:
+    from neuroedge.api import export
+
+    with pytest.raises(ExportRefused, match="precision 'fp8': .*fp32, fp16, int8"):
+        export("snn.lif_convnet", "tensorrt", tmp_path / "f.engine", {"untrained": True}, "fp8")
+    assert not (tmp_path / "f.engine").exists()
+
+
+def test_recipe_refuses_a_history_that_is_not_a_database_before_training(
+    tmp_path: Path, write_cifar, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    from neuroedge.models.unisparse import pipeline, train
+    from neuroedge.models.unisparse.recipe import main as recipe_main
+
+    for module, name in ((train, "train_dense"), (train, "sparsify"), (pipeline, "load_data")):
+        monkeypatch.setattr(module, name, _refuse)
+    data, history = write_cifar(tmp_path / "cifar", 4), tmp_path / "afile"
+    history.write_text("not a database\n" * 100)
+    argv = ["--data", str(data), "--out", str(tmp_path / "out"), "--history", str(history)]
+    assert recipe_main([*argv, "--config", "device=cpu"]) == 2
+    err = capsys.readouterr().err
+    assert f"recipe: error: history {history}: not a neuroedge history database" in err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("blob", "why"),
+    [
+        (b"\x8e" + b"\xff" * 8, "BINBYTES exceeds"),  # a length past the largest size
+        (b"\x8e" + b"\xff" * 7 + b"\x3f", "MemoryError"),  # one too large to allocate
+    ],
+)
+def test_a_batch_with_a_huge_length_field_is_named(
+    blob: bytes, why: str, tmp_path: Path, write_cifar
+) -> None:
+    from neuroedge.models.unisparse.data import load_cifar10
+
+    folder = write_cifar(tmp_path / "cifar", 4)
+    (folder / "data_batch_1").write_bytes(blob)
+    with pytest.raises(ValueError, match=f"data_batch_1: not a CIFAR-10 python batch .*{why}"):
+        load_cifar10(folder)
+
+
+def test_a_garbage_checkpoint_gets_no_advice_to_unpickle_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import os
+
+    from neuroedge.checkpoints import load_checkpoint
+
+    class Code:
+        def __reduce__(self) -> tuple:
+            return (os.getcwd, ())
+
+    (tmp_path / "g.pt").write_bytes(b"x")
+    (tmp_path / "code.pt").write_bytes(pickle.dumps({"state_dict": Code()}, protocol=2))
+    for name, reason in (("g.pt", "operand"), ("code.pt", "getcwd")):
+        with pytest.raises(ArtifactError, match=f"{name}: not a readable checkpoint") as err:
+            load_checkpoint(tmp_path / name)
+        message = str(err.value)
+        assert "not a weights-only torch checkpoint" in message and reason in message
+        assert "weights_only" not in message and "Re-running" not in message
+    args = ["run", "snn.lif_convnet", "--config", f"checkpoint={tmp_path / 'g.pt'}"]
+    assert main(args) == 2
+    err_text = capsys.readouterr().err
+    assert "g.pt: not a readable checkpoint" in err_text and "weights_only" not in err_text

@@ -1,0 +1,116 @@
+"""apr.conrad's command line on a user's repository: a repair, and every bad flag, history
+line and test id refused before the repository is copied, naming what is wrong."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def write_repo(tmp_path: Path, files: dict[str, str]) -> Path:
+    """A user's repository of ``files`` (relative path: text) under ``tmp_path / "repo"``."""
+    repo = tmp_path / "repo"
+    for rel, text in files.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text)
+    return repo
+
+
+def _user_repo(tmp_path: Path) -> Path:
+    shop = (
+        "def take_items(items, count):\n"
+        '    """The first count items."""\n'
+        "    return list(items)[:count - 1]\n\n\n"
+        "def price_cents(euros):\n    return euros * 100\n"
+    )
+    tests = (
+        "from shop import take_items, price_cents\n\n"
+        "def test_take():\n    got, want = take_items([4, 5, 6], 2), [4, 5]\n"
+        "    assert got == want, (got, want)\n\n"
+        "def test_price():\n    assert price_cents(2) == 200\n"
+    )
+    return write_repo(tmp_path, {"shop.py": shop, "tests/test_shop.py": tests})
+
+
+def test_command_line_repairs_a_users_repository(tmp_path: Path, capsys) -> None:
+    from neuroedge.models.conrad.__main__ import main
+
+    repo = _user_repo(tmp_path)
+    hist = tmp_path / "history.jsonl"
+    row = {
+        "issue": "listing returns one item too few",
+        "path": "lib.py",
+        "buggy": "def head(xs, k):\n    return xs[:k - 1]",
+        "fixed": "def head(xs, k):\n    return xs[:k]",
+        "symptom": "one_item_short",
+    }
+    hist.write_text(json.dumps(row) + "\n")
+    out = tmp_path / "fix.diff"
+    args = [str(repo), "tests/test_shop.py::test_take", "take_items returns one item too few"]
+    assert main([*args, "--history", str(hist), "--out", str(out), "--samples", "1"]) == 0
+    assert "+    return list(items)[:count]" in out.read_text()
+    ref = tmp_path / "ref.diff"
+    ref.write_text("")  # the patch file gets the usual mode, not mkstemp's 0600
+    assert out.stat().st_mode & 0o777 == ref.stat().st_mode & 0o777
+    assert "[:count - 1]" in (repo / "shop.py").read_text()  # the user's files are untouched
+    assert main([*args, "--json"]) in (0, 1)
+    assert "symptom" in json.loads(capsys.readouterr().out)
+
+
+def test_command_line_names_bad_input(tmp_path: Path, capsys) -> None:
+    from neuroedge.models.conrad.__main__ import main
+
+    repo = _user_repo(tmp_path)
+    assert main([str(repo), "tests/test_shop.py::test_price", "x"]) == 2
+    assert "passes already" in capsys.readouterr().err
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"issue": "x", "path": "a.py", "buggy": "def f(): pass"}\n')
+    assert main([str(repo), "tests/test_shop.py::test_take", "x", "--history", str(bad)]) == 2
+    assert "bad.jsonl:1: missing ['fixed']" in capsys.readouterr().err
+    bad.write_text('\n{"issue": "x"\n')
+    assert main([str(repo), "tests/test_shop.py::test_take", "x", "--history", str(bad)]) == 2
+    assert "bad.jsonl:2: not JSON" in capsys.readouterr().err
+    assert main([str(tmp_path / "none"), "t.py::t", "x"]) == 2
+    assert "not a folder" in capsys.readouterr().err
+    assert main([str(repo), "test_shop", "x"]) == 2
+    row = {"issue": 5, "path": "a.py", "buggy": "def f(): pass", "fixed": "def f(): return 1"}
+    bad.write_text(json.dumps({**row, "symptom": ["a"]}) + "\n")
+    assert main([str(repo), "tests/test_shop.py::test_take", "x", "--history", str(bad)]) == 2
+    assert (
+        "bad.jsonl:1: fields {'issue': 'int', 'symptom': 'list'} must be" in capsys.readouterr().err
+    )
+    take = [str(repo), "tests/test_shop.py::test_take", "x"]
+    for flags, said in [
+        (["--timeout", "nan"], "--timeout=nan: expected a finite number > 0"),
+        (["--timeout", "0"], "--timeout=0.0: expected a finite number > 0"),
+        (["--temperature", "nan"], "--temperature=nan"),
+        (["--top-k", "0"], "--top-k=0: expected an integer >= 1"),
+        (["--samples", "0"], "--samples=0"),
+        (["--out", str(repo)], f"--out {repo}: {repo}: is a directory"),
+    ]:
+        assert main([*take, *flags]) == 2 and said in capsys.readouterr().err, flags
+    assert main([str(repo), "tests/nope.py::test_x", "x"]) == 2
+    assert "no file tests/nope.py in the repository" in capsys.readouterr().err
+    assert main([str(repo), "tests/test_shop.py::test_nope", "x"]) == 2
+    err = capsys.readouterr().err
+    assert "defines no top-level function 'test_nope'" in err and "'test_take'" in err
+
+
+def test_a_method_of_a_class_is_repaired_in_place(tmp_path: Path) -> None:
+    from neuroedge.models.conrad.__main__ import main
+
+    jobs = (
+        "class Queue:\n\n    def __init__(self, items):\n        self.items = items\n\n"
+        "    def peek(self, n):\n        # the first n items\n        return self.items[:n - 1]\n"
+    )
+    tests = (
+        "from jobs import Queue\n\ndef test_peek():\n"
+        "    got, want = Queue([1, 2, 3]).peek(2), [1, 2]\n    assert got == want, (got, want)\n"
+    )
+    repo = write_repo(tmp_path, {"jobs.py": jobs, "tests/test_queue.py": tests})
+    out = tmp_path / "fix.diff"
+    args = [str(repo), "tests/test_queue.py::test_peek", "Queue.peek returns one item too few"]
+    assert main([*args, "--out", str(out)]) == 0
+    diff = out.read_text()
+    assert "-        return self.items[:n - 1]" in diff and "+        return self.items[:n]" in diff
+    assert not any(x.startswith("-") and "# the first" in x for x in diff.splitlines())
