@@ -202,3 +202,26 @@ def test_bench_cli_reports_a_corrupt_atis_recording(tmp_path, capsys) -> None:
     err = capsys.readouterr().err
     assert f"flip.bin: byte offset {at}: events out of time order at index 3" in err
     assert CLI_HINT in err
+
+
+@pytest.mark.parametrize(
+    ("config", "said"),
+    [
+        (
+            '{"width": 32.9, "height": 32}',
+            "width and height must be integers >= 1, got {'width': 32.9}",
+        ),
+        ('{"width": 32, "height": "32"}', "got {'height': '32'}"),
+        ('{"width": 0, "height": true}', "got {'width': 0, 'height': True}"),
+        ('{"width": 32}', "needs integer width and height"),
+        ("[32, 32]", "needs integer width and height"),
+    ],
+)
+def test_dataset_sensor_takes_whole_positive_sizes_only(tmp_path, config, said) -> None:
+    from neuroedge.models.bivision.data import dataset_sensor
+
+    (tmp_path / "config.json").write_text(config)
+    with pytest.raises(ValueError, match=re.escape(said)):
+        dataset_sensor(tmp_path)
+    (tmp_path / "config.json").write_text('{"width": 32, "height": 24}')
+    assert (dataset_sensor(tmp_path).width, dataset_sensor(tmp_path).height) == (32, 24)

@@ -73,9 +73,13 @@ def dataset_sensor(root: str | os.PathLike[str]) -> SensorSize:
         )
     try:
         cfg = json.loads(path.read_text())
-        return SensorSize(int(cfg["width"]), int(cfg["height"]))
+        size = {k: cfg[k] for k in ("width", "height")}
     except (ValueError, KeyError, TypeError) as err:
         raise ValueError(f"{path}: needs integer width and height ({err})") from None
+    bad = {k: v for k, v in size.items() if isinstance(v, bool) or not isinstance(v, int) or v < 1}
+    if bad:  # 32.9 or "32" is not read as 32
+        raise ValueError(f"{path}: width and height must be integers >= 1, got {bad}")
+    return SensorSize(size["width"], size["height"])
 
 
 def load_classification(
