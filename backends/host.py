@@ -49,8 +49,8 @@ class HostBackend(MeasuredBackend):
         return Artifact(self.name, "python", spec, meta={"device": "cpu"}, handle=program)
 
     def run(self, artifact: Artifact, inputs: Mapping[str, Any]) -> dict[str, Any]:
-        bind_inputs(artifact.spec, inputs)
         program = artifact.handle
+        bind_inputs(artifact.spec, inputs, finite=not isinstance(program, HostProgram))
         if isinstance(program, HostProgram):
             return dict(program.fn(**inputs))
         return run_torch_program(program, inputs)

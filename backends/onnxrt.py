@@ -96,12 +96,12 @@ class OnnxRuntimeBackend(MeasuredBackend):
         return Artifact(self.name, "onnx", spec, path=str(path), meta=meta, handle=session)
 
     def run(self, artifact: Artifact, inputs: Mapping[str, Any]) -> dict[str, Any]:
-        bind_inputs(artifact.spec, inputs)
+        bind_inputs(artifact.spec, inputs, finite=True)
         session, meta = artifact.handle, artifact.meta
         state_names = meta["state_names"]
         data_inputs = [n for n in meta["inputs"] if n not in state_names]
         outs = [n for n in meta["outputs"] if not n.endswith("_out") or n[:-4] not in state_names]
-        xs = [np.ascontiguousarray(inputs[n]) for n in data_inputs]
+        xs = [np.ascontiguousarray(_numpy(inputs[n])) for n in data_inputs]
         if not state_names:
             ys = _session_run(session, outs, dict(zip(data_inputs, xs)), artifact.path)
             return dict(zip(outs, ys))
@@ -243,3 +243,8 @@ def _load_state_init(path: Path, session: Any, state_names: tuple[str, ...]) -> 
             )
         init.append(np.zeros((1, *dims), dtype=np.float32))
     return init
+
+
+def _numpy(value: Any) -> Any:
+    """A numpy view of an input; a torch tensor is detached first (it may require grad)."""
+    return value.detach().cpu().numpy() if hasattr(value, "detach") else value

@@ -22,6 +22,11 @@ class ConfigError(NeuroedgeError, ValueError):
     """A --config key the model does not read; the message names it and lists the valid ones."""
 
 
+class InputError(NeuroedgeError, ValueError):
+    """Model inputs that do not fit the spec: the message names the input, the expected shape
+    and dtype, and what was given."""
+
+
 class ExportRefused(NeuroedgeError):
     """An export that would give a wrong artifact (e.g. hidden state), refused with a reason."""
 

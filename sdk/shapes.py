@@ -5,46 +5,76 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from neuroedge.errors import InputError
 from neuroedge.types import IOSpec, ModelSpec
 
 
-def bind_inputs(spec: ModelSpec, inputs: Mapping[str, Any]) -> dict[str, int]:
-    """Validate ``inputs`` (numpy arrays or tensors) and return ``{symbol: size}``.
+def bind_inputs(spec: ModelSpec, inputs: Mapping[str, Any], finite: bool = False) -> dict[str, int]:
+    """Validate ``inputs`` (numpy arrays or tensors) and return ``{symbol: size}``; every
+    symbolic axis ("batch", "T", ...) must be at least 1. ``finite``: float inputs hold no
+    NaN or inf (the torch and ONNX programs would compute on them silently; host functions
+    check their own inputs, naming rows and columns).
 
-    Raises ``ValueError`` naming the input, the expected shape and dtype, and what was given.
+    Raises ``InputError`` (a ValueError) naming the input, the expected shape and dtype, and
+    what was given.
     """
     expected = {io.name for io in spec.inputs}
+    if not isinstance(inputs, Mapping):
+        raise InputError(
+            f"model {spec.name!r}: inputs are a mapping {{name: array}} of {sorted(expected)}, "
+            f"got a {type(inputs).__name__}"
+        )
     missing, extra = expected - set(inputs), set(inputs) - expected
     if missing or extra:
-        raise ValueError(
+        raise InputError(
             f"model {spec.name!r} takes inputs {sorted(expected)}; missing {sorted(missing)}, "
             f"unexpected {sorted(extra)}"
         )
     symbols: dict[str, int] = {}
     for io in spec.inputs:
         _bind_one(spec.name, io, inputs[io.name], symbols)
+        if finite and io.dtype.startswith("float"):
+            _check_finite_input(spec.name, io, inputs[io.name])
     return symbols
 
 
 def _bind_one(model: str, io: IOSpec, value: Any, symbols: dict[str, int]) -> None:
-    shape = tuple(int(d) for d in getattr(value, "shape", ()))
-    dtype = str(getattr(value, "dtype", type(value).__name__)).replace("torch.", "")
     where = f"model {model!r} input {io.name!r}: expected shape {io.describe()}"
+    if not (hasattr(value, "shape") and hasattr(value, "dtype")):
+        raise InputError(f"{where} as a numpy array or torch tensor, got a {type(value).__name__}")
+    shape = tuple(int(d) for d in value.shape)
+    dtype = str(value.dtype).replace("torch.", "")
     if dtype != io.dtype:
-        raise ValueError(f"{where}, got dtype {dtype}")
+        raise InputError(f"{where}, got dtype {dtype}")
     if len(shape) != len(io.shape):
-        raise ValueError(
+        raise InputError(
             f"{where}, got shape {list(shape)} ({len(shape)} dims, not {len(io.shape)})"
         )
     for axis, (want, got) in enumerate(zip(io.shape, shape)):
         if isinstance(want, int):
             if want != got:
-                raise ValueError(f"{where}, got shape {list(shape)} (axis {axis} is {got})")
+                raise InputError(f"{where}, got shape {list(shape)} (axis {axis} is {got})")
+        elif got < 1:
+            raise InputError(f"{where}, got shape {list(shape)}: axis {axis} ({want}) is empty")
         elif symbols.setdefault(want, got) != got:
-            raise ValueError(
+            raise InputError(
                 f"{where}, got shape {list(shape)}: axis {axis} ({want}) is {got} "
                 f"but another input fixed {want}={symbols[want]}"
             )
+
+
+def _check_finite_input(model: str, io: IOSpec, value: Any) -> None:
+    import numpy as np
+
+    arr = value.detach().cpu().numpy() if hasattr(value, "detach") else np.asarray(value)
+    if np.isfinite(arr).all():
+        return
+    bad = np.argwhere(~np.isfinite(arr))
+    first = tuple(int(i) for i in bad[0])
+    raise InputError(
+        f"model {model!r} input {io.name!r}: {len(bad)} values are NaN or inf, the first "
+        f"at index {first} ({arr[first]}); the model would compute on them silently"
+    )
 
 
 def resolve_shape(io: IOSpec, symbols: Mapping[str, int]) -> tuple[int, ...]:

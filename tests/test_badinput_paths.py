@@ -149,3 +149,43 @@ def test_a_garbage_checkpoint_gets_no_advice_to_unpickle_it(
     assert main(args) == 2
     err_text = capsys.readouterr().err
     assert "g.pt: not a readable checkpoint" in err_text and "weights_only" not in err_text
+
+
+def test_torch_and_onnx_programs_refuse_non_finite_and_empty_inputs_and_take_grad_tensors():
+    import numpy as np
+    import torch
+
+    import neuroedge as ne
+    from neuroedge.errors import InputError
+    from neuroedge.registry import get_backend
+
+    for backend in ("host", "onnxrt"):
+        art, _ = ne.deploy("snn.lif_convnet", backend, config={"smoke": True})
+        x = art.spec.example_for(0, {"smoke": True})["x"]
+        run = get_backend(backend).run
+        y = x.copy()
+        y.flat[0] = np.nan  # a NaN pixel was read as "no spike": finite logits, no error
+        with pytest.raises(InputError, match=r"input 'x': 1 values are NaN or inf"):
+            run(art, {"x": y})
+        with pytest.raises(InputError, match=r"axis 0 \(T\) is empty"):
+            run(art, {"x": x[:0]})  # was a RuntimeError from torch.stack
+        want = run(art, {"x": x})["logits"]
+        got = run(art, {"x": torch.as_tensor(x).requires_grad_()})["logits"]
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+def test_cadre_names_a_non_finite_value_and_checks_the_domain_index():
+    import numpy as np
+
+    from neuroedge.models.cadre.spec import DOMAINS, SPEC
+
+    program = SPEC.build({"smoke": True})
+    ex = SPEC.example(0)
+    x = ex["x"].copy()
+    x[1, 4, 2] = np.inf  # was reported as "window 1 has a gap (NaN)"
+    with pytest.raises(ValueError, match=r"x: window 1 step 4 feature 2 is inf"):
+        program.fn(x=x, domain=ex["domain"])
+    for bad in (ex["domain"] * 0 - 1, ex["domain"] * 0 + DOMAINS, ex["domain"][:1]):
+        with pytest.raises(ValueError, match=rf"domain: expected 4 indices in 0..{DOMAINS - 1}"):
+            program.fn(x=ex["x"], domain=bad)
+    assert set(program.fn(x=ex["x"], domain=ex["domain"])) == {"graph", "latents"}

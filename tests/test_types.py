@@ -88,6 +88,28 @@ def test_bind_inputs_binds_symbols_and_names_the_expected_shape() -> None:
         bind_inputs(spec, {})
 
 
+def test_bind_inputs_refuses_what_is_no_array_empty_axes_and_non_finite_values() -> None:
+    import torch
+    from neuroedge.errors import InputError, NeuroedgeError
+
+    spec, x = make_spec(), np.zeros((5, 3, 4), np.float32)
+    with pytest.raises(InputError, match=r"inputs are a mapping \{name: array\} of \['x'\], got"):
+        bind_inputs(spec, x)
+    with pytest.raises(InputError, match=r"as a numpy array or torch tensor, got a list"):
+        bind_inputs(spec, {"x": x.tolist()})
+    with pytest.raises(InputError, match=r"got shape \[0, 3, 4\]: axis 0 \(T\) is empty"):
+        bind_inputs(spec, {"x": x[:0]})
+    with pytest.raises(InputError, match=r"axis 1 \(batch\) is empty"):
+        bind_inputs(spec, {"x": x[:, :0]})
+    y = x.copy()
+    y[2, 1, 3] = np.inf
+    assert bind_inputs(spec, {"x": y}) == {"T": 5, "batch": 3}  # host functions check their own
+    for value in (y, torch.as_tensor(y).requires_grad_()):
+        with pytest.raises(InputError, match=r"1 values are NaN or inf, the first at index "):
+            bind_inputs(spec, {"x": value}, finite=True)
+    assert issubclass(InputError, ValueError) and issubclass(InputError, NeuroedgeError)
+
+
 def test_resolve_shape_uses_bound_symbols() -> None:
     assert resolve_shape(IOSpec("y", ("T", "batch", 2)), {"T": 5, "batch": 3}) == (5, 3, 2)
     with pytest.raises(ValueError, match="no input binds"):

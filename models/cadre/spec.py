@@ -30,7 +30,10 @@ def _checkpoint(config: Mapping[str, Any]) -> Path:
 
 def build(config: Mapping[str, Any]) -> HostProgram:
     """``fn(x, domain)`` -> per-window mean J_g [batch, dx, dx] and the posterior-mean latent
-    z_1 [batch, dz] (the first step with a full 3-step context)."""
+    z_1 [batch, dz] (the first step with a full 3-step context). ``domain`` is checked
+    (0..DOMAINS-1) but the outputs do not depend on it: the domain embedding scales the
+    learned prior's innovations, which only training reads; the posterior and the decoder
+    see x alone."""
     import torch
     from neuroedge.checkpoints import load_checkpoint, load_weights, resolve_checkpoint
     from neuroedge.models.cadre import functional as F
@@ -49,8 +52,12 @@ def build(config: Mapping[str, Any]) -> HostProgram:
         if xt.ndim != 3 or xt.shape[1] < 3 or xt.shape[2] != DX:
             raise ValueError(f"x: expected [batch, T >= 3, {DX}], got {list(xt.shape)}")
         if not torch.isfinite(xt).all():
+            w, t, i = (int(v) for v in torch.nonzero(~torch.isfinite(xt))[0])
+            raise ValueError(f"x: window {w} step {t} feature {i} is {float(xt[w, t, i])}")
+        d = np.asarray(domain).reshape(-1)
+        if d.size != len(xt) or not ((d >= 0) & (d < DOMAINS)).all():
             raise ValueError(
-                f"x: window {int(torch.nonzero(~torch.isfinite(xt))[0, 0])} has a gap (NaN)"
+                f"domain: expected {len(xt)} indices in 0..{DOMAINS - 1}, got {d.tolist()[:8]}"
             )
         z, s = model.posterior_means(xt)
         with torch.no_grad():
