@@ -50,7 +50,9 @@ class HostBackend(MeasuredBackend):
 
     def run(self, artifact: Artifact, inputs: Mapping[str, Any]) -> dict[str, Any]:
         program = artifact.handle
-        bind_inputs(artifact.spec, inputs, finite=not isinstance(program, HostProgram))
+        torch_program = isinstance(program, TorchProgram)
+        axes = program.meta.get("axes") if torch_program else None
+        bind_inputs(artifact.spec, inputs, finite=not isinstance(program, HostProgram), fixed=axes)
         if isinstance(program, HostProgram):
             return dict(program.fn(**inputs))
         return run_torch_program(program, inputs)

@@ -118,7 +118,8 @@ class OnnxRuntimeBackend(MeasuredBackend):
                 raise ValueError(
                     f"{artifact.path}: this sequence export runs T={steps} steps, got "
                     f"input {data_inputs[0]!r} of shape {list(xs[0].shape)}; "
-                    "export with form=step for any T"
+                    "compile with the option form=step for any T (`neuroedge run --option "
+                    "form=step`)"
                 )
             ys = _session_run(session, fetch, dict(zip(feed_names, xs + state)), artifact.path)
             result = dict(zip(outs, ys[: len(outs)]))

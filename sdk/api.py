@@ -31,8 +31,10 @@ def deploy(
     backend: str = "host",
     config: Mapping[str, Any] | None = None,
     options: Mapping[str, str] | None = None,
+    inputs: Mapping[str, Any] | None = None,
 ) -> tuple[Artifact, Report]:
-    """Build ``name``, compile it for ``backend`` and profile it on the example input.
+    """Build ``name``, compile it for ``backend`` and profile it on ``inputs`` (default: the
+    model's example input; see ``neuroedge.arrays.load_inputs`` for a user's own).
 
     The report has the latency percentiles and throughput, the SOPs, MACs and energy
     estimate counted on the host reference for that input (torch models), and, off the host,
@@ -53,7 +55,7 @@ def deploy(
     artifact = be.compile(program, spec, options)
     # the config travels with the artifact, so ``profile`` builds the same example input
     artifact = dataclasses.replace(artifact, meta={**artifact.meta, "build_config": cfg})
-    example = spec.example_for(0, cfg)
+    example = spec.example_for(0, cfg) if inputs is None else inputs
     report = be.profile(artifact, example)
     metrics, notes = _reference_metrics(program, spec, artifact, example)
     return artifact, Report(

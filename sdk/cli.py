@@ -10,6 +10,8 @@ import tempfile
 from collections.abc import Sequence
 from typing import Any
 
+from neuroedge.cli_args import config_items as _config
+from neuroedge.cli_run import add_run_parser
 from neuroedge.errors import NeuroedgeError
 from neuroedge.registry import available_backends, get_model, model_names
 
@@ -214,62 +216,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def _as_text(arr: Any, max_lines: int = 40) -> str:
-    """``  text '...'`` for a 1-D uint8 output holding 0-padded printable UTF-8 (multi-line
-    text, e.g. a diff: ``  text:`` and its first ``max_lines`` lines indented), else ""."""
-    from neuroedge.text_codes import decode
-
-    if arr.dtype.name != "uint8" or arr.ndim != 1:
-        return ""
-    try:
-        text = decode(arr, "output")
-    except ValueError:
-        return ""
-    lines = text.rstrip("\n").split("\n")
-    if not all(line.expandtabs().isprintable() for line in lines) or len(lines) == 1:
-        return f"  text {text[:120]!r}" if text.isprintable() else ""
-    more = [f"    ... {len(lines) - max_lines} more lines"] if len(lines) > max_lines else []
-    return "  text:\n" + "\n".join(["    " + line for line in lines[:max_lines]] + more)
-
-
-def cmd_run(args: argparse.Namespace) -> int:
-    import numpy as np
-
-    from neuroedge.api import deploy
-
-    config = _config(args.config)
-    artifact, report = deploy(args.name, args.backend, config)
-    from neuroedge.registry import get_backend
-
-    spec = artifact.spec
-    example = spec.example_for(args.seed, {**spec.default_config, **config})
-    outputs = get_backend(args.backend).run(artifact, example)
-    for name, value in outputs.items():
-        arr = np.asarray(value)
-        line = f"{name:<14} shape {list(arr.shape)}  mean {arr.mean():.4g}  max {arr.max():.4g}"
-        print(line + _as_text(arr))
-    print(
-        f"latency p50 {report.metrics['latency_p50_ms'].value:.3f} ms "
-        f"({report.metrics['latency_p50_ms'].how}) on {args.backend}"
-    )
-    shown = [
-        k
-        for k in (
-            "sops_per_sample",
-            "energy_uj",
-            "max_abs_err",
-            "spike_agreement",
-            "within_tolerance",
-        )
-        if k in report.metrics
-    ]
-    if shown:
-        print("  ".join(f"{k} {report.metrics[k].value:.4g}" for k in shown))
-    for note in (*report.fallbacks, *(n for n in report.notes if n.startswith("parity:"))):
-        print(f"{args.backend}: {note}")
-    return 0
-
-
 def cmd_nir(args: argparse.Namespace) -> int:
     from neuroedge.api import check_nir
     from neuroedge.atomic import check_writable
@@ -312,20 +258,6 @@ def cmd_nir(args: argparse.Namespace) -> int:
     return 0
 
 
-def _config(items: Sequence[str] | None) -> dict[str, Any]:
-    """``key=value`` pairs; values parsed as JSON when they parse, else kept as strings."""
-    config: dict[str, Any] = {}
-    for item in items or ():
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ValueError(f"--config takes key=value, got {item!r}")
-        try:
-            config[key] = json.loads(value)
-        except json.JSONDecodeError:
-            config[key] = value
-    return config
-
-
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="neuroedge", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -363,11 +295,7 @@ def parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--history", default=None, help="SQLite history file")
     s.set_defaults(fn=cmd_bench)
-    s = sub.add_parser("run", help="run a model once on its example input")
-    s.add_argument("name")
-    s.add_argument("--backend", default="host")
-    s.add_argument("--seed", type=int, default=0)
-    s.set_defaults(fn=cmd_run)
+    add_run_parser(sub)
     s = sub.add_parser("nir", help="run a NIR file on a backend and compare it with the host")
     s.add_argument("file")
     s.add_argument("--backend", default="lava")

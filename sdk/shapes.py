@@ -9,11 +9,18 @@ from neuroedge.errors import InputError
 from neuroedge.types import IOSpec, ModelSpec
 
 
-def bind_inputs(spec: ModelSpec, inputs: Mapping[str, Any], finite: bool = False) -> dict[str, int]:
+def bind_inputs(
+    spec: ModelSpec,
+    inputs: Mapping[str, Any],
+    finite: bool = False,
+    fixed: Mapping[str, int] | None = None,
+) -> dict[str, int]:
     """Validate ``inputs`` (numpy arrays or tensors) and return ``{symbol: size}``; every
-    symbolic axis ("batch", "T", ...) must be at least 1. ``finite``: float inputs hold no
+    symbolic axis ("batch", "T", ...) must be at least 1 and every value inside the input's
+    ``bounds`` when it declares them (token ids). ``finite``: float inputs hold no
     NaN or inf (the torch and ONNX programs would compute on them silently; host functions
-    check their own inputs, naming rows and columns).
+    check their own inputs, naming rows and columns). ``fixed``: symbols the built program
+    already fixes (a TorchProgram's ``meta["axes"]``, e.g. ``{"d_model": 32}``).
 
     Raises ``InputError`` (a ValueError) naming the input, the expected shape and dtype, and
     what was given.
@@ -30,15 +37,17 @@ def bind_inputs(spec: ModelSpec, inputs: Mapping[str, Any], finite: bool = False
             f"model {spec.name!r} takes inputs {sorted(expected)}; missing {sorted(missing)}, "
             f"unexpected {sorted(extra)}"
         )
-    symbols: dict[str, int] = {}
+    symbols: dict[str, int] = dict(fixed or {})
     for io in spec.inputs:
-        _bind_one(spec.name, io, inputs[io.name], symbols)
+        _bind_one(spec.name, io, inputs[io.name], symbols, set(fixed or ()))
         if finite and io.dtype.startswith("float"):
             _check_finite_input(spec.name, io, inputs[io.name])
+        if io.bounds is not None:
+            _check_bounds(spec.name, io, inputs[io.name])
     return symbols
 
 
-def _bind_one(model: str, io: IOSpec, value: Any, symbols: dict[str, int]) -> None:
+def _bind_one(model: str, io: IOSpec, value: Any, symbols: dict[str, int], built: set[str]) -> None:
     where = f"model {model!r} input {io.name!r}: expected shape {io.describe()}"
     if not (hasattr(value, "shape") and hasattr(value, "dtype")):
         raise InputError(f"{where} as a numpy array or torch tensor, got a {type(value).__name__}")
@@ -57,9 +66,10 @@ def _bind_one(model: str, io: IOSpec, value: Any, symbols: dict[str, int]) -> No
         elif got < 1:
             raise InputError(f"{where}, got shape {list(shape)}: axis {axis} ({want}) is empty")
         elif symbols.setdefault(want, got) != got:
+            by = "the built model" if want in built else "another input"
             raise InputError(
                 f"{where}, got shape {list(shape)}: axis {axis} ({want}) is {got} "
-                f"but another input fixed {want}={symbols[want]}"
+                f"but {by} fixed {want}={symbols[want]}"
             )
 
 
@@ -74,6 +84,21 @@ def _check_finite_input(model: str, io: IOSpec, value: Any) -> None:
     raise InputError(
         f"model {model!r} input {io.name!r}: {len(bad)} values are NaN or inf, the first "
         f"at index {first} ({arr[first]}); the model would compute on them silently"
+    )
+
+
+def _check_bounds(model: str, io: IOSpec, value: Any) -> None:
+    import numpy as np
+
+    arr = value.detach().cpu().numpy() if hasattr(value, "detach") else np.asarray(value)
+    low, high = io.bounds  # type: ignore[misc]
+    outside = ~((arr >= low) & (arr <= high))  # NaN is outside too
+    if not outside.any():
+        return
+    first = tuple(int(i) for i in np.argwhere(outside)[0])
+    raise InputError(
+        f"model {model!r} input {io.name!r}: {int(outside.sum())} values lie outside "
+        f"[{low:g}, {high:g}], the first at index {first} ({arr[first]})"
     )
 
 

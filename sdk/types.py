@@ -53,11 +53,16 @@ class IOSpec:
     name: str
     shape: tuple[int | str, ...]  # ints are fixed sizes, strings are symbolic axes
     dtype: str = "float32"  # numpy dtype name
+    bounds: tuple[float, float] | None = None  # inclusive value range (token ids: 0..vocab-1)
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier():
             raise ValueError(f"IOSpec name {self.name!r} must be an identifier")
         _require(self.dtype, DTYPES, f"IOSpec {self.name!r} dtype")
+        if self.bounds is not None and not (
+            len(self.bounds) == 2 and self.bounds[0] <= self.bounds[1]
+        ):
+            raise ValueError(f"IOSpec {self.name!r}: bounds {self.bounds} are not (low, high)")
         for dim in self.shape:
             if not isinstance(dim, (int, str)) or (isinstance(dim, int) and dim < 0):
                 raise ValueError(f"IOSpec {self.name!r}: bad dimension {dim!r} in {self.shape}")

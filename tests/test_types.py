@@ -110,6 +110,56 @@ def test_bind_inputs_refuses_what_is_no_array_empty_axes_and_non_finite_values()
     assert issubclass(InputError, ValueError) and issubclass(InputError, NeuroedgeError)
 
 
+def test_bind_inputs_refuses_values_outside_declared_bounds() -> None:
+    import torch
+    from neuroedge.errors import InputError
+
+    spec = make_spec(inputs=(IOSpec("ids", ("batch", 3), "int64", bounds=(0, 9)),))
+    ids = np.array([[0, 9, 4], [1, 2, 3]], np.int64)
+    assert bind_inputs(spec, {"ids": ids}) == {"batch": 2}
+    ids[1, 2] = 10
+    for value in (ids, torch.as_tensor(ids)):
+        with pytest.raises(
+            InputError,
+            match=r"'ids': 1 values lie outside \[0, 9\], the first "
+            r"at index \(1, 2\) \(10\)",
+        ):
+            bind_inputs(spec, {"ids": value})
+    with pytest.raises(ValueError, match=r"bounds \(3, 1\) are not \(low, high\)"):
+        IOSpec("ids", ("batch",), "int64", bounds=(3, 1))
+
+
+def test_specprune_text_ids_outside_the_vocabulary_are_named() -> None:
+    from neuroedge.errors import InputError
+    from neuroedge.models.specprune.data import vocabulary
+    from neuroedge.registry import get_backend, get_model
+
+    spec, host = get_model("vla.specprune"), get_backend("host")
+    artifact = host.compile(spec.build({"smoke": True}), spec, None)
+    inputs = dict(spec.example(0))
+    host.run(artifact, inputs)  # the example itself is inside the vocabulary
+    inputs["text"] = inputs["text"].copy()
+    inputs["text"][0, 1] = len(vocabulary())
+    top = len(vocabulary()) - 1
+    with pytest.raises(InputError, match=rf"'text': 1 values lie outside \[0, {top}\]"):
+        host.run(artifact, inputs)
+
+
+def test_a_width_the_built_model_fixes_is_named_before_torch_runs() -> None:
+    from neuroedge.errors import InputError
+    from neuroedge.registry import get_backend, get_model
+
+    spec, host = get_model("ttt.linear_attention"), get_backend("host")
+    artifact = host.compile(spec.build({"d_model": 16, "heads": 1, "head_dim": 8}), spec, None)
+    assert host.run(artifact, {"x": np.zeros((3, 2, 16), np.float32)})["y"].shape == (3, 2, 16)
+    with pytest.raises(
+        InputError,
+        match=r"axis 2 \(d_model\) is 32 but the built model fixed "
+        r"d_model=16",
+    ):
+        host.run(artifact, {"x": np.zeros((3, 2, 32), np.float32)})
+
+
 def test_resolve_shape_uses_bound_symbols() -> None:
     assert resolve_shape(IOSpec("y", ("T", "batch", 2)), {"T": 5, "batch": 3}) == (5, 3, 2)
     with pytest.raises(ValueError, match="no input binds"):

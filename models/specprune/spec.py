@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from neuroedge.models.specprune.data import vocabulary
 from neuroedge.models.specprune.train import DEFAULTS as TRAIN_DEFAULTS
 from neuroedge.errors import ConfigError
 from neuroedge.seeding import seeded
@@ -89,7 +90,7 @@ SPEC = ModelSpec(
         IOSpec("primary", ("batch", IMAGE, IMAGE, 3), "uint8"),
         IOSpec("wrist", ("batch", IMAGE, IMAGE, 3), "uint8"),
         IOSpec("proprio", ("batch", 4)),
-        IOSpec("text", ("batch", TEXT_LEN), "int64"),
+        IOSpec("text", ("batch", TEXT_LEN), "int64", bounds=(0, len(vocabulary()) - 1)),
         IOSpec("prior", ("batch", VISUAL)),
     ),
     outputs=(IOSpec("actions", ("batch", CHUNK, 4)), IOSpec("scores", ("batch", VISUAL))),

@@ -54,7 +54,12 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
         ("y",),
         step.state_names,
         step.init_state,
-        meta={"variant": layer.variant.name, "trained": False, "config": {**DEFAULTS, **config}},
+        meta={
+            "variant": layer.variant.name,
+            "trained": False,
+            "config": {**DEFAULTS, **config},
+            "axes": {"d_model": int(layer.qkv.in_features)},
+        },
     )
 
 

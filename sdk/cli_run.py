@@ -1,0 +1,103 @@
+"""``neuroedge run``: a model once on its example input or on the user's own arrays."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from neuroedge.cli_args import config_items, option_items
+from neuroedge.errors import InputError
+
+
+def _as_text(arr: Any, max_lines: int = 40) -> str:
+    """``  text '...'`` for a 1-D uint8 output holding 0-padded printable UTF-8 (multi-line
+    text, e.g. a diff: ``  text:`` and its first ``max_lines`` lines indented), else ""."""
+    from neuroedge.text_codes import decode
+
+    if arr.dtype.name != "uint8" or arr.ndim != 1:
+        return ""
+    try:
+        text = decode(arr, "output")
+    except ValueError:
+        return ""
+    lines = text.rstrip("\n").split("\n")
+    if not all(line.expandtabs().isprintable() for line in lines) or len(lines) == 1:
+        return f"  text {text[:120]!r}" if text.isprintable() else ""
+    more = [f"    ... {len(lines) - max_lines} more lines"] if len(lines) > max_lines else []
+    return "  text:\n" + "\n".join(["    " + line for line in lines[:max_lines]] + more)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from neuroedge.api import deploy
+    from neuroedge.arrays import check_output_path, load_inputs, save_outputs
+    from neuroedge.registry import get_backend, get_model
+
+    config = config_items(args.config)
+    if args.output is not None:  # '' too: a bad --output fails now, not after the run
+        check_output_path(args.output)
+    if args.input is not None:
+        inputs = load_inputs(args.input, get_model(args.name))
+        shapes = ", ".join(f"{k} {list(v.shape)}" for k, v in inputs.items())
+        print(f"input {args.input}: {shapes}")
+    else:
+        spec = get_model(args.name)
+        inputs = spec.example_for(args.seed, {**spec.default_config, **config})
+    options = option_items(args.option)
+    try:
+        artifact, report = deploy(args.name, args.backend, config, options, inputs=inputs)
+        outputs = get_backend(args.backend).run(artifact, inputs)
+    except InputError as err:  # what only the built model knows (a width): name the file too
+        if args.input is None:
+            raise
+        raise InputError(f"{args.input}: {err}") from err
+    for name, value in outputs.items():
+        arr = np.asarray(value)
+        line = f"{name:<14} shape {list(arr.shape)}  mean {arr.mean():.4g}  max {arr.max():.4g}"
+        print(line + _as_text(arr))
+    print(
+        f"latency p50 {report.metrics['latency_p50_ms'].value:.3f} ms "
+        f"({report.metrics['latency_p50_ms'].how}) on {args.backend}"
+    )
+    shown = [
+        k
+        for k in (
+            "sops_per_sample",
+            "energy_uj",
+            "max_abs_err",
+            "spike_agreement",
+            "within_tolerance",
+        )
+        if k in report.metrics
+    ]
+    if shown:
+        print("  ".join(f"{k} {report.metrics[k].value:.4g}" for k in shown))
+    for note in (*report.fallbacks, *(n for n in report.notes if n.startswith("parity:"))):
+        print(f"{args.backend}: {note}")
+    if args.output is not None:
+        print(f"outputs written to {save_outputs(args.output, outputs)}")
+    return 0
+
+
+def add_run_parser(sub: Any) -> None:
+    """The ``run`` subcommand on ``sub`` (the top parser's subparsers)."""
+    s = sub.add_parser("run", help="run a model once on its example input or on yours")
+    s.add_argument("name")
+    s.add_argument("--backend", default="host", help="host (default), onnxrt, lava, ...")
+    s.add_argument("--seed", type=int, default=0, help="seed of the generated example input")
+    s.add_argument(
+        "--input",
+        default=None,
+        help=".npz with one array per model input, named as `neuroedge info NAME` lists "
+        "(.npy for a one-input model); replaces the example",
+    )
+    s.add_argument("--output", default=None, help=".npz to write the output arrays to")
+    s.add_argument(
+        "--option",
+        action="append",
+        metavar="KEY=VALUE",
+        default=None,
+        help="backend option; repeat for more (onnxrt: form=step runs any T, threads=N)",
+    )
+    s.set_defaults(fn=cmd_run)

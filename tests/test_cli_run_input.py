@@ -1,0 +1,148 @@
+"""`neuroedge run NAME --input X.npz --output Y.npz`: a user's own arrays, checked before the
+model runs, every error naming the file; outputs written atomically and equal to the host's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from neuroedge.cli import main
+
+NAME = "ttt.linear_attention"  # untrained, one input x[T, batch, d_model=32]
+
+
+def _x(t: int = 5) -> np.ndarray:
+    return np.random.default_rng(0).standard_normal((t, 3, 32)).astype(np.float32)
+
+
+def test_run_on_a_users_npz_writes_the_hosts_outputs(tmp_path: Path, capsys) -> None:
+    from neuroedge.registry import get_backend, get_model
+
+    np.savez(tmp_path / "x.npz", x=_x())
+    assert (
+        main(["run", NAME, "--input", str(tmp_path / "x.npz"), "--output", str(tmp_path / "y.npz")])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "input " in out and "x [5, 3, 32]" in out and "outputs written to" in out
+    spec, host = get_model(NAME), get_backend("host")
+    expected = host.run(host.compile(spec.build({}), spec), {"x": _x()})
+    with np.load(tmp_path / "y.npz") as got:
+        assert sorted(got.files) == sorted(expected)
+        np.testing.assert_array_equal(got["y"], expected["y"])
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temp left
+
+
+def test_run_on_onnxrt_takes_any_t_with_form_step_and_matches_the_host(tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime")
+    np.save(tmp_path / "x.npy", _x(7))  # one input: an .npy will do
+    args = ["run", NAME, "--input", str(tmp_path / "x.npy")]
+    assert main([*args, "--output", str(tmp_path / "host.npz")]) == 0
+    assert (
+        main(
+            [
+                *args,
+                "--backend",
+                "onnxrt",
+                "--option",
+                "form=step",
+                "--output",
+                str(tmp_path / "ort.npz"),
+            ]
+        )
+        == 0
+    )
+    with np.load(tmp_path / "host.npz") as a, np.load(tmp_path / "ort.npz") as b:
+        np.testing.assert_allclose(b["y"], a["y"], atol=1e-4)
+
+
+def test_the_sequence_graph_names_its_t_and_the_option(tmp_path: Path, capsys) -> None:
+    pytest.importorskip("onnxruntime")
+    np.save(tmp_path / "x.npy", _x(7))
+    assert main(["run", NAME, "--backend", "onnxrt", "--input", str(tmp_path / "x.npy")]) == 2
+    assert "runs T=16 steps" in (err := capsys.readouterr().err) and "--option form=step" in err
+
+
+def _write(tmp_path: Path, kind: str) -> Path:
+    path = tmp_path / {
+        "npy_as_npz": "x.npz",
+        "empty": "x.npz",
+        "text": "x.npz",
+        "txt": "x.txt",
+        "dir": "sub",
+    }.get(kind, "x.npz")
+    if kind == "wrong_name":
+        np.savez(path, z=_x())
+    elif kind == "float64":
+        np.savez(path, x=_x().astype(np.float64))
+    elif kind == "shape":
+        np.savez(path, x=_x()[..., :16])
+    elif kind == "object":
+        np.savez(path, x=np.array([{"a": 1}], dtype=object))
+    elif kind == "npy_as_npz":
+        with open(path, "wb") as fh:
+            np.save(fh, _x())
+    elif kind == "empty":
+        path.write_bytes(b"")
+    elif kind == "text":
+        path.write_text("1,2,3\n")
+    elif kind == "txt":
+        path.write_text("1,2,3\n")
+    elif kind == "dir":
+        path.mkdir()
+    return path
+
+
+@pytest.mark.parametrize(
+    ("kind", "message"),
+    [
+        (
+            "wrong_name",
+            r"x\.npz: model 'ttt\.linear_attention' takes inputs \['x'\]; missing "
+            r"\['x'\], unexpected \['z'\]",
+        ),
+        ("float64", r"x\.npz: .*expected shape x\[T, batch, d_model\]:float32, got dtype float64"),
+        ("shape", r"x\.npz: .*axis 2 \(d_model\) is 16 but the built model fixed d_model=32"),
+        ("object", r"x\.npz: not a readable \.npz file of arrays \(Object arrays cannot"),
+        ("npy_as_npz", r"x\.npz: not an \.npz file: it is an \.npy file"),
+        ("empty", r"x\.npz: not an \.npz file: it is empty"),
+        ("text", r"x\.npz: not an \.npz file: it is neither format \(first bytes b'1,2,3\\n'\)"),
+        ("txt", r"x\.txt: expected an \.npz with arrays named \['x'\]"),
+        ("dir", r"sub: is a directory"),
+        (
+            "missing",
+            r"nothere\.npz: no such file \(inputs of ttt\.linear_attention: "
+            r"x\[T, batch, d_model\]:float32\)",
+        ),
+    ],
+)
+def test_bad_input_files_are_named_before_the_model_runs(tmp_path, capsys, kind, message) -> None:
+    import re
+
+    path = tmp_path / "nothere.npz" if kind == "missing" else _write(tmp_path, kind)
+    out = tmp_path / "y.npz"
+    assert main(["run", NAME, "--input", str(path), "--output", str(out)]) == 2
+    assert re.search(message, capsys.readouterr().err), message
+    assert not out.exists()
+
+
+def test_a_bad_output_or_option_is_refused_before_work(tmp_path: Path, capsys) -> None:
+    assert main(["run", NAME, "--output", str(tmp_path / "y.txt")]) == 2
+    assert "--output" in (err := capsys.readouterr().err) and "ending in .npz" in err
+    assert main(["run", NAME, "--option", "form"]) == 2
+    assert "--option 'form': expected KEY=VALUE" in capsys.readouterr().err
+    (tmp_path / "file").write_text("")
+    assert main(["run", NAME, "--output", str(tmp_path / "file" / "y.npz")]) == 2
+    assert "file" in capsys.readouterr().err
+
+
+def test_a_multi_input_model_refuses_an_npy(tmp_path: Path, capsys) -> None:
+    np.save(tmp_path / "x.npy", np.zeros((1, 8), np.int64))
+    assert (
+        main(["run", "vla.specprune", "--config", "smoke=true", "--input", str(tmp_path / "x.npy")])
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert "takes 5 inputs" in err and "arrays of one .npz named ['primary'" in err
