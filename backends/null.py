@@ -39,19 +39,23 @@ class NullBackend:
         self, program: Program, spec: ModelSpec, options: Mapping[str, str] | None = None
     ) -> Artifact:
         check_options(self.name, options, ())
+        axes = getattr(program, "meta", {}).get("axes")  # sizes the built program fixes
         return Artifact(
-            backend=self.name, format="none", spec=spec, meta={"program_kind": program.kind}
+            backend=self.name,
+            format="none",
+            spec=spec,
+            meta={"program_kind": program.kind, **({"axes": axes} if axes else {})},
         )
 
     def run(self, artifact: Artifact, inputs: Mapping[str, Any]) -> dict[str, Any]:
-        symbols = bind_inputs(artifact.spec, inputs)
+        symbols = bind_inputs(artifact.spec, inputs, fixed=artifact.meta.get("axes"))
         return {
             io.name: np.zeros(resolve_shape(io, symbols), dtype=io.dtype)
             for io in artifact.spec.outputs
         }
 
     def profile(self, artifact: Artifact, inputs: Mapping[str, Any], repeats: int = 50) -> Report:
-        symbols = bind_inputs(artifact.spec, inputs)
+        symbols = bind_inputs(artifact.spec, inputs, fixed=artifact.meta.get("axes"))
         for _ in range(repeats):
             self.run(artifact, inputs)
         batch = symbols.get("batch", 1)

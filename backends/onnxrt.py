@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -61,7 +62,9 @@ class OnnxRuntimeBackend(MeasuredBackend):
         form = options.pop("form", "sequence")
         path = Path(options.pop("path", artifact_dir(spec.name, self.name) / f"{form}.onnx"))
         export_onnx(program, spec, path, form=form)
-        return self.load(path, spec, options)
+        artifact = self.load(path, spec, options)
+        axes = program.meta.get("axes")  # sizes the built net fixes (a width, a sensor side)
+        return replace(artifact, meta={**artifact.meta, "axes": axes}) if axes else artifact
 
     def load(
         self,
@@ -96,7 +99,7 @@ class OnnxRuntimeBackend(MeasuredBackend):
         return Artifact(self.name, "onnx", spec, path=str(path), meta=meta, handle=session)
 
     def run(self, artifact: Artifact, inputs: Mapping[str, Any]) -> dict[str, Any]:
-        bind_inputs(artifact.spec, inputs, finite=True)
+        bind_inputs(artifact.spec, inputs, finite=True, fixed=artifact.meta.get("axes"))
         session, meta = artifact.handle, artifact.meta
         state_names = meta["state_names"]
         data_inputs = [n for n in meta["inputs"] if n not in state_names]

@@ -122,7 +122,11 @@ def test_lava_empty_time_axis_onnxrt_wrong_width_and_a_bad_seed_are_clear(tmp_pa
     config = {"smoke": True}
     art, _ = ne.deploy("ttt.linear_attention", "onnxrt", config=config)
     x = ne.registry.get_model("ttt.linear_attention").example_for(0, config)["x"]
+    narrow = {"x": np.ascontiguousarray(x[..., :-1])}
+    with pytest.raises(ValueError, match=r"axis 2 \(d_model\) is 31 but the built model fixed"):
+        get_backend("onnxrt").run(art, narrow)  # compiled here: the width is known up front
+    loaded = get_backend("onnxrt").load(art.path, art.spec)  # a bare .onnx: the graph says
     with pytest.raises(ValueError, match=r"do not fit the graph's"):
-        get_backend("onnxrt").run(art, {"x": np.ascontiguousarray(x[..., :-1])})
+        get_backend("onnxrt").run(loaded, narrow)
     with pytest.raises(ValueError, match="seed='abc': expected an integer >= 0"):
         bivision.build({"smoke": True, "seed": "abc"})

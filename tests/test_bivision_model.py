@@ -156,3 +156,41 @@ def test_a_bad_net_size_is_refused_as_given(size, message):
     with pytest.raises((ConfigError, ValueError), match="seed=1.5"):
         make_net({"variant": "statnf_e2s", "size": 32, "seed": 1.5})
     assert make_net({"variant": "statnf_e2s", "size": 32}).size == 32
+
+
+def test_a_net_of_another_sensor_size_builds_runs_and_exports_at_that_size(tmp_path) -> None:
+    """A checkpoint trained at 48x48 (your own recordings) is built, given examples, run on host
+    and ONNX Runtime at 48x48; an input of the default 32x32 is refused naming the size."""
+    from neuroedge.api import deploy
+    from neuroedge.checkpoints import save_checkpoint
+    from neuroedge.errors import InputError
+    from neuroedge.models.bivision.spec import SPEC, sensor_size
+    from neuroedge.models.bivision.train import make_net
+    from neuroedge.registry import get_backend
+
+    cfg = {"variant": "statnf_e2s", "size": 48, "seed": 3}
+    net = make_net(cfg)
+    path = save_checkpoint(tmp_path / "b48.pt", {"state_dict": net.state_dict(), "config": cfg})
+    config = {"checkpoint": str(path)}
+    assert sensor_size(config) == 48 and sensor_size({"smoke": True}) == 32
+    x = SPEC.example_for(0, config)["x"]
+    assert x.shape == (5, 1, 2, 48, 48) and x.any()
+    host = get_backend("host")
+    art = host.compile(SPEC.build(config), SPEC)
+    out = host.run(art, {"x": x})
+    assert out["detection"].shape == (5, 1, 5, 12, 12) and out["logits"].shape == (5, 1, 2)
+    with torch.inference_mode():  # the checkpoint's weights, not a fresh net's
+        assert torch.equal(next(art.handle.module.parameters()), next(net.parameters()))
+    small = SPEC.example_for(0, {"smoke": True})["x"]
+    with pytest.raises(
+        InputError, match=r"axis 3 \(size\) is 32 but the built model fixed size=48"
+    ):
+        host.run(art, {"x": small})
+    pytest.importorskip("onnxruntime")
+    ort_art, report = deploy("event.bivision", "onnxrt", config)
+    assert report.metrics["within_tolerance"].value == 1.0
+    assert np.allclose(
+        get_backend("onnxrt").run(ort_art, {"x": x})["logits"], out["logits"], atol=1e-4
+    )
+    with pytest.raises(InputError, match=r"the built model fixed size=48"):
+        get_backend("onnxrt").run(ort_art, {"x": small})

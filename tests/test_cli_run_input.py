@@ -146,3 +146,32 @@ def test_a_multi_input_model_refuses_an_npy(tmp_path: Path, capsys) -> None:
     )
     err = capsys.readouterr().err
     assert "takes 5 inputs" in err and "arrays of one .npz named ['primary'" in err
+
+
+def test_event_camera_journey_train_on_your_recordings_then_run_at_their_size(
+    tmp_path: Path, capsys
+) -> None:
+    """`neuroedge train event.bivision --config data=FOLDER` on 16x16 recordings (the N-CARS
+    layout) trains a 16x16 net; `neuroedge run` builds it from the checkpoint and takes a
+    16x16 input from a file, or refuses a 32x32 one naming the size."""
+    from neuroedge.models.bivision.data import ensure_dataset
+
+    gen = {"train_samples": 8, "test_samples": 4, "size": 16, "seed": 0, "noise_rate_hz": 0.0}
+    root = ensure_dataset(tmp_path / "data", "classification", gen, progress=False)
+    ckpt = tmp_path / "mine.pt"
+    cfg = [f"data={root}", "epochs=1", "batch=4", "threads=1"]
+    assert main(["train", "event.bivision", "--out", str(ckpt), "--config", *cfg]) == 0
+    capsys.readouterr()
+    from neuroedge.models.bivision.spec import SPEC
+
+    x = SPEC.example_for(1, {"checkpoint": str(ckpt)})["x"]
+    assert x.shape == (5, 1, 2, 16, 16)
+    np.savez(tmp_path / "x.npz", x=x)
+    args = ["run", "event.bivision", "--config", f"checkpoint={ckpt}", "--input"]
+    assert main([*args, str(tmp_path / "x.npz"), "--output", str(tmp_path / "y.npz")]) == 0
+    with np.load(tmp_path / "y.npz") as y:
+        assert y["detection"].shape == (5, 1, 5, 4, 4)
+    np.savez(tmp_path / "x32.npz", x=SPEC.example_for(1, {"smoke": True})["x"])
+    capsys.readouterr()
+    assert main([*args, str(tmp_path / "x32.npz")]) == 2
+    assert "x32.npz: " in (err := capsys.readouterr().err) and "fixed size=16" in err

@@ -228,14 +228,9 @@ def test_bivision_refuses_an_empty_recording_and_a_mismatched_dataset(tmp_path: 
         train({"data": str(tmp_path / "ds")})
 
 
-def test_untrained_bivision_of_another_size_blames_the_config_and_a_folder_is_no_edge_list(
-    tmp_path: Path,
-) -> None:
-    from neuroedge.models.bivision import spec as bivision
+def test_a_folder_is_no_edge_list(tmp_path: Path) -> None:
     from neuroedge.models.influence_max.data import load_edge_list
 
-    with pytest.raises(ValueError, match="config size 48 gives 48x48 inputs; the registered"):
-        bivision.build({"smoke": True, "size": 48})
     with pytest.raises(IsADirectoryError, match="is a directory; give the edge-list file"):
         load_edge_list(tmp_path)
 

@@ -1,4 +1,11 @@
-"""The registered ModelSpec of event.bivision (STATNF + E2S + BiSNet, 32x32 sensor, T = 5)."""
+"""The registered ModelSpec of event.bivision (STATNF + E2S + BiSNet, T = 5).
+
+The sensor is square, ``size`` x ``size`` pixels (a multiple of 8; ``SIZE`` = 32 unless a
+checkpoint or the config says otherwise): a net trained on your own recordings with
+``neuroedge train event.bivision --config data=FOLDER size=S`` runs and exports at S. The
+spec's axes ``size`` and ``grid`` (= size / 4, the detection map) are fixed by the built net
+(``TorchProgram.meta["axes"]``), so an input of another size is refused before the net runs.
+"""
 
 from __future__ import annotations
 
@@ -15,29 +22,47 @@ SIZE = 32  # sensor pixels per side of the registered model
 STEPS = 5  # E2S time steps (20 ms each over a 100 ms window)
 
 
+def _checkpoint(config: Mapping[str, Any]) -> tuple[Any, dict[str, Any] | None]:
+    """(path, loaded checkpoint or None): the one a build reads, unless ``smoke``."""
+    from neuroedge.checkpoints import load_checkpoint, resolve_checkpoint
+
+    smoke = config.get("smoke")
+    path = resolve_checkpoint(config, "event.bivision.classification", check=not smoke)
+    if smoke or not path.is_file():
+        return path, None
+    ckpt = load_checkpoint(path, required=("state_dict", "config"))
+    if not isinstance(ckpt["config"], Mapping) or not {"variant", "size"} <= set(ckpt["config"]):
+        from neuroedge.errors import ArtifactError
+
+        raise ArtifactError(f"{path}: checkpoint config lacks 'variant' and 'size'")
+    return path, ckpt
+
+
+def sensor_size(config: Mapping[str, Any] | None = None) -> int:
+    """The square sensor side a build with ``config`` takes: the checkpoint's, else the
+    config's ``size``, else ``SIZE``."""
+    cfg = dict(config or {})
+    ckpt = _checkpoint(cfg)[1]
+    return int(ckpt["config"]["size"]) if ckpt else integer({"size": SIZE, **cfg}, "size", 8, 4096)
+
+
 def build(config: Mapping[str, Any]) -> TorchProgram:
     """BiSNet (``variant`` statnf_e2s or lif_histogram), with a checkpoint's weights when one
-    is given (``checkpoint``) or exists at the default path; ``smoke`` forces untrained."""
-    from neuroedge.checkpoints import load_checkpoint, load_weights, resolve_checkpoint
+    is given (``checkpoint``) or exists at the default path; ``smoke`` forces untrained. The
+    sensor side is the checkpoint's (else ``size``, else ``SIZE``)."""
+    from neuroedge.checkpoints import load_weights
     from neuroedge.models.bivision import neuromorphic, train
 
     cfg = {**train.DEFAULTS, "size": SIZE, **config}
-    path = resolve_checkpoint(cfg, "event.bivision.classification", check=not cfg.get("smoke"))
-    trained = False
-    if path.is_file() and not cfg.get("smoke"):
-        ckpt = load_checkpoint(path, required=("state_dict", "config"))
+    path, ckpt = _checkpoint(cfg)
+    trained = ckpt is not None
+    if ckpt is not None:
         cfg.update({k: ckpt["config"][k] for k in ("variant", "size")})
         net = train.make_net(cfg)
         load_weights(net, ckpt["state_dict"], path)
-        trained = True
     else:
         with seeded(integer(cfg, "seed", 0)):
             net = train.make_net(cfg)
-    if net.size != SIZE:
-        source = f"checkpoint {path} is for" if trained else f"config size {net.size} gives"
-        raise ValueError(
-            f"{source} {net.size}x{net.size} inputs; the registered model takes {SIZE}x{SIZE}"
-        )
     net.eval()
     return TorchProgram(
         net,
@@ -50,21 +75,25 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
             "variant": cfg["variant"],
             "checkpoint": str(path) if trained else None,
             "nir": neuromorphic.refuse_full_graph,
+            "config": {**config, "size": net.size},
+            "axes": {"size": net.size, "grid": net.size // 4},
         },
     )
 
 
-def example(seed: int = 0) -> dict[str, np.ndarray]:
-    """E2S spikes (T, 1, 2, 32, 32) of one simulated 100 ms recording of a moving car."""
+def example(seed: int = 0, config: Mapping[str, Any] | None = None) -> dict[str, np.ndarray]:
+    """E2S spikes (T, 1, 2, S, S) of one simulated 100 ms recording of a moving car; S is
+    the sensor side of a build with ``config`` (``sensor_size``: 32 by default)."""
     from neuroedge.events.core import SensorSize
     from neuroedge.events.generate import random_object
     from neuroedge.events.simulator import DVSParams, simulate
     from neuroedge.models.bivision.e2s import e2s
 
-    sensor, rng = SensorSize(SIZE, SIZE), np.random.default_rng(seed)
+    size = sensor_size(config)
+    sensor, rng = SensorSize(size, size), np.random.default_rng(seed)
     car = random_object("car", sensor, 100_000, rng)
     events = simulate([car], sensor, 100_000, DVSParams(noise_rate_hz=5.0), seed)
-    return {"x": np.ascontiguousarray(e2s(events, SIZE, SIZE)[:, None], dtype=np.float32)}
+    return {"x": np.ascontiguousarray(e2s(events, size, size)[:, None], dtype=np.float32)}
 
 
 def evaluate(
@@ -79,7 +108,7 @@ def evaluate(
     cfg = {
         "train_samples": 0,
         "test_samples": int(config.get("eval_samples", 64)),
-        "size": SIZE,
+        "size": sensor_size(config),
         "seed": int(config.get("seed", 0)) + 100,
         "noise_rate_hz": float(config.get("noise_rate_hz", 0.0)),
     }
@@ -98,19 +127,26 @@ def evaluate(
 
 
 def _train(config: Mapping[str, Any] | None = None, out: str | None = None) -> dict[str, Any]:
+    from neuroedge.models.bivision.data import dataset_sensor
     from neuroedge.models.bivision.train import train
 
-    return train({"size": SIZE, **(config or {})}, out)
+    cfg = dict(config or {})
+    size = SIZE
+    if isinstance(cfg.get("data"), str) and cfg["data"] and "size" not in cfg:  # your sensor
+        sensor = dataset_sensor(cfg["data"])
+        size = sensor.width if sensor.width == sensor.height else SIZE  # else train says why
+    return train({"size": size, **cfg}, out)
 
 
 SPEC = ModelSpec(
     name="event.bivision",
     family="event",
-    summary="STATNF + E2S + BiSNet spiking detector/classifier for event cameras (32x32, T=5)",
-    inputs=(IOSpec("x", ("T", "batch", 2, SIZE, SIZE)),),
+    summary="STATNF + E2S + BiSNet spiking detector/classifier for event cameras (32x32 "
+    "by default, or the trained size; T=5)",
+    inputs=(IOSpec("x", ("T", "batch", 2, "size", "size")),),
     outputs=(
         IOSpec("logits", ("T", "batch", 2)),
-        IOSpec("detection", ("T", "batch", 5, SIZE // 4, SIZE // 4)),
+        IOSpec("detection", ("T", "batch", 5, "grid", "grid")),
     ),
     build=build,
     example=example,
@@ -129,8 +165,9 @@ SPEC = ModelSpec(
     seed_sweep=True,
     evaluate=evaluate,
     exportable=("onnx",),
-    # build: build() and make_net (size must stay SIZE); evaluate()'s eval_samples and
-    # noise_rate_hz are left out: with a bench hook the generic bench never runs it.
+    # build: build() and make_net (size: the sensor side when no checkpoint); evaluate()'s
+    # eval_samples and noise_rate_hz are left out: with a bench hook the generic bench never
+    # runs it.
     # train: train.DEFAULTS (train.py imports torch) plus data and fit's threads. bench: the
     # sweep defaults, the seed list (bench.seeds), the recording for the throughput rows and
     # what train.fit reads (variant and noise_rate_hz are set by the sweep itself)
