@@ -17,12 +17,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 from neuroedge.backends.base import MeasuredBackend, check_options, int_option, unroll
-from neuroedge.errors import ArtifactError
+from neuroedge.errors import ArtifactError, ConfigError
 from neuroedge.paths import artifact_dir
 from neuroedge.shapes import bind_inputs
 from neuroedge.types import Artifact, Availability, ModelSpec, Program, Support, TorchProgram
 
-OPTIONS = ("form", "path", "providers", "threads")  # what compile / load read
+OPTIONS = ("form", "path", "precision", "providers", "threads")  # what compile / load read
+PRECISIONS = ("fp32", "fp16", "int8")  # int8: Q/DQ calibrated on the model's own examples
 
 ACCELERATED = ("TensorrtExecutionProvider", "CUDAExecutionProvider")
 
@@ -60,11 +61,37 @@ class OnnxRuntimeBackend(MeasuredBackend):
         if not isinstance(program, TorchProgram):
             raise TypeError(f"onnxrt compiles torch programs, got a {program.kind} program")
         form = options.pop("form", "sequence")
+        precision = options.pop("precision", "fp32")
+        if precision not in PRECISIONS:  # before the export
+            raise ConfigError(
+                f"backend 'onnxrt' option precision={precision!r}: expected one of "
+                f"{', '.join(PRECISIONS)}"
+            )
         path = Path(options.pop("path", artifact_dir(spec.name, self.name) / f"{form}.onnx"))
         export_onnx(program, spec, path, form=form)
+        if precision != "fp32":
+            path = self._reduced(path, precision, program, spec)
         artifact = self.load(path, spec, options)
         axes = program.meta.get("axes")  # sizes the built net fixes (a width, a sensor side)
         return replace(artifact, meta={**artifact.meta, "axes": axes}) if axes else artifact
+
+    def _reduced(self, path: Path, precision: str, program: TorchProgram, spec: ModelSpec) -> Path:
+        """The fp16 or int8 graph of the float32 export at ``path``, beside it (the graphs the
+        TensorRT backend builds engines from; see ``neuroedge.export.tensorrt``). int8 is
+        calibrated on the model's examples, seeds 0..CALIBRATION_SAMPLES-1, each step of a
+        step-form graph with the state it meets."""
+        from neuroedge.export.tensorrt import (
+            CALIBRATION_SAMPLES,
+            calibration_feeds,
+            prepare_precision,
+        )
+
+        fp32 = self.load(path, spec, {"threads": "1"})
+        config = program.meta.get("config")
+        seeds = range(CALIBRATION_SAMPLES if precision == "int8" else 1)
+        examples = [spec.example_for(s, config) for s in seeds]
+        feeds = calibration_feeds(fp32.handle, fp32.meta, examples)
+        return prepare_precision(path, precision, path.parent, feeds, check=False)
 
     def load(
         self,
@@ -90,12 +117,15 @@ class OnnxRuntimeBackend(MeasuredBackend):
             "fallbacks": fallbacks,
             "opset": model.opset_import[0].version,
             "form": form,
+            "precision": _precision(model),
             "inputs": graph_inputs,
             "steps": session.get_inputs()[0].shape[0] if form == "sequence" else None,
             "outputs": output_names,
             "state_names": state_names,
             "state_init": _load_state_init(Path(path), session, state_names),
         }
+        if meta["precision"] != "fp32":  # report rows say which graph ran
+            meta["variant"] = meta["precision"]
         return Artifact(self.name, "onnx", spec, path=str(path), meta=meta, handle=session)
 
     def run(self, artifact: Artifact, inputs: Mapping[str, Any]) -> dict[str, Any]:
@@ -247,6 +277,19 @@ def _load_state_init(path: Path, session: Any, state_names: tuple[str, ...]) -> 
             )
         init.append(np.zeros((1, *dims), dtype=np.float32))
     return init
+
+
+def _precision(model: Any) -> str:
+    """fp32, or the reduced precision the graph records (``neuroedge.export.tensorrt``)."""
+    import json
+
+    from neuroedge.export.tensorrt import PRECISION_KEY
+
+    record = {p.key: p.value for p in model.metadata_props}.get(PRECISION_KEY)
+    try:
+        return str(json.loads(record)["precision"]) if record else "fp32"
+    except (ValueError, KeyError, TypeError):
+        return "fp32"
 
 
 def _numpy(value: Any) -> Any:

@@ -1,13 +1,17 @@
 """Reduced-precision graphs against float32, on ONNX Runtime's CPU, before any GPU is involved.
 
     python -m neuroedge.bench.precision [--model snn.lif_convnet] [--calibration 8] [--samples 10]
+        [--repeats 200]
 
 Exports the model's sequence-form graph, prepares the fp16 and int8 (Q/DQ, calibrated on the
 model's own examples) graphs that the TensorRT backend builds engines from, runs all three on
 the same held-out examples (seeds from 100, never used for calibration) and prints, per
 output, the spike agreement (spiking outputs) or the max abs error relative to the float32
-output's largest magnitude. The model's trained checkpoint is used when one exists (``make
-demo`` writes the lif_convnet one); otherwise its untrained weights, said so in the output.
+output's largest magnitude; then times the three graphs side by side in one run (batch 1, one
+thread, calls interleaved round-robin so the machine's noise falls on all three alike) and
+prints each p50 and its speed-up over float32 (on the last held-out example). The model's
+trained checkpoint is used when one exists (``make demo`` writes the lif_convnet one);
+otherwise its untrained weights, said so in the output.
 """
 
 from __future__ import annotations
@@ -28,24 +32,75 @@ def _metric(output: str) -> str:
     return "spike_agreement" if output.startswith("spikes") else "max_rel_err"
 
 
+def _interleaved_p50(sessions: dict[str, Any], feed: dict[str, Any], repeats: int) -> dict:
+    """p50 ms of each session on ``feed``, calls interleaved round-robin after a warm-up."""
+    import time
+
+    times: dict[str, list[float]] = {v: [] for v in sessions}
+    for sess in sessions.values():
+        for _ in range(5):
+            sess.run(None, feed)
+    for _ in range(repeats):
+        for v, sess in sessions.items():
+            start = time.perf_counter()
+            sess.run(None, feed)
+            times[v].append(1e3 * (time.perf_counter() - start))
+    return {v: float(np.median(t)) for v, t in times.items()}
+
+
+def _compare_outputs(
+    reference: Any, sessions: dict[str, Any], names: list[str], feeds: list[dict[str, Any]]
+) -> dict[str, dict[str, list[float]]]:
+    """Per variant and output, ``_metric`` of each feed against the float32 reference."""
+    from neuroedge.bench.parity import compare
+
+    sums: dict[str, dict[str, list[float]]] = {v: {n: [] for n in names} for v in sessions}
+    for feed in feeds:
+        ref = dict(zip(names, reference.run(None, feed)))
+        for v, sess in sessions.items():
+            got = dict(zip(names, sess.run(None, feed)))
+            for n in names:
+                sums[v][n].append(compare({n: ref[n]}, {n: got[n]})[_metric(n)].value)
+    return sums
+
+
+def _summarise(sums: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, dict]]:
+    """Per variant and output: mean spike agreement, or the worst relative error."""
+    return {
+        v: {
+            n: {
+                "metric": _metric(n),
+                "value": float(np.mean(vals)) if n.startswith("spikes") else float(np.max(vals)),
+            }
+            for n, vals in per.items()
+        }
+        for v, per in sums.items()
+    }
+
+
 def compare_precisions(
     model: str = "snn.lif_convnet",
     calibration: int = 8,
     samples: int = 10,
     config: dict[str, Any] | None = None,
+    repeats: int = 200,
 ) -> dict[str, Any]:
-    """``{"weights": ..., "outputs": {variant: {output: {"metric", "value"}}}}``; ``config``
-    overrides the model's default build config."""
+    """``{"weights": ..., "outputs": {variant: {output: {"metric", "value"}}},
+    "latency_p50_ms": {variant: ms}, "speedup_vs_fp32": {variant: x}}``; ``config``
+    overrides the model's default build config; ``repeats`` timed calls per graph."""
     from neuroedge.backends.onnxrt import open_session
-    from neuroedge.bench.parity import compare
     from neuroedge.export.tensorrt import calibration_feeds, prepare_precision
     from neuroedge.registry import get_backend, get_model
 
-    if calibration < 1 or samples < 1:
-        raise ValueError(f"calibration ({calibration}) and samples ({samples}) must be >= 1")
+    if min(calibration, samples, repeats) < 1:
+        raise ValueError(
+            f"calibration ({calibration}), samples ({samples}), repeats ({repeats}) must be >= 1"
+        )
     spec = get_model(model)
-    program = spec.build({**spec.default_config, **(config or {})})
+    cfg = {**spec.default_config, **(config or {})}
+    program = spec.build(cfg)
     meta = getattr(program, "meta", {}) or {}
+    cfg = {**cfg, **meta.get("config", {})}  # what the build settled, e.g. its size
     weights = meta.get("checkpoint") if meta.get("trained") else "untrained"
     with tempfile.TemporaryDirectory() as tmp:
         art = get_backend("onnxrt").compile(
@@ -57,35 +112,26 @@ def compare_precisions(
                 "providers": "CPUExecutionProvider",
             },
         )
-        feeds = calibration_feeds(None, art.meta, [spec.example(s) for s in range(calibration)])
+        examples = [spec.example_for(s, cfg) for s in range(calibration)]
+        feeds = calibration_feeds(None, art.meta, examples)
         graphs = {v: prepare_precision(art.path, v, tmp, feeds) for v in VARIANTS}
         sessions = {v: open_session(p, "CPUExecutionProvider")[0] for v, p in graphs.items()}
         reference = open_session(art.path, "CPUExecutionProvider")[0]
-        names = art.meta["outputs"]
-        sums: dict[str, dict[str, list[float]]] = {v: {n: [] for n in names} for v in VARIANTS}
-        for seed in range(100, 100 + samples):
-            feed = calibration_feeds(None, art.meta, [spec.example(seed)])[0]
-            ref = dict(zip(names, reference.run(None, feed)))
-            for v, sess in sessions.items():
-                got = dict(zip(names, sess.run(None, feed)))
-                for n in names:
-                    sums[v][n].append(compare({n: ref[n]}, {n: got[n]})[_metric(n)].value)
-    outputs = {
-        v: {
-            n: {
-                "metric": _metric(n),
-                "value": float(np.mean(vals)) if n.startswith("spikes") else float(np.max(vals)),
-            }
-            for n, vals in per.items()
-        }
-        for v, per in sums.items()
-    }
+        held_out = [spec.example_for(seed, cfg) for seed in range(100, 100 + samples)]
+        held_out = calibration_feeds(None, art.meta, held_out)
+        sums = _compare_outputs(reference, sessions, art.meta["outputs"], held_out)
+        p50 = _interleaved_p50({"fp32": reference, **sessions}, held_out[-1], repeats)
+        sizes = {"fp32": Path(str(art.path)).stat().st_size}
+        sizes.update({v: Path(g).stat().st_size for v, g in graphs.items()})
     return {
         "model": model,
         "weights": weights,
         "calibration": calibration,
         "samples": samples,
-        "outputs": outputs,
+        "outputs": _summarise(sums),
+        "graph_bytes": sizes,
+        "latency_p50_ms": p50,
+        "speedup_vs_fp32": {v: p50["fp32"] / p50[v] for v in VARIANTS},
     }
 
 
@@ -98,8 +144,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--model", default="snn.lif_convnet")
     p.add_argument("--calibration", type=int, default=8, help="examples that calibrate int8")
     p.add_argument("--samples", type=int, default=10, help="held-out examples compared")
+    p.add_argument("--repeats", type=int, default=200, help="timed calls per graph")
     args = p.parse_args(argv)
-    result = compare_precisions(args.model, args.calibration, args.samples)
+    result = compare_precisions(args.model, args.calibration, args.samples, repeats=args.repeats)
     print(
         f"{result['model']} (weights: {result['weights']}), int8 calibrated on "
         f"{result['calibration']} examples, {result['samples']} held-out examples"
@@ -107,6 +154,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     for variant, per in result["outputs"].items():
         for name, row in per.items():
             print(f"{variant:<5} {name:<12} {row['metric']:<16} {row['value']:.4f}")
+    fp32 = result["latency_p50_ms"]["fp32"]
+    print(f"latency p50, batch 1, one thread, same run: fp32 {fp32:.3f} ms", end="")
+    for variant in VARIANTS:
+        ms, x = result["latency_p50_ms"][variant], result["speedup_vs_fp32"][variant]
+        print(f"; {variant} {ms:.3f} ms ({x:.2f}x)", end="")
+    print()
+    print("graph bytes: " + ", ".join(f"{v} {b:,}" for v, b in result["graph_bytes"].items()))
     return 0
 
 

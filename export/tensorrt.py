@@ -301,6 +301,25 @@ def prepare_precision(
             onnx.save(model, str(tmp))
     else:
         quantize_int8(src, dst, feeds)
+    carry_state(src, dst, dst)
     if check:
         check_tensorrt_support(onnx.load(str(dst)), str(dst))
     return dst
+
+
+def carry_state(state_of: Path, graph: Path, out: Path) -> Path:
+    """Write ``graph`` to ``out`` with the initial state saved beside ``state_of`` (a stateful
+    export) copied beside ``out`` first and the metadata pointing at it: a reduced graph loads
+    on its own with the same learned state, and never lands beside an older state file."""
+    import onnx
+
+    from neuroedge.atomic import write_bytes
+    from neuroedge.export.onnx import STATE_KEY, state_file
+
+    model = onnx.load(str(graph))
+    if state_file(state_of).is_file():
+        write_bytes(state_file(out), state_file(state_of).read_bytes())
+        _set_meta(model, STATE_KEY, state_file(out).name)
+    with atomic_path(out) as tmp:
+        onnx.save(model, str(tmp))
+    return Path(out)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -12,9 +11,11 @@ from typing import Any
 from neuroedge.atomic import check_writable
 from neuroedge.errors import BackendUnavailable, ExportRefused
 from neuroedge.registry import get_backend, get_model, model_table
+from neuroedge.nir_check import check_nir  # noqa: F401 (public: neuroedge.api.check_nir)
 from neuroedge.types import Artifact, ModelSpec, Report, TorchProgram
 
 EXPORT_TARGETS = ("onnx", "nir", "tensorrt")
+ONNX_PRECISIONS = ("fp32", "fp16", "int8")  # = the onnxrt backend's PRECISIONS
 
 
 def models() -> dict[str, str]:
@@ -115,12 +116,16 @@ def export(
     spec.check_config(config, "build")
     if out is not None:
         check_writable(out)  # before any build or training
-    if target != "tensorrt" and precision != "fp32":
+    if target not in ("tensorrt", "onnx") and precision != "fp32":
         raise ExportRefused(
-            f"precision {precision!r} applies to TensorRT engines; {target!r} exports are fp32"
+            f"precision {precision!r} applies to ONNX graphs and TensorRT engines; {target!r} "
+            "exports are fp32"
         )
     if target == "tensorrt":
         return _export_engine(spec, out, config, precision)
+    if precision not in ONNX_PRECISIONS:
+        valid = ", ".join(ONNX_PRECISIONS)
+        raise ExportRefused(f"precision {precision!r}: expected one of {valid}")
     if target not in spec.exportable:
         raise ExportRefused(
             f"{name} cannot be exported to {target!r} (exportable: "
@@ -133,6 +138,8 @@ def export(
 
         if not isinstance(program, TorchProgram):
             raise ExportRefused(f"{name} builds a {program.kind} program; ONNX needs torch")
+        if precision != "fp32":
+            return _export_reduced(program, spec, path, precision)
         return export_onnx(program, spec, path)
     if target == "nir":
         from neuroedge.export.nir import to_nir, write_nir
@@ -141,6 +148,23 @@ def export(
             raise ExportRefused(f"{name} builds a {program.kind} program; NIR needs a torch SNN")
         return write_nir(to_nir(program, spec), path)
     raise ExportRefused(f"unknown export target {target!r}; valid: {', '.join(EXPORT_TARGETS)}")
+
+
+def _export_reduced(program: TorchProgram, spec: ModelSpec, path: Path, precision: str) -> Path:
+    """The step-form graph in fp16 or int8 (Q/DQ calibrated on the model's examples) at
+    ``path``, with its initial state beside it; built through the onnxrt backend, which checks
+    ``precision`` before exporting."""
+    import tempfile
+
+    from neuroedge.export.tensorrt import carry_state
+
+    with tempfile.TemporaryDirectory() as tmp:
+        art = get_backend("onnxrt").compile(
+            program,
+            spec,
+            {"form": "step", "path": str(Path(tmp) / "model.onnx"), "precision": precision},
+        )
+        return carry_state(Path(str(art.path)), Path(str(art.path)), path)
 
 
 def _export_engine(
@@ -181,214 +205,3 @@ def profile(
     if inputs is None:
         inputs = artifact.spec.example_for(0, artifact.meta.get("build_config"))
     return get_backend(artifact.backend).profile(artifact, inputs, repeats)
-
-
-def check_nir(
-    path: str | os.PathLike[str],
-    backend: str = "lava",
-    inputs: str | os.PathLike[str] | None = None,
-    dt: float | None = None,
-    steps: int = 20,
-    batch: int = 2,
-    density: float = 0.3,
-    seed: int = 0,
-    options: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
-    """Run a NIR file (written by any framework) on ``backend`` and compare every output with
-    neuroedge's NIR runner on the host, step by step.
-
-    Inputs: a ``.npy`` of shape (T, batch, *input shape) (``inputs``), else random binary
-    spikes (``steps`` x ``batch``, each on with probability ``density``). Returns, per graph
-    output, its shape, the fraction of equal values (spike agreement for spike trains) and
-    the max abs error; plus the backend's chip fit where it reports one.
-    """
-    from neuroedge.export.nir import read_nir
-    from neuroedge.export.nir_run import run_nir
-    from neuroedge.types import NIRProgram
-
-    graph = read_nir(path)
-    dt = _nir_check_args(graph, path, backend, dt, steps, batch, density)
-    name, shape = _nir_input(graph, path)
-    x = _nir_input_array(path, inputs, shape, steps, batch, density, seed)
-    try:
-        reference = run_nir(graph, {name: x}, dt=dt)
-    except ExportRefused as err:  # an unsupported node: say which file it is in
-        raise ExportRefused(f"{path}: {err}") from None
-    outputs = [n for n, v in graph.nodes.items() if type(v).__name__ == "Output"]
-    program = NIRProgram(graph, dt)
-    spec = _nir_spec(path, program, name, shape, outputs, reference, x)
-    artifact, got, seconds = _nir_run_backend(backend, program, spec, options, {name: x})
-    report: dict[str, Any] = {
-        "file": str(path),
-        "backend": backend,
-        "dt": dt,
-        "steps": int(x.shape[0]),
-        "batch": int(x.shape[1]),
-        "seconds": seconds,
-        "outputs": _nir_compare(outputs, reference, got),
-    }
-    fit = artifact.meta.get("chip_fit")
-    if fit is not None:
-        report["chip_fit"] = {"neurons": fit.neurons, "synapses": fit.synapses, "cores": fit.cores}
-    return report
-
-
-def _nir_check_args(
-    graph: Any,
-    path: str | os.PathLike[str],
-    backend: str,
-    dt: float | None,
-    steps: int,
-    batch: int,
-    density: float,
-) -> Any:
-    """The step length (given, else the graph's metadata dt), refusing bad arguments."""
-    dt = dt if dt is not None else (graph.metadata or {}).get("dt")
-    if dt is None:
-        raise ValueError(
-            f"{path}: the graph carries no dt in its metadata; give dt (seconds "
-            "per step): frameworks disagree on the default"
-        )
-    try:
-        dt = float(dt)
-    except (TypeError, ValueError):
-        raise ValueError(f"{path}: dt {dt!r} is not a number of seconds per step") from None
-    if not (math.isfinite(dt) and dt > 0):
-        raise ValueError(f"{path}: dt {dt!r} must be a finite number of seconds > 0")
-    if steps < 1 or batch < 1 or not 0.0 <= density <= 1.0:
-        raise ValueError(
-            f"steps ({steps}) and batch ({batch}) must be >= 1 and density "
-            f"({density}) a fraction in [0, 1]"
-        )
-    if backend not in ("lava",):
-        raise ValueError(
-            f"backend {backend!r}: NIR files run on 'lava' here (the host "
-            "reference is neuroedge's NIR runner, which every output is compared "
-            "with)"
-        )
-    return dt
-
-
-def _nir_input(graph: Any, path: str | os.PathLike[str]) -> tuple[str, tuple[int, ...]]:
-    """The name and per-sample shape of the graph's single Input node."""
-    from neuroedge.export.nir_run import node_shape
-
-    names = [n for n, v in graph.nodes.items() if type(v).__name__ == "Input"]
-    if len(names) != 1:
-        raise ValueError(f"{path}: expected one Input node, found {names}")
-    shape = node_shape(graph.nodes[names[0]], "output_type") or node_shape(
-        graph.nodes[names[0]], "input_type"
-    )
-    return names[0], shape
-
-
-def _nir_input_array(
-    path: str | os.PathLike[str],
-    inputs: str | os.PathLike[str] | None,
-    shape: tuple[int, ...],
-    steps: int,
-    batch: int,
-    density: float,
-    seed: int,
-) -> Any:
-    """The (T, batch, *shape) float32 input: loaded from ``inputs``, else random spikes."""
-    import numpy as np
-
-    if inputs is None:
-        x = np.random.default_rng(seed).random((steps, batch, *shape)) < density
-        return x.astype(np.float32)
-    try:
-        loaded = np.load(inputs, allow_pickle=False)
-        if not isinstance(loaded, np.ndarray):  # an .npz archive: several arrays, which one?
-            raise ValueError(f"an .npz archive of {list(loaded.files)}, not one .npy array")
-        if not (np.issubdtype(loaded.dtype, np.number) or loaded.dtype == bool):
-            raise ValueError(f"dtype {loaded.dtype}")
-        if np.iscomplexobj(loaded):  # astype would drop the imaginary part with a warning
-            raise ValueError(f"complex dtype {loaded.dtype}; spikes and currents are real")
-        x = loaded.astype(np.float32)
-    except (ValueError, TypeError, OSError) as err:
-        raise ValueError(f"{inputs}: not a numeric .npy array ({err})") from err
-    if x.ndim < 2 or 0 in x.shape[:2]:
-        raise ValueError(
-            f"{inputs}: input of shape {list(x.shape)}; expected (T, batch, ...) with at least "
-            "one step and a batch of at least one"
-        )
-    bad = np.argwhere(~np.isfinite(x))
-    if len(bad):
-        raise ValueError(
-            f"{inputs}: {len(bad)} values are not finite, the first at index "
-            f"{tuple(int(i) for i in bad[0])} ({x[tuple(bad[0])]})"
-        )
-    if x.ndim != 2 + len(shape) or tuple(x.shape[2:]) != shape:
-        raise ValueError(
-            f"{inputs}: input of shape {list(x.shape)}; {path} expects "
-            f"(T, batch, {', '.join(map(str, shape))})"
-        )
-    return x
-
-
-def _nir_spec(
-    path: str | os.PathLike[str],
-    program: Any,
-    name: str,
-    shape: tuple[int, ...],
-    outputs: list[str],
-    reference: Mapping[str, Any],
-    x: Any,
-) -> ModelSpec:
-    """A throwaway model spec wrapping the NIR program and its one input."""
-    import numpy as np
-    from neuroedge.types import IOSpec
-
-    return ModelSpec(
-        f"nir:{Path(path).name}",
-        "snn",
-        f"NIR graph {path}",
-        (IOSpec(name, ("T", "batch", *shape)),),
-        tuple(IOSpec(o, ("T", "batch", *np.shape(reference[o])[2:])) for o in outputs),
-        build=lambda cfg: program,
-        example=lambda s: {name: x},
-    )
-
-
-def _nir_run_backend(
-    backend: str,
-    program: Any,
-    spec: ModelSpec,
-    options: Mapping[str, str] | None,
-    feed: Mapping[str, Any],
-) -> tuple[Artifact, Mapping[str, Any], float]:
-    """Compile and run the program on ``backend``: its artifact, outputs and seconds taken."""
-    import time
-
-    be = get_backend(backend)
-    availability = be.probe()
-    if not availability.ok:
-        raise BackendUnavailable(f"backend {backend!r} is not available: {availability.reason}")
-    start = time.perf_counter()
-    artifact = be.compile(program, spec, options)
-    try:
-        got = be.run(artifact, feed)
-    finally:
-        close = getattr(artifact.handle, "close", None)
-        if close is not None:
-            close()
-    return artifact, got, time.perf_counter() - start
-
-
-def _nir_compare(
-    outputs: list[str], reference: Mapping[str, Any], got: Mapping[str, Any]
-) -> dict[str, dict[str, Any]]:
-    """Per output: its shape, fraction of equal values, max abs error and reference mean."""
-    import numpy as np
-
-    compared: dict[str, dict[str, Any]] = {}
-    for name in outputs:
-        ref, out = np.asarray(reference[name]), np.asarray(got[name])
-        compared[name] = {
-            "shape": list(ref.shape),
-            "equal_fraction": float(np.mean(ref == out)),
-            "max_abs_err": float(np.abs(ref.astype(np.float64) - out).max()) if ref.size else 0.0,
-            "reference_mean": float(ref.mean()) if ref.size else 0.0,
-        }
-    return compared

@@ -275,7 +275,11 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("export", help="export a model")
     s.add_argument("name")
     s.add_argument("--target", default="onnx", help="onnx, nir or tensorrt (an engine; GPU)")
-    s.add_argument("--precision", default="fp32", help="tensorrt: fp32, fp16 or int8")
+    s.add_argument(
+        "--precision",
+        default="fp32",
+        help="fp32, fp16 or int8 (onnx: Q/DQ calibrated on the model's examples; tensorrt)",
+    )
     s.add_argument("--out", default=None)
     s.set_defaults(fn=cmd_export)
     s = sub.add_parser("bench", help="measure a model on backends; writes a report folder")

@@ -90,7 +90,10 @@ def flag(cfg: Mapping[str, Any], key: str, default: bool = False) -> bool:
     "no" from ``--config smoke=no`` would otherwise count as true."""
     value = cfg.get(key, default)
     if not isinstance(value, bool):
-        raise ConfigError(f"{key}={value!r}: expected true or false")
+        hint = ""
+        if isinstance(value, str) and value.lower() in ("true", "false"):  # from Python
+            hint = f" (a bool: pass {value.lower() == 'true'}, not the string {value!r})"
+        raise ConfigError(f"{key}={value!r}: expected true or false{hint}")
     return value
 
 

@@ -68,7 +68,8 @@ class IOSpec:
                 raise ValueError(f"IOSpec {self.name!r}: bad dimension {dim!r} in {self.shape}")
 
     def describe(self) -> str:
-        return f"{self.name}[{', '.join(str(d) for d in self.shape)}]:{self.dtype}"
+        values = "" if self.bounds is None else f" in [{self.bounds[0]:g}, {self.bounds[1]:g}]"
+        return f"{self.name}[{', '.join(str(d) for d in self.shape)}]:{self.dtype}{values}"
 
 
 @dataclass(frozen=True)

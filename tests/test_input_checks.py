@@ -102,11 +102,14 @@ def test_output_paths_are_checked_before_the_work(tmp_path: Path, capsys) -> Non
     assert rc == 2 and "is a file, not a folder" in capsys.readouterr().err
 
 
-def test_precision_is_refused_outside_tensorrt(tmp_path: Path) -> None:
+def test_precision_is_refused_outside_onnx_and_tensorrt(tmp_path: Path) -> None:
     from neuroedge.api import export
 
-    with pytest.raises(ExportRefused, match="precision 'int8' applies to TensorRT"):
-        export("snn.lif_convnet", "onnx", tmp_path / "m.onnx", {"smoke": True}, "int8")
+    with pytest.raises(ExportRefused, match="precision 'int8' applies to ONNX graphs and Tens"):
+        export("snn.lif_convnet", "nir", tmp_path / "m.nir", {"smoke": True}, "int8")
+    with pytest.raises(ExportRefused, match="precision 'int4': expected one of fp32, fp16, int8"):
+        export("snn.lif_convnet", "onnx", tmp_path / "m.onnx", {"smoke": True}, "int4")
+    assert not list(tmp_path.iterdir())
 
 
 def test_an_onnx_export_whose_state_file_fails_leaves_no_graph(tmp_path: Path) -> None:

@@ -269,8 +269,16 @@ def test_unknown_variant_is_refused(exported: dict[str, Any], tmp_path: Path) ->
 def test_precision_bench_compares_every_output_of_both_reduced_graphs() -> None:
     from neuroedge.bench.precision import compare_precisions
 
-    result = compare_precisions(MODEL, calibration=2, samples=2, config={"untrained": True})
+    result = compare_precisions(
+        MODEL, calibration=2, samples=2, config={"untrained": True}, repeats=3
+    )
     assert result["weights"] == "untrained"
+    assert set(result["latency_p50_ms"]) == {"fp32", "fp16", "int8"}
+    assert all(v > 0 for v in result["latency_p50_ms"].values())
+    fp32 = result["latency_p50_ms"]["fp32"]
+    assert result["speedup_vs_fp32"]["int8"] == pytest.approx(
+        fp32 / result["latency_p50_ms"]["int8"]
+    )
     for variant in ("fp16", "int8"):
         rows = result["outputs"][variant]
         assert {"logits", "spikes1", "spikes2"} <= set(rows)

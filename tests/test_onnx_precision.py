@@ -1,0 +1,60 @@
+"""Reduced-precision ONNX graphs for edge CPUs: `neuroedge export --precision fp16|int8`, the
+onnxrt backend's `precision` option, their initial state, and what they refuse."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnxruntime")
+
+from neuroedge.cli import main  # noqa: E402
+from neuroedge.registry import get_backend, get_model  # noqa: E402
+
+NAME = "ttt.linear_attention"  # continuous outputs, a learned initial state, untrained weights
+
+
+def _host(x: np.ndarray) -> np.ndarray:
+    spec, host = get_model(NAME), get_backend("host")
+    return host.run(host.compile(spec.build({}), spec), {"x": x})["y"]
+
+
+@pytest.mark.parametrize(("precision", "bound"), [("fp16", 0.01), ("int8", 0.1)])
+def test_exported_reduced_graph_runs_alone_at_any_t_close_to_the_host(
+    tmp_path: Path, capsys, precision: str, bound: float
+) -> None:
+    out = tmp_path / f"ttt_{precision}.onnx"
+    assert main(["export", NAME, "--precision", precision, "--out", str(out)]) == 0
+    assert "state.npz" in capsys.readouterr().out
+    with np.load(out.with_suffix(".state.npz")) as state:  # carried beside the new name
+        assert state.files
+    ort = get_backend("onnxrt")
+    art = ort.load(out, get_model(NAME))
+    assert art.meta["precision"] == precision and art.meta["form"] == "step"
+    x = np.random.default_rng(1).standard_normal((7, 2, 32)).astype(np.float32)  # T=7: any T
+    got, want = ort.run(art, {"x": x})["y"], _host(x)
+    err = float(np.abs(got - want).max() / np.abs(want).max())
+    assert 0 < err <= bound, err  # reduced (not the fp32 graph), yet close
+
+
+def test_onnxrt_precision_option_labels_rows_and_reports_parity() -> None:
+    from neuroedge.api import deploy
+
+    art, report = deploy(NAME, "onnxrt", options={"precision": "int8"})
+    assert art.meta["precision"] == "int8" and report.variant == "int8"
+    assert report.metrics["max_abs_err"].value > 0
+    art, report = deploy(NAME, "onnxrt")
+    assert art.meta["precision"] == "fp32" and report.variant == "default"
+
+
+def test_unknown_precisions_are_refused_before_any_file_is_written(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "x.onnx"
+    assert main(["export", NAME, "--precision", "int4", "--out", str(out)]) == 2
+    assert "precision 'int4': expected one of fp32, fp16, int8" in capsys.readouterr().err
+    assert main(["export", NAME, "--target", "nir", "--precision", "int8"]) == 2
+    assert "'nir' exports are fp32" in capsys.readouterr().err
+    assert main(["run", NAME, "--backend", "onnxrt", "--option", "precision=int4"]) == 2
+    assert "option precision='int4': expected one of fp32, fp16, int8" in capsys.readouterr().err
+    assert not out.exists()
