@@ -17,6 +17,7 @@ otherwise its untrained weights, said so in the output.
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -97,6 +98,9 @@ def compare_precisions(
             f"calibration ({calibration}), samples ({samples}), repeats ({repeats}) must be >= 1"
         )
     spec = get_model(model)
+    spec.check_config(config, "build")
+    if "onnx" not in spec.exportable:
+        raise ValueError(f"{model} has no ONNX export (exportable: {list(spec.exportable)})")
     cfg = {**spec.default_config, **(config or {})}
     program = spec.build(cfg)
     meta = getattr(program, "meta", {}) or {}
@@ -145,8 +149,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--calibration", type=int, default=8, help="examples that calibrate int8")
     p.add_argument("--samples", type=int, default=10, help="held-out examples compared")
     p.add_argument("--repeats", type=int, default=200, help="timed calls per graph")
+    p.add_argument("--config", nargs="*", metavar="KEY=VALUE", default=None, help="build config")
     args = p.parse_args(argv)
-    result = compare_precisions(args.model, args.calibration, args.samples, repeats=args.repeats)
+    from neuroedge.cli_args import config_items
+    from neuroedge.errors import NeuroedgeError
+
+    try:
+        config = config_items(args.config)
+        result = compare_precisions(
+            args.model, args.calibration, args.samples, config, repeats=args.repeats
+        )
+    except (NeuroedgeError, ValueError, OSError) as err:
+        print(f"neuroedge.bench.precision: error: {err}", file=sys.stderr)
+        return 2
     print(
         f"{result['model']} (weights: {result['weights']}), int8 calibrated on "
         f"{result['calibration']} examples, {result['samples']} held-out examples"

@@ -23,9 +23,11 @@ Everything here runs without TensorRT or a GPU (onnx and onnxruntime only), so C
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -137,9 +139,26 @@ def convert_to_fp16(model: Any) -> Any:
     graph.node.extend(nodes)
     del graph.value_info[:]
     _set_meta(out, PRECISION_KEY, json.dumps({"precision": "fp16", "clipped": clipped}))
-    out = onnx.shape_inference.infer_shapes(out, check_type=True, strict_mode=True)
-    onnx.checker.check_model(out)
-    return out
+    return _checked_fp16(out)
+
+
+def _checked_fp16(model: Any) -> Any:
+    """``model`` with inferred shapes, checked; an op left without a float16 form (Range takes
+    no float16 start) is an ExportRefused naming it, not onnx's traceback."""
+    import onnx
+
+    try:
+        model = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+        onnx.checker.check_model(model)
+    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as err:
+        from neuroedge.errors import ExportRefused
+
+        first = str(err).strip().splitlines()[0]
+        raise ExportRefused(
+            f"fp16: the graph has an op with no float16 form once its floats are converted "
+            f"({first}); export it in fp32 or int8"
+        ) from None
+    return model
 
 
 def check_no_subgraphs(model: Any) -> None:
@@ -228,7 +247,7 @@ def quantize_int8(
         def get_next(self) -> dict[str, Any] | None:
             return next(self._it, None)
 
-    with atomic_path(dst) as tmp:
+    with atomic_path(dst) as tmp, _quiet_root_logger():
         quantize_static(
             str(src),
             str(tmp),
@@ -251,6 +270,19 @@ def quantize_int8(
         )
         _record_int8(tmp, len(feeds))
     return Path(dst)
+
+
+@contextlib.contextmanager
+def _quiet_root_logger() -> Iterator[None]:
+    """ONNX Runtime's quantizer logs its pre-processing advice on the root logger at WARNING
+    (for every export); raise the root level to ERROR for the call only."""
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(max(level, logging.ERROR))
+    try:
+        yield
+    finally:
+        root.setLevel(level)
 
 
 def _record_int8(path: Path, n_feeds: int) -> None:

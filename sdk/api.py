@@ -33,9 +33,11 @@ def deploy(
     config: Mapping[str, Any] | None = None,
     options: Mapping[str, str] | None = None,
     inputs: Mapping[str, Any] | None = None,
+    repeats: int = 50,
 ) -> tuple[Artifact, Report]:
     """Build ``name``, compile it for ``backend`` and profile it on ``inputs`` (default: the
-    model's example input; see ``neuroedge.arrays.load_inputs`` for a user's own).
+    model's example input; see ``neuroedge.arrays.load_inputs`` for a user's own), timed over
+    ``repeats`` calls after the warm-up.
 
     The report has the latency percentiles and throughput, the SOPs, MACs and energy
     estimate counted on the host reference for that input (torch models), and, off the host,
@@ -57,7 +59,7 @@ def deploy(
     # the config travels with the artifact, so ``profile`` builds the same example input
     artifact = dataclasses.replace(artifact, meta={**artifact.meta, "build_config": cfg})
     example = spec.example_for(0, cfg) if inputs is None else inputs
-    report = be.profile(artifact, example)
+    report = be.profile(artifact, example, repeats)
     metrics, notes = _reference_metrics(program, spec, artifact, example)
     return artifact, Report(
         report.model,
@@ -132,7 +134,8 @@ def export(
             f"{', '.join(spec.exportable) or 'none'})"
         )
     program = spec.build({**spec.default_config, **(config or {})})
-    path = Path(out) if out else artifact_dir(name, target) / f"model.{target}"
+    stem = "model" if precision == "fp32" else f"model.{precision}"  # never over the fp32 one
+    path = Path(out) if out else artifact_dir(name, target) / f"{stem}.{target}"
     if target == "onnx":
         from neuroedge.export.onnx import export_onnx
 

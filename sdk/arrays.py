@@ -18,7 +18,8 @@ from typing import Any
 from neuroedge.errors import InputError
 from neuroedge.types import ModelSpec
 
-ZIP_MAGIC, NPY_MAGIC = b"PK\x03\x04", b"\x93NUMPY"  # how .npz (a zip) and .npy files begin
+ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")  # a zip (.npz) with members, or an empty one
+NPY_MAGIC = b"\x93NUMPY"
 
 
 def _expected(spec: ModelSpec) -> str:
@@ -54,7 +55,7 @@ def load_inputs(path: str | os.PathLike[str], spec: ModelSpec) -> dict[str, Any]
         )
     with open(p, "rb") as fh:
         head = fh.read(6)
-    kind = ".npz" if head.startswith(ZIP_MAGIC) else ".npy" if head == NPY_MAGIC else None
+    kind = ".npz" if head.startswith(ZIP_MAGICS) else ".npy" if head == NPY_MAGIC else None
     if kind != suffix:
         found = (
             f"an {kind} file"
@@ -69,14 +70,27 @@ def load_inputs(path: str | os.PathLike[str], spec: ModelSpec) -> dict[str, Any]
             arrays = {names[0]: np.load(p, allow_pickle=False)}
         else:
             with np.load(p, allow_pickle=False) as archive:
+                _check_names(p, spec, archive.files)  # before reading any array
                 arrays = {key: archive[key] for key in archive.files}
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as err:
         raise InputError(f"{p}: not a readable {suffix} file of arrays ({err})") from err
+    except MemoryError as err:  # a header declaring a shape that does not fit in memory
+        raise InputError(f"{p}: an array too large to load ({err})") from err
     try:
         bind_inputs(spec, arrays)
     except InputError as err:
         raise InputError(f"{p}: {err}") from err
     return arrays
+
+
+def _check_names(path: Path, spec: ModelSpec, names: list[str]) -> None:
+    expected = {io.name for io in spec.inputs}
+    missing, extra = sorted(expected - set(names)), sorted(set(names) - expected)
+    if missing or extra:
+        raise InputError(
+            f"{path}: model {spec.name!r} takes inputs {sorted(expected)}; missing {missing}, "
+            f"unexpected {extra}"
+        )
 
 
 def save_outputs(path: str | os.PathLike[str], outputs: Mapping[str, Any]) -> Path:
@@ -95,6 +109,8 @@ def check_output_path(path: str | os.PathLike[str]) -> Path:
     """``path`` must end in .npz and be writable (probed before any work)."""
     from neuroedge.atomic import check_writable
 
+    if Path(path).is_dir():
+        raise InputError(f"--output {str(path)!r}: is a directory; give a file name ending in .npz")
     if Path(path).suffix.lower() != ".npz":
         raise InputError(f"--output {str(path)!r}: expected a file name ending in .npz")
     return check_writable(path)

@@ -27,14 +27,29 @@ def _as_text(arr: Any, max_lines: int = 40) -> str:
     return "  text:\n" + "\n".join(["    " + line for line in lines[:max_lines]] + more)
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def _print_outputs(outputs: dict[str, Any]) -> None:
+    """One line per output: shape, mean, max, and a count of NaN/inf values when any (finite
+    inputs can still overflow inside a model)."""
     import numpy as np
 
+    for name, value in outputs.items():
+        arr = np.asarray(value)
+        line = f"{name:<14} shape {list(arr.shape)}  mean {arr.mean():.4g}  max {arr.max():.4g}"
+        if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+            line += f"  ({int((~np.isfinite(arr)).sum())} values NaN or inf)"
+        print(line + _as_text(arr))
+
+
+def cmd_run(args: argparse.Namespace) -> int:
     from neuroedge.api import deploy
     from neuroedge.arrays import check_output_path, load_inputs, save_outputs
     from neuroedge.registry import get_backend, get_model
 
     config = config_items(args.config)
+    if args.repeats < 1:
+        raise InputError(f"--repeats {args.repeats}: expected an integer >= 1")
+    if args.input is not None and args.seed is not None:
+        raise InputError("--seed picks the generated example input; with --input it has no use")
     if args.output is not None:  # '' too: a bad --output fails now, not after the run
         check_output_path(args.output)
     if args.input is not None:
@@ -43,19 +58,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"input {args.input}: {shapes}")
     else:
         spec = get_model(args.name)
-        inputs = spec.example_for(args.seed, {**spec.default_config, **config})
+        inputs = spec.example_for(args.seed or 0, {**spec.default_config, **config})
     options = option_items(args.option)
     try:
-        artifact, report = deploy(args.name, args.backend, config, options, inputs=inputs)
+        artifact, report = deploy(
+            args.name, args.backend, config, options, inputs=inputs, repeats=args.repeats
+        )
         outputs = get_backend(args.backend).run(artifact, inputs)
     except InputError as err:  # what only the built model knows (a width): name the file too
         if args.input is None:
             raise
         raise InputError(f"{args.input}: {err}") from err
-    for name, value in outputs.items():
-        arr = np.asarray(value)
-        line = f"{name:<14} shape {list(arr.shape)}  mean {arr.mean():.4g}  max {arr.max():.4g}"
-        print(line + _as_text(arr))
+    _print_outputs(outputs)
     print(
         f"latency p50 {report.metrics['latency_p50_ms'].value:.3f} ms "
         f"({report.metrics['latency_p50_ms'].how}) on {args.backend}"
@@ -85,7 +99,9 @@ def add_run_parser(sub: Any) -> None:
     s = sub.add_parser("run", help="run a model once on its example input or on yours")
     s.add_argument("name")
     s.add_argument("--backend", default="host", help="host (default), onnxrt, lava, ...")
-    s.add_argument("--seed", type=int, default=0, help="seed of the generated example input")
+    s.add_argument(
+        "--seed", type=int, default=None, help="seed of the generated example input (default 0)"
+    )
     s.add_argument(
         "--input",
         default=None,
@@ -93,6 +109,9 @@ def add_run_parser(sub: Any) -> None:
         "(.npy for a one-input model); replaces the example",
     )
     s.add_argument("--output", default=None, help=".npz to write the output arrays to")
+    s.add_argument(
+        "--repeats", type=int, default=50, help="timed calls for the latency (default 50)"
+    )
     s.add_argument(
         "--option",
         action="append",

@@ -66,7 +66,13 @@ def _bind_one(model: str, io: IOSpec, value: Any, symbols: dict[str, int], built
         elif got < 1:
             raise InputError(f"{where}, got shape {list(shape)}: axis {axis} ({want}) is empty")
         elif symbols.setdefault(want, got) != got:
-            by = "the built model" if want in built else "another input"
+            by = (
+                "the built model"
+                if want in built
+                else "its own axis " + str(io.shape.index(want))
+                if want in io.shape[:axis]
+                else "another input"
+            )
             raise InputError(
                 f"{where}, got shape {list(shape)}: axis {axis} ({want}) is {got} "
                 f"but {by} fixed {want}={symbols[want]}"

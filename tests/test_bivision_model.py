@@ -194,3 +194,47 @@ def test_a_net_of_another_sensor_size_builds_runs_and_exports_at_that_size(tmp_p
     )
     with pytest.raises(InputError, match=r"the built model fixed size=48"):
         get_backend("onnxrt").run(ort_art, {"x": small})
+
+
+@pytest.mark.parametrize(
+    ("saved", "config", "message"),
+    [
+        ({"size": None}, {}, r"checkpoint config size=None: expected a multiple of 8 in 8\.\.4096"),
+        ({"size": 12}, {}, r"checkpoint config size=12: expected a multiple of 8"),
+        ({"variant": "bogus"}, {}, r"checkpoint config variant='bogus': expected one of"),
+        ({}, {"size": 32}, r"size=32 contradicts the checkpoint .* \(trained with size=16\)"),
+        ({}, {"variant": "lif_histogram"}, r"variant='lif_histogram' contradicts the checkpoint"),
+        ({}, {"smoke": True}, r"smoke=true builds an untrained net, so checkpoint="),
+    ],
+)
+def test_a_checkpoint_config_that_cannot_be_built_or_is_contradicted_is_named(
+    tmp_path, saved, config, message
+) -> None:
+    from neuroedge.checkpoints import save_checkpoint
+    from neuroedge.errors import NeuroedgeError
+    from neuroedge.models.bivision.spec import SPEC
+    from neuroedge.models.bivision.train import make_net
+
+    cfg = {"variant": "statnf_e2s", "size": 16}
+    path = save_checkpoint(
+        tmp_path / "c.pt", {"state_dict": make_net(cfg).state_dict(), "config": {**cfg, **saved}}
+    )
+    with pytest.raises(NeuroedgeError, match=message):
+        SPEC.build({"checkpoint": str(path), **config})
+    with pytest.raises(NeuroedgeError, match=message):
+        SPEC.example_for(0, {"checkpoint": str(path), **config})
+
+
+@pytest.mark.parametrize(("width", "height"), [(16, 32), (12, 12)])
+def test_training_on_a_folder_whose_sensor_the_net_cannot_take_names_the_folder(
+    tmp_path, width, height
+) -> None:
+    import json
+
+    from neuroedge.errors import ConfigError
+    from neuroedge.models.bivision.spec import SPEC
+
+    (tmp_path / "ds").mkdir()
+    (tmp_path / "ds" / "config.json").write_text(json.dumps({"width": width, "height": height}))
+    with pytest.raises(ConfigError, match=rf"config.json: a {width}x{height} sensor; the net "):
+        SPEC.train({"data": str(tmp_path / "ds")})

@@ -133,6 +133,8 @@ def test_a_bad_output_or_option_is_refused_before_work(tmp_path: Path, capsys) -
     assert "--output" in (err := capsys.readouterr().err) and "ending in .npz" in err
     assert main(["run", NAME, "--option", "form"]) == 2
     assert "--option 'form': expected KEY=VALUE" in capsys.readouterr().err
+    assert main(["run", NAME, "--input", str(tmp_path / "x.npz"), "--seed", "3"]) == 2
+    assert "--seed picks the generated example input" in capsys.readouterr().err
     (tmp_path / "file").write_text("")
     assert main(["run", NAME, "--output", str(tmp_path / "file" / "y.npz")]) == 2
     assert "file" in capsys.readouterr().err
@@ -175,3 +177,43 @@ def test_event_camera_journey_train_on_your_recordings_then_run_at_their_size(
     capsys.readouterr()
     assert main([*args, str(tmp_path / "x32.npz")]) == 2
     assert "x32.npz: " in (err := capsys.readouterr().err) and "fixed size=16" in err
+
+
+def test_archive_names_are_checked_before_any_array_is_read(tmp_path: Path, capsys) -> None:
+    import zipfile
+
+    header = "{'descr': '<f4', 'fortran_order': False, 'shape': (100000, 100000, 32), }"
+    header = header.ljust(118) + "\n"  # a header declaring 1.2 TiB, with no data behind it
+    npy = b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode()
+    for name, member in (("extra.npz", "giant.npy"), ("giant.npz", "x.npy")):
+        with zipfile.ZipFile(tmp_path / name, "w") as zf:
+            zf.writestr(member, npy)
+            if member != "x.npy":
+                zf.writestr("x.npy", npy)
+    assert main(["run", NAME, "--input", str(tmp_path / "extra.npz")]) == 2
+    assert "unexpected ['giant']" in capsys.readouterr().err  # giant never read
+    assert main(["run", NAME, "--input", str(tmp_path / "giant.npz")]) == 2
+    err = capsys.readouterr().err
+    assert "giant.npz: " in err and "Traceback" not in err
+    np.savez(tmp_path / "empty.npz")
+    assert main(["run", NAME, "--input", str(tmp_path / "empty.npz")]) == 2
+    assert "missing ['x'], unexpected []" in capsys.readouterr().err
+
+
+def test_small_things_a_user_hits_are_named(tmp_path: Path, capsys) -> None:
+    from neuroedge.errors import InputError
+    from neuroedge.models.bivision.spec import SPEC
+    from neuroedge.shapes import bind_inputs
+
+    with pytest.raises(InputError, match=r"axis 4 \(size\) is 16 but its own axis 3 fixed size=32"):
+        bind_inputs(SPEC, {"x": np.zeros((5, 1, 2, 32, 16), np.float32)})
+    (tmp_path / "out").mkdir()
+    assert main(["run", NAME, "--output", str(tmp_path / "out")]) == 2
+    assert "is a directory; give a file name ending in .npz" in capsys.readouterr().err
+    assert main(["run", NAME, "--repeats", "0"]) == 2
+    assert "--repeats 0: expected an integer >= 1" in capsys.readouterr().err
+    assert main(["run", NAME, "--repeats", "2"]) == 0
+    np.savez(tmp_path / "huge.npz", x=np.full((4, 2, 32), 3e38, np.float32))  # finite, yet
+    capsys.readouterr()
+    assert main(["run", NAME, "--input", str(tmp_path / "huge.npz"), "--repeats", "1"]) == 0
+    assert "(256 values NaN or inf)" in capsys.readouterr().out

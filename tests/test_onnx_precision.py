@@ -58,3 +58,31 @@ def test_unknown_precisions_are_refused_before_any_file_is_written(tmp_path: Pat
     assert main(["run", NAME, "--backend", "onnxrt", "--option", "precision=int4"]) == 2
     assert "option precision='int4': expected one of fp32, fp16, int8" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_an_op_with_no_float16_form_is_refused_naming_it(tmp_path: Path, capsys) -> None:
+    args = ["export", "vla.specprune", "--config", "smoke=true", "--precision", "fp16"]
+    assert main([*args, "--out", str(tmp_path / "v.onnx")]) == 2
+    err = capsys.readouterr().err
+    assert "fp16: the graph has an op with no float16 form" in err and "Range" in err
+    assert "Traceback" not in err and not (tmp_path / "v.onnx").exists()
+
+
+def test_default_reduced_export_path_keeps_the_fp32_graph(tmp_path, monkeypatch) -> None:
+    from neuroedge.api import export
+
+    monkeypatch.chdir(tmp_path)
+    fp32 = export(NAME, "onnx")
+    int8 = export(NAME, "onnx", precision="int8")
+    assert fp32.name == "model.onnx" and int8.name == "model.int8.onnx" and fp32.is_file()
+
+
+def test_precision_bench_command_reports_errors_without_a_traceback(capsys) -> None:
+    from neuroedge.bench.precision import main as precision_main
+
+    assert precision_main(["--repeats", "0"]) == 2
+    assert "repeats (0) must be >= 1" in capsys.readouterr().err
+    assert precision_main(["--model", "causal.cadre"]) == 2
+    assert "causal.cadre has no ONNX export" in capsys.readouterr().err
+    assert precision_main(["--model", NAME, "--config", "bogus=1"]) == 2
+    assert "does not read the config key 'bogus'" in capsys.readouterr().err

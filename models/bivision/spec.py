@@ -23,18 +23,42 @@ STEPS = 5  # E2S time steps (20 ms each over a 100 ms window)
 
 
 def _checkpoint(config: Mapping[str, Any]) -> tuple[Any, dict[str, Any] | None]:
-    """(path, loaded checkpoint or None): the one a build reads, unless ``smoke``."""
+    """(path, loaded checkpoint or None): the one a build with the user's ``config`` reads,
+    unless ``smoke``. Its saved size and variant are checked, and a config ``size`` or
+    ``variant`` that contradicts them is refused (the checkpoint's would win silently)."""
     from neuroedge.checkpoints import load_checkpoint, resolve_checkpoint
+    from neuroedge.errors import ArtifactError, ConfigError
+    from neuroedge.models.bivision.train import VARIANTS
 
     smoke = config.get("smoke")
+    if smoke and config.get("checkpoint") is not None:
+        raise ConfigError(
+            f"smoke=true builds an untrained net, so checkpoint={config['checkpoint']!r} "
+            "would not be read: drop one of them"
+        )
     path = resolve_checkpoint(config, "event.bivision.classification", check=not smoke)
     if smoke or not path.is_file():
         return path, None
     ckpt = load_checkpoint(path, required=("state_dict", "config"))
-    if not isinstance(ckpt["config"], Mapping) or not {"variant", "size"} <= set(ckpt["config"]):
-        from neuroedge.errors import ArtifactError
-
+    saved = ckpt["config"]
+    if not isinstance(saved, Mapping) or not {"variant", "size"} <= set(saved):
         raise ArtifactError(f"{path}: checkpoint config lacks 'variant' and 'size'")
+    size = saved["size"]
+    if isinstance(size, bool) or not isinstance(size, int) or not 8 <= size <= 4096 or size % 8:
+        raise ArtifactError(
+            f"{path}: checkpoint config size={size!r}: expected a multiple of 8 in 8..4096"
+        )
+    if saved["variant"] not in VARIANTS:
+        raise ArtifactError(
+            f"{path}: checkpoint config variant={saved['variant']!r}: expected one of "
+            f"{sorted(VARIANTS)}"
+        )
+    for key in ("size", "variant"):
+        if key in config and config[key] != saved[key]:
+            raise ConfigError(
+                f"{key}={config[key]!r} contradicts the checkpoint {path} (trained with "
+                f"{key}={saved[key]!r}): drop {key} or name another checkpoint"
+            )
     return path, ckpt
 
 
@@ -43,7 +67,14 @@ def sensor_size(config: Mapping[str, Any] | None = None) -> int:
     config's ``size``, else ``SIZE``."""
     cfg = dict(config or {})
     ckpt = _checkpoint(cfg)[1]
-    return int(ckpt["config"]["size"]) if ckpt else integer({"size": SIZE, **cfg}, "size", 8, 4096)
+    if ckpt:
+        return int(ckpt["config"]["size"])
+    size = integer({"size": SIZE, **cfg}, "size", 8, 4096)
+    if size % 8:
+        from neuroedge.errors import ConfigError
+
+        raise ConfigError(f"size={size}: expected a multiple of 8 (three stride-2 stages)")
+    return size
 
 
 def build(config: Mapping[str, Any]) -> TorchProgram:
@@ -54,7 +85,7 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
     from neuroedge.models.bivision import neuromorphic, train
 
     cfg = {**train.DEFAULTS, "size": SIZE, **config}
-    path, ckpt = _checkpoint(cfg)
+    path, ckpt = _checkpoint(config)  # the user's keys: defaults contradict no checkpoint
     trained = ckpt is not None
     if ckpt is not None:
         cfg.update({k: ckpt["config"][k] for k in ("variant", "size")})
@@ -133,8 +164,16 @@ def _train(config: Mapping[str, Any] | None = None, out: str | None = None) -> d
     cfg = dict(config or {})
     size = SIZE
     if isinstance(cfg.get("data"), str) and cfg["data"] and "size" not in cfg:  # your sensor
-        sensor = dataset_sensor(cfg["data"])
-        size = sensor.width if sensor.width == sensor.height else SIZE  # else train says why
+        from neuroedge.errors import ConfigError
+
+        sensor, where = dataset_sensor(cfg["data"]), f"{cfg['data']}/config.json"
+        if sensor.width != sensor.height or sensor.width % 8:
+            raise ConfigError(
+                f"{where}: a {sensor.width}x{sensor.height} sensor; the net takes a square "
+                "sensor whose side is a multiple of 8 (three stride-2 stages): crop or rescale "
+                "the events first"
+            )
+        size = sensor.width
     return train({"size": size, **cfg}, out)
 
 
