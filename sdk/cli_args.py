@@ -30,5 +30,7 @@ def option_items(items: Sequence[str] | None) -> dict[str, str]:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise ConfigError(f"--option {item!r}: expected KEY=VALUE, e.g. form=step")
+        if key in options and options[key] != value:
+            raise ConfigError(f"--option {key} is given twice: {options[key]!r} and {value!r}")
         options[key] = value
     return options

@@ -133,6 +133,8 @@ def test_a_bad_output_or_option_is_refused_before_work(tmp_path: Path, capsys) -
     assert "--output" in (err := capsys.readouterr().err) and "ending in .npz" in err
     assert main(["run", NAME, "--option", "form"]) == 2
     assert "--option 'form': expected KEY=VALUE" in capsys.readouterr().err
+    assert main(["run", NAME, "--option", "form=step", "--option", "form=sequence"]) == 2
+    assert "--option form is given twice: 'step' and 'sequence'" in capsys.readouterr().err
     assert main(["run", NAME, "--input", str(tmp_path / "x.npz"), "--seed", "3"]) == 2
     assert "--seed picks the generated example input" in capsys.readouterr().err
     (tmp_path / "file").write_text("")
@@ -217,3 +219,52 @@ def test_small_things_a_user_hits_are_named(tmp_path: Path, capsys) -> None:
     capsys.readouterr()
     assert main(["run", NAME, "--input", str(tmp_path / "huge.npz"), "--repeats", "1"]) == 0
     assert "(256 values NaN or inf)" in capsys.readouterr().out
+
+
+def _car_recording(size: int, seed: int, offset_us: int = 0) -> np.ndarray:
+    from neuroedge.events.core import SensorSize, make_events
+    from neuroedge.events.generate import random_object
+    from neuroedge.events.simulator import DVSParams, simulate
+
+    sensor, rng = SensorSize(size, size), np.random.default_rng(seed)
+    ev = simulate([random_object("car", sensor, 100_000, rng)], sensor, 100_000, DVSParams(), seed)
+    return make_events(ev["t"] + offset_us, ev["x"], ev["y"], ev["p"])
+
+
+def test_a_long_recording_becomes_windows_that_run_as_one_batch(tmp_path: Path, capsys) -> None:
+    from neuroedge.events.core import SensorSize
+    from neuroedge.models.bivision.data import represent, represent_windows
+
+    sensor = SensorSize(16, 16)
+    first, second = _car_recording(16, 0), _car_recording(16, 1, offset_us=100_000)
+    events = np.concatenate([first, second])
+    x = represent_windows(events, sensor)
+    assert x.shape == (5, 2, 2, 16, 16) and x.dtype == np.float32
+    np.testing.assert_array_equal(x[:, 0], represent(first, sensor, "e2s"))
+    np.testing.assert_array_equal(x[:, 1], represent(second, sensor, "e2s"))
+    assert represent_windows(events[::-1].copy(), sensor).tolist() == x.tolist()  # sorted first
+    assert represent_windows(events, sensor, max_windows=1).shape[1] == 1
+    h = represent_windows(events, sensor, "histogram")
+    np.testing.assert_array_equal(h[:, 1], represent(second, sensor, "histogram"))
+    np.savez(tmp_path / "x.npz", x=x)
+    args = ["run", "event.bivision", "--config", "smoke=true", "size=16", "--input"]
+    assert main([*args, str(tmp_path / "x.npz"), "--output", str(tmp_path / "y.npz")]) == 0
+    with np.load(tmp_path / "y.npz") as y:
+        assert y["logits"].shape == (5, 2, 2)  # per step, per window, per class
+
+
+def test_windows_refuse_what_they_cannot_represent() -> None:
+    from neuroedge.events.core import SensorSize
+    from neuroedge.models.bivision.data import represent_windows
+
+    events = _car_recording(16, 0)
+    with pytest.raises(ValueError, match="the recording has no events"):
+        represent_windows(events[:0], SensorSize(16, 16))
+    with pytest.raises(ValueError, match=r"representation 'voxel' is not one of"):
+        represent_windows(events, SensorSize(16, 16), "voxel")
+    with pytest.raises(ValueError, match=r"max_windows=0: expected an integer >= 1"):
+        represent_windows(events, SensorSize(16, 16), max_windows=0)
+    late = events.copy()
+    late["t"][-1] = 10**12  # 10,000,001 windows of 100 ms: refused before allocating
+    with pytest.raises(ValueError, match=r"10000001 windows of 100000 us .* pass max_windows <="):
+        represent_windows(late, SensorSize(16, 16))

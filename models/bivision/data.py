@@ -51,6 +51,58 @@ def represent(
     raise ValueError(f"representation {rep!r} is not one of {REPRESENTATIONS}")
 
 
+def represent_windows(
+    events: np.ndarray,
+    sensor: SensorSize,
+    rep: str = "e2s",
+    params: E2SParams = DEFAULT_E2S,
+    max_windows: int | None = None,
+) -> np.ndarray:
+    """A long recording as network input (T, N, 2, H, W) float32: N consecutive windows of
+    ``params.steps`` x ``params.step_us`` (100 ms by default), the first starting at
+    ``recording_start``, each represented on its own as ``represent`` does a single cut (the
+    nets are trained on independent 100 ms recordings). ``max_windows`` keeps the first ones.
+    Save it with ``np.savez("x.npz", x=...)`` for ``neuroedge run event.bivision --input``.
+
+    Raises ValueError for an empty recording, or when N windows would allocate more than
+    ``MAX_DENSE_ELEMENTS`` (naming the span and how many windows fit)."""
+    from neuroedge.models.bivision.e2s import MAX_DENSE_ELEMENTS
+
+    if rep not in REPRESENTATIONS:
+        raise ValueError(f"representation {rep!r} is not one of {REPRESENTATIONS}")
+    if len(events) == 0:
+        raise ValueError("the recording has no events: nothing to represent")
+    if max_windows is not None and (isinstance(max_windows, bool) or max_windows < 1):
+        raise ValueError(f"max_windows={max_windows!r}: expected an integer >= 1")
+    t = events["t"]
+    if np.any(np.diff(t) < 0):
+        events, t = events[np.argsort(t, kind="stable")], np.sort(t, kind="stable")
+    span = params.steps * params.step_us
+    t0 = recording_start(events, params.step_us)
+    count = int((int(t[-1]) - t0) // span) + 1
+    count = min(count, max_windows or count)
+    per_window = params.steps * 2 * sensor.height * sensor.width
+    if count * per_window > MAX_DENSE_ELEMENTS:
+        raise ValueError(
+            f"{count} windows of {span} us on a {sensor.width}x{sensor.height} sensor would "
+            f"allocate {count * per_window:,} elements (at most {MAX_DENSE_ELEMENTS:,}): pass "
+            f"max_windows <= {MAX_DENSE_ELEMENTS // per_window} or cut the recording"
+        )
+    out = np.zeros((params.steps, count, 2, sensor.height, sensor.width), np.float32)
+    edges = np.searchsorted(t, t0 + span * np.arange(count + 1), side="left")
+    for k in range(count):
+        cut, start = events[edges[k] : edges[k + 1]], t0 + k * span
+        if rep == "e2s":
+            out[:, k] = e2s(cut, sensor.width, sensor.height, params, start)
+        else:
+            out[:, k] = np.log1p(
+                event_histogram(
+                    cut, sensor.width, sensor.height, params.steps, params.step_us, start
+                )
+            )
+    return out
+
+
 def recording_start(events: np.ndarray, step_us: int) -> int:
     """The window start of a recording: its first event's time rounded down to a multiple of
     ``step_us`` (0 when there are no events). Decision: rounding keeps the step edges of
