@@ -49,6 +49,14 @@ def check_options(
     return given
 
 
+def axes_meta(program: Any) -> dict[str, Any]:
+    """``{"axes": {...}}`` for an artifact's meta when the built program fixes symbolic axes
+    (``meta["axes"]``: a model width, a sensor side), else ``{}``; every backend's ``run``
+    passes ``artifact.meta.get("axes")`` to ``bind_inputs``, so a mismatch is named first."""
+    axes = (getattr(program, "meta", None) or {}).get("axes")
+    return {"axes": dict(axes)} if axes else {}
+
+
 def int_option(backend: str, options: Mapping[str, Any], key: str, default: int) -> int:
     """An integer option >= 1 (given as a number or a numeric string), or ConfigError."""
     from neuroedge.errors import ConfigError

@@ -9,7 +9,7 @@ import importlib.util
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from neuroedge.backends.base import MeasuredBackend, check_options, unroll
+from neuroedge.backends.base import MeasuredBackend, axes_meta, check_options, unroll
 from neuroedge.shapes import bind_inputs
 from neuroedge.types import (
     Artifact,
@@ -45,14 +45,14 @@ class HostBackend(MeasuredBackend):
             )
         if isinstance(program, TorchProgram):
             program.module.eval()
-            return Artifact(self.name, "torch", spec, meta={"device": "cpu"}, handle=program)
+            meta = {"device": "cpu", **axes_meta(program)}
+            return Artifact(self.name, "torch", spec, meta=meta, handle=program)
         return Artifact(self.name, "python", spec, meta={"device": "cpu"}, handle=program)
 
     def run(self, artifact: Artifact, inputs: Mapping[str, Any]) -> dict[str, Any]:
         program = artifact.handle
-        torch_program = isinstance(program, TorchProgram)
-        axes = program.meta.get("axes") if torch_program else None
-        bind_inputs(artifact.spec, inputs, finite=not isinstance(program, HostProgram), fixed=axes)
+        finite = not isinstance(program, HostProgram)
+        bind_inputs(artifact.spec, inputs, finite=finite, fixed=artifact.meta.get("axes"))
         if isinstance(program, HostProgram):
             return dict(program.fn(**inputs))
         return run_torch_program(program, inputs)

@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from neuroedge.backends.base import check_options
+from neuroedge.backends.base import axes_meta, check_options
 from neuroedge.shapes import bind_inputs, resolve_shape
 from neuroedge.types import (
     Artifact,
@@ -39,12 +39,11 @@ class NullBackend:
         self, program: Program, spec: ModelSpec, options: Mapping[str, str] | None = None
     ) -> Artifact:
         check_options(self.name, options, ())
-        axes = getattr(program, "meta", {}).get("axes")  # sizes the built program fixes
         return Artifact(
             backend=self.name,
             format="none",
             spec=spec,
-            meta={"program_kind": program.kind, **({"axes": axes} if axes else {})},
+            meta={"program_kind": program.kind, **axes_meta(program)},
         )
 
     def run(self, artifact: Artifact, inputs: Mapping[str, Any]) -> dict[str, Any]:

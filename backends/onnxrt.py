@@ -16,14 +16,20 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
-from neuroedge.backends.base import MeasuredBackend, check_options, int_option, unroll
+from neuroedge.backends.base import (
+    MeasuredBackend,
+    axes_meta,
+    check_options,
+    int_option,
+    unroll,
+)
 from neuroedge.errors import ArtifactError, ConfigError
+from neuroedge.export.tensorrt import VARIANTS as PRECISIONS  # int8: Q/DQ, calibrated
 from neuroedge.paths import artifact_dir
 from neuroedge.shapes import bind_inputs
 from neuroedge.types import Artifact, Availability, ModelSpec, Program, Support, TorchProgram
 
 OPTIONS = ("form", "path", "precision", "providers", "threads")  # what compile / load read
-PRECISIONS = ("fp32", "fp16", "int8")  # int8: Q/DQ calibrated on the model's own examples
 
 ACCELERATED = ("TensorrtExecutionProvider", "CUDAExecutionProvider")
 
@@ -72,8 +78,7 @@ class OnnxRuntimeBackend(MeasuredBackend):
         if precision != "fp32":
             path = self._reduced(path, precision, program, spec)
         artifact = self.load(path, spec, options)
-        axes = program.meta.get("axes")  # sizes the built net fixes (a width, a sensor side)
-        return replace(artifact, meta={**artifact.meta, "axes": axes}) if axes else artifact
+        return replace(artifact, meta={**artifact.meta, **axes_meta(program)})
 
     def _reduced(self, path: Path, precision: str, program: TorchProgram, spec: ModelSpec) -> Path:
         """The fp16 or int8 graph of the float32 export at ``path``, beside it (the graphs the

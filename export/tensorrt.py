@@ -348,6 +348,8 @@ def carry_state(state_of: Path, graph: Path, out: Path) -> Path:
     from neuroedge.atomic import write_bytes
     from neuroedge.export.onnx import STATE_KEY, state_file
 
+    if not state_file(state_of).is_file() and Path(graph) == Path(out):
+        return Path(out)  # stateless, in place: nothing to carry, no second write
     model = onnx.load(str(graph))
     if state_file(state_of).is_file():
         write_bytes(state_file(out), state_file(state_of).read_bytes())

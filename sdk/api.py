@@ -15,7 +15,6 @@ from neuroedge.nir_check import check_nir  # noqa: F401 (public: neuroedge.api.c
 from neuroedge.types import Artifact, ModelSpec, Report, TorchProgram
 
 EXPORT_TARGETS = ("onnx", "nir", "tensorrt")
-ONNX_PRECISIONS = ("fp32", "fp16", "int8")  # = the onnxrt backend's PRECISIONS
 
 
 def models() -> dict[str, str]:
@@ -125,9 +124,10 @@ def export(
         )
     if target == "tensorrt":
         return _export_engine(spec, out, config, precision)
-    if precision not in ONNX_PRECISIONS:
-        valid = ", ".join(ONNX_PRECISIONS)
-        raise ExportRefused(f"precision {precision!r}: expected one of {valid}")
+    from neuroedge.export.tensorrt import VARIANTS as PRECISIONS  # fp32, fp16, int8
+
+    if precision not in PRECISIONS:
+        raise ExportRefused(f"precision {precision!r}: expected one of {', '.join(PRECISIONS)}")
     if target not in spec.exportable:
         raise ExportRefused(
             f"{name} cannot be exported to {target!r} (exportable: "

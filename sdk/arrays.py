@@ -34,7 +34,7 @@ def load_inputs(path: str | os.PathLike[str], spec: ModelSpec) -> dict[str, Any]
     """
     import numpy as np
 
-    from neuroedge.shapes import bind_inputs
+    from neuroedge.shapes import bind_inputs, check_input_names
 
     p = Path(path)
     names = [io.name for io in spec.inputs]
@@ -70,27 +70,16 @@ def load_inputs(path: str | os.PathLike[str], spec: ModelSpec) -> dict[str, Any]
             arrays = {names[0]: np.load(p, allow_pickle=False)}
         else:
             with np.load(p, allow_pickle=False) as archive:
-                _check_names(p, spec, archive.files)  # before reading any array
+                check_input_names(spec, archive.files)  # before reading any array
                 arrays = {key: archive[key] for key in archive.files}
+        bind_inputs(spec, arrays)
+    except InputError as err:  # names, shapes, dtypes, values: the spec's words, and the file
+        raise InputError(f"{p}: {err}") from err
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as err:
         raise InputError(f"{p}: not a readable {suffix} file of arrays ({err})") from err
     except MemoryError as err:  # a header declaring a shape that does not fit in memory
         raise InputError(f"{p}: an array too large to load ({err})") from err
-    try:
-        bind_inputs(spec, arrays)
-    except InputError as err:
-        raise InputError(f"{p}: {err}") from err
     return arrays
-
-
-def _check_names(path: Path, spec: ModelSpec, names: list[str]) -> None:
-    expected = {io.name for io in spec.inputs}
-    missing, extra = sorted(expected - set(names)), sorted(set(names) - expected)
-    if missing or extra:
-        raise InputError(
-            f"{path}: model {spec.name!r} takes inputs {sorted(expected)}; missing {missing}, "
-            f"unexpected {extra}"
-        )
 
 
 def save_outputs(path: str | os.PathLike[str], outputs: Mapping[str, Any]) -> Path:

@@ -31,20 +31,34 @@ def bind_inputs(
             f"model {spec.name!r}: inputs are a mapping {{name: array}} of {sorted(expected)}, "
             f"got a {type(inputs).__name__}"
         )
-    missing, extra = expected - set(inputs), set(inputs) - expected
-    if missing or extra:
-        raise InputError(
-            f"model {spec.name!r} takes inputs {sorted(expected)}; missing {sorted(missing)}, "
-            f"unexpected {sorted(extra)}"
-        )
+    check_input_names(spec, inputs)
     symbols: dict[str, int] = dict(fixed or {})
+    built = set(fixed or ())
     for io in spec.inputs:
-        _bind_one(spec.name, io, inputs[io.name], symbols, set(fixed or ()))
+        _bind_one(spec.name, io, inputs[io.name], symbols, built)
         if finite and io.dtype.startswith("float"):
             _check_finite_input(spec.name, io, inputs[io.name])
         if io.bounds is not None:
             _check_bounds(spec.name, io, inputs[io.name])
     return symbols
+
+
+def check_input_names(spec: ModelSpec, names: Any) -> None:
+    """InputError unless ``names`` (a mapping's keys, an archive's members) are exactly the
+    spec's input names, listing the missing and unexpected ones."""
+    expected, given = {io.name for io in spec.inputs}, set(names)
+    missing, extra = expected - given, given - expected
+    if missing or extra:
+        raise InputError(
+            f"model {spec.name!r} takes inputs {sorted(expected)}; missing {sorted(missing)}, "
+            f"unexpected {sorted(extra)}"
+        )
+
+
+def _numpy(value: Any) -> Any:
+    import numpy as np
+
+    return value.detach().cpu().numpy() if hasattr(value, "detach") else np.asarray(value)
 
 
 def _bind_one(model: str, io: IOSpec, value: Any, symbols: dict[str, int], built: set[str]) -> None:
@@ -82,7 +96,7 @@ def _bind_one(model: str, io: IOSpec, value: Any, symbols: dict[str, int], built
 def _check_finite_input(model: str, io: IOSpec, value: Any) -> None:
     import numpy as np
 
-    arr = value.detach().cpu().numpy() if hasattr(value, "detach") else np.asarray(value)
+    arr = _numpy(value)
     if np.isfinite(arr).all():
         return
     bad = np.argwhere(~np.isfinite(arr))
@@ -96,7 +110,7 @@ def _check_finite_input(model: str, io: IOSpec, value: Any) -> None:
 def _check_bounds(model: str, io: IOSpec, value: Any) -> None:
     import numpy as np
 
-    arr = value.detach().cpu().numpy() if hasattr(value, "detach") else np.asarray(value)
+    arr = _numpy(value)
     low, high = io.bounds  # type: ignore[misc]
     outside = ~((arr >= low) & (arr <= high))  # NaN is outside too
     if not outside.any():

@@ -38,7 +38,7 @@ def test_model_runs_on_backend(model: str, backend: str, require: Any) -> None:
     artifact = be.compile(program, spec, {})
     assert not artifact.meta.get("fallbacks"), artifact.meta.get("fallbacks")
     outputs = be.run(artifact, example)
-    symbols = bind_inputs(spec, example, fixed=getattr(program, "meta", {}).get("axes"))
+    symbols = bind_inputs(spec, example, fixed=artifact.meta.get("axes"))
     for io in spec.outputs:
         assert io.name in outputs, f"{backend} did not return {io.name}"
         assert np.asarray(outputs[io.name]).shape == resolve_shape(io, symbols), io.name

@@ -41,7 +41,13 @@ def represent(
     steps from ``recording_start``: recordings whose clock does not start near 0 (a cut from
     a longer stream) are represented from their first event instead of giving an all-zero
     input."""
-    t0 = recording_start(events, params.step_us)
+    return _represent_at(events, sensor, rep, params, recording_start(events, params.step_us))
+
+
+def _represent_at(
+    events: np.ndarray, sensor: SensorSize, rep: str, params: E2SParams, t0: int
+) -> np.ndarray:
+    """(T, 2, H, W) float32 ``rep`` of ``events`` over the window starting at ``t0``."""
     if rep == "e2s":
         return e2s(events, sensor.width, sensor.height, params, t0).astype(np.float32)
     if rep == "histogram":
@@ -91,15 +97,8 @@ def represent_windows(
     out = np.zeros((params.steps, count, 2, sensor.height, sensor.width), np.float32)
     edges = np.searchsorted(t, t0 + span * np.arange(count + 1), side="left")
     for k in range(count):
-        cut, start = events[edges[k] : edges[k + 1]], t0 + k * span
-        if rep == "e2s":
-            out[:, k] = e2s(cut, sensor.width, sensor.height, params, start)
-        else:
-            out[:, k] = np.log1p(
-                event_histogram(
-                    cut, sensor.width, sensor.height, params.steps, params.step_us, start
-                )
-            )
+        cut = events[edges[k] : edges[k + 1]]
+        out[:, k] = _represent_at(cut, sensor, rep, params, t0 + k * span)
     return out
 
 
