@@ -8,11 +8,8 @@ Everything here runs without TensorRT or a GPU (onnx and onnxruntime only), so C
   shapes of every symbolic axis, weight and activation bytes at the profile's max shapes.
 * **Precision lives in the graph.** TensorRT 11 removed the FP16/INT8 builder flags and
   implicit calibration: networks are strongly typed, so reduced precision must be written into
-  the ONNX graph. ``fp16``: every float32 initializer, constant and cast becomes float16, with a
-  Cast at each float32 graph input and output (the IO stays float32, so callers do not change).
-  We convert ourselves: onnxconverter-common 1.16 mistypes Cast/Unsqueeze outputs of our
-  exported graphs (measured), and NVIDIA's ModelOpt AutoCast is a heavy GPU-side dependency.
-  Control-flow subgraphs (If/Loop/Scan) are refused for fp16 rather than half-converted.
+  the ONNX graph. ``fp16``: ``neuroedge.export.onnx_fp16`` (float16 inside, float32 IO, the ops
+  with no float16 form kept float32 between Casts).
   ``int8``: explicit Q/DQ from ONNX Runtime's static quantizer with what TensorRT requires:
   symmetric int8 (zero point 0), per-channel weights, Q/DQ only around weighted ops (Conv, Gemm,
   MatMul), min-max calibration on the model's own example inputs (16 seeds by default; a
@@ -32,11 +29,18 @@ from pathlib import Path
 from typing import Any
 
 from neuroedge.atomic import atomic_path
+from neuroedge.export.onnx_fp16 import (  # public names, kept importable from here
+    FP16_MAX,  # noqa: F401
+    PRECISION_KEY,
+    check_no_subgraphs,  # noqa: F401
+    convert_to_fp16,
+)
+from neuroedge.export.onnx_fp16 import set_meta as _set_meta
 from neuroedge.export.tensorrt_profile import (  # public names, kept importable from here
     DEFAULT_RANGES,  # noqa: F401
     InputProfile,  # noqa: F401
     StaticBudget,  # noqa: F401
-    graph_inputs,
+    graph_inputs,  # noqa: F401
     optimization_profile,  # noqa: F401
     static_budget,  # noqa: F401
 )
@@ -44,141 +48,14 @@ from neuroedge.export.tensorrt_support import (  # public names, kept importable
     OPSET_RANGE,  # noqa: F401
     QUANTIZED_TYPES,  # noqa: F401
     UNSUPPORTED_OPS,  # noqa: F401
-    TensorRTUnsupported,
+    TensorRTUnsupported,  # noqa: F401
     check_tensorrt_support,
     tensorrt_issues,  # noqa: F401
 )
 
 VARIANTS = ("fp32", "fp16", "int8")
-FP16_MAX = 65504.0
 CALIBRATION_SAMPLES = 16
 QUANTIZED_OPS = ("Conv", "Gemm", "MatMul")
-PRECISION_KEY = "neuroedge.precision"
-# Inputs whose type is tensor(float) whatever the op's T is: they stay float32 in fp16 graphs.
-FLOAT32_ONLY_INPUTS = {"Resize": (2,), "Upsample": (1,)}
-
-
-def _to_fp16_tensor(tensor: Any) -> tuple[Any, int]:
-    import numpy as np
-    from onnx import numpy_helper
-
-    arr = numpy_helper.to_array(tensor)
-    clipped = np.clip(arr, -FP16_MAX, FP16_MAX)
-    return (
-        numpy_helper.from_array(clipped.astype(np.float16), tensor.name),
-        int(np.count_nonzero(clipped != arr)),
-    )
-
-
-def _retype_nodes(nodes: Sequence[Any], keep32: set[str]) -> int:
-    """Casts, dtype attributes and float constants of ``nodes`` to float16; returns #clipped."""
-    from onnx import AttributeProto, TensorProto
-
-    clipped = 0
-    for node in nodes:
-        for attr in node.attribute:
-            if attr.name in ("to", "dtype") and attr.i == TensorProto.FLOAT:
-                attr.i = TensorProto.FLOAT16
-            elif (
-                attr.type == AttributeProto.TENSOR
-                and attr.t.data_type == TensorProto.FLOAT
-                and not keep32.intersection(node.output)
-            ):
-                converted, n = _to_fp16_tensor(attr.t)
-                attr.t.CopyFrom(converted)
-                clipped += n
-    return clipped
-
-
-def convert_to_fp16(model: Any) -> Any:
-    """A float16 copy of ``model`` with float32 IO (Casts at the boundary); see module doc."""
-    import onnx
-    from onnx import TensorProto, helper
-
-    check_no_subgraphs(model)
-    out = onnx.ModelProto()
-    out.CopyFrom(model)
-    graph = out.graph
-    keep32 = {
-        n.input[i]
-        for n in graph.node
-        for i in FLOAT32_ONLY_INPUTS.get(n.op_type, ())
-        if i < len(n.input)
-    }
-    clipped = 0
-    for i, init in enumerate(graph.initializer):
-        if init.data_type == TensorProto.FLOAT and init.name not in keep32:
-            converted, n = _to_fp16_tensor(init)
-            graph.initializer[i].CopyFrom(converted)
-            clipped += n
-    clipped += _retype_nodes(graph.node, keep32)
-    is_float = lambda vi: vi.type.tensor_type.elem_type == TensorProto.FLOAT
-    inner = {i.name: f"{i.name}__fp16" for i in graph_inputs(out) if is_float(i)}
-    inner.update(
-        {o.name: f"{o.name}__fp16" for o in graph.output if is_float(o) and o.name not in inner}
-    )
-    head = [
-        helper.make_node(
-            "Cast", [name], [inner[name]], to=TensorProto.FLOAT16, name=f"{name}__to_fp16"
-        )
-        for name in inner
-        if name in {i.name for i in graph.input}
-    ]
-    tail = [
-        helper.make_node(
-            "Cast", [inner[o.name]], [o.name], to=TensorProto.FLOAT, name=f"{o.name}__to_fp32"
-        )
-        for o in graph.output
-        if is_float(o)
-    ]
-    for node in graph.node:
-        node.input[:] = [inner.get(n, n) for n in node.input]
-        node.output[:] = [inner.get(n, n) for n in node.output]
-    nodes = [*head, *graph.node, *tail]
-    del graph.node[:]
-    graph.node.extend(nodes)
-    del graph.value_info[:]
-    _set_meta(out, PRECISION_KEY, json.dumps({"precision": "fp16", "clipped": clipped}))
-    return _checked_fp16(out)
-
-
-def _checked_fp16(model: Any) -> Any:
-    """``model`` with inferred shapes, checked; an op left without a float16 form (Range takes
-    no float16 start) is an ExportRefused naming it, not onnx's traceback."""
-    import onnx
-
-    try:
-        model = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
-        onnx.checker.check_model(model)
-    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as err:
-        from neuroedge.errors import ExportRefused
-
-        first = str(err).strip().splitlines()[0]
-        raise ExportRefused(
-            f"fp16: the graph has an op with no float16 form once its floats are converted "
-            f"({first}); export it in fp32 or int8"
-        ) from None
-    return model
-
-
-def check_no_subgraphs(model: Any) -> None:
-    from onnx import AttributeProto
-
-    for node in model.graph.node:
-        if any(a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS) for a in node.attribute):
-            raise TensorRTUnsupported(
-                f"node {node.name!r} ({node.op_type}) carries a subgraph; fp16 preparation "
-                "rewrites flat graphs only: build fp32, or convert with ModelOpt AutoCast"
-            )
-
-
-def _set_meta(model: Any, key: str, value: str) -> None:
-    for entry in model.metadata_props:
-        if entry.key == key:
-            entry.value = value
-            return
-    entry = model.metadata_props.add()
-    entry.key, entry.value = key, value
 
 
 def calibration_feeds(

@@ -60,12 +60,40 @@ def test_unknown_precisions_are_refused_before_any_file_is_written(tmp_path: Pat
     assert not out.exists()
 
 
-def test_an_op_with_no_float16_form_is_refused_naming_it(tmp_path: Path, capsys) -> None:
-    args = ["export", "vla.specprune", "--config", "smoke=true", "--precision", "fp16"]
-    assert main([*args, "--out", str(tmp_path / "v.onnx")]) == 2
-    err = capsys.readouterr().err
-    assert "fp16: the graph has an op with no float16 form" in err and "Range" in err
-    assert "Traceback" not in err and not (tmp_path / "v.onnx").exists()
+def test_float_range_keeps_float32_so_specprune_exports_in_fp16(tmp_path: Path, capsys) -> None:
+    # vla.specprune's position tables are Range over a float length: Range has no float16
+    # form, so it runs in float32 between Casts (it was refused before).
+    import json
+
+    import onnx
+
+    name, config = "vla.specprune", {"smoke": True}
+    out = tmp_path / "v.onnx"
+    assert (
+        main(["export", name, "--config", "smoke=true", "--precision", "fp16", "--out", str(out)])
+        == 0
+    )
+    assert "Traceback" not in capsys.readouterr().err
+    record = {p.key: p.value for p in onnx.load(str(out)).metadata_props}["neuroedge.precision"]
+    assert json.loads(record)["float32_ops"] >= 1
+    spec, host, ort = get_model(name), get_backend("host"), get_backend("onnxrt")
+    art = ort.load(out, spec)
+    assert art.meta["precision"] == "fp16"
+    model = host.compile(spec.build(config), spec)
+    agreements = []
+    for seed in range(5):
+        x = spec.example(seed)
+        got, want = ort.run(art, x), host.run(model, x)
+        kept = want["scores"] != 0
+        agreements.append(float(np.mean(kept == (got["scores"] != 0))))
+        both = kept & (got["scores"] != 0)
+        scale = float(np.abs(want["scores"]).max())
+        assert float(np.abs(got["scores"] - want["scores"])[both].max()) <= 5e-2 * scale
+        if agreements[-1] == 1.0:  # the same tokens kept: the actions follow closely
+            err = float(np.abs(got["actions"] - want["actions"]).max())
+            assert 0 < err <= 1e-2 * float(np.abs(want["actions"]).max()), (seed, err)
+    # a score near the pruning cut can flip in float16 (seed 0: 4 of 128 tokens)
+    assert np.mean(agreements) >= 0.95 and agreements.count(1.0) >= 3, agreements
 
 
 def test_default_reduced_export_path_keeps_the_fp32_graph(tmp_path, monkeypatch) -> None:

@@ -1,0 +1,197 @@
+"""float32 ONNX graph -> float16 graph with float32 IO (the ``fp16`` variant of ``tensorrt``).
+
+Every float32 initializer, constant and cast becomes float16 (values beyond the half range are
+clipped and counted), with a Cast at each float32 graph input and output, so callers do not
+change. We convert ourselves: onnxconverter-common 1.16 mistypes Cast/Unsqueeze outputs of our
+exported graphs (measured), and NVIDIA's ModelOpt AutoCast is a heavy GPU-side dependency.
+
+Ops whose ONNX schema has no float16 type keep float32 as an island: ``Range`` (torch's
+``arange`` over a float length, as in vla.specprune's position tables) gets its float inputs
+cast up to float32 and its output cast back to float16. Inputs that only take float32 whatever
+the op's type (Resize's scales) stay float32. Control-flow subgraphs (If/Loop/Scan) are refused
+rather than half-converted.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from neuroedge.export.tensorrt_support import TensorRTUnsupported
+
+FP16_MAX = 65504.0
+PRECISION_KEY = "neuroedge.precision"
+# Inputs whose type is tensor(float) whatever the op's T is: they stay float32 in fp16 graphs.
+FLOAT32_ONLY_INPUTS = {"Resize": (2,), "Upsample": (1,)}
+# Ops with no float16 in their type constraint: computed in float32 between two Casts.
+FLOAT32_ONLY_OPS = ("Range",)
+
+
+def _to_fp16_tensor(tensor: Any) -> tuple[Any, int]:
+    import numpy as np
+    from onnx import numpy_helper
+
+    arr = numpy_helper.to_array(tensor)
+    clipped = np.clip(arr, -FP16_MAX, FP16_MAX)
+    return (
+        numpy_helper.from_array(clipped.astype(np.float16), tensor.name),
+        int(np.count_nonzero(clipped != arr)),
+    )
+
+
+def _retype_nodes(nodes: Sequence[Any], keep32: set[str]) -> int:
+    """Casts, dtype attributes and float constants of ``nodes`` to float16; returns #clipped."""
+    from onnx import AttributeProto, TensorProto
+
+    clipped = 0
+    for node in nodes:
+        for attr in node.attribute:
+            if attr.name in ("to", "dtype") and attr.i == TensorProto.FLOAT:
+                attr.i = TensorProto.FLOAT16
+            elif (
+                attr.type == AttributeProto.TENSOR
+                and attr.t.data_type == TensorProto.FLOAT
+                and not keep32.intersection(node.output)
+            ):
+                converted, n = _to_fp16_tensor(attr.t)
+                attr.t.CopyFrom(converted)
+                clipped += n
+    return clipped
+
+
+def float_values(model: Any) -> set[str]:
+    """Names of the float32 tensors of ``model`` (inputs, initializers, inferred values)."""
+    import onnx
+    from onnx import TensorProto
+
+    inferred = onnx.shape_inference.infer_shapes(model)
+    infos = [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]
+    names = {v.name for v in infos if v.type.tensor_type.elem_type == TensorProto.FLOAT}
+    return names | {i.name for i in model.graph.initializer if i.data_type == TensorProto.FLOAT}
+
+
+def _float32_islands(nodes: Sequence[Any], floats: set[str]) -> tuple[list[Any], int]:
+    """``nodes`` with every FLOAT32_ONLY_OPS node that computed in float32 wrapped in Casts
+    (float16 -> float32 on its float inputs, float32 -> float16 on its outputs)."""
+    from onnx import TensorProto, helper
+
+    out, wrapped = [], 0
+    for k, node in enumerate(nodes):
+        if node.op_type not in FLOAT32_ONLY_OPS or not floats.intersection(node.input):
+            out.append(node)
+            continue
+        tag = f"{node.name or node.op_type}_{k}__fp32"
+        for j, name in enumerate(node.input):
+            if name in floats:
+                up = f"{name}__{tag}"
+                out.append(helper.make_node("Cast", [name], [up], to=TensorProto.FLOAT, name=up))
+                node.input[j] = up
+        downs = []
+        for j, name in enumerate(node.output):
+            inner = f"{name}__{tag}"
+            downs.append(
+                helper.make_node(
+                    "Cast", [inner], [name], to=TensorProto.FLOAT16, name=f"{inner}_to_fp16"
+                )
+            )
+            node.output[j] = inner
+        out += [node, *downs]
+        wrapped += 1
+    return out, wrapped
+
+
+def convert_to_fp16(model: Any) -> Any:
+    """A float16 copy of ``model`` with float32 IO (Casts at the boundary); see module doc."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from neuroedge.export.tensorrt_profile import graph_inputs
+
+    check_no_subgraphs(model)
+    floats = float_values(model)
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    graph = out.graph
+    keep32 = {
+        n.input[i]
+        for n in graph.node
+        for i in FLOAT32_ONLY_INPUTS.get(n.op_type, ())
+        if i < len(n.input)
+    }
+    clipped = 0
+    for i, init in enumerate(graph.initializer):
+        if init.data_type == TensorProto.FLOAT and init.name not in keep32:
+            converted, n = _to_fp16_tensor(init)
+            graph.initializer[i].CopyFrom(converted)
+            clipped += n
+    clipped += _retype_nodes(graph.node, keep32)
+    body, islands = _float32_islands(list(graph.node), floats)
+    is_float = lambda vi: vi.type.tensor_type.elem_type == TensorProto.FLOAT
+    inner = {i.name: f"{i.name}__fp16" for i in graph_inputs(out) if is_float(i)}
+    inner.update(
+        {o.name: f"{o.name}__fp16" for o in graph.output if is_float(o) and o.name not in inner}
+    )
+    head = [
+        helper.make_node(
+            "Cast", [name], [inner[name]], to=TensorProto.FLOAT16, name=f"{name}__to_fp16"
+        )
+        for name in inner
+        if name in {i.name for i in graph.input}
+    ]
+    tail = [
+        helper.make_node(
+            "Cast", [inner[o.name]], [o.name], to=TensorProto.FLOAT, name=f"{o.name}__to_fp32"
+        )
+        for o in graph.output
+        if is_float(o)
+    ]
+    for node in body:
+        node.input[:] = [inner.get(n, n) for n in node.input]
+        node.output[:] = [inner.get(n, n) for n in node.output]
+    del graph.node[:]
+    graph.node.extend([*head, *body, *tail])
+    del graph.value_info[:]
+    record = {"precision": "fp16", "clipped": clipped, "float32_ops": islands}
+    set_meta(out, PRECISION_KEY, json.dumps(record))
+    return _checked_fp16(out)
+
+
+def _checked_fp16(model: Any) -> Any:
+    """``model`` with inferred shapes, checked; an op still left without a float16 form is an
+    ExportRefused naming it, not onnx's traceback."""
+    import onnx
+
+    try:
+        model = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+        onnx.checker.check_model(model)
+    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as err:
+        from neuroedge.errors import ExportRefused
+
+        first = str(err).strip().splitlines()[0]
+        raise ExportRefused(
+            f"fp16: the graph has an op with no float16 form once its floats are converted "
+            f"({first}); export it in fp32 or int8"
+        ) from None
+    return model
+
+
+def check_no_subgraphs(model: Any) -> None:
+    from onnx import AttributeProto
+
+    for node in model.graph.node:
+        if any(a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS) for a in node.attribute):
+            raise TensorRTUnsupported(
+                f"node {node.name!r} ({node.op_type}) carries a subgraph; fp16 preparation "
+                "rewrites flat graphs only: build fp32, or convert with ModelOpt AutoCast"
+            )
+
+
+def set_meta(model: Any, key: str, value: str) -> None:
+    """Set (or replace) the metadata entry ``key`` of ``model``."""
+    for entry in model.metadata_props:
+        if entry.key == key:
+            entry.value = value
+            return
+    entry = model.metadata_props.add()
+    entry.key, entry.value = key, value
