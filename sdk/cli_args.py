@@ -1,4 +1,4 @@
-"""Parsing of the command line's ``--config key=value`` and ``--option key=value`` items."""
+"""Parsing of the command line's ``--config``, ``--option`` (key=value) and ``--crop`` items."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from neuroedge.errors import ConfigError
+from neuroedge.errors import ConfigError, InputError
 
 
 def config_items(items: Sequence[str] | None) -> dict[str, Any]:
@@ -34,3 +34,17 @@ def option_items(items: Sequence[str] | None) -> dict[str, str]:
             raise ConfigError(f"--option {key} is given twice: {options[key]!r} and {value!r}")
         options[key] = value
     return options
+
+
+def crop_items(text: str) -> tuple[int, int, int]:
+    """``"X0,Y0,SIDE"`` -> (x0, y0, side); InputError naming the text otherwise."""
+    parts = [p.strip() for p in text.split(",")]
+    try:
+        x0, y0, side = (int(p) for p in parts)
+    except ValueError:
+        raise InputError(
+            f"--crop {text!r}: expected X0,Y0,SIDE (three integers, pixels of the recording)"
+        ) from None
+    if x0 < 0 or y0 < 0 or side < 1:
+        raise InputError(f"--crop {text!r}: expected X0, Y0 >= 0 and SIDE >= 1")
+    return x0, y0, side

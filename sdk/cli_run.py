@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from neuroedge.cli_args import config_items, option_items
+from neuroedge.cli_args import config_items, crop_items, option_items
 from neuroedge.errors import InputError
 
 
@@ -40,6 +40,25 @@ def _print_outputs(outputs: dict[str, Any]) -> None:
         print(line + _as_text(arr))
 
 
+def _recording_inputs(args: argparse.Namespace, config: dict[str, Any]) -> dict[str, Any]:
+    """The model's inputs from the event recording ``args.events`` (its ``recording`` hook)."""
+    from neuroedge.registry import get_model, model_names
+
+    spec = get_model(args.name)
+    hook = spec.hook("recording")
+    if hook is None:
+        takers = [m for m in model_names() if get_model(m).recording is not None]
+        raise InputError(
+            f"{args.name} takes no event recordings (--events); models that do: "
+            f"{', '.join(takers) or 'none'}; --input X.npz takes arrays"
+        )
+    crop = crop_items(args.crop) if args.crop is not None else None
+    windows = {} if args.max_windows is None else {"max_windows": args.max_windows}
+    inputs, line = hook(args.events, config=config, crop=crop, **windows)
+    print(line)
+    return inputs
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from neuroedge.api import deploy
     from neuroedge.arrays import check_output_path, load_inputs, save_outputs
@@ -48,11 +67,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     config = config_items(args.config)
     if args.repeats < 1:
         raise InputError(f"--repeats {args.repeats}: expected an integer >= 1")
-    if args.input is not None and args.seed is not None:
-        raise InputError("--seed picks the generated example input; with --input it has no use")
+    given = [flag for flag, v in (("--input", args.input), ("--events", args.events)) if v]
+    if len(given) > 1:
+        raise InputError("--input and --events both replace the example input: give one")
+    if given and args.seed is not None:
+        raise InputError(f"--seed picks the generated example input; with {given[0]} it has no use")
+    if args.events is None and (args.crop is not None or args.max_windows is not None):
+        raise InputError("--crop and --max-windows apply to an event recording: add --events FILE")
     if args.output is not None:  # '' too: a bad --output fails now, not after the run
         check_output_path(args.output)
-    if args.input is not None:
+    source = args.input if args.input is not None else args.events
+    if args.events is not None:
+        inputs = _recording_inputs(args, config)
+    elif args.input is not None:
         inputs = load_inputs(args.input, get_model(args.name))
         shapes = ", ".join(f"{k} {list(v.shape)}" for k, v in inputs.items())
         print(f"input {args.input}: {shapes}")
@@ -66,9 +93,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
         outputs = get_backend(args.backend).run(artifact, inputs)
     except InputError as err:  # what only the built model knows (a width): name the file too
-        if args.input is None:
+        if source is None:
             raise
-        raise InputError(f"{args.input}: {err}") from err
+        raise InputError(f"{source}: {err}") from err
     _print_outputs(outputs)
     print(
         f"latency p50 {report.metrics['latency_p50_ms'].value:.3f} ms "
@@ -107,6 +134,26 @@ def add_run_parser(sub: Any) -> None:
         default=None,
         help=".npz with one array per model input, named as `neuroedge info NAME` lists "
         "(.npy for a one-input model); replaces the example",
+    )
+    s.add_argument(
+        "--events",
+        default=None,
+        metavar="FILE",
+        help="an event-camera recording (.raw EVT 2/3, .dat, .bin, .aedat4) as the input, "
+        "for models that take one (event.bivision: 100 ms windows, one batch entry each)",
+    )
+    s.add_argument(
+        "--crop",
+        default=None,
+        metavar="X0,Y0,SIDE",
+        help="with --events: the square of the sensor to keep (default: the centred largest)",
+    )
+    s.add_argument(
+        "--max-windows",
+        type=int,
+        default=None,
+        help="with --events: keep the first N windows (default: the model's, 600 for "
+        "event.bivision)",
     )
     s.add_argument("--output", default=None, help=".npz to write the output arrays to")
     s.add_argument(

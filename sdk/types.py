@@ -181,7 +181,9 @@ class ModelSpec:
     are optional hooks used by the CLI, given as callables or as ``"module:function"`` strings
     so a spec never imports its heavy training or benchmark code; read them with ``hook()``.
     ``bench_backends`` names the backends a ``bench`` hook measures: the CLI refuses others
-    rather than hand them to a benchmark that would leave them out.
+    rather than hand them to a benchmark that would leave them out. ``recording(path,
+    config=, crop=, max_windows=) -> (inputs, line)`` turns an event-camera recording into
+    the model's inputs (``neuroedge run NAME --events FILE``).
     """
 
     name: str
@@ -197,6 +199,7 @@ class ModelSpec:
     default_config: Mapping[str, Any] = field(default_factory=dict)
     train: Hook = None
     bench: Hook = None
+    recording: Hook = None  # an event recording -> inputs, for ``run --events``
     bench_backends: tuple[str, ...] = ("host",)  # the backends the ``bench`` hook measures
     # True where the bench hook runs ``seeds=[...]`` through ``bench.seeds.map_seeds``, so
     # ``torchrun`` can share the seeds out over processes and machines (``bench.distributed``)
@@ -224,10 +227,11 @@ class ModelSpec:
             _require(use, CONFIG_USES, f"model {self.name!r} config_keys use")
 
     def hook(self, name: str) -> Callable[..., Any] | None:
-        """The ``train`` or ``bench`` hook as a callable (loading a "module:function" string)
-        that refuses config keys the hook does not read (``check_config``) before it runs."""
-        if name not in ("train", "bench"):
-            raise ValueError(f"unknown hook {name!r}; hooks: train, bench")
+        """The ``train``, ``bench`` or ``recording`` hook as a callable (loading a
+        "module:function" string) that refuses config keys the hook does not read
+        (``check_config``; a recording reads the build's) before it runs."""
+        if name not in ("train", "bench", "recording"):
+            raise ValueError(f"unknown hook {name!r}; hooks: train, bench, recording")
         value = getattr(self, name)
         target = load_target(value) if isinstance(value, str) else value
         if target is None:
@@ -241,7 +245,7 @@ class ModelSpec:
         def checked(*args: Any, **kwargs: Any) -> Any:
             # the same refusal as the CLI's, for hooks called from Python
             config = signature.bind_partial(*args, **kwargs).arguments.get("config")
-            self.check_config(config, name)
+            self.check_config(config, "build" if name == "recording" else name)
             return target(*args, **kwargs)
 
         return checked

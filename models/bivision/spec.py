@@ -62,19 +62,28 @@ def _checkpoint(config: Mapping[str, Any]) -> tuple[Any, dict[str, Any] | None]:
     return path, ckpt
 
 
-def sensor_size(config: Mapping[str, Any] | None = None) -> int:
-    """The square sensor side a build with ``config`` takes: the checkpoint's, else the
-    config's ``size``, else ``SIZE``."""
+def built_geometry(config: Mapping[str, Any] | None = None) -> tuple[int, str]:
+    """(sensor side, variant) a build with ``config`` takes: the checkpoint's (read once),
+    else the config's ``size`` and ``variant``, else ``SIZE`` and the training default."""
+    from neuroedge.errors import ConfigError
+    from neuroedge.models.bivision.train import DEFAULTS, VARIANTS
+
     cfg = dict(config or {})
     ckpt = _checkpoint(cfg)[1]
     if ckpt:
-        return int(ckpt["config"]["size"])
+        return int(ckpt["config"]["size"]), str(ckpt["config"]["variant"])
     size = integer({"size": SIZE, **cfg}, "size", 8, 4096)
     if size % 8:
-        from neuroedge.errors import ConfigError
-
         raise ConfigError(f"size={size}: expected a multiple of 8 (three stride-2 stages)")
-    return size
+    variant = {**DEFAULTS, **cfg}["variant"]
+    if variant not in VARIANTS:
+        raise ConfigError(f"variant={variant!r}: expected one of {sorted(VARIANTS)}")
+    return size, str(variant)
+
+
+def sensor_size(config: Mapping[str, Any] | None = None) -> int:
+    """The square sensor side a build with ``config`` takes (``built_geometry``)."""
+    return built_geometry(config)[0]
 
 
 def build(config: Mapping[str, Any]) -> TorchProgram:
@@ -200,6 +209,7 @@ SPEC = ModelSpec(
     default_config={},
     train=_train,
     bench="neuroedge.models.bivision.bench:bench",
+    recording="neuroedge.models.bivision.recording:recording_inputs",
     bench_backends=("host", "onnxrt"),
     seed_sweep=True,
     evaluate=evaluate,

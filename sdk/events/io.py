@@ -83,8 +83,20 @@ def _refuse_evt21(path: Path, fields: dict[str, str]) -> None:
         )
 
 
+# Prophesee camera plugins -> their sensor, for RAW headers that name the plugin but state no
+# width/height (firmware of 2020, e.g. the shared EVT 2.0 and 3.0 samples). Longest key first.
+PLUGIN_SENSORS = (
+    ("gen41", SensorSize(1280, 720)),  # Gen4.1 HD (EVK3/EVK4)
+    ("imx636", SensorSize(1280, 720)),  # Sony IMX636 (Gen4.1 stacked)
+    ("genx320", SensorSize(320, 320)),
+    ("gen31", SensorSize(640, 480)),  # Gen3.1 VGA
+    ("gen3", SensorSize(640, 480)),  # Gen3 VGA (ATIS or CD)
+)
+
+
 def header_sensor(fields: dict[str, str]) -> SensorSize | None:
-    """Sensor size stated by a header (``% Width``/``% Height`` or ``% format ...;width=``)."""
+    """Sensor size stated by a header (``% Width``/``% Height`` or ``% format ...;width=``),
+    else implied by a Prophesee ``plugin_name`` (``PLUGIN_SENSORS``)."""
     values = {k.lower(): v for k, v in fields.items()}
     for item in values.get("format", "").split(";")[1:]:
         key, _, value = item.partition("=")
@@ -92,7 +104,8 @@ def header_sensor(fields: dict[str, str]) -> SensorSize | None:
     try:
         return SensorSize(int(values["width"]), int(values["height"]))
     except (KeyError, ValueError):
-        return None
+        plugin = values.get("plugin_name", "").lower()
+        return next((size for key, size in PLUGIN_SENSORS if f"_{key}_" in f"_{plugin}_"), None)
 
 
 def _body_start(path: Path, codec: Codec) -> int:
@@ -210,6 +223,18 @@ def _unsorted(
     )
 
 
+def recording_sensor(
+    path: str | os.PathLike[str], fmt: str | None = None, stream_id: int | None = None
+) -> SensorSize | None:
+    """The sensor a recording's header states (an AEDAT 4 event stream's ``info`` node, a
+    DAT/EVT header's width and height), or None (ATIS ``.bin`` files state none)."""
+    path = Path(path)
+    fmt = fmt or detect_format(path)
+    if fmt == "aedat4":
+        return aedat4.event_stream(path, aedat4.read_header(path), stream_id).sensor
+    return header_sensor(read_header(path)[0]) if fmt in CODECS and fmt != "atis" else None
+
+
 def stream_events(
     path: str | os.PathLike[str],
     fmt: str | None = None,
@@ -238,13 +263,13 @@ def stream_events(
         raise ValueError(f"{path}: event format {fmt!r} is not one of {FORMATS}")
     if stream_id is not None and fmt != "aedat4":
         raise ValueError(f"{path}: stream_id={stream_id} applies to aedat4 files only, not {fmt}")
+    sensor = sensor or recording_sensor(path, fmt, stream_id)
     if fmt == "aedat4":
         header = aedat4.read_header(path)
-        stream = aedat4.event_stream(path, header, stream_id)
-        sensor = sensor or stream.sensor
-        chunks = _aedat4_chunks(path, header, stream, chunk_bytes)
+        chunks = _aedat4_chunks(
+            path, header, aedat4.event_stream(path, header, stream_id), chunk_bytes
+        )
     else:
-        sensor = sensor or (header_sensor(read_header(path)[0]) if fmt != "atis" else None)
         chunks = _word_chunks(path, CODECS[fmt], chunk_bytes)
     yield from _checked(path, chunks, sensor, on_unsorted, on_invalid)
 
