@@ -27,11 +27,12 @@ def cmd_info(args: argparse.Namespace) -> int:
     spec = get_model(args.name)
     print(f"name:       {spec.name}\nfamily:     {spec.family}\nsummary:    {spec.summary}")
     if spec.paper:
-        print(
-            f"paper:      {spec.paper.title} ({spec.paper.venue} {spec.paper.year}) "
-            f"{spec.paper.url}"
-        )
+        venue = spec.paper.venue  # "ICML 2026" already says the year
+        when = venue if str(spec.paper.year) in venue else f"{venue} {spec.paper.year}"
+        print(f"paper:      {spec.paper.title} ({when}) {spec.paper.url}")
     print("inputs:     " + ", ".join(io.describe() for io in spec.inputs))
+    if spec.recording is not None:
+        print("recordings: run --events FILE (.raw EVT 2/3, .dat, .bin, .aedat4) makes the input")
     print("outputs:    " + ", ".join(io.describe() for io in spec.outputs))
     print(
         f"efficiency: {spec.efficiency.op_unit}"

@@ -133,3 +133,11 @@ def test_prophesee_headers_without_a_size_give_the_plugins_sensor() -> None:
     assert recording_sensor(SHARED / "evt2_sample.raw") == SensorSize(640, 480)
     assert recording_sensor(SHARED / "evt3_sample.raw") == SensorSize(1280, 720)
     assert recording_sensor(SHARED / "nmnist_sample.bin") is None  # ATIS: no header at all
+
+
+def test_info_says_which_models_take_recordings(capsys) -> None:
+    assert main(["info", NAME]) == 0
+    out = capsys.readouterr().out
+    assert "recordings: run --events FILE" in out and "(ICML 2026)" in out
+    assert main(["info", "snn.lif_convnet"]) == 0
+    assert "recordings:" not in capsys.readouterr().out
