@@ -238,3 +238,25 @@ def test_training_on_a_folder_whose_sensor_the_net_cannot_take_names_the_folder(
     (tmp_path / "ds" / "config.json").write_text(json.dumps({"width": width, "height": height}))
     with pytest.raises(ConfigError, match=rf"config.json: a {width}x{height} sensor; the net "):
         SPEC.train({"data": str(tmp_path / "ds")})
+
+
+@pytest.mark.parametrize("variant", ["statnf_e2s", "lif_histogram"])
+def test_evaluation_feeds_the_representation_of_the_nets_variant(variant) -> None:
+    # a lif_histogram net was scored on E2S spikes (0/1) until 2026-12-06
+    from neuroedge.registry import get_model
+
+    seen = {}
+
+    def run(inputs):
+        seen["x"] = inputs["x"]
+        t, n = inputs["x"].shape[:2]
+        return {"logits": np.zeros((t, n, 2), np.float32)}
+
+    get_model("event.bivision").evaluate(
+        run, {"smoke": True, "variant": variant, "eval_samples": 4}
+    )
+    values = set(np.unique(seen["x"]).tolist())
+    if variant == "statnf_e2s":
+        assert values <= {0.0, 1.0}
+    else:  # log1p of event counts
+        assert max(values) > 1.0 and any(v != int(v) for v in values)

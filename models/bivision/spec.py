@@ -140,15 +140,18 @@ def evaluate(
     run: Callable[[dict[str, Any]], Mapping[str, Any]], config: Mapping[str, Any]
 ) -> dict[str, Measurement]:
     """Accuracy on a generated N-CARS-like test split (``eval_samples``, default 64),
-    through whichever backend ``run`` belongs to."""
+    through whichever backend ``run`` belongs to, in the representation of the net's variant
+    (E2S for statnf_e2s, the event histogram for lif_histogram)."""
     import tempfile
 
     from neuroedge.models.bivision.data import ensure_dataset, load_task
+    from neuroedge.models.bivision.train import VARIANTS
 
+    size, variant = built_geometry(config)
     cfg = {
         "train_samples": 0,
         "test_samples": int(config.get("eval_samples", 64)),
-        "size": sensor_size(config),
+        "size": size,
         "seed": int(config.get("seed", 0)) + 100,
         "noise_rate_hz": float(config.get("noise_rate_hz", 0.0)),
     }
@@ -157,7 +160,7 @@ def evaluate(
             ensure_dataset(tmp, "classification", cfg, progress=False),
             "classification",
             "test",
-            "e2s",
+            VARIANTS[variant][1],
         )
     logits = np.asarray(
         run({"x": np.ascontiguousarray(data.x.transpose(1, 0, 2, 3, 4))})["logits"]
