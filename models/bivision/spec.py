@@ -65,20 +65,22 @@ def _checkpoint(config: Mapping[str, Any]) -> tuple[Any, dict[str, Any] | None]:
 def built_geometry(config: Mapping[str, Any] | None = None) -> tuple[int, str]:
     """(sensor side, variant) a build with ``config`` takes: the checkpoint's (read once),
     else the config's ``size`` and ``variant``, else ``SIZE`` and the training default."""
+    cfg = dict(config or {})
+    return _geometry(cfg, _checkpoint(cfg)[1])
+
+
+def _geometry(cfg: Mapping[str, Any], ckpt: Mapping[str, Any] | None) -> tuple[int, str]:
+    """``built_geometry`` with the checkpoint already read (None: untrained)."""
+    from neuroedge.config_values import choice
     from neuroedge.errors import ConfigError
     from neuroedge.models.bivision.train import DEFAULTS, VARIANTS
 
-    cfg = dict(config or {})
-    ckpt = _checkpoint(cfg)[1]
     if ckpt:
         return int(ckpt["config"]["size"]), str(ckpt["config"]["variant"])
     size = integer({"size": SIZE, **cfg}, "size", 8, 4096)
     if size % 8:
         raise ConfigError(f"size={size}: expected a multiple of 8 (three stride-2 stages)")
-    variant = {**DEFAULTS, **cfg}["variant"]
-    if variant not in VARIANTS:
-        raise ConfigError(f"variant={variant!r}: expected one of {sorted(VARIANTS)}")
-    return size, str(variant)
+    return size, choice({**DEFAULTS, **cfg}, "variant", tuple(VARIANTS))
 
 
 def sensor_size(config: Mapping[str, Any] | None = None) -> int:
@@ -95,6 +97,7 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
 
     cfg = {**train.DEFAULTS, "size": SIZE, **config}
     path, ckpt = _checkpoint(config)  # the user's keys: defaults contradict no checkpoint
+    _geometry(config, ckpt)  # a bad size or variant is a ConfigError, not make_net's
     trained = ckpt is not None
     if ckpt is not None:
         cfg.update({k: ckpt["config"][k] for k in ("variant", "size")})
@@ -122,18 +125,21 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
 
 
 def example(seed: int = 0, config: Mapping[str, Any] | None = None) -> dict[str, np.ndarray]:
-    """E2S spikes (T, 1, 2, S, S) of one simulated 100 ms recording of a moving car; S is
-    the sensor side of a build with ``config`` (``sensor_size``: 32 by default)."""
+    """The input x (T, 1, 2, S, S) of one simulated 100 ms recording of a moving car, in the
+    representation of the net a build with ``config`` makes (``built_geometry``: E2S spikes
+    for statnf_e2s, the log event histogram for lif_histogram; S = 32 by default)."""
     from neuroedge.events.core import SensorSize
     from neuroedge.events.generate import random_object
     from neuroedge.events.simulator import DVSParams, simulate
-    from neuroedge.models.bivision.e2s import e2s
+    from neuroedge.models.bivision.data import represent
+    from neuroedge.models.bivision.train import VARIANTS
 
-    size = sensor_size(config)
+    size, variant = built_geometry(config)
     sensor, rng = SensorSize(size, size), np.random.default_rng(seed)
     car = random_object("car", sensor, 100_000, rng)
     events = simulate([car], sensor, 100_000, DVSParams(noise_rate_hz=5.0), seed)
-    return {"x": np.ascontiguousarray(e2s(events, size, size)[:, None], dtype=np.float32)}
+    x = represent(events, sensor, VARIANTS[variant][1])[:, None]
+    return {"x": np.ascontiguousarray(x, dtype=np.float32)}
 
 
 def evaluate(

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from neuroedge.models.specprune.data import vocabulary
 from neuroedge.models.specprune.train import DEFAULTS as TRAIN_DEFAULTS
+from neuroedge.config_values import integer
 from neuroedge.errors import ConfigError
 from neuroedge.seeding import seeded
 from neuroedge.types import Efficiency, IOSpec, ModelSpec, Paper, TorchProgram
@@ -51,7 +52,7 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
     except ValueError as err:
         raise ConfigError(f"mode={mode!r}: {err}") from err
     if config.get("smoke"):
-        with seeded(int(config.get("seed", 0))):
+        with seeded(integer({"seed": 0, **config}, "seed", 0, 2**32 - 1)):  # 1.5 ran as 1
             model, trained = train.make_policy(train.DEFAULTS).eval(), False
     else:
         model, trained = load_trained(config)[0], True

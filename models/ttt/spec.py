@@ -67,7 +67,9 @@ def example(seed: int = 0, config: Mapping[str, Any] | None = None) -> dict[str,
     """A (T=16, batch=2, d_model) float32 sequence of Gaussian tokens (d_model from
     ``config``, else the default 32)."""
     rng = np.random.default_rng(seed)
-    width = int({**DEFAULTS, **(config or {})}["d_model"])  # build (TTTLayer) checks it
+    from neuroedge.config_values import integer
+
+    width = integer({**DEFAULTS, **(config or {})}, "d_model", 1)  # before build sees it
     x = rng.standard_normal((EXAMPLE_STEPS, EXAMPLE_BATCH, width))
     return {"x": x.astype(np.float32)}
 
