@@ -6,8 +6,10 @@ change. We convert ourselves: onnxconverter-common 1.16 mistypes Cast/Unsqueeze 
 exported graphs (measured), and NVIDIA's ModelOpt AutoCast is a heavy GPU-side dependency.
 
 Ops whose ONNX schema has no float16 type keep float32 as an island: ``Range`` (torch's
-``arange`` over a float length, as in vla.specprune's position tables) gets its float inputs
-cast up to float32 and its output cast back to float16. Inputs that only take float32 whatever
+``arange`` over a float length, as in vla.specprune's position tables) runs in float32 with
+the constants, casts and scalar arithmetic that make its start, limit and delta
+(``float32_region``), so they are never rounded to float16 on the way; the island's inputs
+from the float16 graph are cast up, its outputs cast down. Inputs that only take float32 whatever
 the op's type (Resize's scales) stay float32. Control-flow subgraphs (If/Loop/Scan) are refused
 rather than half-converted.
 """
@@ -26,6 +28,11 @@ PRECISION_KEY = "neuroedge.precision"
 FLOAT32_ONLY_INPUTS = {"Resize": (2,), "Upsample": (1,)}
 # Ops with no float16 in their type constraint: computed in float32 between two Casts.
 FLOAT32_ONLY_OPS = ("Range",)
+# What may feed them and stays float32 with them (constants, casts, scalar arithmetic).
+REGION_OPS = frozenset(
+    "Constant Cast Identity Add Sub Mul Div Neg Abs Floor Ceil Round Min Max Squeeze "
+    "Unsqueeze Reshape Gather Concat Slice".split()
+)
 
 
 def _to_fp16_tensor(tensor: Any) -> tuple[Any, int]:
@@ -71,42 +78,80 @@ def float_values(model: Any) -> set[str]:
     return names | {i.name for i in model.graph.initializer if i.data_type == TensorProto.FLOAT}
 
 
-def _float32_islands(nodes: Sequence[Any], floats: set[str]) -> tuple[list[Any], int]:
-    """``nodes`` with every FLOAT32_ONLY_OPS node that computed in float32 wrapped in Casts
-    (float16 -> float32 on its float inputs, float32 -> float16 on its outputs)."""
+def float32_region(
+    nodes: Sequence[Any], floats: set[str], initializers: set[str]
+) -> tuple[set[int], set[str]]:
+    """(indices of the nodes, names of the initializers) kept in float32: every
+    FLOAT32_ONLY_OPS node that computes on floats, and, back from its float inputs, the
+    constants, casts and scalar arithmetic that make them (``REGION_OPS``), so that Range's
+    start, limit and delta are never rounded to float16 on the way (0.1 would become 0.09998
+    and Range(0, 1, 0.1) give 11 elements; a length 2049 cast to float16 becomes 2048)."""
+    producer = {out: k for k, node in enumerate(nodes) for out in node.output}
+    region = {
+        k
+        for k, n in enumerate(nodes)
+        if n.op_type in FLOAT32_ONLY_OPS and floats.intersection(n.input)
+    }
+    inits: set[str] = set()
+    stack = [name for k in region for name in nodes[k].input if name in floats]
+    while stack:
+        name = stack.pop()
+        if name in initializers:
+            inits.add(name)
+            continue
+        k = producer.get(name)
+        if k is None or k in region or nodes[k].op_type not in REGION_OPS:
+            continue  # a graph input or a float16 compute node: cast up at the boundary
+        region.add(k)
+        stack += [i for i in nodes[k].input if i in floats]
+    return region, inits
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    out, n = name, 1
+    while out in taken:
+        out, n = f"{name}_{n}", n + 1
+    taken.add(out)
+    return out
+
+
+def _float32_islands(
+    nodes: Sequence[Any], floats: set[str], region: set[int], inits: set[str]
+) -> list[Any]:
+    """``nodes`` with the float32 ``region`` joined to the float16 rest by Casts: a float
+    input a region node takes from outside it is cast up to float32, a region tensor a node
+    outside takes is cast down to float16 (once per tensor)."""
     from onnx import TensorProto, helper
 
-    out, wrapped = [], 0
+    taken = {name for node in nodes for name in (*node.input, *node.output)} | inits
+    inside = inits | {out for k in region for out in nodes[k].output}
+    down: dict[str, str] = {}
+    out: list[Any] = []
     for k, node in enumerate(nodes):
-        if node.op_type not in FLOAT32_ONLY_OPS or not floats.intersection(node.input):
-            out.append(node)
-            continue
-        tag = f"{node.name or node.op_type}_{k}__fp32"
         for j, name in enumerate(node.input):
-            if name in floats:
-                up = f"{name}__{tag}"
+            if name not in floats:
+                continue
+            if k in region and name not in inside:
+                up = _unique(f"{name}__to32", taken)
                 out.append(helper.make_node("Cast", [name], [up], to=TensorProto.FLOAT, name=up))
                 node.input[j] = up
-        downs = []
-        for j, name in enumerate(node.output):
-            inner = f"{name}__{tag}"
-            downs.append(
-                helper.make_node(
-                    "Cast", [inner], [name], to=TensorProto.FLOAT16, name=f"{inner}_to_fp16"
-                )
-            )
-            node.output[j] = inner
-        out += [node, *downs]
-        wrapped += 1
-    return out, wrapped
+            elif k not in region and name in inside:
+                if name not in down:
+                    down[name] = _unique(f"{name}__to16", taken)
+                    out.append(
+                        helper.make_node(
+                            "Cast", [name], [down[name]], to=TensorProto.FLOAT16, name=down[name]
+                        )
+                    )
+                node.input[j] = down[name]
+        out.append(node)
+    return out
 
 
 def convert_to_fp16(model: Any) -> Any:
     """A float16 copy of ``model`` with float32 IO (Casts at the boundary); see module doc."""
     import onnx
-    from onnx import TensorProto, helper
-
-    from neuroedge.export.tensorrt_profile import graph_inputs
+    from onnx import TensorProto
 
     check_no_subgraphs(model)
     floats = float_values(model)
@@ -119,16 +164,41 @@ def convert_to_fp16(model: Any) -> Any:
         for i in FLOAT32_ONLY_INPUTS.get(n.op_type, ())
         if i < len(n.input)
     }
+    nodes = list(graph.node)
+    region, region_inits = float32_region(nodes, floats, {i.name for i in graph.initializer})
+    keep32 |= region_inits
     clipped = 0
     for i, init in enumerate(graph.initializer):
         if init.data_type == TensorProto.FLOAT and init.name not in keep32:
             converted, n = _to_fp16_tensor(init)
             graph.initializer[i].CopyFrom(converted)
             clipped += n
-    clipped += _retype_nodes(graph.node, keep32)
-    body, islands = _float32_islands(list(graph.node), floats)
+    clipped += _retype_nodes([n for k, n in enumerate(nodes) if k not in region], keep32)
+    islands = sum(nodes[k].op_type in FLOAT32_ONLY_OPS for k in region)
+    body = _float32_islands(nodes, floats, region, region_inits)
+    del graph.node[:]
+    graph.node.extend(_float32_io(out, body))
+    del graph.value_info[:]
+    record = {
+        "precision": "fp16",
+        "clipped": clipped,
+        "float32_ops": islands,
+        "float32_nodes": len(region),
+    }
+    set_meta(out, PRECISION_KEY, json.dumps(record))
+    return _checked_fp16(out)
+
+
+def _float32_io(model: Any, body: list[Any]) -> list[Any]:
+    """``body`` between a Cast to float16 of each float32 graph input and a Cast to float32 of
+    each float32 graph output (inside, those tensors are renamed ``<name>__fp16``)."""
+    from onnx import TensorProto, helper
+
+    from neuroedge.export.tensorrt_profile import graph_inputs
+
+    graph = model.graph
     is_float = lambda vi: vi.type.tensor_type.elem_type == TensorProto.FLOAT
-    inner = {i.name: f"{i.name}__fp16" for i in graph_inputs(out) if is_float(i)}
+    inner = {i.name: f"{i.name}__fp16" for i in graph_inputs(model) if is_float(i)}
     inner.update(
         {o.name: f"{o.name}__fp16" for o in graph.output if is_float(o) and o.name not in inner}
     )
@@ -149,12 +219,7 @@ def convert_to_fp16(model: Any) -> Any:
     for node in body:
         node.input[:] = [inner.get(n, n) for n in node.input]
         node.output[:] = [inner.get(n, n) for n in node.output]
-    del graph.node[:]
-    graph.node.extend([*head, *body, *tail])
-    del graph.value_info[:]
-    record = {"precision": "fp16", "clipped": clipped, "float32_ops": islands}
-    set_meta(out, PRECISION_KEY, json.dumps(record))
-    return _checked_fp16(out)
+    return [*head, *body, *tail]
 
 
 def _checked_fp16(model: Any) -> Any:

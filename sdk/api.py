@@ -26,6 +26,19 @@ def model(name: str) -> ModelSpec:
     return get_model(name)
 
 
+def ready_backend(name: str, backend: str) -> Any:
+    """The backend ``backend``, available on this machine and taking model ``name``;
+    BackendUnavailable names the reason otherwise (cheap: before any input is made)."""
+    be = get_backend(backend)
+    availability = be.probe()
+    if not availability.ok:
+        raise BackendUnavailable(f"backend {backend!r} is not available: {availability.reason}")
+    support = be.supports(get_model(name))
+    if not support.ok:
+        raise BackendUnavailable(f"backend {backend!r} does not take {name}: {support.reason}")
+    return be
+
+
 def deploy(
     name: str,
     backend: str = "host",
@@ -43,14 +56,7 @@ def deploy(
     parity with it: ``max_abs_err``, ``max_rel_err``, ``spike_agreement``,
     ``within_tolerance`` against the model's tolerance, with a "parity: ..." note per breach.
     """
-    spec = get_model(name)
-    be = get_backend(backend)
-    availability = be.probe()
-    if not availability.ok:
-        raise BackendUnavailable(f"backend {backend!r} is not available: {availability.reason}")
-    support = be.supports(spec)
-    if not support.ok:
-        raise BackendUnavailable(f"backend {backend!r} does not take {name}: {support.reason}")
+    spec, be = get_model(name), ready_backend(name, backend)
     spec.check_config(config, "build")
     cfg = {**spec.default_config, **(config or {})}
     program = spec.build(cfg)

@@ -53,21 +53,36 @@ def _recording_inputs(args: argparse.Namespace, config: dict[str, Any]) -> dict[
             f"{', '.join(takers) or 'none'}; --input X.npz takes arrays"
         )
     crop = crop_items(args.crop) if args.crop is not None else None
-    windows = {} if args.max_windows is None else {"max_windows": args.max_windows}
-    inputs, line = hook(args.events, config=config, crop=crop, **windows)
+    inputs, line = hook(args.events, config=config, crop=crop, max_windows=args.max_windows)
     print(line)
     return inputs
 
 
+def _inputs(args: argparse.Namespace, config: dict[str, Any]) -> dict[str, Any]:
+    """The run's inputs: from ``--events``, ``--input`` or the model's generated example."""
+    from neuroedge.arrays import load_inputs
+    from neuroedge.registry import get_model
+
+    if args.events is not None:
+        return _recording_inputs(args, config)
+    spec = get_model(args.name)
+    if args.input is None:
+        return spec.example_for(args.seed or 0, {**spec.default_config, **config})
+    inputs = load_inputs(args.input, spec)
+    shapes = ", ".join(f"{k} {list(v.shape)}" for k, v in inputs.items())
+    print(f"input {args.input}: {shapes}")
+    return inputs
+
+
 def cmd_run(args: argparse.Namespace) -> int:
-    from neuroedge.api import deploy
-    from neuroedge.arrays import check_output_path, load_inputs, save_outputs
-    from neuroedge.registry import get_backend, get_model
+    from neuroedge.api import deploy, ready_backend
+    from neuroedge.arrays import check_output_path, save_outputs
+    from neuroedge.registry import get_backend
 
     config = config_items(args.config)
     if args.repeats < 1:
         raise InputError(f"--repeats {args.repeats}: expected an integer >= 1")
-    given = [flag for flag, v in (("--input", args.input), ("--events", args.events)) if v]
+    given = [f for f, v in (("--input", args.input), ("--events", args.events)) if v is not None]
     if len(given) > 1:
         raise InputError("--input and --events both replace the example input: give one")
     if given and args.seed is not None:
@@ -76,17 +91,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise InputError("--crop and --max-windows apply to an event recording: add --events FILE")
     if args.output is not None:  # '' too: a bad --output fails now, not after the run
         check_output_path(args.output)
-    source = args.input if args.input is not None else args.events
-    if args.events is not None:
-        inputs = _recording_inputs(args, config)
-    elif args.input is not None:
-        inputs = load_inputs(args.input, get_model(args.name))
-        shapes = ", ".join(f"{k} {list(v.shape)}" for k, v in inputs.items())
-        print(f"input {args.input}: {shapes}")
-    else:
-        spec = get_model(args.name)
-        inputs = spec.example_for(args.seed or 0, {**spec.default_config, **config})
     options = option_items(args.option)
+    ready_backend(args.name, args.backend)  # a backend that cannot run it: before any input
+    source = args.input if args.input is not None else args.events
+    inputs = _inputs(args, config)
     try:
         artifact, report = deploy(
             args.name, args.backend, config, options, inputs=inputs, repeats=args.repeats
@@ -152,8 +160,8 @@ def add_run_parser(sub: Any) -> None:
         "--max-windows",
         type=int,
         default=None,
-        help="with --events: keep the first N windows (default: the model's, 600 for "
-        "event.bivision)",
+        help="with --events: keep the first N windows (default: the model's; event.bivision: "
+        "600, fewer for a net of large side)",
     )
     s.add_argument("--output", default=None, help=".npz to write the output arrays to")
     s.add_argument(

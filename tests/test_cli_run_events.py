@@ -102,17 +102,24 @@ def test_bad_requests_are_refused_before_any_run(tmp_path: Path, capsys) -> None
         (["--events", str(path), "--input", str(path)], "give one"),
         (["--events", str(path), "--seed", "1"], "with --events it has no use"),
         (["--events", str(tmp_path / "none.raw")], "no such event file"),
+        (["--events", "", "--input", str(path)], "give one"),
+        (["--events", "", "--seed", "3"], "with --events it has no use"),
     ]
     for extra, message in cases:
         assert main(["run", NAME, "--config", "smoke=true", *extra]) == 2, extra
         assert message in capsys.readouterr().err, extra
     assert main(["run", "snn.lif_convnet", "--events", str(path)]) == 2
     assert "takes no event recordings" in capsys.readouterr().err
+    assert main(["run", NAME, "--events", str(path), "--backend", "lava"]) == 2
+    captured = capsys.readouterr()  # refused before the recording is read
+    assert "does not take event.bivision" in captured.err and "events " not in captured.out
+    with pytest.raises(InputError, match="--max-windows 2.5: expected an integer"):
+        recording_inputs(path, {"smoke": True}, max_windows=2.5)
     from neuroedge.events.core import make_events
 
     right = make_events(np.arange(50) * 1000, np.full(50, 90), np.arange(50), np.ones(50))
     corner = write_events(tmp_path / "right.aedat4", right, "aedat4", sensor=SensorSize(96, 64))
-    with pytest.raises(InputError, match="none of its 50 events lies in the crop x 0..31"):
+    with pytest.raises(InputError, match="none of the 50 events read lies in the crop x 0..31"):
         recording_inputs(corner, {"smoke": True}, crop=(0, 0, 32))
 
 
@@ -124,20 +131,64 @@ def test_the_nets_own_side_and_representation_are_used(tmp_path: Path) -> None:
     assert "-> 16x16" in line and "(histogram)" in line
 
 
-def test_prophesee_headers_without_a_size_give_the_plugins_sensor() -> None:
-    from neuroedge.events.io import recording_sensor
+def test_prophesee_headers_without_a_size_imply_the_plugins_sensor(capsys) -> None:
+    from neuroedge.events.io import plugin_sensor, recording_sensor
 
     if not SHARED.is_dir():
         pytest.skip(f"{SHARED}: the shared recordings are not beside this checkout")
     # the shared README: Gen3 640x480 (x max 599), Gen4.1 1280x720; neither header says so
-    assert recording_sensor(SHARED / "evt2_sample.raw") == SensorSize(640, 480)
-    assert recording_sensor(SHARED / "evt3_sample.raw") == SensorSize(1280, 720)
-    assert recording_sensor(SHARED / "nmnist_sample.bin") is None  # ATIS: no header at all
+    assert recording_sensor(SHARED / "evt2_sample.raw") is None  # readers validate against none
+    assert plugin_sensor(SHARED / "evt2_sample.raw") == (
+        SensorSize(640, 480),
+        "hal_plugin_gen3_fx3",
+    )
+    assert plugin_sensor(SHARED / "evt3_sample.raw")[0] == SensorSize(1280, 720)
+    assert plugin_sensor(SHARED / "nmnist_sample.bin") is None  # ATIS: no header at all
+    line = recording_inputs(SHARED / "evt2_sample.raw", {"smoke": True})[1]
+    assert (
+        "(implied by its camera plugin hal_plugin_gen3_fx3)" in line
+        and "x0=80 y0=0 side=480" in line
+    )
 
 
-def test_info_says_which_models_take_recordings(capsys) -> None:
-    assert main(["info", NAME]) == 0
-    out = capsys.readouterr().out
-    assert "recordings: run --events FILE" in out and "(ICML 2026)" in out
-    assert main(["info", "snn.lif_convnet"]) == 0
-    assert "recordings:" not in capsys.readouterr().out
+def test_windows_start_with_the_recording_whatever_the_crop(tmp_path: Path) -> None:
+    from neuroedge.events.core import make_events
+
+    # x = 2 (outside the crop x 16..79) from 0 to 150 ms; inside the crop from 123 ms on
+    outside = make_events(
+        np.arange(0, 150_000, 500), np.full(300, 2), np.full(300, 5), np.ones(300)
+    )
+    t_in = np.arange(123_000, 400_000, 250)
+    inside = make_events(t_in, 20 + t_in % 40, 10 + t_in % 30, t_in % 2)
+    both = np.concatenate([outside, inside])
+    both = both[np.argsort(both["t"], kind="stable")]
+    path = write_events(tmp_path / "a.aedat4", both, "aedat4", sensor=SensorSize(96, 64))
+    whole, line = recording_inputs(path, {"smoke": True})
+    two, line2 = recording_inputs(path, {"smoke": True}, max_windows=2)
+    assert whole["x"].shape[1] == 4 and "from t=0 us" in line
+    assert two["x"].shape[1] == 2 and "goes on past them" in line2
+    np.testing.assert_array_equal(two["x"], whole["x"][:, :2])  # the same first two windows
+    assert whole["x"][:, 0].sum() == 0 < whole["x"][:, 1].sum()  # the crop sees 123 ms on
+
+
+def test_a_sensor_smaller_than_the_net_sits_in_the_middle_unscaled(tmp_path: Path) -> None:
+    from neuroedge.events.core import make_events
+
+    rng = np.random.default_rng(1)
+    x, y = rng.integers(0, 20, 300), rng.integers(0, 20, 300)
+    ev = make_events(np.arange(300) * 100, x, y, rng.integers(0, 2, 300))
+    path = write_events(tmp_path / "small.bin", ev, "atis")  # ATIS: no sensor in the file
+    inputs, line = recording_inputs(path, {"smoke": True, "variant": "lif_histogram"})
+    assert "sensor 20x20 (the extent of the events read" in line and "x0=-6 y0=-6 side=32" in line
+    counts = np.zeros((32, 32))
+    np.add.at(counts, (y + 6, x + 6), 1)  # 1:1, offset by 6 pixels
+    got = np.expm1(inputs["x"][:, 0]).sum(axis=(0, 1))  # log1p histogram -> counts, all steps
+    np.testing.assert_allclose(got, counts, atol=1e-3)
+    with pytest.raises(InputError, match="crop side 8 is smaller than the net's 32 pixels"):
+        recording_inputs(path, {"smoke": True}, crop=(0, 0, 8))
+
+
+def test_default_windows_keep_the_batch_a_net_can_take() -> None:
+    from neuroedge.models.bivision.recording import default_windows
+
+    assert default_windows(32) == 600 and default_windows(256) == 25 and default_windows(4096) == 1

@@ -61,6 +61,7 @@ def test_float_range_is_computed_in_float32_between_casts() -> None:
     record = json.loads({p.key: p.value for p in half.metadata_props}[PRECISION_KEY])
     assert record["float32_ops"] == 1
     types = {v.name: v.type.tensor_type.elem_type for v in half.graph.value_info}
+    types.update({i.name: i.data_type for i in half.graph.initializer})
     rng = next(n for n in half.graph.node if n.op_type == "Range")
     assert {types[i] for i in rng.input} == {TensorProto.FLOAT}, "Range must see float32"
     assert types[rng.output[0]] == TensorProto.FLOAT
@@ -68,7 +69,42 @@ def test_float_range_is_computed_in_float32_between_casts() -> None:
     assert got.dtype == np.float32 and got.shape == want.shape == (20,)
     err = float(np.abs(got - want).max() / np.abs(want).max())
     assert err < 2e-3, err  # the positions are right
-    assert {i.data_type for i in half.graph.initializer} == {TensorProto.FLOAT16}
+    # start and step feed Range: they stay float32, with the Cast and Mul that make its limit
+    assert {i.name: i.data_type for i in half.graph.initializer} == {
+        "start": TensorProto.FLOAT,
+        "step": TensorProto.FLOAT,
+    }
+    assert record["float32_nodes"] == 3  # Cast, Mul, Range
+
+
+@pytest.mark.parametrize(
+    ("limit", "step", "length"), [(1.0, 0.1, 10), (2049.0, 1.0, 2049), (300.5, 0.25, 1202)]
+)
+def test_range_arguments_are_never_rounded_to_float16(limit, step, length) -> None:
+    # in float16 0.1 is 0.09998 (Range(0, 1, .) gives 11 elements) and 2049 is 2048
+    inits = [
+        numpy_helper.from_array(np.array(0.0, np.float32), "s"),
+        numpy_helper.from_array(np.array(step, np.float32), "d"),
+        numpy_helper.from_array(np.array(0.5, np.float32), "half"),  # used in float16
+    ]
+    nodes = [
+        helper.make_node("Cast", ["n"], ["limit"], to=TensorProto.FLOAT),
+        helper.make_node("Range", ["s", "limit", "d"], ["r"]),
+        helper.make_node("Mul", ["r", "half"], ["Y"]),
+    ]
+    model = _model(
+        nodes,
+        [helper.make_tensor_value_info("n", TensorProto.DOUBLE, [])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [None])],
+        inits,
+    )
+    feed = {"n": np.array(limit, np.float64)}
+    half = convert_to_fp16(model)
+    (want,), (got,) = _run(model, feed), _run(half, feed)
+    assert want.shape == got.shape == (length,)
+    np.testing.assert_allclose(got, want, rtol=1e-3)
+    types = {i.name: i.data_type for i in half.graph.initializer}
+    assert types == {"s": TensorProto.FLOAT, "d": TensorProto.FLOAT, "half": TensorProto.FLOAT16}
 
 
 def test_integer_range_is_left_alone() -> None:
@@ -76,7 +112,7 @@ def test_integer_range_is_left_alone() -> None:
     half = convert_to_fp16(model)
     record = json.loads({p.key: p.value for p in half.metadata_props}[PRECISION_KEY])
     assert record["float32_ops"] == 0
-    assert not any(n.name.endswith("__fp32") for n in half.graph.node)
+    assert not any(n.name.endswith(("__to32", "__to16")) for n in half.graph.node)
     x = np.arange(10, dtype=np.float32)
     (want,), (got,) = _run(model, {"X": x}), _run(half, {"X": x})
     np.testing.assert_allclose(got, want, rtol=1e-3)

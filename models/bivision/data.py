@@ -63,20 +63,24 @@ def represent_windows(
     rep: str = "e2s",
     params: E2SParams = DEFAULT_E2S,
     max_windows: int | None = None,
+    span_us: tuple[int, int] | None = None,
 ) -> np.ndarray:
     """A long recording as network input (T, N, 2, H, W) float32: N consecutive windows of
     ``params.steps`` x ``params.step_us`` (100 ms by default), the first starting at
     ``recording_start``, each represented on its own as ``represent`` does a single cut (the
     nets are trained on independent 100 ms recordings). ``max_windows`` keeps the first ones.
-    Save it with ``np.savez("x.npz", x=...)`` for ``neuroedge run event.bivision --input``.
+    ``span_us=(start, last)`` fixes the windows instead: the first starts at ``start``, the
+    last holds time ``last`` (so a crop of a recording keeps the recording's windows, empty
+    ones included). Save it with ``np.savez("x.npz", x=...)`` for ``neuroedge run
+    event.bivision --input``.
 
-    Raises ValueError for an empty recording, or when N windows would allocate more than
-    ``MAX_DENSE_ELEMENTS`` (naming the span and how many windows fit)."""
+    Raises ValueError for an empty recording (without ``span_us``), or when N windows would
+    allocate more than ``MAX_DENSE_ELEMENTS`` (naming the span and how many windows fit)."""
     from neuroedge.models.bivision.e2s import MAX_DENSE_ELEMENTS
 
     if rep not in REPRESENTATIONS:
         raise ValueError(f"representation {rep!r} is not one of {REPRESENTATIONS}")
-    if len(events) == 0:
+    if len(events) == 0 and span_us is None:
         raise ValueError("the recording has no events: nothing to represent")
     if max_windows is not None and (isinstance(max_windows, bool) or max_windows < 1):
         raise ValueError(f"max_windows={max_windows!r}: expected an integer >= 1")
@@ -84,8 +88,8 @@ def represent_windows(
     if np.any(np.diff(t) < 0):
         events, t = events[np.argsort(t, kind="stable")], np.sort(t, kind="stable")
     span = params.steps * params.step_us
-    t0 = recording_start(events, params.step_us)
-    count = int((int(t[-1]) - t0) // span) + 1
+    t0, last = span_us if span_us is not None else (recording_start(events, params.step_us), t[-1])
+    count = max(int((int(last) - int(t0)) // span) + 1, 1)
     count = min(count, max_windows or count)
     per_window = params.steps * 2 * sensor.height * sensor.width
     if count * per_window > MAX_DENSE_ELEMENTS:

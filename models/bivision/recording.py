@@ -7,17 +7,25 @@ answers ``logits[T, N, 2]`` per window.
 
 Decisions:
 
+* **Windows** start at the recording's first event (rounded down to a 20 ms step), whatever
+  the crop: the same time span gives the same windows under any crop, and windows in which
+  nothing happened inside the crop are kept (all zero) rather than dropped.
 * **Crop.** ``crop=(x0, y0, side)`` in the recording's pixels; by default the centred largest
-  square of the sensor (a 640x480 sensor: x 80..559, all of y). Events outside are dropped.
-* **Scale.** ``x' = (x - x0) * S // side`` (likewise y): every output pixel pools the input
-  pixels that map onto it, which for ``side`` a multiple of S is plain binning (``x // k``).
-* **Sensor.** The header's when it states one (or the Prophesee camera plugin it names:
-  ``events.io.PLUGIN_SENSORS``); ATIS ``.bin`` files and DAT files without a size state none,
-  so the events' own extent (largest x and y + 1) is taken, said so, and bounds no explicit
-  crop.
-* **Length.** ``max_windows`` (default ``DEFAULT_MAX_WINDOWS``, 60 s) keeps the first
-  windows; reading stops once the events pass them, so a long recording is not read whole
-  for a short look, and the line printed says when the recording goes on.
+  square of the sensor (a 640x480 sensor: x 80..559, all of y), or, for a sensor smaller than
+  S, an S-pixel square centred on it (the sensor sits 1:1 in the middle, the rest is empty).
+  An explicit ``side`` below S is refused: scaling up would light every (S / side)-th pixel.
+* **Scale.** ``x' = (x - x0) * S // side`` (likewise y): each net pixel counts the input
+  pixels that map onto it; for ``side`` a multiple of S that is plain binning (``x // k``),
+  otherwise the bins alternate between two widths (720 -> 32: 22 and 23 pixels).
+* **Sensor.** The header's when it states one; else the one a Prophesee header's camera plugin
+  implies (``events.io.PLUGIN_SENSORS``, said so); else (ATIS ``.bin``, DAT without a size)
+  the extent of the events read, said so: then the default crop follows what was read, and
+  ``--crop`` fixes the geometry. Only a stated sensor bounds an explicit crop.
+* **Length.** ``max_windows`` keeps the first windows; reading stops once the events pass
+  them, so a long recording is not read whole for a short look, and the line printed says
+  when the recording goes on. The default (``default_windows``) is 600 windows (60 s), fewer
+  for a large S so that the batch stays under ``DEFAULT_INPUT_VALUES`` input values (S = 256:
+  25 windows): the whole batch goes through the net in one call.
 """
 
 from __future__ import annotations
@@ -32,17 +40,28 @@ from neuroedge.errors import InputError
 from neuroedge.events.core import SensorSize
 
 DEFAULT_MAX_WINDOWS = 600  # 60 s of 100 ms windows: a long recording is not read whole unasked
+DEFAULT_INPUT_VALUES = 2**24  # ... nor a batch built that a large net cannot run at once
+
+
+def default_windows(size: int, steps: int = 5) -> int:
+    """How many windows a recording gives by default for a net of side ``size``."""
+    return max(1, min(DEFAULT_MAX_WINDOWS, DEFAULT_INPUT_VALUES // (steps * 2 * size * size)))
 
 
 def square_crop(
-    sensor: SensorSize, crop: tuple[int, int, int] | None, stated: bool = True
+    sensor: SensorSize, crop: tuple[int, int, int] | None, size: int, stated: bool = True
 ) -> tuple[int, int, int]:
-    """``crop`` checked against a ``stated`` sensor, or the sensor's centred largest square.
-    A sensor taken from the events' extent bounds no explicit crop (the camera may be larger)."""
+    """``crop`` checked (against a ``stated`` sensor, and its side against the net's
+    ``size``), or the default: the sensor's centred largest square, at least ``size``."""
     if crop is None:
-        side = min(sensor.width, sensor.height)
+        side = max(min(sensor.width, sensor.height), size)
         return (sensor.width - side) // 2, (sensor.height - side) // 2, side
     x0, y0, side = crop
+    if side < size:
+        raise InputError(
+            f"crop side {side} is smaller than the net's {size} pixels: scaled up, the net "
+            f"would see every {size / side:.3g}th pixel lit; give a side of at least {size}"
+        )
     if stated and (x0 + side > sensor.width or y0 + side > sensor.height):
         raise InputError(
             f"crop x {x0}..{x0 + side - 1}, y {y0}..{y0 + side - 1} leaves the "
@@ -62,73 +81,84 @@ def crop_and_scale(events: np.ndarray, crop: tuple[int, int, int], size: int) ->
     return out
 
 
-def _read(
-    path: Path, params: Any, max_windows: int | None
-) -> tuple[np.ndarray, SensorSize | None, bool]:
-    """(events, stated sensor, whether events were left) of ``path``, stopping after
-    ``max_windows`` windows."""
-    from neuroedge.events.io import recording_sensor, stream_events
+def _read(path: Path, params: Any, max_windows: int) -> tuple[np.ndarray, int, int, bool]:
+    """(events, first window start, last time covered, whether events were left) of
+    ``path``, stopping after ``max_windows`` windows."""
+    from neuroedge.events.io import stream_events
     from neuroedge.models.bivision.data import recording_start
 
     chunks, stop, left = [], None, False
     for chunk in stream_events(path):
         if len(chunk) == 0:
             continue
-        if stop is None and max_windows is not None:
+        if stop is None:
             start = recording_start(chunk, params.step_us)
             stop = start + max_windows * params.steps * params.step_us
-        if stop is not None and int(chunk["t"][-1]) >= stop:
+        if int(chunk["t"][-1]) >= stop:
             chunks.append(chunk[chunk["t"] < stop])
             left = True
             break
         chunks.append(chunk)
-    if not chunks or not sum(len(c) for c in chunks):
+    if stop is None:
         raise InputError(f"{path}: the recording holds no events")
-    return np.concatenate(chunks), recording_sensor(path), left
+    events = np.concatenate(chunks)
+    return events, start, stop - 1 if left else int(events["t"][-1]), left
+
+
+def _sensor(path: Path, events: np.ndarray) -> tuple[SensorSize, bool, str]:
+    """(sensor, whether stated, how it was found) of the recording at ``path``."""
+    from neuroedge.events.io import plugin_sensor, recording_sensor
+
+    stated = recording_sensor(path)
+    if stated is not None:
+        return stated, True, "from the header"
+    implied = plugin_sensor(path)
+    if implied is not None:
+        return implied[0], False, f"implied by its camera plugin {implied[1]}"
+    extent = SensorSize(int(events["x"].max()) + 1, int(events["y"].max()) + 1)
+    return extent, False, "the extent of the events read: the file states none; --crop fixes it"
 
 
 def recording_inputs(
     path: str | os.PathLike[str],
     config: Mapping[str, Any] | None = None,
     crop: tuple[int, int, int] | None = None,
-    max_windows: int | None = DEFAULT_MAX_WINDOWS,
+    max_windows: int | None = None,
 ) -> tuple[dict[str, np.ndarray], str]:
     """({"x": (T, N, 2, S, S)}, a line saying what was read) for the net a build with
-    ``config`` makes (its side S and representation: the checkpoint's, else the config's).
-    ``max_windows`` None reads the whole recording."""
+    ``config`` makes (its side S and representation: the checkpoint's, else the config's);
+    ``max_windows`` None is ``default_windows(S)``."""
     from neuroedge.models.bivision.data import represent_windows
     from neuroedge.models.bivision.e2s import E2SParams
     from neuroedge.models.bivision.spec import built_geometry
     from neuroedge.models.bivision.train import VARIANTS
 
     path = Path(path)
-    if max_windows is not None and max_windows < 1:
-        raise InputError(f"--max-windows {max_windows}: expected an integer >= 1")
-    cfg = dict(config or {})
-    size, variant = built_geometry(cfg)
-    rep = VARIANTS[variant][1]
-    params = E2SParams()
-    events, sensor, left = _read(path, params, max_windows)
-    stated, how = sensor is not None, "from the header"
-    if sensor is None:
-        sensor = SensorSize(int(events["x"].max()) + 1, int(events["y"].max()) + 1)
-        how = "the events' extent: the file states none"
-    box = square_crop(sensor, crop, stated)
+    if max_windows is not None and (
+        isinstance(max_windows, bool) or not isinstance(max_windows, int) or max_windows < 1
+    ):
+        raise InputError(f"--max-windows {max_windows!r}: expected an integer >= 1")
+    size, variant = built_geometry(dict(config or {}))
+    rep, params = VARIANTS[variant][1], E2SParams()
+    events, start, last, left = _read(path, params, max_windows or default_windows(size))
+    sensor, stated, how = _sensor(path, events)
+    box = square_crop(sensor, crop, size, stated)
     cut = crop_and_scale(events, box, size)
     if len(cut) == 0:
+        more = "; the recording goes on: --max-windows N reads more" if left else ""
         raise InputError(
-            f"{path}: none of its {len(events)} events lies in the crop x {box[0]}.."
-            f"{box[0] + box[2] - 1}, y {box[1]}..{box[1] + box[2] - 1}"
+            f"{path}: none of the {len(events)} events read lies in the crop x {box[0]}.."
+            f"{box[0] + box[2] - 1}, y {box[1]}..{box[1] + box[2] - 1}{more}"
         )
     try:
-        x = represent_windows(cut, SensorSize(size, size), rep, params, max_windows)
+        x = represent_windows(cut, SensorSize(size, size), rep, params, span_us=(start, last))
     except ValueError as err:
         raise InputError(f"{path}: {err}") from None
     line = (
-        f"events {path}: {len(events):,} events, sensor {sensor.width}x{sensor.height} ({how}), "
-        f"crop x0={box[0]} y0={box[1]} side={box[2]} -> {size}x{size}, {len(cut):,} events in "
-        f"{x.shape[1]} window{'s' * (x.shape[1] != 1)} of "
-        f"{params.steps * params.step_us // 1000} ms ({rep})"
+        f"events {path}: {len(events):,} events read, sensor {sensor.width}x{sensor.height} "
+        f"({how}), crop x0={box[0]} y0={box[1]} side={box[2]} -> {size}x{size}, "
+        f"{len(cut):,} events in {x.shape[1]} window{'s' * (x.shape[1] != 1)} of "
+        f"{params.steps * params.step_us // 1000} ms ({rep}) from t={start} us"
         + ("; the recording goes on past them (--max-windows N reads more)" if left else "")
     )
     return {"x": x}, line

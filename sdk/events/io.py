@@ -83,20 +83,8 @@ def _refuse_evt21(path: Path, fields: dict[str, str]) -> None:
         )
 
 
-# Prophesee camera plugins -> their sensor, for RAW headers that name the plugin but state no
-# width/height (firmware of 2020, e.g. the shared EVT 2.0 and 3.0 samples). Longest key first.
-PLUGIN_SENSORS = (
-    ("gen41", SensorSize(1280, 720)),  # Gen4.1 HD (EVK3/EVK4)
-    ("imx636", SensorSize(1280, 720)),  # Sony IMX636 (Gen4.1 stacked)
-    ("genx320", SensorSize(320, 320)),
-    ("gen31", SensorSize(640, 480)),  # Gen3.1 VGA
-    ("gen3", SensorSize(640, 480)),  # Gen3 VGA (ATIS or CD)
-)
-
-
 def header_sensor(fields: dict[str, str]) -> SensorSize | None:
-    """Sensor size stated by a header (``% Width``/``% Height`` or ``% format ...;width=``),
-    else implied by a Prophesee ``plugin_name`` (``PLUGIN_SENSORS``)."""
+    """Sensor size stated by a header (``% Width``/``% Height`` or ``% format ...;width=``)."""
     values = {k.lower(): v for k, v in fields.items()}
     for item in values.get("format", "").split(";")[1:]:
         key, _, value = item.partition("=")
@@ -104,8 +92,32 @@ def header_sensor(fields: dict[str, str]) -> SensorSize | None:
     try:
         return SensorSize(int(values["width"]), int(values["height"]))
     except (KeyError, ValueError):
-        plugin = values.get("plugin_name", "").lower()
-        return next((size for key, size in PLUGIN_SENSORS if f"_{key}_" in f"_{plugin}_"), None)
+        return None
+
+
+# Prophesee camera plugins -> the sensor they drive, for RAW headers that name the plugin but
+# state no width/height (firmware of 2020, e.g. the shared EVT 2.0 and 3.0 samples). A guess,
+# not a statement: readers never validate events against it. ``gen3`` also drove Gen3 ATIS
+# sensors (480x360); a VGA guess is the larger one, so no event of either lies outside it.
+PLUGIN_SENSORS = (
+    ("gen41", SensorSize(1280, 720)),  # Gen4.1 HD (EVK3/EVK4)
+    ("imx636", SensorSize(1280, 720)),  # Sony IMX636 (Gen4.1 stacked)
+    ("genx320", SensorSize(320, 320)),
+    ("gen31", SensorSize(640, 480)),  # Gen3.1 VGA
+    ("gen3", SensorSize(640, 480)),  # Gen3 VGA (CD); Gen3 ATIS is 480x360
+)
+
+
+def plugin_sensor(path: str | os.PathLike[str]) -> tuple[SensorSize, str] | None:
+    """(sensor, plugin name) a Prophesee RAW/DAT header implies by its ``plugin_name``
+    (``PLUGIN_SENSORS``), or None."""
+    path = Path(path)
+    if detect_format(path) in ("aedat4", "atis"):
+        return None
+    fields = {k.lower(): v for k, v in read_header(path)[0].items()}
+    plugin = fields.get("plugin_name", "").strip()
+    found = [size for key, size in PLUGIN_SENSORS if f"_{key}_" in f"_{plugin.lower()}_"]
+    return (found[0], plugin) if found else None
 
 
 def _body_start(path: Path, codec: Codec) -> int:
@@ -227,7 +239,8 @@ def recording_sensor(
     path: str | os.PathLike[str], fmt: str | None = None, stream_id: int | None = None
 ) -> SensorSize | None:
     """The sensor a recording's header states (an AEDAT 4 event stream's ``info`` node, a
-    DAT/EVT header's width and height), or None (ATIS ``.bin`` files state none)."""
+    DAT/EVT header's width and height), or None (ATIS ``.bin`` files state none; see
+    ``plugin_sensor`` for a Prophesee header that only names its camera plugin)."""
     path = Path(path)
     fmt = fmt or detect_format(path)
     if fmt == "aedat4":
