@@ -43,11 +43,11 @@ class HostBackend(MeasuredBackend):
                 "the host backend runs torch and host programs; convert a NIR graph "
                 "with neuroedge.export.nir first"
             )
+        meta = {"device": "cpu", **axes_meta(program)}  # a HostProgram may fix axes too (k)
         if isinstance(program, TorchProgram):
             program.module.eval()
-            meta = {"device": "cpu", **axes_meta(program)}
             return Artifact(self.name, "torch", spec, meta=meta, handle=program)
-        return Artifact(self.name, "python", spec, meta={"device": "cpu"}, handle=program)
+        return Artifact(self.name, "python", spec, meta=meta, handle=program)
 
     def run(self, artifact: Artifact, inputs: Mapping[str, Any]) -> dict[str, Any]:
         program = artifact.handle

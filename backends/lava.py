@@ -47,7 +47,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
-from neuroedge.backends.base import MeasuredBackend, check_options, int_option
+from neuroedge.backends.base import MeasuredBackend, axes_meta, check_options, int_option
 from neuroedge.backends.lava_map import (
     BIAS_SOURCE,
     Layer,
@@ -176,6 +176,7 @@ class LavaBackend(MeasuredBackend):
             "input_scale": input_scale,
             "outputs": outputs,
             "weight_quant_err": [f.weight_err for f in fixed] if fixed else [],
+            **axes_meta(program),
         }
         handle = LavaNetwork(layers, fixed, variant, config, input_scale, outputs, set(scales))
         return Artifact(self.name, "lava", spec, meta=meta, handle=handle)

@@ -36,7 +36,8 @@ def test_checkpoint_loads_weights_only_and_reproduces_accuracy(trained: dict) ->
 
     host = get_backend("host")
     art = host.compile(program, lif_spec.SPEC)
-    acc = lif_spec.evaluate(lambda x: host.run(art, x), {})["accuracy"].value
+    config = {"checkpoint": trained["path"]}  # evaluate follows the checkpoint's split
+    acc = lif_spec.evaluate(lambda x: host.run(art, x), config)["accuracy"].value
     assert acc == pytest.approx(trained["accuracy"], abs=1e-9)
     assert set(load_checkpoint(trained["path"])) >= {"state_dict", "config", "metrics"}
 

@@ -7,6 +7,11 @@ beta-VAE at the same budget on the synthetic generator (MCC of both; SHD, F1, TP
 observed graph), with a graph plot. Config ``series=PATH`` (CSV or NetCDF) with optional
 ``period`` (e.g. 12 for monthly data) trains on a user's climate series instead and reports the
 estimated graph (no ground truth there, so no scores).
+
+A checkpoint saved by ``train`` holds the architecture (``config``: the hidden width) beside
+the weights, and ``build`` takes the width from it; an older weights-only checkpoint is built at
+the build config's ``hidden`` (default 64). A ``hidden`` that contradicts a checkpoint's is
+refused.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from neuroedge.seeding import seeded
 from neuroedge.types import Efficiency, HostProgram, IOSpec, ModelSpec, Paper
 
 DX, DZ, DOMAINS, LENGTH = 8, 2, 4, 5
+HIDDEN, MAX_HIDDEN = 64, 4096  # train.DEFAULTS["hidden"], train.MAX_HIDDEN (train imports torch)
 
 
 def _checkpoint(config: Mapping[str, Any]) -> Path:
@@ -28,23 +34,71 @@ def _checkpoint(config: Mapping[str, Any]) -> Path:
     return Path(config.get("checkpoint") or checkpoint_path(SPEC.name))
 
 
+def _saved_config(path: Path, saved: Any) -> dict[str, int]:
+    """The architecture a checkpoint saved (``hidden``; ``dx``, ``dz``, ``domains`` must be
+    this model's), checked; ArtifactError names the file and the bad value."""
+    from neuroedge.errors import ArtifactError
+
+    if not isinstance(saved, Mapping) or "hidden" not in saved:
+        raise ArtifactError(f"{path}: checkpoint config {saved!r} lacks 'hidden'")
+    hidden = saved["hidden"]
+    if isinstance(hidden, bool) or not isinstance(hidden, int) or not 1 <= hidden <= MAX_HIDDEN:
+        raise ArtifactError(
+            f"{path}: checkpoint config hidden={hidden!r}: expected an integer in 1..{MAX_HIDDEN}"
+        )
+    for key, want in (("dx", DX), ("dz", DZ), ("domains", DOMAINS)):
+        if key in saved and saved[key] != want:
+            raise ArtifactError(
+                f"{path}: checkpoint config {key}={saved[key]!r}, but causal.cadre is built "
+                f"with {key}={want}: not a checkpoint of this model"
+            )
+    return {"hidden": hidden}
+
+
+def _architecture(config: Mapping[str, Any]) -> tuple[Path, dict[str, Any] | None, int]:
+    """(path, loaded checkpoint or None, hidden width) of a build with the user's ``config``.
+
+    The width is the checkpoint's saved ``config["hidden"]``; a checkpoint saved before the
+    config was stored has none and is built at the config's ``hidden`` (else ``HIDDEN``). A
+    config ``hidden`` that contradicts the checkpoint's is refused (ConfigError)."""
+    from neuroedge.checkpoints import load_checkpoint, resolve_checkpoint
+    from neuroedge.config_values import integer
+    from neuroedge.errors import ConfigError
+
+    hidden = integer({"hidden": HIDDEN, **config}, "hidden", 1, MAX_HIDDEN)
+    smoke = config.get("smoke")
+    path = resolve_checkpoint(config, SPEC.name, check=not smoke)
+    if smoke or not path.is_file():
+        return path, None, hidden
+    ckpt = load_checkpoint(path, required=("state_dict",))
+    if "config" not in ckpt:  # an older checkpoint: weights only
+        return path, ckpt, hidden
+    saved = _saved_config(path, ckpt["config"])["hidden"]
+    if "hidden" in config and hidden != saved:
+        raise ConfigError(
+            f"hidden={config['hidden']!r} contradicts the checkpoint {path} (trained with "
+            f"hidden={saved}): drop hidden or name another checkpoint"
+        )
+    return path, ckpt, saved
+
+
 def build(config: Mapping[str, Any]) -> HostProgram:
     """``fn(x, domain)`` -> per-window mean J_g [batch, dx, dx] and the posterior-mean latent
     z_1 [batch, dz] (the first step with a full 3-step context). ``domain`` is checked
     (0..DOMAINS-1) but the outputs do not depend on it: the domain embedding scales the
     learned prior's innovations, which only training reads; the posterior and the decoder
-    see x alone."""
+    see x alone. The hidden width is the checkpoint's (else ``hidden``, else 64)."""
     import torch
-    from neuroedge.checkpoints import load_checkpoint, load_weights, resolve_checkpoint
+    from neuroedge.checkpoints import load_weights
     from neuroedge.models.cadre import functional as F
     from neuroedge.models.cadre.module import CaDRe
 
+    path, ckpt, hidden = _architecture(config)
     with seeded(0):
-        model = CaDRe(DX, DZ, DOMAINS)
-    trained, path = False, resolve_checkpoint(config, SPEC.name, check=not config.get("smoke"))
-    if path.is_file() and not config.get("smoke"):
-        load_weights(model, load_checkpoint(path, required=("state_dict",))["state_dict"], path)
-        trained = True
+        model = CaDRe(DX, DZ, DOMAINS, hidden)
+    trained = ckpt is not None
+    if ckpt is not None:
+        load_weights(model, ckpt["state_dict"], path)
     model.eval()
 
     def fn(x: np.ndarray, domain: np.ndarray) -> dict[str, np.ndarray]:
@@ -68,7 +122,7 @@ def build(config: Mapping[str, Any]) -> HostProgram:
             "latents": z.detach().reshape(len(xt), inner, DZ)[:, 0].numpy(),
         }
 
-    return HostProgram(fn, meta={"trained": trained})
+    return HostProgram(fn, meta={"trained": trained, "hidden": hidden})
 
 
 def example(seed: int = 0) -> dict[str, np.ndarray]:
@@ -90,7 +144,8 @@ def train(config: Mapping[str, Any] | None = None, out: str | None = None) -> di
     data = generate(n=cfg["n"], length=LENGTH, dx=DX, dz=DZ, domains=DOMAINS)
     result = TR.fit(CaDRe(DX, DZ, DOMAINS, cfg["hidden"]), data, cfg)
     path = _checkpoint({"checkpoint": out or cfg.get("checkpoint")})
-    save_checkpoint(path, {"state_dict": result.model.state_dict()})
+    arch = {"hidden": int(cfg["hidden"]), "dx": DX, "dz": DZ, "domains": DOMAINS}
+    save_checkpoint(path, {"state_dict": result.model.state_dict(), "config": arch})
     return {
         "checkpoint": str(path),
         "mcc": TR.latent_mcc(result.model, data),
@@ -139,7 +194,7 @@ SPEC = ModelSpec(
     # train.py imports torch) plus n and checkpoint; bench: all of train.DEFAULTS, n and the
     # user-series keys
     config_keys={
-        "build": ("checkpoint", "smoke"),
+        "build": ("checkpoint", "smoke", "hidden"),
         "train": (
             "steps",
             "batch",

@@ -52,11 +52,20 @@ def build(config: Mapping[str, Any]) -> HostProgram:
     return HostProgram(generate, meta={"seed": cfg["seed"], "pairs": len(small)})
 
 
-def example(seed: int = 0) -> dict[str, np.ndarray]:
-    """The small updates of four fresh tasks of the family of seed 0."""
+def family_seed(config: Mapping[str, Any] | None = None) -> int:
+    """The seed of the task family a build with ``config`` trains the generator on (``seed``,
+    else the bench default). ConfigError names a bad value."""
+    from neuroedge.config_values import integer
+
+    return integer({"seed": BENCH_DEFAULTS["seed"], **(config or {})}, "seed", 0, 2**31 - 1)
+
+
+def example(seed: int = 0, config: Mapping[str, Any] | None = None) -> dict[str, np.ndarray]:
+    """The small updates of four fresh tasks of the family the generator of a build with
+    ``config`` was trained on (``family_seed``: seed 0 by default); ``seed`` draws the tasks."""
     from neuroedge.models.grad_transformer import functional as F
 
-    fam, rng = F.Family.make(0), np.random.default_rng(1000 + seed)
+    fam, rng = F.Family.make(family_seed(config)), np.random.default_rng(1000 + seed)
     deltas = []
     for _ in range(4):
         x, y = fam.task(rng, 256, rng.standard_normal(F.D_IN))

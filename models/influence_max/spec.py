@@ -40,7 +40,8 @@ def build(config: Mapping[str, Any]) -> HostProgram:
         best = F.best_seed_set(reach, k)
         return {"seeds": np.asarray(best, np.int64), "spread": np.asarray([F.spread(reach, best)])}
 
-    return HostProgram(oracle, meta={"k": k, "worlds": worlds})
+    # the seeds output is [k]: backends resolve the spec's "k" axis from the built program
+    return HostProgram(oracle, meta={"k": k, "worlds": worlds, "axes": {"k": k}})
 
 
 def example(seed: int = 0) -> dict[str, np.ndarray]:
@@ -60,7 +61,7 @@ SPEC = ModelSpec(
         IOSpec("dst", ("edges",), "int64"),
         IOSpec("prob", ("edges",), "float64"),
     ),
-    outputs=(IOSpec("seeds", (2,), "int64"), IOSpec("spread", (1,), "float64")),
+    outputs=(IOSpec("seeds", ("k",), "int64"), IOSpec("spread", (1,), "float64")),
     build=build,
     example=example,
     paper=Paper(

@@ -1,8 +1,16 @@
-"""The registered ModelSpec of snn.lif_convnet."""
+"""The registered ModelSpec of snn.lif_convnet.
+
+The built net is fixed by the training settings ``NET_KEYS`` (time steps, data split seed and
+channel counts): a checkpoint's saved ones, else the config's, else ``train.DEFAULTS``.
+``example`` and ``evaluate`` follow them (a net trained with ``seed=3`` is evaluated on the
+seed-3 test split, for its ``steps``), and the spec's axes ``channels1`` and ``channels2``
+are fixed by the built net (``TorchProgram.meta["axes"]``).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -11,7 +19,9 @@ from neuroedge.config_values import integer
 from neuroedge.seeding import seeded
 from neuroedge.types import Efficiency, IOSpec, Measurement, ModelSpec, TorchProgram
 
-STEPS = 8
+STEPS = 8  # the default time steps (train.DEFAULTS["steps"])
+# train keys that fix the built net (and its examples); build reads them too
+NET_KEYS = ("steps", "seed", "channels1", "channels2")
 
 
 def checked_seed(config: Mapping[str, Any]) -> int:
@@ -26,61 +36,150 @@ def eval_batch(config: Mapping[str, Any]) -> int:
     return integer({"eval_batch": 120, **config}, "eval_batch", 1)
 
 
+def _fresh(config: Mapping[str, Any]) -> bool:
+    from neuroedge.config_values import flag
+
+    return flag(config, "smoke") or flag(config, "untrained")
+
+
+def _checkpoint(config: Mapping[str, Any]) -> tuple[Path, dict[str, Any] | None]:
+    """(path, loaded checkpoint or None): the one a build with ``config`` reads, unless
+    ``smoke``/``untrained`` or there is none yet. Its saved config is checked and settled over
+    ``train.DEFAULTS`` (a checkpoint saved before a key existed took the default)."""
+    from neuroedge.checkpoints import load_checkpoint, resolve_checkpoint
+    from neuroedge.errors import ArtifactError, ConfigError
+    from neuroedge.models.lif_convnet import train
+
+    fresh = _fresh(config)
+    path = resolve_checkpoint(config, SPEC.name, check=not fresh)
+    if fresh or not path.is_file():
+        return path, None
+    ckpt = load_checkpoint(path, required=("state_dict", "config"))
+    saved = ckpt["config"]
+    if not isinstance(saved, Mapping):
+        raise ArtifactError(
+            f"{path}: checkpoint config is a {type(saved).__name__}, expected a dict of "
+            f"training settings ({', '.join(train.DEFAULTS)})"
+        )
+    try:
+        settled = train.check_config({k: saved[k] for k in train.DEFAULTS if k in saved})
+    except ConfigError as err:
+        raise ArtifactError(f"{path}: checkpoint config {err}") from None
+    return path, {**ckpt, "config": settled}
+
+
+def _training_request(config: Mapping[str, Any]) -> dict[str, Any]:
+    """What a ``train_if_missing`` build trains with: ``train_config`` over the config's own
+    ``NET_KEYS``; a ``train_config`` value that contradicts one of them is refused."""
+    from neuroedge.config_values import mapping
+    from neuroedge.errors import ConfigError
+
+    own = {k: config[k] for k in NET_KEYS if k in config}
+    asked = mapping({"train_config": config.get("train_config")}, "train_config")
+    for key in sorted(set(own) & set(asked)):
+        if own[key] != asked[key]:
+            raise ConfigError(
+                f"{key}={own[key]!r} contradicts train_config {key}={asked[key]!r}: give it once"
+            )
+    return {**own, **asked}
+
+
+def _settle(config: Mapping[str, Any]) -> tuple[Path, dict[str, Any] | None, dict[str, Any]]:
+    """(checkpoint path, loaded checkpoint or None, settled training settings): see
+    ``net_config``."""
+    from neuroedge.config_values import flag
+    from neuroedge.errors import ConfigError
+    from neuroedge.models.lif_convnet import train
+
+    checked_seed(config)
+    own = train.check_config({k: config[k] for k in NET_KEYS if k in config})
+    path, ckpt = _checkpoint(config)
+    if ckpt is None:
+        if not _fresh(config) and flag(config, "train_if_missing"):
+            return path, None, train.check_config(_training_request(config))
+        return path, None, own
+    saved = ckpt["config"]
+    for key in NET_KEYS:
+        if key in config and own[key] != saved[key]:
+            raise ConfigError(
+                f"{key}={config[key]!r} contradicts the checkpoint {path} (trained with "
+                f"{key}={saved[key]!r}): drop {key} or name another checkpoint"
+            )
+    return path, ckpt, saved
+
+
+def net_config(config: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The training settings (``train.DEFAULTS`` keys) of the net a build with ``config``
+    takes: the checkpoint's saved ones (read once), else what ``train_if_missing`` would train
+    with, else the config's ``NET_KEYS`` over the defaults. A config ``steps``, ``seed``,
+    ``channels1`` or ``channels2`` that contradicts the checkpoint is refused (ConfigError):
+    the checkpoint's would win silently."""
+    return _settle(dict(config or {}))[2]
+
+
 def build(config: Mapping[str, Any]) -> TorchProgram:
     """The convnet, with trained weights when a checkpoint exists (or ``train_if_missing``).
 
     ``smoke`` (or ``untrained``) builds random weights at once: no training, no checkpoint.
+    The net's settings (``NET_KEYS``) are the checkpoint's, else the config's (``net_config``);
+    they go to ``meta["config"]`` and the channel counts to ``meta["axes"]``.
     """
-    from neuroedge.checkpoints import load_checkpoint, load_weights, resolve_checkpoint
+    from neuroedge.checkpoints import load_weights
     from neuroedge.config_values import flag
     from neuroedge.models.lif_convnet import module, train
 
-    seed = checked_seed(config)
-    fresh = flag(config, "smoke") or flag(config, "untrained")
-    path = resolve_checkpoint(config, SPEC.name, check=not fresh)
-    if not fresh and not path.is_file() and flag(config, "train_if_missing"):
-        train.train(config.get("train_config"), out=path)
-    cfg, trained = dict(train.DEFAULTS), False
-    if path.is_file() and not fresh:
-        ckpt = load_checkpoint(path, required=("state_dict", "config"))
-        cfg.update(ckpt["config"])
-        net = train.make_net(cfg)
-        load_weights(net, ckpt["state_dict"], path)
-        trained = True
+    path, ckpt, cfg = _settle(config)
+    if ckpt is None and not _fresh(config) and flag(config, "train_if_missing"):
+        train.train(_training_request(config), out=path)
+        path, ckpt, cfg = _settle(config)
+    if ckpt is not None:
+        net = load_weights(train.make_net(cfg), ckpt["state_dict"], path)
     else:
-        with seeded(seed):
+        with seeded(cfg["seed"]):
             net = train.make_net(cfg)
     net.eval()
+    trained = ckpt is not None
+    settled = {k: cfg[k] for k in NET_KEYS}
     return TorchProgram(
         net,
         ("x",),
         module.OUTPUT_NAMES,
         module.STATE_NAMES,
         net.init_state,
-        meta={"trained": trained, "checkpoint": str(path) if trained else None},
+        meta={
+            "trained": trained,
+            "checkpoint": str(path) if trained else None,
+            # what example_for and evaluate read to follow this net (ONNX export, calibration)
+            "config": {**config, **settled, **({"checkpoint": str(path)} if trained else {})},
+            "axes": {"channels1": net.channels[0], "channels2": net.channels[1]},
+        },
     )
 
 
-def example(seed: int = 0) -> dict[str, np.ndarray]:
-    """One real digit (batch 1) presented for STEPS steps, picked by ``seed``."""
+def example(seed: int = 0, config: Mapping[str, Any] | None = None) -> dict[str, np.ndarray]:
+    """One real test digit (batch 1) of the built net's split, presented for its ``steps``
+    (``net_config``: the checkpoint's, else the config's), picked by ``seed``."""
     from neuroedge.models.lif_convnet.data import direct_encoding, load_digits_split
 
-    split = load_digits_split()
+    cfg = net_config(config)
+    split = load_digits_split(cfg["seed"])
     i = int(np.random.default_rng(seed).integers(len(split.x_test)))
-    return {"x": direct_encoding(split.x_test[i : i + 1], STEPS)}
+    return {"x": direct_encoding(split.x_test[i : i + 1], cfg["steps"])}
 
 
 def evaluate(
     run: Callable[[dict[str, Any]], Mapping[str, Any]], config: Mapping[str, Any]
 ) -> dict[str, Measurement]:
-    """Top-1 accuracy on the held-out digits, logits averaged over the T steps."""
+    """Top-1 accuracy on the digits held out from the built net's training (the test split of
+    its ``seed``), presented for its ``steps``, logits averaged over the T steps."""
     from neuroedge.models.lif_convnet.data import direct_encoding, load_digits_split
 
     batch = eval_batch(config)
-    split = load_digits_split()
+    cfg = net_config(config)
+    split = load_digits_split(cfg["seed"])
     correct = 0
     for first in range(0, len(split.y_test), batch):
-        xs = direct_encoding(split.x_test[first : first + batch], STEPS)
+        xs = direct_encoding(split.x_test[first : first + batch], cfg["steps"])
         logits = np.asarray(run({"x": xs})["logits"]).mean(axis=0)
         correct += int((logits.argmax(-1) == split.y_test[first : first + batch]).sum())
     return {"accuracy": Measurement(correct / len(split.y_test), "fraction", "measured")}
@@ -93,8 +192,8 @@ SPEC = ModelSpec(
     inputs=(IOSpec("x", ("T", "batch", 1, 8, 8)),),
     outputs=(
         IOSpec("logits", ("T", "batch", 10)),
-        IOSpec("spikes1", ("T", "batch", 16, 8, 8)),
-        IOSpec("spikes2", ("T", "batch", 32, 4, 4)),
+        IOSpec("spikes1", ("T", "batch", "channels1", 8, 8)),
+        IOSpec("spikes2", ("T", "batch", "channels2", 4, 4)),
     ),
     build=build,
     example=example,
@@ -104,8 +203,9 @@ SPEC = ModelSpec(
     train="neuroedge.models.lif_convnet.train:train",
     evaluate=evaluate,
     exportable=("onnx", "nir"),
-    # build: build() (train_config goes to train.train when train_if_missing trains) and
-    # evaluate() (the generic bench); train: train.DEFAULTS (train.py imports torch)
+    # build: build() (train_config goes to train.train when train_if_missing trains; NET_KEYS
+    # fix a net without checkpoint and must agree with a checkpoint's) and evaluate() (the
+    # generic bench); train: train.DEFAULTS (train.py imports torch)
     config_keys={
         "build": (
             "checkpoint",
@@ -113,8 +213,8 @@ SPEC = ModelSpec(
             "untrained",
             "train_if_missing",
             "train_config",
-            "seed",
             "eval_batch",
+            *NET_KEYS,
         ),
         "train": ("steps", "epochs", "batch", "lr", "seed", "channels1", "channels2"),
     },

@@ -81,12 +81,23 @@ def build(config: Mapping[str, Any]) -> HostProgram:
     return HostProgram(answer, meta=meta)
 
 
-def example(seed: int = 0) -> dict[str, np.ndarray]:
-    """Eight held-out prompts (never drawn for training under the same seed)."""
+def trained_seed(config: Mapping[str, Any] | None = None) -> int:
+    """The seed whose split a build with ``config`` trains the policy on (``seed``, else the
+    bench default; the policy is trained at build, so there is no checkpoint to read it from).
+    ConfigError names a bad value."""
+    from neuroedge.config_values import integer
+
+    return integer({"seed": BENCH_DEFAULTS["seed"], **(config or {})}, "seed", 0, 2**31 - 1)
+
+
+def example(seed: int = 0, config: Mapping[str, Any] | None = None) -> dict[str, np.ndarray]:
+    """Eight held-out prompts of the split the policy of a build with ``config`` trained on
+    (``trained_seed``), so never training prompts; ``seed`` picks which eight."""
     from neuroedge.models.prefix_rft import functional as F
 
-    _, held_out = F.split(seed)
-    return {"prompts": F.index_prompts(held_out[:8]).astype(np.int64)}
+    _, held_out = F.split(trained_seed(config))
+    pick = (8 * int(seed) + np.arange(8)) % len(held_out)
+    return {"prompts": F.index_prompts(held_out[pick]).astype(np.int64)}
 
 
 SPEC = ModelSpec(
