@@ -70,6 +70,20 @@ unisparse nets spend 5.7e4 SOPs per sample (no first layer), only 2.7x fewer tha
 dense nets (1.55e5, the same seeds), so a T = 8 pass would have been against a costlier
 baseline, not a cheaper sparse net.
 
+**The first LIF layer's thresholds out of the energy route (tried 2026-12-06, a throwaway
+patch of ``threshold_gradients``, not kept).** Calibration gives the stem's ``dE/dbeta`` 2-9x
+the other layers' (its spikes fan out through the whole net), so the constraint raises the
+encoding layer's thresholds first. Held-out seeds 10-13 (dense + unisparse, then the
+unpatched dense + unisparse + weight_only): unisparse 95.49% against 95.07% unpatched and
+weight_only 95.35% (dense 96.25%). The declared test, seeds 0-9 with all four variants, one
+command: dense 97.00%, unisparse 94.75% at 4.87-5.70x (drop 2.25 +- 0.50; seed 3 missed 5x),
+weight_only 94.81% (unisparse - weight_only -0.06 +- 0.56; 5 wins, 1 tie, 4 losses),
+spike_only 86.8% at only 1.8-2.0x (the later layers cannot carry the budget alone). The
+unpatched variants moved too (dense 97.00 / weight_only 94.81% against 96.72 / 95.36% in the
+run of 2026-12-04): this machine's setting is numerically another again. The
+patched unisparse keeps its firing rate at dense (0.078 vs 0.073) and spends the budget
+through its masks (density 0.52): it becomes weight pruning, and ties it. Not adopted.
+
 **Why unisparse does not beat weight_only on digits: the two costs measured apart (2026-12-04,
 seeds 0-9, one torch thread, the default recipe at T = 4; each point is one command,
 ``neuroedge bench snn.unisparse --out DIR --config 'seeds=[0,...,9]' workers=2
