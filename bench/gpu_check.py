@@ -172,7 +172,8 @@ def check_model(
 
     program = spec.build(dict(config))
     host = get_backend("host")
-    example = spec.example(0)
+    settled = (getattr(program, "meta", None) or {}).get("config", {})  # what the build settled
+    example = spec.example_for(0, {**spec.default_config, **dict(config), **settled})
     reference = host.run(host.compile(program, spec), example)
     require_nonzero_state(reference)  # else stateful parity would pass vacuously
     rows: dict[str, Report] = {}

@@ -121,8 +121,30 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
         folded = module.fold(net.eval())
     if len(folded.arch.neuron_shapes()) != len(STATE_NAMES):
         raise ValueError(f"{path}: arch {folded.arch.name!r} is not the registered mini-ResNet")
-    meta = {"trained": trained, "checkpoint": str(path) if trained else None}
+    meta = {
+        "trained": trained,
+        "checkpoint": str(path) if trained else None,
+        # what example_for reads to follow this net (ONNX export, int8 calibration)
+        "config": {**config, **({"checkpoint": str(path)} if trained else {})},
+    }
     return folded_program(folded, meta, nir=lambda: export.to_nir(folded))
+
+
+def data_settings(config: Mapping[str, Any] | None = None) -> tuple[int, int]:
+    """(split seed, time steps) of the net a build with ``config`` takes: a checkpoint's saved
+    ``seed`` and ``steps`` (it was trained on that split), else ``train_config``'s (what
+    ``train_if_missing`` trains with), else the defaults (0, ``STEPS``)."""
+    from neuroedge.checkpoints import load_checkpoint, resolve_checkpoint
+    from neuroedge.config_values import flag, integer, mapping
+
+    cfg = dict(config or {})
+    saved: Mapping[str, Any] = mapping(cfg, "train_config")
+    if not (flag(cfg, "smoke") or flag(cfg, "untrained")):
+        path = resolve_checkpoint(cfg, SPEC.name, check=False)
+        if path.is_file():
+            saved = load_checkpoint(path, required=("state_dict", "config"))["config"]
+    settled = {"seed": 0, "steps": STEPS, **{k: saved[k] for k in ("seed", "steps") if k in saved}}
+    return integer(settled, "seed", 0), integer(settled, "steps", 1)
 
 
 def folded_program(
@@ -136,26 +158,31 @@ def folded_program(
     )
 
 
-def example(seed: int = 0) -> dict[str, np.ndarray]:
-    """One real held-out digit (batch 1) presented for STEPS steps, picked by ``seed``."""
+def example(seed: int = 0, config: Mapping[str, Any] | None = None) -> dict[str, np.ndarray]:
+    """One real held-out digit (batch 1) of the built net's split, presented for its steps
+    (``data_settings``), picked by ``seed``."""
     from neuroedge.models.unisparse.data import direct_encoding, load_digits
 
-    split = load_digits()
+    split_seed, steps = data_settings(config)
+    split = load_digits(split_seed)
     i = int(np.random.default_rng(seed).integers(len(split.x_test)))
-    return {"x": direct_encoding(split.x_test[i : i + 1], STEPS)}
+    return {"x": direct_encoding(split.x_test[i : i + 1], steps)}
 
 
 def evaluate(
     run: Callable[[dict[str, Any]], Mapping[str, Any]], config: Mapping[str, Any]
 ) -> dict[str, Measurement]:
-    """Top-1 accuracy on the held-out digits, logits averaged over the T steps."""
+    """Top-1 accuracy on the digits held out from the built net's training (the test split
+    of its seed, ``data_settings``), logits averaged over its T steps."""
+    from neuroedge.config_values import integer
     from neuroedge.models.unisparse.data import direct_encoding, load_digits
 
-    split = load_digits()
-    batch, correct = int(config.get("eval_batch", 120)), 0
+    split_seed, steps = data_settings(config)
+    split = load_digits(split_seed)
+    batch, correct = integer({"eval_batch": 120, **config}, "eval_batch", 1), 0
     for i in range(0, len(split.y_test), batch):
         logits = np.asarray(
-            run({"x": direct_encoding(split.x_test[i : i + batch], STEPS)})["logits"]
+            run({"x": direct_encoding(split.x_test[i : i + batch], steps)})["logits"]
         ).mean(axis=0)
         correct += int((logits.argmax(-1) == split.y_test[i : i + batch]).sum())
     return {"accuracy": Measurement(correct / len(split.y_test), "fraction", "measured")}
