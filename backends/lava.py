@@ -182,7 +182,7 @@ class LavaBackend(MeasuredBackend):
         return Artifact(self.name, "lava", spec, meta=meta, handle=handle)
 
     def run(self, artifact: Artifact, inputs: Mapping[str, Any]) -> dict[str, Any]:
-        bind_inputs(artifact.spec, inputs)
+        bind_inputs(artifact.spec, inputs, fixed=artifact.meta.get("axes"))
         if len(inputs) != 1:
             raise ValueError(f"lava runs single-input networks, got inputs {sorted(inputs)}")
         return artifact.handle.run(np.asarray(next(iter(inputs.values())), dtype=np.float32))
