@@ -92,9 +92,8 @@ class OnnxRuntimeBackend(MeasuredBackend):
         )
 
         fp32 = self.load(path, spec, {"threads": "1"})
-        config = program.meta.get("config")
         seeds = range(CALIBRATION_SAMPLES if precision == "int8" else 1)
-        examples = [spec.example_for(s, config) for s in seeds]
+        examples = [spec.built_example(s, program) for s in seeds]
         feeds = calibration_feeds(fp32.handle, fp32.meta, examples)
         return prepare_precision(path, precision, path.parent, feeds, check=False)
 

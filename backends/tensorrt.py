@@ -239,8 +239,7 @@ class TensorRTBackend(MeasuredBackend):
             },
         )
         seeds = range(int(opts["calibration_samples"]) if variant == "int8" else 1)
-        config = getattr(program, "meta", {}).get("config")  # the built size, e.g.
-        examples = [spec.example_for(s, config) for s in seeds]
+        examples = [spec.built_example(s, program) for s in seeds]
         feeds = calibration_feeds(source.handle, source.meta, examples)
         prepared = prepare_precision(source.path, variant, folder, feeds, check=False)
         return self._engine_artifact(spec, source, prepared, feeds[0], variant, opts)

@@ -172,8 +172,7 @@ def check_model(
 
     program = spec.build(dict(config))
     host = get_backend("host")
-    settled = (getattr(program, "meta", None) or {}).get("config", {})  # what the build settled
-    example = spec.example_for(0, {**spec.default_config, **dict(config), **settled})
+    example = spec.built_example(0, program, {**spec.default_config, **dict(config)})
     reference = host.run(host.compile(program, spec), example)
     require_nonzero_state(reference)  # else stateful parity would pass vacuously
     rows: dict[str, Report] = {}

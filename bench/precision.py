@@ -120,7 +120,6 @@ def compare_precisions(
     cfg = {**spec.default_config, **(config or {})}
     program = spec.build(cfg)
     meta = getattr(program, "meta", {}) or {}
-    cfg = {**cfg, **meta.get("config", {})}  # what the build settled, e.g. its size
     weights = meta.get("checkpoint") if meta.get("trained") else "untrained"
     with tempfile.TemporaryDirectory() as tmp:
         art = get_backend("onnxrt").compile(
@@ -132,12 +131,12 @@ def compare_precisions(
                 "providers": "CPUExecutionProvider",
             },
         )
-        examples = [spec.example_for(s, cfg) for s in range(calibration)]
+        examples = [spec.built_example(s, program, cfg) for s in range(calibration)]
         feeds = calibration_feeds(None, art.meta, examples)
         graphs = {v: prepare_precision(art.path, v, tmp, feeds) for v in VARIANTS}
         sessions = {v: open_session(p, "CPUExecutionProvider")[0] for v, p in graphs.items()}
         reference = open_session(art.path, "CPUExecutionProvider")[0]
-        held_out = [spec.example_for(seed, cfg) for seed in range(100, 100 + samples)]
+        held_out = [spec.built_example(seed, program, cfg) for seed in range(100, 100 + samples)]
         held_out = calibration_feeds(None, art.meta, held_out)
         sums, support = _compare_outputs(reference, sessions, art.meta["outputs"], held_out)
         p50 = _interleaved_p50({"fp32": reference, **sessions}, held_out[-1], repeats)

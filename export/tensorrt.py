@@ -40,7 +40,6 @@ from neuroedge.export.tensorrt_profile import (  # public names, kept importable
     DEFAULT_RANGES,  # noqa: F401
     InputProfile,  # noqa: F401
     StaticBudget,  # noqa: F401
-    graph_inputs,  # noqa: F401
     optimization_profile,  # noqa: F401
     static_budget,  # noqa: F401
 )

@@ -259,6 +259,14 @@ class ModelSpec:
             return self.example(seed, config=config)
         return self.example(seed)
 
+    def built_example(
+        self, seed: int, program: Any, config: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """``example_for`` with what the built ``program`` settled (its ``meta["config"]``: a
+        checkpoint's size or split, ...) over ``config``: an input the built net takes."""
+        settled = (getattr(program, "meta", None) or {}).get("config") or {}
+        return self.example_for(seed, {**(config or {}), **settled})
+
     def valid_config_keys(self, use: str) -> set[str] | None:
         """The config keys ``use`` (build, train or bench) reads; None where not declared."""
         if use not in CONFIG_USES:

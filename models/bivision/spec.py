@@ -95,12 +95,11 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
     from neuroedge.checkpoints import load_weights
     from neuroedge.models.bivision import neuromorphic, train
 
-    cfg = {**train.DEFAULTS, "size": SIZE, **config}
     path, ckpt = _checkpoint(config)  # the user's keys: defaults contradict no checkpoint
-    _geometry(config, ckpt)  # a bad size or variant is a ConfigError, not make_net's
+    size, variant = _geometry(config, ckpt)  # checked: a ConfigError, not make_net's
+    cfg = {**train.DEFAULTS, **config, "size": size, "variant": variant}
     trained = ckpt is not None
     if ckpt is not None:
-        cfg.update({k: ckpt["config"][k] for k in ("variant", "size")})
         net = train.make_net(cfg)
         load_weights(net, ckpt["state_dict"], path)
     else:
@@ -118,7 +117,7 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
             "variant": cfg["variant"],
             "checkpoint": str(path) if trained else None,
             "nir": neuromorphic.refuse_full_graph,
-            "config": {**config, "size": net.size},
+            "config": {**config, "size": size, "variant": variant},
             "axes": {"size": net.size, "grid": net.size // 4},
         },
     )

@@ -276,13 +276,13 @@ def stream_events(
         raise ValueError(f"{path}: event format {fmt!r} is not one of {FORMATS}")
     if stream_id is not None and fmt != "aedat4":
         raise ValueError(f"{path}: stream_id={stream_id} applies to aedat4 files only, not {fmt}")
-    sensor = sensor or recording_sensor(path, fmt, stream_id)
-    if fmt == "aedat4":
+    if fmt == "aedat4":  # the header read once: its stream states the sensor
         header = aedat4.read_header(path)
-        chunks = _aedat4_chunks(
-            path, header, aedat4.event_stream(path, header, stream_id), chunk_bytes
-        )
+        stream = aedat4.event_stream(path, header, stream_id)
+        sensor = sensor or stream.sensor
+        chunks = _aedat4_chunks(path, header, stream, chunk_bytes)
     else:
+        sensor = sensor or recording_sensor(path, fmt)
         chunks = _word_chunks(path, CODECS[fmt], chunk_bytes)
     yield from _checked(path, chunks, sensor, on_unsorted, on_invalid)
 
