@@ -61,8 +61,6 @@ class OnnxRuntimeBackend(MeasuredBackend):
     def compile(
         self, program: Program, spec: ModelSpec, options: Mapping[str, str] | None = None
     ) -> Artifact:
-        from neuroedge.export.onnx import export_onnx
-
         options = check_options(self.name, options, OPTIONS)
         if not isinstance(program, TorchProgram):
             raise TypeError(f"onnxrt compiles torch programs, got a {program.kind} program")
@@ -73,7 +71,26 @@ class OnnxRuntimeBackend(MeasuredBackend):
                 f"backend 'onnxrt' option precision={precision!r}: expected one of "
                 f"{', '.join(PRECISIONS)}"
             )
-        path = Path(options.pop("path", artifact_dir(spec.name, self.name) / f"{form}.onnx"))
+        if "path" in options:  # the user's file name: never over files already there
+            path = Path(options.pop("path"))
+            _refuse_existing(path, precision, program.stateful)
+        else:
+            path = artifact_dir(spec.name, self.name) / f"{form}.onnx"
+        return self.compile_at(program, spec, path, form, precision, options)
+
+    def compile_at(
+        self,
+        program: TorchProgram,
+        spec: ModelSpec,
+        path: Path,
+        form: str,
+        precision: str,
+        options: Mapping[str, str],
+    ) -> Artifact:
+        """Export to ``path`` (replacing a file there: neuroedge's own artifact folders and
+        the TensorRT backend's sources), reduce to ``precision``, load."""
+        from neuroedge.export.onnx import export_onnx
+
         export_onnx(program, spec, path, form=form)
         if precision != "fp32":
             path = self._reduced(path, precision, program, spec)
@@ -250,27 +267,75 @@ def _provider_options(provider: str, model_path: Path) -> dict[str, str]:
     return {}
 
 
+def _refuse_existing(path: Path, precision: str, stateful: bool) -> None:
+    """ConfigError when a file the export at the user's ``path`` writes is already there: the
+    graph, its initial state (stateful models) and the reduced-precision graph beside it."""
+    from neuroedge.export.onnx import state_file
+
+    written = [path, *([state_file(path)] if stateful else [])]
+    if precision != "fp32":
+        written.append(path.with_name(f"{path.stem}.{precision}.onnx"))
+    there = [str(p) for p in written if p.exists()]
+    if there:
+        raise ConfigError(
+            f"backend 'onnxrt' option path={str(path)!r}: {', '.join(there)} already there; path "
+            "names the new file the export is written to (with its state and reduced graph "
+            "beside it), and it would replace what is there: give another name, or delete it"
+        )
+
+
+def _read_state_file(side: Path, session: Any, state_names: tuple[str, ...]) -> list[Any]:
+    """The arrays of ``state_names`` in ``side``, each checked against the graph's input."""
+    import zipfile
+
+    types = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
+    inputs = {i.name: i for i in session.get_inputs()}
+    if not zipfile.is_zipfile(side):  # np.load would call it pickled data
+        raise ArtifactError(f"{side}: not a state file (an .npz archive); export the model again")
+    try:
+        with np.load(side, allow_pickle=False) as saved:
+            missing = [n for n in state_names if n not in saved]
+            if missing:
+                raise ArtifactError(f"{side}: no initial state for {missing}")
+            arrays = [saved[n] for n in state_names]
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as err:
+        raise ArtifactError(f"{side}: not a readable state file (.npz): {err}") from None
+    for name, a in zip(state_names, arrays):
+        want = inputs[name].shape
+        dims_ok = a.ndim == len(want) and a.shape[0] == 1
+        dims_ok = dims_ok and all(
+            not isinstance(w, int) or w == d for w, d in zip(want[1:], a.shape[1:])
+        )
+        dtype = types.get(inputs[name].type)
+        if not dims_ok or (dtype is not None and a.dtype != dtype):
+            raise ArtifactError(
+                f"{side}: state {name!r} is {a.dtype} {list(a.shape)}; the graph takes "
+                f"{np.dtype(dtype or a.dtype).name} [1, {', '.join(map(str, want[1:]))}]"
+            )
+    return arrays
+
+
 def _load_state_init(path: Path, session: Any, state_names: tuple[str, ...]) -> list[Any]:
     """Initial state saved beside the model. A neuroedge export declares that file in its
-    metadata and is refused without it; a foreign graph without one starts from zeros."""
+    metadata and is refused without it; a foreign graph without one starts from zeros. A
+    renamed .onnx finds the state under its declared name; a state file that is unreadable or
+    does not fit the graph's state inputs (shape [1, ...], dtype) is refused naming it."""
     if not state_names:
         return []
     from neuroedge.export.onnx import STATE_KEY, state_file
 
     side = state_file(path)
     declared = session.get_modelmeta().custom_metadata_map.get(STATE_KEY)
+    if declared is not None and not side.is_file() and (path.parent / declared).is_file():
+        side = path.parent / declared  # the .onnx was renamed, its state was not
     if declared is not None and not side.is_file():
         raise ArtifactError(
-            f"{path}: the model's learned initial state {declared!r} is not "
-            f"beside it (expected {side}); copy it with the .onnx file "
+            f"{path}: the model's learned initial state {declared!r} (or {side.name}) is not "
+            f"beside it in {path.parent}; copy it with the .onnx file "
             "(starting from zeros would change the outputs)"
         )
     if side.is_file():
-        with np.load(side) as saved:
-            missing = [n for n in state_names if n not in saved]
-            if missing:
-                raise ArtifactError(f"{side}: no initial state for {missing}")
-            return [saved[n] for n in state_names]
+        return _read_state_file(side, session, state_names)
     shapes = {i.name: i.shape for i in session.get_inputs()}
     init = []
     for n in state_names:

@@ -229,14 +229,13 @@ class TensorRTBackend(MeasuredBackend):
         if variant not in VARIANTS:
             raise ValueError(f"TensorRT variant {variant!r} is not one of {', '.join(VARIANTS)}")
         folder = Path(opts.get("dir") or artifact_dir(spec.name, self.name))
-        source = OnnxRuntimeBackend().compile(
+        source = OnnxRuntimeBackend().compile_at(
             program,
             spec,
-            {
-                "form": opts["form"],
-                "path": str(folder / f"{opts['form']}.onnx"),
-                "providers": "CPUExecutionProvider",
-            },
+            folder / f"{opts['form']}.onnx",  # its own folder: replaced on every build
+            opts["form"],
+            "fp32",
+            {"providers": "CPUExecutionProvider"},
         )
         seeds = range(int(opts["calibration_samples"]) if variant == "int8" else 1)
         examples = [spec.built_example(s, program) for s in seeds]

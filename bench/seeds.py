@@ -26,7 +26,9 @@ def seed_list(cfg: Mapping[str, Any], default: Sequence[int] | None = None) -> l
     the bench's defaults) names neither ``seeds`` nor ``seed``; ``seed=S`` then runs that seed.
     """
     seeds = cfg.get("seeds")
-    if seeds in (None, "", []):
+    if isinstance(seeds, (list, tuple)) and not seeds:
+        raise ValueError("seeds=[]: expected a non-empty list of integers")
+    if seeds in (None, ""):
         seeds = list(default) if default is not None and "seed" not in cfg else [cfg["seed"]]
     if not isinstance(seeds, (list, tuple)) or any(
         isinstance(s, bool) or not isinstance(s, int) for s in seeds

@@ -98,6 +98,8 @@ def check_output_path(path: str | os.PathLike[str]) -> Path:
     """``path`` must end in .npz and be writable (probed before any work)."""
     from neuroedge.atomic import check_writable
 
+    if not str(path).strip():
+        raise InputError("--output '': an empty path; give a file name ending in .npz")
     if Path(path).is_dir():
         raise InputError(f"--output {str(path)!r}: is a directory; give a file name ending in .npz")
     if Path(path).suffix.lower() != ".npz":

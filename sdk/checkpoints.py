@@ -34,6 +34,11 @@ def resolve_checkpoint(config: Mapping[str, Any], name: str, check: bool = True)
             f"config checkpoint {named!r}: expected the path of a checkpoint file, "
             f"got {type(named).__name__}"
         )
+    if isinstance(named, str) and not named.strip():
+        raise ArtifactError(
+            f"config checkpoint={named!r}: an empty path (an unset shell variable?); name a "
+            f"checkpoint file, or leave the key out to use the default {checkpoint_path(name)}"
+        )
     path = Path(named or checkpoint_path(name))
     if check and path.is_dir():
         raise ArtifactError(f"{path}: is a directory, not a checkpoint file")
@@ -85,6 +90,7 @@ def load_checkpoint(path: str | os.PathLike[str], required: tuple[str, ...] = ()
     path = Path(path)
     if not path.is_file():
         raise ArtifactError(f"{path}: no such checkpoint")
+    _check_crc(path)
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except (
@@ -104,4 +110,45 @@ def load_checkpoint(path: str | os.PathLike[str], required: tuple[str, ...] = ()
     missing = [k for k in required if k not in payload]
     if missing:
         raise ArtifactError(f"{path}: checkpoint lacks {missing}")
+    _check_no_nan(payload, path)
     return payload
+
+
+def _check_crc(path: Path) -> None:
+    """torch's zip reader does not check CRCs, so a flipped bit in a tensor's bytes loads as a
+    wrong weight (0.208 read as 7.1e37) without a word; check every member's CRC first (one
+    read of the file; torch checkpoints are stored uncompressed)."""
+    import zipfile
+
+    if not zipfile.is_zipfile(path):
+        return  # a legacy (non-zip) file or garbage: torch.load names it
+    try:
+        with zipfile.ZipFile(path) as zf:
+            bad = zf.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as err:
+        raise ArtifactError(f"{path}: not a readable checkpoint ({err})") from err
+    if bad is not None:
+        raise ArtifactError(
+            f"{path}: corrupt checkpoint: the CRC of its member {bad!r} does not match its "
+            "bytes (damaged on disk or in transfer); copy or train it again"
+        )
+
+
+def _check_no_nan(payload: Any, path: Path, where: str = "") -> None:
+    """A NaN weight is never a usable one (a diverged training run saved it): refuse the file,
+    naming the tensor, instead of running a net whose outputs are NaN."""
+    import torch
+
+    if isinstance(payload, Mapping):
+        for key, value in payload.items():
+            _check_no_nan(value, path, f"{where}.{key}" if where else str(key))
+    elif isinstance(payload, (list, tuple)):
+        for i, value in enumerate(payload):
+            _check_no_nan(value, path, f"{where}[{i}]")
+    elif isinstance(payload, torch.Tensor) and payload.is_floating_point():
+        bad = int(torch.isnan(payload).sum())
+        if bad:
+            raise ArtifactError(
+                f"{path}: tensor {where!r} {list(payload.shape)} holds {bad} NaN value(s); "
+                "the training run that saved it diverged"
+            )

@@ -129,13 +129,28 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def seed_value(text: str) -> int:
+    """``--seed``'s value: an integer in [0, 2**32) (numpy's seed range), else argparse's
+    error naming the flag and the value."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if not 0 <= value < 2**32:
+        raise argparse.ArgumentTypeError(f"expected an integer in [0, 2**32), got {value}")
+    return value
+
+
 def add_run_parser(sub: Any) -> None:
     """The ``run`` subcommand on ``sub`` (the top parser's subparsers)."""
     s = sub.add_parser("run", help="run a model once on its example input or on yours")
     s.add_argument("name")
     s.add_argument("--backend", default="host", help="host (default), onnxrt, lava, ...")
     s.add_argument(
-        "--seed", type=int, default=None, help="seed of the generated example input (default 0)"
+        "--seed",
+        type=seed_value,
+        default=None,
+        help="seed of the generated example input (default 0)",
     )
     s.add_argument(
         "--input",
@@ -172,6 +187,9 @@ def add_run_parser(sub: Any) -> None:
         action="append",
         metavar="KEY=VALUE",
         default=None,
-        help="backend option; repeat for more (onnxrt: form=step runs any T, threads=N)",
+        help=(
+            "backend option; repeat for more (onnxrt: form=step runs any T, threads=N, "
+            "path=FILE.onnx keeps the export there; it never replaces a file)"
+        ),
     )
     s.set_defaults(fn=cmd_run)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,10 @@ def read_objects(path: str | Path) -> list[tuple[int, Any]]:
     if not path.is_file():
         raise ValueError(f"{path}: no such file")
     out = []
-    for no, line in enumerate(_read_text(path).splitlines(), 1):
+    # Lines end at \n, \r\n or a lone \r only: str.splitlines() also splits at U+2028,
+    # U+2029 and U+0085, which JSON allows raw inside strings (json.dumps with
+    # ensure_ascii=False writes them so); a raw \r or \n cannot be inside a JSON string.
+    for no, line in enumerate(re.split(r"\r\n|\r|\n", _read_text(path)), 1):
         if not line.strip():
             continue
         try:

@@ -17,6 +17,9 @@ def test_seed_list_takes_seeds_or_the_single_seed_and_refuses_bad_lists() -> Non
     for bad in ([0, 0], "0,1", [0.5], [True]):
         with pytest.raises(ValueError, match="seeds must"):
             seed_list({"seed": 0, "seeds": bad})
+    for empty in ([], ()):  # was silently the default list
+        with pytest.raises(ValueError, match="non-empty"):
+            seed_list({"seeds": empty}, (0, 1))
 
 
 def test_mean_report_averages_each_metric_and_adds_the_named_spreads() -> None:

@@ -53,6 +53,34 @@ def test_bench_scores_a_user_file(tmp_path: Path) -> None:
     assert len(doc["per_clip"]["date"]) == 3
 
 
+def test_a_user_file_runs_on_onnxrt_and_refuses_the_generated_sets_keys(tmp_path: Path) -> None:
+    """With data=FILE, onnxrt gives the encoder rows on the file's own captions (it returned
+    the host rows only), and seeds / clips / refs / workers, which only shape the generated
+    sets, are refused (they were recorded in the report as if used)."""
+    from neuroedge.models.mecat.experiment import bench
+
+    rows = [
+        {"candidate": "a dog barks\u2028in a park", "references": ["a dog is barking"]},
+        {"candidate": "rain falls on a roof", "references": ["rain pours onto a roof"]},
+    ]
+    path = tmp_path / "caps.jsonl"  # raw U+2028 inside a string: valid JSON Lines
+    path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows), "utf-8")
+    assert "\u2028" in path.read_text("utf-8")
+    for key, value in (("seeds", [5, 6]), ("clips", 500), ("refs", 7), ("workers", 2)):
+        with pytest.raises(ConfigError, match=f"{key}: settings of the generated"):
+            bench(str(tmp_path / "bad"), config={"data": str(path), key: value})
+    assert not (tmp_path / "bad").exists()
+    doc = bench(
+        str(tmp_path / "out"),
+        backends=("host", "onnxrt"),
+        config={"data": str(path), "timing_repeats": 1},
+    )
+    by = {(r["variant"], r["backend"]): r["metrics"] for r in doc["rows"]}
+    assert {("user", "host"), ("encoder", "onnxrt"), ("encoder_int8", "onnxrt")} <= set(by)
+    assert by[("encoder", "onnxrt")]["max_abs_err"]["value"] < 1e-4
+    assert not {"seeds", "clips", "refs"} & set(doc["config"])
+
+
 @pytest.mark.parametrize(
     ("key", "value", "message"),
     [

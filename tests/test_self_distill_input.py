@@ -113,3 +113,15 @@ def test_a_bench_with_other_lambdas_reports_each_of_them(tmp_path):
     ident = next(r for r in doc["rows"] if r["variant"] == "identities")["metrics"]
     assert {"xi_star_lam1", "xi_star_lam3"} <= set(ident)
     assert ident["identity_max_abs_err"]["value"] < 1e-8
+
+
+def test_features_whose_squares_overflow_are_refused_not_nan():
+    """X * 1e200 is finite but s^2 overflows: the run returned NaN students and xi_hat 0."""
+    import numpy as np
+    from neuroedge.models.self_distill.functional import RidgeSVD
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(30, 10))
+    with pytest.raises(ValueError, match="too large for float64"):
+        RidgeSVD.fit(x * 1e200, x @ rng.normal(size=10))
+    RidgeSVD.fit(x * 1e100, x @ rng.normal(size=10))  # large but squarable: still fits

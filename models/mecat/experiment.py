@@ -213,8 +213,14 @@ def scores_plot(doc: dict[str, Any], path: Path) -> Path:
     return finish_figure(fig, path)
 
 
-def bench_file(out_dir: str, cfg: dict[str, Any], history: str | None) -> dict[str, Any]:
-    """Score the user's caption file, with the generic sentence as the floor."""
+FILE_ONLY_UNUSED = ("seeds", "seed", "workers", "clips", "refs")  # generated sets' keys
+
+
+def bench_file(
+    out_dir: str, cfg: dict[str, Any], history: str | None, backends: Sequence[str] = ("host",)
+) -> dict[str, Any]:
+    """Score the user's caption file, with the generic sentence as the floor; with onnxrt among
+    ``backends``, the encoder's deployment rows on the file's own captions and references."""
     from neuroedge.bench.report import build_document, write_report
     from neuroedge.models.mecat.data import read_jsonl
 
@@ -222,10 +228,20 @@ def bench_file(out_dir: str, cfg: dict[str, Any], history: str | None) -> dict[s
     enc = encoder(cfg["model"])
     user, clips = system_row("user", enc, cands, refs, cfg["delta"])
     floor, _ = system_row("generic", enc, [GENERIC] * len(cands), refs, cfg["delta"])
+    deployed = []
+    if "onnxrt" in backends:
+        from neuroedge.models.mecat.deploy import deployment_rows
+        from neuroedge.paths import artifact_dir
+        from neuroedge.seeding import one_thread
+
+        systems = {"user": list(cands), "generic": [GENERIC] * len(cands)}
+        with one_thread():
+            deployed = deployment_rows(enc, systems, refs, cfg, artifact_dir(NAME, "onnxrt"))
+    columns = [*METRICS, "seconds", *(DEPLOY_COLUMNS if deployed else ())]
     doc = build_document(
-        NAME, [user, floor], config=cfg, columns=[*METRICS, "seconds"], per_clip=clips
+        NAME, [user, floor, *deployed], config=cfg, columns=columns, per_clip=clips
     )
-    write_report(doc, out_dir, columns=[*METRICS, "seconds"], plots=[scores_plot], history=history)
+    write_report(doc, out_dir, columns=columns, plots=[scores_plot], history=history)
     return doc
 
 
@@ -240,8 +256,15 @@ def bench(
 
     user = dict(config or {})
     if user.get("data") is not None:
+        unused = [k for k in FILE_ONLY_UNUSED if k in user]
+        if unused:
+            raise ConfigError(
+                f"{', '.join(unused)}: settings of the generated caption sets; with data=FILE "
+                "the file's lines are the clips and their references (drop these keys)"
+            )
         cfg = check_config({**DEFAULTS, **user})
-        return bench_file(out_dir, cfg, history)
+        cfg = {k: v for k, v in cfg.items() if k not in FILE_ONLY_UNUSED}
+        return bench_file(out_dir, cfg, history, backends)
     cfg, seeds, results = run_over_seeds(NAME, user, DEFAULTS, check_config, run_seed)
     per_seed = {s: r["rows"] for s, r in results.items()}
     deployed = []

@@ -28,9 +28,11 @@ def utf8_codes(texts: Sequence[Any]) -> np.ndarray:
 
 
 def texts_of(name: str, a: Any, ndim: int) -> np.ndarray:
-    """``a`` (uint8 UTF-8 codes, ``ndim`` axes) back to strings; ValueError naming the entry
-    and byte offset that is not UTF-8, or bytes after the 0 padding."""
+    """``a`` (uint8 UTF-8 codes, ``ndim`` axes) back to strings; InputError (a ValueError)
+    naming the entry and byte offset that is not UTF-8, or bytes after the 0 padding (the
+    run names the user's file before it)."""
     import torch
+    from neuroedge.errors import InputError
     from neuroedge.text_codes import decode
 
     if isinstance(a, torch.Tensor):
@@ -38,8 +40,13 @@ def texts_of(name: str, a: Any, ndim: int) -> np.ndarray:
     a = np.asarray(a)
     if a.ndim != ndim or a.shape[-1] != MAX_BYTES or 0 in a.shape:
         want = ", ".join(["clips", "refs"][: ndim - 1] + [str(MAX_BYTES)])
-        raise ValueError(f"{name}: expected [{want}] UTF-8 codes, got {list(a.shape)}")
-    return decode(a, name)
+        raise InputError(f"{name}: expected [{want}] UTF-8 codes, got {list(a.shape)}")
+    try:
+        return decode(a, name)
+    except InputError:
+        raise
+    except ValueError as err:
+        raise InputError(str(err)) from err
 
 
 def build(config: Mapping[str, Any]) -> HostProgram:

@@ -65,6 +65,14 @@ class RidgeSVD:
         n = x.shape[0]
         u, s, vt = np.linalg.svd(x / np.sqrt(n), full_matrices=False)
         uy = u.T @ y / np.sqrt(n)
+        with np.errstate(over="ignore"):
+            squares = np.concatenate([s**2, uy**2, [y @ y / n]])
+        if not np.all(np.isfinite(squares)):
+            raise ValueError(
+                f"X or y too large for float64: the largest singular value of X / sqrt(n) is "
+                f"{float(s.max()):.3g} and max |y| {float(np.abs(y).max()):.3g}, whose squares "
+                "(the ridge's s^2 + lambda) overflow; rescale X and y (e.g. standardise)"
+            )
         return cls(n, x.shape[1], s, vt, uy, float(max(y @ y / n - uy @ uy, 0.0)))
 
 

@@ -112,7 +112,7 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
     cfg = dict(train.DEFAULTS)
     if trained:
         ckpt = load_checkpoint(path, required=("state_dict", "config"))
-        cfg.update(ckpt["config"])
+        cfg.update(saved_config(ckpt, path))
     with seeded(seed):  # untrained weights follow the seed; folding
         net = train.make_net(cfg)  # draws too (fresh layers, then overwritten)
         if trained:
@@ -130,6 +130,25 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
     return folded_program(folded, meta, nir=lambda: export.to_nir(folded))
 
 
+def saved_config(ckpt: Mapping[str, Any], path: Any) -> dict[str, Any]:
+    """A checkpoint's training config, checked as a user's would be (``pipeline.check_config``)
+    on top of the defaults; ArtifactError naming the file and the bad value."""
+    from neuroedge.errors import ArtifactError, ConfigError
+    from neuroedge.models.unisparse import pipeline, train
+
+    saved = ckpt["config"]
+    if not isinstance(saved, Mapping):
+        raise ArtifactError(
+            f"{path}: checkpoint config is a {type(saved).__name__}, expected a dict of "
+            "training settings"
+        )
+    try:
+        pipeline.check_config({**train.DEFAULTS, **saved}, device=False)
+    except (ConfigError, ValueError) as err:
+        raise ArtifactError(f"{path}: checkpoint config {err}") from None
+    return dict(saved)
+
+
 def data_settings(config: Mapping[str, Any] | None = None) -> tuple[int, int]:
     """(split seed, time steps) of the net a build with ``config`` takes: a checkpoint's saved
     ``seed`` and ``steps`` (it was trained on that split), else ``train_config``'s (what
@@ -142,7 +161,7 @@ def data_settings(config: Mapping[str, Any] | None = None) -> tuple[int, int]:
     if not (flag(cfg, "smoke") or flag(cfg, "untrained")):
         path = resolve_checkpoint(cfg, SPEC.name, check=False)
         if path.is_file():
-            saved = load_checkpoint(path, required=("state_dict", "config"))["config"]
+            saved = saved_config(load_checkpoint(path, required=("state_dict", "config")), path)
     settled = {"seed": 0, "steps": STEPS, **{k: saved[k] for k in ("seed", "steps") if k in saved}}
     return integer(settled, "seed", 0), integer(settled, "steps", 1)
 
