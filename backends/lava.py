@@ -49,7 +49,6 @@ from typing import Any, ClassVar
 import numpy as np
 from neuroedge.backends.base import MeasuredBackend, axes_meta, check_options, int_option
 from neuroedge.backends.lava_map import (
-    BIAS_SOURCE,
     Layer,
     Loihi2Limits,
     chip_fit,
@@ -77,7 +76,7 @@ from neuroedge.types import (
 VARIANTS = ("floating_pt", "fixed_pt")
 OPTIONS = ("variant", "config", "chips", "input_scale")  # what compile reads
 HW_EXTENSION = "lava.magma.compiler.subcompilers.nc"
-DEFAULT_INPUT_SCALE = 255.0
+DEFAULT_INPUT_SCALE = 255.0  # graded inputs in [0, 1]; see default_input_scale for spikes
 
 
 def hardware_reason() -> str | None:
@@ -148,21 +147,10 @@ class LavaBackend(MeasuredBackend):
         fit = chip_fit(layers, Loihi2Limits(chips=int_option(self.name, options, "chips", 1)))
         if not fit.fits:
             raise ExportRefused(f"{spec.name} does not fit Loihi 2: {fit.reason}")
-        try:
-            input_scale = float(options.get("input_scale", DEFAULT_INPUT_SCALE))
-        except (TypeError, ValueError):
-            raise ConfigError(
-                f"backend 'lava' option input_scale={options['input_scale']!r}: expected a number"
-            ) from None
-        if variant == "fixed_pt" and not (1 <= input_scale <= 255 and input_scale.is_integer()):
-            raise ValueError(
-                f"input_scale {options.get('input_scale')!r}: fixed_pt inputs are "
-                "graded spikes round(x * input_scale), so it must be an integer "
-                "in 1..255"
-            )
+        input_scale = _input_scale(options)
         scales = {n: input_scale for n, v in graph.nodes.items() if type(v).__name__ == "Input"}
         fixed = (
-            [quantize(lay, {**scales, BIAS_SOURCE: input_scale}) for lay in layers]
+            [quantize(lay, scales) for lay in layers]  # each picks its bias channel's scale
             if variant == "fixed_pt"
             else None
         )
@@ -186,6 +174,33 @@ class LavaBackend(MeasuredBackend):
         if len(inputs) != 1:
             raise ValueError(f"lava runs single-input networks, got inputs {sorted(inputs)}")
         return artifact.handle.run(np.asarray(next(iter(inputs.values())), dtype=np.float32))
+
+
+def _input_scale(options: Mapping[str, str]) -> float:
+    """The ``input_scale`` option (default ``DEFAULT_INPUT_SCALE``), checked whatever the
+    variant: an integer in 1..255 (fixed_pt feeds inputs as 8-bit graded spikes
+    ``round(x * input_scale)``; floating_pt does not read it, but a bad value is still an
+    error, never ignored)."""
+    raw = options.get("input_scale", DEFAULT_INPUT_SCALE)
+    try:
+        input_scale = float(raw)
+    except (TypeError, ValueError):
+        raise ConfigError(f"backend 'lava' option input_scale={raw!r}: expected a number") from None
+    if not (1 <= input_scale <= 255 and input_scale.is_integer()):
+        raise ConfigError(
+            f"input_scale {raw!r}: fixed_pt inputs are graded spikes round(x * "
+            "input_scale), so it must be an integer in 1..255 (checked for every variant)"
+        )
+    return input_scale
+
+
+def default_input_scale(x: Any) -> float:
+    """The ``input_scale`` a run on input ``x`` should default to: 1 for binary spikes (every
+    value 0 or 1: a graded 1 then carries the spike exactly, and a graph input's synapse
+    keeps its own 8-bit exponent), else ``DEFAULT_INPUT_SCALE`` (255: graded inputs in
+    [0, 1] use all 8 bits). ``neuroedge nir`` applies it when ``--input-scale`` is absent."""
+    values = np.asarray(x)
+    return 1.0 if np.isin(values, (0, 1)).all() else DEFAULT_INPUT_SCALE
 
 
 def _graph_of(program: Program, spec: ModelSpec) -> tuple[Any, float]:

@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 from neuroedge.backends.lava_fixed_point import (  # public names, kept importable from here
     BIAS_MANT_MAX,  # noqa: F401
+    BIAS_SOURCE,
     DENDRITE_MAX,  # noqa: F401
     UV_MAX,  # noqa: F401
     WEIGHT_EXP_MAX,  # noqa: F401
@@ -55,7 +56,7 @@ from neuroedge.errors import ExportRefused
 
 LINEAR_KINDS = ("Conv2d", "AvgPool2d", "SumPool2d", "Flatten", "Affine", "Linear", "Scale")
 NEURON_KINDS = ("LIF", "IF", "LI", "CubaLIF", "CubaLI")
-BIAS_SOURCE = "<bias>"  # a constant-1 input channel: a bias into a synaptic current
+READOUT_KINDS = ("LI", "CubaLI")  # non-spiking: only a graph output, integrated on the host
 
 
 @dataclass(frozen=True)
@@ -170,6 +171,14 @@ def _synapses(
     found, bias, recurrent = [], 0.0, 0.0
     for pred in preds[name]:
         source, chain = _walk_back(graph, pred, preds)
+        if type(graph.nodes[source]).__name__ in READOUT_KINDS:
+            raise ExportRefused(
+                f"Lava mapping: node {source!r} is a non-spiking "
+                f"{type(graph.nodes[source]).__name__} population feeding {name!r}; a "
+                "non-spiking LI population can only be a readout on Lava (its membrane is "
+                "integrated on the host from the recorded synaptic input, and Lava's neurons "
+                "send spikes, not membranes)"
+            )
         if source != name and source not in depths:
             raise ExportRefused(
                 f"Lava mapping: edge {source!r} -> {name!r} feeds back from a "
@@ -275,6 +284,9 @@ def _neuron_terms(
 ) -> tuple[np.ndarray, bool, np.ndarray, float, float]:
     """``(gain, spiking, offset, dv, du)`` of neuron node ``name``: the per-neuron factor of
     its input and its leak bias, threshold folded in (none for a readout)."""
+    from neuroedge.export.nir_run import check_euler_step
+
+    check_euler_step(name, node, dt)  # dt > tau: dv or du above 1, unstable
     flat = lambda a: np.broadcast_to(np.asarray(a, np.float64), shape).reshape(-1)
 
     def one(values: Any, what: str) -> float:
@@ -295,7 +307,7 @@ def _neuron_terms(
     else:
         dv = dt / one(node.tau, "tau")
         gain, leak = dv * r, dv * flat(node.v_leak)
-    if kind in ("LI", "CubaLI"):
+    if kind in READOUT_KINDS:
         return gain, False, leak, dv, du
     if (node.metadata or {}).get("reset", "zero") != "zero" or np.any(flat(node.v_reset)):
         raise ExportRefused(

@@ -92,7 +92,8 @@ def build_processes(net: LavaNetwork, batch: int, data: np.ndarray, steps: int) 
         else:
             target = sink = Sink(shape=(n,), buffer=length)
         for j, edge in enumerate(layer.synapses):  # Lava sums every connection into a_in
-            graded = edge.source in sources
+            key = _source_key(edge.source, q)
+            graded = key in sources
             syn = _synapse(
                 q.weights[j] if q else edge.weight,
                 batch,
@@ -101,7 +102,7 @@ def build_processes(net: LavaNetwork, batch: int, data: np.ndarray, steps: int) 
                 delay=edge.delay,
                 weight_exp=q.weight_exps[j] if q else 0,
             )
-            (sources[edge.source] if graded else pops[edge.source]).s_out.connect(syn.s_in)
+            (sources[key] if graded else pops[edge.source]).s_out.connect(syn.s_in)
             syn.a_out.connect(target.a_in)
         if layer.spiking:
             sink = _spike_recorder(target, n, length, fixed)
@@ -109,23 +110,31 @@ def build_processes(net: LavaNetwork, batch: int, data: np.ndarray, steps: int) 
     return {"source": source, "sinks": sinks}
 
 
+def _source_key(source: str, q: Any) -> Any:
+    """The key of a synapse's graded source in ``_sources``: the input's name, or for the
+    bias channel ``(BIAS_SOURCE, value)``, one channel per integer value (fixed_pt picks it
+    per population, ``FixedLayer.bias_scale``; 1 in floating_pt)."""
+    return (BIAS_SOURCE, q.bias_scale if q else 1.0) if source == BIAS_SOURCE else source
+
+
 def _sources(
     net: LavaNetwork, batch: int, data: np.ndarray, steps: int
-) -> tuple[Any, dict[str, Any]]:
-    """The input ring buffer, and the source process of every graded input by name (the
-    graph's inputs, and the constant bias channel when a synapse reads ``BIAS_SOURCE``)."""
+) -> tuple[Any, dict[Any, Any]]:
+    """The input ring buffer, and the source process of every graded input by key (the
+    graph's inputs by name, and one constant bias channel per value the populations'
+    ``BIAS_SOURCE`` synapses read, independent of the inputs' ``input_scale``)."""
     from lava.proc.io.source import RingBuffer as Source
 
     fixed = net.fixed is not None
     length = data.shape[1]
     source = Source(data=data)
-    sources = {name: source for name in net.inputs}
-    if any(syn.source == BIAS_SOURCE for layer in net.layers for syn in layer.synapses):
-        ones = np.zeros((batch, length))
-        ones[:, :steps] = 1.0
-        sources[BIAS_SOURCE] = Source(
-            data=np.round(ones * net.input_scale).astype(np.int32) if fixed else ones
-        )
+    sources: dict[Any, Any] = {name: source for name in net.inputs}
+    for k, layer in enumerate(net.layers):
+        key = _source_key(BIAS_SOURCE, net.fixed[k] if fixed else None)
+        if key not in sources and any(syn.source == BIAS_SOURCE for syn in layer.synapses):
+            ones = np.zeros((batch, length))
+            ones[:, :steps] = key[1]
+            sources[key] = Source(data=np.round(ones).astype(np.int32) if fixed else ones)
     return source, sources
 
 

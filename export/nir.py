@@ -149,8 +149,27 @@ def _shape(types: Mapping[str, Any] | None) -> tuple[int, ...] | None:
     return tuple(int(d) for d in np.asarray(arr))
 
 
+def _check_finite(where: str, name: str, param: str, value: Any) -> None:
+    """Refuse a float parameter holding NaN or +-inf (an inf weight makes NaN membranes,
+    which compare "equal" to a reference that is NaN too), naming node and parameter."""
+    if isinstance(value, (float, np.floating)):
+        value = np.asarray(value)
+    if not (isinstance(value, np.ndarray) and value.dtype.kind == "f"):
+        return
+    nan, inf = int(np.isnan(value).sum()), int(np.isinf(value).sum())
+    if nan or inf:
+        found = " and ".join(
+            f"{count} {what}" for count, what in ((nan, "NaN"), (inf, "infinite")) if count
+        )
+        raise ArtifactError(
+            f"{where}: node {name!r} parameter {param!r} holds {found} value(s) "
+            f"(first at index {tuple(int(i) for i in np.argwhere(~np.isfinite(value))[0])}: "
+            f"{value[~np.isfinite(value)][0]}); parameters must be finite"
+        )
+
+
 def validate(graph: Any, where: str = "graph") -> None:
-    """Edges name existing nodes, node types are known, no parameter holds NaN, every time
+    """Edges name existing nodes, node types are known, no parameter holds NaN or inf, every time
     constant (tau, tau_mem, tau_syn) is positive, shapes agree along every edge."""
     names = set(graph.nodes)
     for name, node in graph.nodes.items():
@@ -164,11 +183,7 @@ def validate(graph: Any, where: str = "graph") -> None:
             validate(node, where=f"{where}/{name}")
             continue
         for param, value in vars(node).items():
-            if isinstance(value, np.ndarray) and value.dtype.kind == "f" and np.isnan(value).any():
-                raise ArtifactError(
-                    f"{where}: node {name!r} parameter {param!r} holds "
-                    f"{int(np.isnan(value).sum())} NaN value(s)"
-                )
+            _check_finite(where, name, param, value)
             if param.startswith("tau") and np.any(np.asarray(value) <= 0):
                 bad = np.asarray(value)[np.asarray(value) <= 0]
                 raise ArtifactError(
@@ -257,7 +272,16 @@ def read_nir(path: str | os.PathLike[str]) -> Any:
             graph = nir.read(str(path), type_check=False)
     except ArtifactError:
         raise
-    except (OSError, KeyError, ValueError, TypeError, AttributeError, AssertionError) as err:
+    # h5py raises RuntimeError for corrupt metadata ("bad heap free list", a flipped bit)
+    except (
+        OSError,
+        KeyError,
+        ValueError,
+        TypeError,
+        AttributeError,
+        AssertionError,
+        RuntimeError,
+    ) as err:
         raise ArtifactError(
             f"{path}: unreadable NIR file ({size} bytes; corrupt or "
             f"truncated?): {type(err).__name__}: {err}"

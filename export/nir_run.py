@@ -89,6 +89,26 @@ def graph_order(graph: Any) -> tuple[list[str], set[tuple[str, str]]]:
     return post[::-1], back
 
 
+def check_euler_step(name: str, node: Any, dt: float) -> None:
+    """Refuse a step ``dt`` longer than a time constant (tau, tau_mem, tau_syn) of neuron node
+    ``name``: forward Euler's ``v + dt / tau (...)`` then overshoots (decay ``1 - dt / tau``
+    below 0: the membrane flips sign every step, and grows without bound past dt = 2 tau).
+    dt = tau (no memory) is allowed; 1e-6 of slack absorbs float32 time constants."""
+    for param in ("tau", "tau_mem", "tau_syn"):
+        value = getattr(node, param, None)
+        if value is None:
+            continue
+        tau = np.asarray(value, dtype=np.float64)
+        bad = dt / tau > 1.0 + 1e-6
+        if np.any(bad):
+            low = float(tau[bad].min())
+            raise ExportRefused(
+                f"NIR node {name!r}: dt {dt:g} s > {param} {low:g} s ({int(bad.sum())} of "
+                f"{tau.size} value(s)): dt / {param} = {dt / low:.4g} > 1, forward Euler is "
+                f"unstable, use dt <= tau (here <= {float(tau.min()):g} s)"
+            )
+
+
 def _tensor(x: Any) -> Any:
     import torch
 
@@ -111,9 +131,9 @@ class _Ops:
             return x * _tensor(node.scale)
         if kind == "Threshold":
             return (x > _tensor(node.threshold)).to(x.dtype)
-        if kind == "Flatten":
-            end = node.end_dim if node.end_dim < 0 else node.end_dim + 1
-            return torch.flatten(x, node.start_dim + 1, end)
+        if kind == "Flatten":  # NIR's dims exclude the batch: x has one more, in front
+            start, end = (d if d < 0 else d + 1 for d in (node.start_dim, node.end_dim))
+            return torch.flatten(x, start, end)
         if kind == "Conv2d":
             pad = (
                 node.padding
@@ -187,6 +207,7 @@ class NIRStepper:
                     f"NIR node {name!r} of type {kind!r} cannot be imported "
                     f"(supported: {', '.join(SUPPORTED)})"
                 )
+            check_euler_step(name, graph.nodes[name], dt)
         preds = {n: [s for s, d in graph.edges if d == n] for n in graph.nodes}
         inputs = [n for n in order if type(graph.nodes[n]).__name__ == "Input"]
         outputs = [n for n in order if type(graph.nodes[n]).__name__ == "Output"]

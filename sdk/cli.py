@@ -246,6 +246,8 @@ def cmd_nir(args: argparse.Namespace) -> int:
             f"{name:<14} shape {row['shape']}  equal {row['equal_fraction']:.6f}  "
             f"max abs err {row['max_abs_err']:.3g}  (reference mean {row['reference_mean']:.4g})"
         )
+        if row.get("warning"):
+            print(f"  warning: {row['warning']}")
     if "chip_fit" in report:
         fit = report["chip_fit"]
         print(
@@ -306,12 +308,12 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--backend", default="lava")
     s.add_argument("--variant", default="floating_pt", help="lava: floating_pt or fixed_pt")
     s.add_argument("--input", default=None, help=".npy of shape (T, batch, *input shape)")
-    s.add_argument("--dt", type=float, default=None, help="seconds per step if the file has none")
+    s.add_argument("--dt", type=float, default=None, help="seconds per step only if file has none")
     s.add_argument("--steps", type=int, default=20)
     s.add_argument("--batch", type=int, default=2)
     s.add_argument("--density", type=float, default=0.3, help="random spike input density")
     s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--input-scale", type=float, help="lava fixed_pt: integer input per unit")
+    s.add_argument("--input-scale", type=float, help="fixed_pt 1..255; default 1, or 255 if graded")
     s.add_argument("--out", default=None, help="write the comparison as JSON")
     s.set_defaults(fn=cmd_nir)
     for action in sub.choices.values():

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from neuroedge.errors import BackendUnavailable, ExportRefused
+from neuroedge.errors import BackendUnavailable, ConfigError, ExportRefused
 from neuroedge.registry import get_backend
 from neuroedge.types import Artifact, ModelSpec
 
@@ -48,6 +48,7 @@ def check_nir(
     outputs = [n for n, v in graph.nodes.items() if type(v).__name__ == "Output"]
     program = NIRProgram(graph, dt)
     spec = _nir_spec(path, program, name, shape, outputs, reference, x)
+    options = _nir_options(backend, options, x)
     artifact, got, seconds = _nir_run_backend(backend, program, spec, options, {name: x})
     report: dict[str, Any] = {
         "file": str(path),
@@ -58,6 +59,8 @@ def check_nir(
         "seconds": seconds,
         "outputs": _nir_compare(outputs, reference, got),
     }
+    if "input_scale" in artifact.meta:
+        report["input_scale"] = artifact.meta["input_scale"]
     fit = artifact.meta.get("chip_fit")
     if fit is not None:
         report["chip_fit"] = {"neurons": fit.neurons, "synapses": fit.synapses, "cores": fit.cores}
@@ -74,18 +77,7 @@ def _nir_check_args(
     density: float,
 ) -> Any:
     """The step length (given, else the graph's metadata dt), refusing bad arguments."""
-    dt = dt if dt is not None else (graph.metadata or {}).get("dt")
-    if dt is None:
-        raise ValueError(
-            f"{path}: the graph carries no dt in its metadata; give dt (seconds "
-            "per step): frameworks disagree on the default"
-        )
-    try:
-        dt = float(dt)
-    except (TypeError, ValueError):
-        raise ValueError(f"{path}: dt {dt!r} is not a number of seconds per step") from None
-    if not (math.isfinite(dt) and dt > 0):
-        raise ValueError(f"{path}: dt {dt!r} must be a finite number of seconds > 0")
+    dt = _nir_dt(graph, path, dt)
     if steps < 1 or batch < 1 or not 0.0 <= density <= 1.0:
         raise ValueError(
             f"steps ({steps}) and batch ({batch}) must be >= 1 and density "
@@ -98,6 +90,49 @@ def _nir_check_args(
             "with)"
         )
     return dt
+
+
+def _nir_dt(graph: Any, path: str | os.PathLike[str], given: float | None) -> float:
+    """The graph's dt in seconds: the file's metadata, else ``given``. Given as well, it must
+    equal the file's (up to float32 rounding: rel. 1e-6): a different one is refused, never
+    silently preferred; the file's dt is what its weights were trained at."""
+    stored = (graph.metadata or {}).get("dt")
+    if stored is None and given is None:
+        raise ValueError(
+            f"{path}: the graph carries no dt in its metadata; give dt (seconds "
+            "per step): frameworks disagree on the default"
+        )
+    values = []
+    for value in (stored, given):
+        if value is None:
+            continue
+        try:
+            value = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{path}: dt {value!r} is not a number of seconds per step") from None
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"{path}: dt {value!r} must be a finite number of seconds > 0")
+        values.append(value)
+    if len(values) == 2 and not math.isclose(values[0], values[1], rel_tol=1e-6):
+        raise ConfigError(
+            f"{path}: dt {values[1]:g} s (given, --dt) differs from the dt {values[0]:g} s "
+            "the file stores; leave --dt out to run at the file's dt (--dt is for files "
+            "without one)"
+        )
+    return values[0]
+
+
+def _nir_options(
+    backend: str, options: Mapping[str, str] | None, x: Any
+) -> Mapping[str, str] | None:
+    """``options`` with lava's ``input_scale`` defaulted for the input ``x`` when absent:
+    1 for binary spikes (the random input, or a 0/1 ``--input``), else 255 (graded inputs
+    in [0, 1]): see neuroedge.backends.lava.default_input_scale."""
+    if backend != "lava" or "input_scale" in (options or {}):
+        return options
+    from neuroedge.backends.lava import default_input_scale
+
+    return {**(options or {}), "input_scale": str(int(default_input_scale(x)))}
 
 
 def _nir_input(graph: Any, path: str | os.PathLike[str]) -> tuple[str, tuple[int, ...]]:
@@ -210,16 +245,27 @@ def _nir_run_backend(
 def _nir_compare(
     outputs: list[str], reference: Mapping[str, Any], got: Mapping[str, Any]
 ) -> dict[str, dict[str, Any]]:
-    """Per output: its shape, fraction of equal values, max abs error and reference mean."""
+    """Per output: its shape, fraction of equal values, max abs error and reference mean; and
+    a ``warning`` when the reference never changes (no spike, or a constant readout): any
+    backend that is silent too then "agrees" 1.0, which proves nothing (often a dt that
+    leaves the neurons below threshold)."""
     import numpy as np
 
     compared: dict[str, dict[str, Any]] = {}
     for name in outputs:
         ref, out = np.asarray(reference[name]), np.asarray(got[name])
+        silent = bool(ref.size == 0 or np.all(ref == ref.flat[0]))
         compared[name] = {
             "shape": list(ref.shape),
             "equal_fraction": float(np.mean(ref == out)),
             "max_abs_err": float(np.abs(ref.astype(np.float64) - out).max()) if ref.size else 0.0,
             "reference_mean": float(ref.mean()) if ref.size else 0.0,
+            "reference_silent": silent,
         }
+        if silent:
+            compared[name]["warning"] = (
+                "reference output silent (constant "
+                f"{float(ref.flat[0]) if ref.size else 0.0:g} over all steps): the comparison "
+                "proves nothing; check dt and the input (--dt, --density, --input)"
+            )
     return compared

@@ -83,6 +83,23 @@ def require() -> object:
 
 
 @pytest.fixture
+def nir_data() -> object:
+    """``nir_data("lif/lif_norse.nir")``: the path of a shared reference NIR file (other
+    frameworks' graphs, ``../shared/data/nir`` beside the repository); skips when absent."""
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "nir"
+
+    def get(rel: str) -> Path:
+        path = folder / rel
+        if not path.is_file():
+            pytest.skip(f"reference NIR data {path} is not present (shared/ sits beside the repo)")
+        return path
+
+    return get
+
+
+@pytest.fixture
 def write_cifar() -> object:
     """``write(folder, n, broken=None)``: the six CIFAR-10 python batch files of ``n`` random
     images each in ``folder`` (created), ``data_batch_2`` replaced by ``broken`` if given."""
