@@ -3,7 +3,9 @@
 Rows: ``identity`` (max |J_g - B| on random linear-additive SEMs), ``cadre`` and ``beta-vae``
 trained at the same budget on the synthetic generator (MCC; CaDRe's observed-graph SHD, F1,
 TPR, reported as measured whatever they are), and a side-by-side encoder latency. With
-``series=PATH`` the model is trained on a user's CSV/NetCDF series and its graph is reported.
+``series=PATH`` the model is trained on a user's CSV/NetCDF series and its graph is reported;
+``time_column=NAME`` names a CSV series' time column (dates or numbers), which is then checked
+for even spacing and not modelled as a variable.
 """
 
 from __future__ import annotations
@@ -26,8 +28,10 @@ def _user_series(config: Mapping[str, Any]) -> tuple[CausalSeries, int, list[str
     from neuroedge.models.cadre.data import read_csv_series, read_netcdf_series, windows
 
     path = str(config["series"])
-    reader = read_netcdf_series if path.endswith((".nc", ".nc4")) else read_csv_series
-    values, names = reader(path)
+    if path.endswith((".nc", ".nc4")):
+        values, names = read_netcdf_series(path)
+    else:
+        values, names = read_csv_series(path, time_column=config.get("time_column"))
     period = config.get("period")  # None or an integer >= 1 (train.check_config)
     x, domain = windows(values, LENGTH, period)
     empty_z = np.zeros((len(x), LENGTH, DZ), dtype=np.float32)

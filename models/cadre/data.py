@@ -18,11 +18,13 @@ Generator (after the paper's setting; every constant is a decision recorded here
 from __future__ import annotations
 
 import csv
+import io
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from neuroedge.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -106,51 +108,110 @@ def read_csv_series(
     path: str | os.PathLike[str], time_column: str | None = None
 ) -> tuple[np.ndarray, list[str]]:
     """A numeric [T, d] series from a CSV with a header row; gaps and ragged rows raise
-    ``ValueError`` naming the file row (1-based, header = row 1) and column."""
+    ``InputError`` (a ValueError) naming the file row (1-based, header = row 1) and column.
+
+    The file is read as UTF-8 (a leading byte-order mark, as Excel writes, is dropped; other
+    bytes are refused naming the line); blank lines are skipped. ``time_column`` names a
+    column that is the time axis, not a variable: its values (numbers or ISO dates) must be
+    evenly spaced. A first column that is not numeric is refused with a hint to name it."""
     path = Path(path)
-    with open(path, newline="") as fh:
-        rows = list(csv.reader(fh))
+    rows = _csv_rows(path)
     if len(rows) < 2:
-        raise ValueError(f"{path}: needs a header row and at least one data row")
-    header = [h.strip() for h in rows[0]]
+        raise InputError(f"{path}: needs a header row and at least one data row")
+    header = [h.strip() for h in rows[0][1]]
+    if time_column is not None and time_column not in header:
+        raise InputError(f"{path}: no time column {time_column!r} (columns {header})")
     keep = [i for i, h in enumerate(header) if h != time_column]
     values = np.empty((len(rows) - 1, len(keep)))
-    for r, row in enumerate(rows[1:], start=2):
+    for k, (r, row) in enumerate(rows[1:]):
         if len(row) != len(header):
-            raise ValueError(
+            raise InputError(
                 f"{path}: row {r} has {len(row)} fields, the header has "
                 f"{len(header)} (mismatched length)"
             )
         for c, i in enumerate(keep):
-            cell = row[i].strip()
-            try:
-                values[r - 2, c] = float(cell)
-            except ValueError:
-                raise ValueError(
-                    f"{path}: row {r}, column {header[i]!r}: {cell!r} is not a number"
-                ) from None
-            if not np.isfinite(values[r - 2, c]):
-                raise ValueError(f"{path}: row {r}, column {header[i]!r} is a gap ({cell!r})")
+            values[k, c] = _cell(path, r, header, i, row[i].strip(), time_column)
     if time_column is not None:
-        if time_column not in header:
-            raise ValueError(f"{path}: no time column {time_column!r} (columns {header})")
-        times = [row[header.index(time_column)] for row in rows[1:]]
-        _check_regular(path, np.asarray(times, dtype=float), first_row=2)
+        t = header.index(time_column)
+        _check_regular(path, _times(path, [(r, row[t].strip()) for r, row in rows[1:]]), rows)
     return values, [header[i] for i in keep]
 
 
-def _check_regular(path: Path, times: np.ndarray, first_row: int) -> None:
-    steps = np.diff(times)
+def _csv_rows(path: Path) -> list[tuple[int, list[str]]]:
+    """(1-based file row, fields) of every non-blank row of ``path``, read as UTF-8."""
+    from neuroedge.models.self_distill.data import read_text
+
+    try:
+        text = read_text(path, "series")
+    except ValueError as err:  # not UTF-8: the message names the file, line and byte
+        raise InputError(str(err)) from None
+    reader = csv.reader(io.StringIO(text, newline=""))
+    return [(reader.line_num, row) for row in reader if any(f.strip() for f in row)]
+
+
+def _cell(
+    path: Path, r: int, header: list[str], i: int, cell: str, time_column: str | None
+) -> float:
+    """The value of one variable cell; ``InputError`` names row, column and cell."""
+    try:
+        value = float(cell)
+    except ValueError:
+        hint = ""
+        if i == 0 and time_column is None:
+            hint = (
+                f"; if {header[0]!r} is the time axis (e.g. dates), pass "
+                f"time_column={header[0]} so it is not read as a variable"
+            )
+        raise InputError(
+            f"{path}: row {r}, column {header[i]!r}: {cell!r} is not a number{hint}"
+        ) from None
+    if not np.isfinite(value):
+        raise InputError(f"{path}: row {r}, column {header[i]!r} is a gap ({cell!r})")
+    return value
+
+
+def _times(path: Path, cells: list[tuple[int, str]]) -> tuple[np.ndarray, str]:
+    """(time values, their unit): numbers as they are; ISO dates (``2020-01-31``, optionally
+    with a time of day) in months when every date falls on the same day of its month (or on
+    each month's last day) at the same time of day, as monthly data does whose months differ
+    in length; else in seconds."""
+    try:
+        return np.asarray([float(c) for _, c in cells]), ""
+    except ValueError:
+        pass
+    stamps = []
+    for r, cell in cells:
+        try:
+            stamps.append(np.datetime64(cell, "s"))
+        except ValueError:
+            raise InputError(
+                f"{path}: row {r}, time column: {cell!r} is neither a number nor an ISO date "
+                "(YYYY-MM-DD, optionally with THH:MM:SS)"
+            ) from None
+    secs = np.asarray(stamps).astype(np.int64)
+    months = np.asarray(stamps).astype("datetime64[M]")
+    into = secs - months.astype("datetime64[s]").astype(np.int64)  # seconds into the month
+    to_end = (months + 1).astype("datetime64[s]").astype(np.int64) - secs  # and to its end
+    if len(np.unique(into)) == 1 or len(np.unique(to_end)) == 1:
+        return months.astype(np.int64).astype(np.float64), " months"
+    return secs.astype(np.float64), " s"
+
+
+def _check_regular(
+    path: Path, times: tuple[np.ndarray, str], rows: list[tuple[int, list[str]]]
+) -> None:
+    """Refuse an uneven time step, naming the file row after it (rows[0] is the header)."""
+    steps, unit = np.diff(times[0]), times[1]
     if len(steps) == 0:
         return
     values, counts = np.unique(steps, return_counts=True)
     usual = values[np.argmax(counts)]  # the most common step (the smallest on ties)
     odd = np.flatnonzero(~np.isclose(steps, usual, rtol=1e-6, atol=0))
     if odd.size:
-        r = int(odd[0]) + first_row + 1
-        raise ValueError(
-            f"{path}: row {r}: time step {steps[odd[0]]:g} differs from the usual "
-            f"{usual:g} (a gap in the series)"
+        r = rows[int(odd[0]) + 2][0]
+        raise InputError(
+            f"{path}: row {r}: time step {steps[odd[0]]:g}{unit} differs from the usual "
+            f"{usual:g}{unit} (a gap in the series)"
         )
 
 

@@ -5,8 +5,9 @@
 ``bench``: the exact identity J_g = B on linear-additive SEMs, then CaDRe against a plain
 beta-VAE at the same budget on the synthetic generator (MCC of both; SHD, F1, TPR of CaDRe's
 observed graph), with a graph plot. Config ``series=PATH`` (CSV or NetCDF) with optional
-``period`` (e.g. 12 for monthly data) trains on a user's climate series instead and reports the
-estimated graph (no ground truth there, so no scores).
+``period`` (e.g. 12 for monthly data) and ``time_column`` (a CSV's time column, e.g. dates)
+trains on a user's climate series instead and reports the estimated graph (no ground truth
+there, so no scores).
 
 A checkpoint saved by ``train`` holds the architecture (``config``: the hidden width) beside
 the weights, and ``build`` takes the width from it; an older weights-only checkpoint is built at
@@ -224,6 +225,7 @@ SPEC = ModelSpec(
             "n",
             "series",
             "period",
+            "time_column",
         ),
     },
 )

@@ -55,7 +55,8 @@ def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
     0..2^32-1; lr finite in (0, 1]; the loss weights lambda_z, lambda_s, alpha, beta and the
     graph threshold on |J_g| finite >= 0. Bench only: ``series`` a file path; ``period`` (the
     number of seasonal domains) None or an integer in 1..10^4, and only with ``series`` (the
-    synthetic generator has its own domains and would ignore it). ConfigError names key and value.
+    synthetic generator has its own domains and would ignore it); ``time_column`` the CSV
+    series' time column. ConfigError names key and value.
     """
     for key, most in (("steps", MAX_STEPS), ("batch", MAX_BATCH), ("hidden", MAX_HIDDEN)):
         integer(cfg, key, 1, most)
@@ -77,7 +78,24 @@ def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
                 f"period={cfg['period']!r}: only read with series=PATH (a user's series); "
                 "the synthetic generator would ignore it"
             )
+    _check_time_column(cfg)
     return dict(cfg)
+
+
+def _check_time_column(cfg: Mapping[str, Any]) -> None:
+    """``time_column`` (bench only): the name of a CSV series' time column, a non-empty
+    string, only with a CSV ``series`` (NetCDF variables carry their own time dimension)."""
+    if cfg.get("time_column") is None:
+        return
+    name = cfg["time_column"]
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError(f"time_column={name!r}: expected the name of a column of the CSV")
+    series = cfg.get("series")
+    if not isinstance(series, str) or series.endswith((".nc", ".nc4")):
+        raise ConfigError(
+            f"time_column={name!r}: only read with series=PATH of a CSV file "
+            f"(series={series!r}); NetCDF series use their time dimension"
+        )
 
 
 @dataclass(frozen=True)

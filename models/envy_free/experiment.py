@@ -36,6 +36,14 @@ DEFAULTS: dict[str, Any] = {
 MAX_TRIALS = 10**5  # trials, budget_trials: instances of [m, 2] values drawn at once
 MAX_M = 10**5  # items of a hard instance (trials * m * 2 floats in memory)
 MAX_BRUTE_FORCE_INSTANCES = 10**4  # up to about a second each at m = 20
+# trials and m are bounded one by one above, their product here: a success-rate probe on
+# ``trials`` instances of m items peaks at about PROBE_ARRAYS float64 arrays of trials x m values
+# (the [trials, m, 2] instances as stacked, their noisy means and their draws, the threshold
+# rule's clipped copy, ratios, sort order, sorted values and prefix sums; measured 15.0 at
+# trials x m = 1e7 and 8e6), so trials x m x PROBE_ARRAYS x 8 bytes is refused above
+# MAX_PROBE_BYTES (4 GiB): at most 33,554,432 trial-items, e.g. trials=200 at m=167,772.
+PROBE_ARRAYS = 16
+MAX_PROBE_BYTES = 4 * 2**30
 
 
 def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
@@ -45,7 +53,9 @@ def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
     sigma finite > 0. Hard instances need an even m in 2..10^5 (ms, delta_sweep_m, each
     budget case's m) and 0 < Delta <= m/4 (eps = 2 Delta/m <= 1/2); m_sweep_delta is an
     integer >= 1. ms and deltas need two distinct values for a slope. brute_force_ms are in
-    1..20 (2^m allocations). budget_cases is a non-empty list of [m, Delta] pairs.
+    1..20 (2^m allocations). budget_cases is a non-empty list of [m, Delta] pairs. trials x the
+    largest of ms and delta_sweep_m, and budget_trials x the largest budget m, must fit
+    MAX_PROBE_BYTES.
     """
     integer(cfg, "trials", 1, MAX_TRIALS)
     integer(cfg, "budget_trials", 1, MAX_TRIALS)
@@ -61,7 +71,11 @@ def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
         if len(set(values)) < 2:
             raise ConfigError(f"{key}={cfg[key]!r}: expected two or more distinct values")
     pairs = [("deltas", m_delta, d) for d in deltas] + [("m_sweep_delta", m, d_m) for m in ms]
-    pairs += [("budget_cases", m, d) for m, d in _budget_cases(cfg)]
+    budget = _budget_cases(cfg)
+    pairs += [("budget_cases", m, d) for m, d in budget]
+    sweep_key = "ms" if max(ms) >= m_delta else "delta_sweep_m"
+    _check_memory(cfg, "trials", max(*ms, m_delta), sweep_key)
+    _check_memory(cfg, "budget_trials", max(m for m, _ in budget), "budget_cases")
     for key, m, d in pairs:
         if d > m / 4:
             raise ConfigError(
@@ -69,6 +83,23 @@ def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
                 "expected Delta <= m/4"
             )
     return dict(cfg)
+
+
+def _check_memory(cfg: Mapping[str, Any], trials_key: str, m: int, m_key: str) -> None:
+    """Refuse (ConfigError) ``cfg[trials_key]`` instances of the largest ``m`` (from config
+    ``m_key``) whose probe would exceed MAX_PROBE_BYTES, naming both and the estimate."""
+    trials = int(cfg[trials_key])
+    estimate = trials * m * PROBE_ARRAYS * 8
+    if estimate <= MAX_PROBE_BYTES:
+        return
+    most = MAX_PROBE_BYTES // (PROBE_ARRAYS * 8)
+    raise ConfigError(
+        f"{trials_key}={trials} with m={m} ({m_key}): each success-rate probe holds about "
+        f"{PROBE_ARRAYS} float64 arrays of {trials_key} x m values, "
+        f"{trials} x {m} x {PROBE_ARRAYS} x 8 bytes = {estimate / 2**30:.1f} GiB, above the "
+        f"{MAX_PROBE_BYTES / 2**30:.0f} GiB cap (MAX_PROBE_BYTES); lower {trials_key} or m "
+        f"({trials_key} x m <= {most:,})"
+    )
 
 
 def _even_m(cfg: Mapping[str, Any], key: str, m: int) -> int:

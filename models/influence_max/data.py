@@ -4,9 +4,12 @@ Node ids are integers 0..n-1 and every id in that range must appear in some edge
 means a typo or a file relabelled by hand; an unused id would be a node that nothing can reach or
 be reached from). Each directed edge appears once (a repeat would get two coin flips and count
 twice in the in-degree) and no edge is a self-loop. Missing probabilities get the weighted-cascade
-value 1/indeg(v). At most one header line is skipped: the first non-blank, non-'#' line, and
-only when it has 2 or 3 fields of which none is a number (``u,v,p``, ``source target weight``);
-any other line whose ids are not integers is an error. Errors name the line and the value.
+value 1/indeg(v). Quotes around a field are dropped (``"0","1","0.5"`` as spreadsheets write
+it). At most one header line is skipped: the first non-blank, non-'#' line, and only when it
+has 2 or 3 fields of which none is a number (``u,v,p``, ``source target weight``); any other
+line whose ids are not integers is an error. Ids are ASCII digits with an optional sign and
+probabilities plain ASCII numbers (no ``1_0``, no other scripts' digits). Errors name the line
+and the value.
 
 ``check_edges`` applies the same graph checks (no self-loop, no repeat, contiguous ids) to arrays,
 naming edges by index; it is what the array API's oracle calls.
@@ -24,33 +27,36 @@ import numpy as np
 from neuroedge.models.influence_max.functional import ICGraph, weighted_cascade
 
 SHOWN = 10  # missing ids listed in an error
+NUMBER = re.compile(
+    r"[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)(e[-+]?[0-9]+)?|[-+]?(nan|inf|infinity)", re.I | re.ASCII
+)
+INTEGER = re.compile(r"[-+]?[0-9]+", re.ASCII)
 
 
 def _field_int(text: str, file: Path, line_no: int, what: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
+    """A node id: ASCII digits 0-9 with an optional sign (``int`` alone would also take
+    ``1_0`` and other scripts' digits, e.g. Arabic-Indic ones)."""
+    if not INTEGER.fullmatch(text):
         raise ValueError(
-            f"edge list {file}: line {line_no}: {what} {text!r} is not an integer node id"
-        ) from None
+            f"edge list {file}: line {line_no}: {what} {text!r} is not an integer node id "
+            "(ASCII digits 0-9 only)"
+        )
+    value = int(text)
     if value < 0:
         raise ValueError(f"edge list {file}: line {line_no}: {what} {value} is negative")
     return value
 
 
 def _field_prob(text: str, file: Path, line_no: int) -> float:
-    try:
-        p = float(text)
-    except ValueError:
+    if not NUMBER.fullmatch(text):  # float alone would also take 0_5 and other scripts' digits
         raise ValueError(
-            f"edge list {file}: line {line_no}: probability {text!r} is not a number"
-        ) from None
+            f"edge list {file}: line {line_no}: probability {text!r} is not a number "
+            "(ASCII digits, '.', a sign and an exponent)"
+        )
+    p = float(text)
     if not (math.isfinite(p) and 0.0 <= p <= 1.0):
         raise ValueError(f"edge list {file}: line {line_no}: probability {text} is not in [0, 1]")
     return p
-
-
-NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?|[-+]?(nan|inf|infinity)", re.I)
 
 
 def looks_like_header(fields: Sequence[str]) -> bool:
@@ -108,13 +114,21 @@ def _fields_error(file: Path, line_no: int, raw: str, count: int, width: int | N
     )
 
 
+def _unquote(field: str) -> str:
+    """A field without the double or single quotes around it (spreadsheets quote fields:
+    ``"0","1","0.5"`` is the edge 0 -> 1, not a header)."""
+    if len(field) >= 2 and field[0] == field[-1] and field[0] in "\"'":
+        return field[1:-1].strip()
+    return field
+
+
 def _data_lines(file: Path) -> list[tuple[int, str, list[str]]]:
     """(line number, text, fields) of every non-blank, non-'#' line, the header dropped."""
     from neuroedge.models.self_distill.data import read_text
 
     rows = []
     for line_no, raw in enumerate(read_text(file, "edge list").splitlines(), start=1):
-        fields = [f for f in re.split(r"[,\s]+", raw.strip()) if f]
+        fields = [_unquote(f) for f in re.split(r"[,\s]+", raw.strip()) if f]
         if fields and not fields[0].startswith("#"):
             rows.append((line_no, raw, fields))
     if rows and looks_like_header(rows[0][2]):

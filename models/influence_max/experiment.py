@@ -8,8 +8,10 @@ the true probabilities, spreads evaluated on ``eval_worlds`` common live-edge wo
 Every graph is loaded and the config checked (``load_all``) before the first simulation, so a bad
 ``edges`` file or a typo in ``graphs`` fails at once rather than after the other graphs ran.
 ``graphs`` is a list of built-in names or edge-list paths (a single string counts as a one-element
-list); ``k`` must be in 1..n-1 on every graph. regret_vs_random is left out, with a rejection
-saying why, when random's own regret is zero (the ratio would be 0/0).
+list); ``k`` must be in 1..n-1 on every graph; a user's ``horizons`` keys must name graphs of
+the run; each graph's dense reachability (worlds x n x n) must fit functional.MAX_REACH_BYTES
+at ``worlds`` and ``eval_worlds``. regret_vs_random is left out, with a rejection saying why,
+when random's own regret is zero (the ratio would be 0/0).
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ DEFAULTS: dict[str, Any] = {
 POLICIES = ("ucb", "epsilon_greedy", "random")
 BUILTIN = ("random20", "karate", "lesmis")
 MAX_HORIZON = 10**6  # rounds per graph
-MAX_WORLDS = 10**5  # live-edge worlds drawn at once (reach is worlds x n x n)
+MAX_WORLDS = 10**5  # live-edge worlds drawn at once (reach is worlds x n x n; its memory at a
+# graph's n is bounded by functional.MAX_REACH_BYTES)
 RATIO_FLOOR = 1e-9  # nodes per round: random's regret at or below this makes the ratio undefined
 
 
@@ -106,7 +109,9 @@ def load_all(cfg: Mapping[str, Any]) -> dict[str, F.ICGraph]:
     integer(cfg, "eval_worlds", 1, MAX_WORLDS)
     integer(cfg, "seed", 0, 2**32 - 1)
     number(cfg, "rho", 0, 100)
-    graphs = {name: load_graph(name, cfg) for name in graph_names(cfg)}
+    names = graph_names(cfg)
+    check_horizon_keys(cfg["horizons"], names)
+    graphs = {name: load_graph(name, cfg) for name in names}
     k = integer(cfg, "k", 1, hint=" (the seed budget)")
     for name, graph in graphs.items():
         if k >= graph.n:
@@ -114,7 +119,32 @@ def load_all(cfg: Mapping[str, Any]) -> dict[str, F.ICGraph]:
                 f"config k={k}: graph {name!r} has only {graph.n} nodes; k must be at most "
                 f"{graph.n - 1} (k >= n seeds every node, so no policy has anything to learn)"
             )
+        check_memory(name, graph.n, cfg)
     return graphs
+
+
+def check_horizon_keys(horizons: Mapping[str, Any], names: Sequence[str]) -> None:
+    """Every key of a user's ``horizons`` must name a graph of this run (a built-in name or
+    an edge-list path exactly as given), else its horizon would be silently ignored; the
+    default (``{"lesmis": 500}``) is exempt, as lesmis need not be run."""
+    if dict(horizons) == DEFAULTS["horizons"]:
+        return
+    unknown = [key for key in horizons if key not in names]
+    if unknown:
+        raise ConfigError(
+            f"config horizons: {', '.join(repr(k) for k in unknown)} names no graph of this "
+            f"run; valid names: {', '.join(names)}"
+        )
+
+
+def check_memory(name: str, n: int, cfg: Mapping[str, Any]) -> None:
+    """Refuse a graph whose dense reachability would not fit (functional.MAX_REACH_BYTES): the
+    regret reference builds a reach over ``eval_worlds`` worlds and holds it while each
+    policy builds one over ``worlds`` worlds."""
+    held, worlds = int(cfg["eval_worlds"]), int(cfg["worlds"])
+    peak = max(F.reach_peak_bytes(n, held), F.reach_peak_bytes(n, worlds, held))
+    counts = {"worlds": worlds, "eval_worlds": held}
+    F.check_reach_memory(n, counts, peak, f"config graphs: graph {name!r}")
 
 
 def loglog_slope(regret: np.ndarray) -> float:

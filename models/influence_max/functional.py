@@ -25,6 +25,39 @@ from dataclasses import dataclass
 import numpy as np
 
 EXACT_LIMIT = 1000  # enumerate every seed set when C(n, K) is at most this
+# Memory of the dense live-edge reachability (``Worlds.reach``): per (world, u, v) entry the
+# closure holds three float32 [R, n, n] arrays at once (the adjacency, its square and the
+# clamped square, 12 bytes) and returns a bool one (1 byte); the greedy oracle adds a bool
+# [R, n, n] temporary (1 byte): 14 bytes per entry while a reach is built and searched, and a
+# reach that is kept (the regret reference's) holds 1 byte per entry. A run whose estimated
+# peak exceeds MAX_REACH_BYTES (4 GiB, a share of a laptop's or CI runner's memory) is refused
+# before any work, naming n, the world counts and the estimate.
+REACH_BYTES_PER_ENTRY = 14
+MAX_REACH_BYTES = 4 * 2**30
+
+
+def reach_peak_bytes(n: int, worlds: int, held_worlds: int = 0) -> int:
+    """Estimated peak bytes of building and searching a reach over ``worlds`` worlds on ``n``
+    nodes while a reach over ``held_worlds`` worlds is held (the bench's regret reference)."""
+    return n * n * (REACH_BYTES_PER_ENTRY * worlds + held_worlds)
+
+
+def check_reach_memory(n: int, counts: dict[str, int], peak: int, where: str) -> None:
+    """Refuse (ConfigError) a ``peak`` estimate above MAX_REACH_BYTES, naming ``where`` (the
+    graph), n, the world-count config keys ``counts`` and what each may be at this n."""
+    from neuroedge.errors import ConfigError
+
+    if peak <= MAX_REACH_BYTES:
+        return
+    fits = MAX_REACH_BYTES // (n * n * (REACH_BYTES_PER_ENTRY + 1))
+    given = " and ".join(f"{key}={value}" for key, value in counts.items())
+    raise ConfigError(
+        f"{where}: n={n} nodes with {given}: the dense live-edge reachability (worlds x n x n "
+        f"entries, {REACH_BYTES_PER_ENTRY} bytes each while built) needs about "
+        f"{peak / 2**30:.1f} GiB, above the {MAX_REACH_BYTES / 2**30:.0f} GiB cap "
+        f"(MAX_REACH_BYTES); lower {' and '.join(counts)} (at n={n} at most about {fits} "
+        "worlds fit) or use a smaller graph"
+    )
 
 
 @dataclass(frozen=True)

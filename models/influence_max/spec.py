@@ -32,9 +32,12 @@ def build(config: Mapping[str, Any]) -> HostProgram:
 
     def oracle(src: np.ndarray, dst: np.ndarray, prob: np.ndarray) -> dict[str, np.ndarray]:
         """Checks the edges as the edge-list loader does (non-empty, integer ids, no self-loop,
-        no repeated edge, ids 0..n-1 each in some edge), errors naming the edge index."""
+        no repeated edge, ids 0..n-1 each in some edge), errors naming the edge index, and the
+        reach's memory at this n (functional.MAX_REACH_BYTES) before drawing any world."""
         src, dst, prob = (np.asarray(a) for a in (src, dst, prob))
         n = check_edges(src, dst, prob)
+        peak = F.reach_peak_bytes(n, worlds)
+        F.check_reach_memory(n, {"worlds": worlds}, peak, f"graph of {len(src)} edges")
         graph = F.ICGraph(n, src, dst, prob)
         reach = F.Worlds.draw(graph, worlds, seed).reach(graph)
         best = F.best_seed_set(reach, k)

@@ -7,6 +7,7 @@ with a phase-diagram plot and a time-to-deviation plot.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -20,24 +21,51 @@ DEFAULTS = {"horizon": 5.0, "layers": 64, "beta": 1.0}
 BENCH_DEFAULTS = {"seeds": 5, "adapters": 30}
 MAX_LAYERS = 10**5  # one Euler step per layer: 1e5 layers of 32 tokens take seconds, not hours
 MAX_BETA = 1e3  # inverse temperature; beyond ~1e3 the softmax is already a hard argmax
+# Each layer is an Euler step of h = horizon / layers. h = 1 is a plain residual layer
+# x + attn(x), the coarsest step a Transformer takes; a larger step jumps past the dynamics
+# (at horizon=1e6 over 64 layers every layer lands on the field's direction and the outputs
+# mean nothing; at 1e300 the step overflows). So horizon <= MAX_STEP x layers, which with
+# MAX_LAYERS also caps horizon at 1e5.
+MAX_STEP = 1.0
+# Bench work grows linearly in both: one adapter is a 1200-layer flow (about 50 ms on one
+# core), one seed 18 flows of 16-256 layers (about 0.2 s); the caps keep each experiment
+# within about ten minutes (10^4 adapters ~ 8 min, 10^3 seeds ~ 3 min).
+MAX_ADAPTERS, MAX_SEEDS = 10**4, 10**3
 
 
 def _run_values(cfg: Mapping[str, Any]) -> tuple[float, int, float]:
     """(horizon, layers, beta), refused with ConfigError unless horizon is finite and > 0,
-    layers an integer in 1..MAX_LAYERS and beta (an inverse temperature) finite in
-    [0, MAX_BETA]: a negative beta would make tokens repel, which is not the modelled flow."""
-    return (
-        number(cfg, "horizon", 0.0, open_low=True),
-        integer(cfg, "layers", 1, MAX_LAYERS),
-        number(cfg, "beta", 0.0, MAX_BETA),
-    )
+    layers an integer in 1..MAX_LAYERS, the step horizon/layers at most MAX_STEP and beta (an
+    inverse temperature) finite in [0, MAX_BETA]: a negative beta would make tokens repel,
+    which is not the modelled flow."""
+    from neuroedge.errors import ConfigError
+
+    horizon = number(cfg, "horizon", 0.0, open_low=True)
+    layers = integer(cfg, "layers", 1, MAX_LAYERS)
+    if horizon > MAX_STEP * layers:
+        need = math.ceil(horizon / MAX_STEP)
+        more = (
+            f"or layers >= {need}"
+            if need <= MAX_LAYERS
+            else f"(layers <= {MAX_LAYERS} allow horizon <= {MAX_STEP * MAX_LAYERS:g})"
+        )
+        raise ConfigError(
+            f"horizon={horizon!r} over layers={layers}: each layer is an Euler step of "
+            f"h = horizon / layers = {horizon / layers:.3g}, above {MAX_STEP:g} (a plain "
+            "residual layer x + attn(x)); a larger step jumps past the attention flow: use "
+            f"horizon <= {MAX_STEP * layers:g} {more}"
+        )
+    return horizon, layers, number(cfg, "beta", 0.0, MAX_BETA)
 
 
 def bench_values(config: Mapping[str, Any]) -> dict[str, int]:
-    """The bench's ``seeds`` and ``adapters`` over BENCH_DEFAULTS, integers >= 1 (ConfigError
-    otherwise); the report's config is this dict: the values the bench used."""
+    """The bench's ``seeds`` (1..MAX_SEEDS) and ``adapters`` (1..MAX_ADAPTERS) over
+    BENCH_DEFAULTS, integers (ConfigError otherwise); the report's config is this dict: the
+    values the bench used."""
     cfg = {**BENCH_DEFAULTS, **{k: v for k, v in config.items() if k in BENCH_DEFAULTS}}
-    return {key: integer(cfg, key, 1) for key in BENCH_DEFAULTS}
+    most = {"seeds": MAX_SEEDS, "adapters": MAX_ADAPTERS}
+    hint = " (the bench's work grows linearly in it; see MAX_SEEDS, MAX_ADAPTERS)"
+    return {key: integer(cfg, key, 1, most[key], hint) for key in BENCH_DEFAULTS}
 
 
 def build(config: Mapping[str, Any]) -> HostProgram:

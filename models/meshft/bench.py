@@ -141,9 +141,12 @@ def bench(
 
 def bench_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """The bench keys over BENCH_DEFAULTS, each an integer >= 1 (ConfigError otherwise), checked
-    before any training so a bad value is refused at once, not after minutes of fitting."""
+    before any training so a bad value is refused at once, not after minutes of fitting. The
+    rollouts (``rollout``, ``steps_1e4``) take one CFL sub-step a step at the bench's dt, so
+    functional.MAX_KDK_STEPS, which F.rollout enforces, bounds them here too."""
     cfg = {**BENCH_DEFAULTS, **config}
-    return {**cfg, **{key: integer(cfg, key, 1) for key in BENCH_DEFAULTS}}
+    most = {"rollout": F.MAX_KDK_STEPS, "steps_1e4": F.MAX_KDK_STEPS}
+    return {**cfg, **{key: integer(cfg, key, 1, most.get(key)) for key in BENCH_DEFAULTS}}
 
 
 def _model_metrics(

@@ -16,7 +16,8 @@ momentum sum(p) because B 1 = 0 (so 1^T K = 0). Damped, H_dt never rises.
 
 CFL guard: omega_max = sqrt(lambda_max(M^-1 K)) by power iteration on the symmetric
 M^-1/2 K M^-1/2; a step dt is split into ceil(omega_max dt / cfl) sub-steps (leapfrog is stable
-for omega dt < 2; cfl = 1 keeps a margin and the modified energy positive).
+for omega dt < 2; cfl = 1 keeps a margin and the modified energy positive). A rollout's steps x
+sub-steps is bounded by MAX_KDK_STEPS (a huge dt would otherwise turn one step into billions).
 
 B products use index_add (scatter), never a dense E x N matrix.
 """
@@ -91,6 +92,41 @@ def substeps(omega: float, dt: float, cfl: float = 1.0) -> int:
     return max(1, math.ceil(omega * dt / cfl))
 
 
+# KDK sub-steps one rollout may take in all (steps x the CFL guard's sub-steps per step): the
+# cost is in the sub-steps, not the steps, and 1e6 of them on the 16 x 16 grid already take
+# minutes (spec.MAX_STEPS bounds the steps alone by the same reasoning).
+MAX_KDK_STEPS = 10**6
+
+
+def check_substeps(
+    omega: float,
+    dt: float,
+    steps: int,
+    most: int = MAX_KDK_STEPS,
+    what: str = "steps",
+    cfl: float = 1.0,
+) -> int:
+    """The sub-steps per step at ``dt`` (``substeps``), after refusing with ConfigError a run
+    of ``steps`` steps (config key ``what``) whose steps x sub-steps exceeds ``most`` KDK
+    steps; the message names dt, the sub-steps it implies, the bound and the largest dt."""
+    from neuroedge.errors import ConfigError
+
+    ratio = omega * dt / cfl
+    n_sub = substeps(omega, dt, cfl) if ratio <= most else None  # also refuses inf
+    if n_sub is not None and steps * n_sub <= most:
+        return n_sub
+    implied = f"{n_sub:,}" if n_sub is not None else f"about {ratio:.3g}"
+    per_step = most // steps
+    fix = f"fewer {what}"
+    if per_step and omega > 0:
+        fix = f"dt <= {per_step * cfl / omega:.3g} or {fix}"
+    raise ConfigError(
+        f"dt={dt!r}: the CFL guard (omega_max {omega:.4g}, sub-steps ceil(omega_max dt / "
+        f"{cfl:g})) splits each step into {implied} KDK sub-steps, {what}={steps} x {implied} "
+        f"in all, above the bound of {most:,} KDK steps; use {fix}"
+    )
+
+
 def rollout(
     q: Any,
     p: Any,
@@ -105,7 +141,7 @@ def rollout(
     """``steps`` steps of size dt (each CFL-split); returns q, p stacked [steps + 1, ..., N]."""
     import torch
 
-    n_sub = substeps(omega_max(m, w, edges), dt, cfl)
+    n_sub = check_substeps(omega_max(m, w, edges), dt, steps, cfl=cfl)
     h = dt / n_sub
     qs, ps = [q], [p]
     for _ in range(steps):

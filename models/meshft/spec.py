@@ -32,6 +32,13 @@ DEFAULTS: dict[str, Any] = {
 
 BUILTIN_MESHES = ("grid", "delaunay")
 MAX_STEPS = 10**6  # KDK steps per run: 1e6 steps on the 16 x 16 grid is already minutes
+# The CFL guard splits a step of dt into ceil(omega_max dt) KDK sub-steps, so dt multiplies
+# the work: a run's steps x sub-steps and training's train_iters x sub-steps are bounded by
+# MAX_STEPS too. Training also backpropagates through every sub-step of its one-step
+# prediction: autograd keeps about AUTOGRAD_BYTES per node-or-edge value per pair per
+# sub-step (measured: 1.5 MB per sub-step on the 16 x 16 grid, 256 nodes + 512 edges, at
+# train.fit's TRAIN_BATCH = 64 pairs, float32), refused above MAX_AUTOGRAD_BYTES (4 GiB).
+AUTOGRAD_BYTES, TRAIN_BATCH, MAX_AUTOGRAD_BYTES = 32, 64, 4 * 2**30
 
 
 def rollout_values(cfg: Mapping[str, Any]) -> tuple[int, float]:
@@ -48,6 +55,32 @@ def train_values(cfg: Mapping[str, Any]) -> tuple[int, int, float, float]:
         number(cfg, "lr", 0.0, open_low=True),
         number(cfg, "dt", 0.0, open_low=True),
     )
+
+
+def check_train_substeps(model: Any, dt: float, iters: int) -> int:
+    """The CFL sub-steps of a training step at ``dt`` (at the initial metric), after refusing
+    with ConfigError train_iters x sub-steps above MAX_STEPS, or sub-steps whose autograd
+    activations would exceed MAX_AUTOGRAD_BYTES; the message names dt and the sub-steps."""
+    import torch
+    from neuroedge.errors import ConfigError
+    from neuroedge.models.meshft import functional as F
+
+    with torch.no_grad():
+        m, w = model.hodge()
+    omega = F.omega_max(m, w, model.tensors.edges)
+    n_sub = F.check_substeps(omega, dt, iters, MAX_STEPS, "train_iters", model.cfl)
+    size = model.tensors.n_nodes + len(model.tensors.edges)
+    per_sub = TRAIN_BATCH * size * AUTOGRAD_BYTES
+    if n_sub * per_sub > MAX_AUTOGRAD_BYTES:
+        fits = MAX_AUTOGRAD_BYTES // per_sub
+        raise ConfigError(
+            f"dt={dt!r}: the CFL guard (omega_max {omega:.4g}) splits each training step into "
+            f"{n_sub:,} KDK sub-steps; backpropagating through them keeps about "
+            f"{n_sub * per_sub / 2**30:.1f} GiB of activations ({per_sub / 2**20:.1f} MiB a "
+            f"sub-step for {TRAIN_BATCH} pairs of {size} nodes + edges), above the "
+            f"{MAX_AUTOGRAD_BYTES / 2**30:.0f} GiB cap; use dt <= {fits * model.cfl / omega:.3g}"
+        )
+    return n_sub
 
 
 def make_mesh(name: str) -> Any:
@@ -103,6 +136,10 @@ def build(config: Mapping[str, Any]) -> HostProgram:
     steps, dt = rollout_values(cfg)
     model, trained = load_model(cfg)
     n = model.tensors.n_nodes
+    with torch.no_grad():  # dt's CFL sub-steps x steps within MAX_STEPS, before any input
+        m, w = model.hodge()
+        omega = F.omega_max(m, w, model.tensors.edges)
+        F.check_substeps(omega, dt, steps, MAX_STEPS, cfl=model.cfl)
 
     def fn(q: np.ndarray, p: np.ndarray) -> dict[str, np.ndarray]:
         for name, arr in (("q", q), ("p", p)):
@@ -149,8 +186,9 @@ def train(config: Mapping[str, Any] | None = None, out: str | None = None) -> di
     cfg = {**DEFAULTS, **(config or {})}
     iters, pairs, lr, dt = train_values(cfg)
     mesh = make_mesh(str(cfg["mesh"]))
-    data = T.plane_wave_pairs(mesh, pairs, dt, seed=0)
     model = MeshFT(mesh, str(cfg["hodge"])).float()
+    check_train_substeps(model, dt, iters)
+    data = T.plane_wave_pairs(mesh, pairs, dt, seed=0)
     losses = T.fit(model, data, iters, lr)
     path = _checkpoint({**cfg, "checkpoint": out or cfg.get("checkpoint")})
     save_checkpoint(

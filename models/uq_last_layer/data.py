@@ -22,7 +22,7 @@ trained.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -248,13 +248,17 @@ def parse_dataset(entry: Any) -> DatasetEntry:
 
 
 def check_datasets(
-    datasets: Any, seeds: Iterable[int] = (0,), n_synthetic: int = 2000
+    datasets: Any,
+    seeds: Iterable[int] = (0,),
+    n_synthetic: int = 2000,
+    hidden: Mapping[str, int] | None = None,
 ) -> list[DatasetEntry]:
     """Every ``datasets`` entry parsed and checked before anything is trained: the list type
     (not empty), the names, distinct report rows, ``n_synthetic`` and every CSV's content and
-    its split for each seed. ConfigError for the config, ValueError naming file and line for a
-    CSV."""
+    its split for each seed; given the hidden widths by task, also the memory of each full
+    GLM (memory.py). ConfigError for the config, ValueError naming file and line for a CSV."""
     from neuroedge.errors import ConfigError
+    from neuroedge.models.uq_last_layer.memory import SHAPES, check_full_glm_memory
 
     if isinstance(datasets, (str, bytes)) or not isinstance(datasets, (list, tuple)):
         raise ConfigError(
@@ -276,10 +280,17 @@ def check_datasets(
         raise ConfigError(f"n_synthetic={n_synthetic} is below the {MIN_ROWS} rows a split needs")
     for item in entries:
         if item.path is None or item.task is None:
+            rows, d, outputs = SHAPES[item.entry]
+            task = "regression" if outputs == 1 else "classification"
+            if hidden is not None:
+                check_full_glm_memory(item.entry, task, rows or n_synthetic, d, outputs, hidden)
             continue
         if not item.path.is_file():
             raise ConfigError(f"datasets entry {item.entry!r}: CSV file {item.path} does not exist")
         x, y = read_csv_dataset(item.path, item.task)
+        outputs = 1 if item.task == "regression" else int(y.max()) + 1
+        if hidden is not None:
+            check_full_glm_memory(item.entry, item.task, len(y), x.shape[1], outputs, hidden)
         for seed in seeds:
             make_split(x, y, item.task, os.fspath(item.path), seed)
     return entries

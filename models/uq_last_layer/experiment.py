@@ -260,7 +260,8 @@ def bench(
     seeds = seed_list(cfg)
     for seed in seeds:
         check_config({**cfg, "seed": seed})
-    check_datasets(cfg["datasets"], seeds, cfg["n_synthetic"])  # before any training
+    hidden = {t: cfg[f"hidden_{t}"] for t in ("regression", "classification")}
+    check_datasets(cfg["datasets"], seeds, cfg["n_synthetic"], hidden)  # before any training
     jobs = {s: {**cfg, "seed": s, "progress": len(seeds) == 1} for s in seeds}
     per_seed = map_seeds(
         seed_rows_of,

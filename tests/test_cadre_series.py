@@ -1,0 +1,76 @@
+"""causal.cadre user series: the time column key, blank lines, a byte-order mark and bytes
+that are not UTF-8 in a CSV series."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from neuroedge.errors import ConfigError, InputError
+from neuroedge.models.cadre import train as TR
+from neuroedge.models.cadre.data import read_csv_series
+from neuroedge.models.cadre.spec import SPEC
+
+
+def _monthly(path: Path, months: int = 24) -> Path:
+    rng = np.random.default_rng(0)
+    lines = ["date,a,b"]
+    for i in range(months):
+        lines.append(f"{2000 + i // 12}-{i % 12 + 1:02d}-01,{rng.normal()},{rng.normal()}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_date_column_is_refused_with_a_time_column_hint(tmp_path: Path) -> None:
+    path = _monthly(tmp_path / "m.csv")
+    with pytest.raises(InputError, match=r"row 2, column 'date'.*time_column=date"):
+        read_csv_series(path)
+
+
+def test_time_column_of_monthly_dates_is_not_a_variable(tmp_path: Path) -> None:
+    values, names = read_csv_series(_monthly(tmp_path / "m.csv"), time_column="date")
+    assert names == ["a", "b"] and values.shape == (24, 2)
+    path = tmp_path / "gap.csv"
+    path.write_text("date,a\n2000-01-31,1\n2000-02-29,2\n2000-03-31,3\n2000-05-31,4\n")
+    with pytest.raises(InputError, match=r"row 5: time step 2 months differs"):
+        read_csv_series(path, time_column="date")
+    path.write_text("date,a\n2000-01-01,1\nlater,2\n")
+    with pytest.raises(InputError, match=r"row 3, time column: 'later'"):
+        read_csv_series(path, time_column="date")
+
+
+def test_time_column_key_is_registered_checked_and_passed(tmp_path: Path) -> None:
+    from neuroedge.models.cadre.bench import _user_series
+
+    assert "time_column" in SPEC.valid_config_keys("bench")
+    assert "time_colum" not in SPEC.valid_config_keys("bench")
+    cfg = {**TR.DEFAULTS, "series": str(_monthly(tmp_path / "m.csv")), "time_column": "date"}
+    data, period, names = _user_series(TR.check_config(cfg))
+    assert names == ["a", "b"] and data.x.shape[-1] == 2 and period == 1
+    with pytest.raises(ConfigError, match="time_column=3"):
+        TR.check_config({**cfg, "time_column": 3})
+    with pytest.raises(ConfigError, match="time_column='date': only read with series"):
+        TR.check_config({**TR.DEFAULTS, "time_column": "date"})
+    with pytest.raises(ConfigError, match="NetCDF"):
+        TR.check_config({**cfg, "series": "x.nc"})
+
+
+def test_blank_lines_are_skipped_and_rows_keep_their_file_numbers(tmp_path: Path) -> None:
+    path = tmp_path / "s.csv"
+    path.write_text("a,b\n1,2\n\n3,4\n5,6\n\n")
+    values, names = read_csv_series(path)
+    assert names == ["a", "b"] and values.tolist() == [[1, 2], [3, 4], [5, 6]]
+    path.write_text("a,b\n1,2\n\n3,x\n")
+    with pytest.raises(InputError, match=r"row 4, column 'b': 'x'"):
+        read_csv_series(path)
+
+
+def test_bom_is_stripped_and_non_utf8_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "bom.csv"
+    path.write_bytes(b"\xef\xbb\xbfa,b\n1,2\n3,4\n")
+    assert read_csv_series(path)[1] == ["a", "b"]
+    path = tmp_path / "latin.csv"
+    path.write_bytes(b"a,b\n1,2\n3,4\xe9\n")
+    with pytest.raises(InputError, match=r"latin\.csv: line 3: byte b'\\xe9' is not UTF-8"):
+        read_csv_series(path)

@@ -1,0 +1,52 @@
+"""physics.meshft: a dt whose CFL sub-steps multiply the work past the bounds is refused with a
+ConfigError naming dt and the sub-steps, before any rollout or training."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from neuroedge.errors import ConfigError
+from neuroedge.models.meshft import functional as F
+from neuroedge.models.meshft import spec
+from neuroedge.models.meshft import train as T
+from neuroedge.models.meshft.mesh import periodic_grid
+
+
+def _boom(*args: object, **kwargs: object) -> None:
+    raise AssertionError("work started before the sub-step bound was checked")
+
+
+def test_run_refuses_a_dt_of_billions_of_substeps_at_build() -> None:
+    with pytest.raises(ConfigError, match=r"dt=1000000000\.0: .* about 4\.72e\+10 KDK sub-steps"):
+        spec.build({"dt": 1e9, "steps": 1})
+    with pytest.raises(ConfigError, match=r"dt=1e\+300: .*above the bound of 1,000,000"):
+        spec.build({"dt": 1e300, "steps": 1})
+    with pytest.raises(ConfigError, match=r"steps=1000000 x 48 in all, .* dt <= 0\.0212"):
+        spec.build({"dt": 1.0, "steps": 10**6})
+    assert spec.build({"dt": 1.0, "steps": 10}).meta["nodes"] == 256  # 48 sub-steps a step
+
+
+def test_rollout_bounds_steps_times_substeps(monkeypatch: pytest.MonkeyPatch) -> None:
+    mesh = periodic_grid(8, 8)
+    m, w = torch.as_tensor(mesh.star0), torch.as_tensor(mesh.star1)
+    edges, q = torch.as_tensor(mesh.edges), torch.zeros(mesh.n_nodes, dtype=torch.float64)
+    monkeypatch.setattr(F, "kdk_step", _boom)
+    with pytest.raises(ConfigError, match=r"dt=1000000\.0: .*KDK sub-steps, steps=3 x"):
+        F.rollout(q, q, m, w, edges, 1e6, 3)
+
+
+def test_train_refuses_substeps_past_the_time_and_memory_bounds(monkeypatch) -> None:
+    monkeypatch.setattr(T, "plane_wave_pairs", _boom)
+    monkeypatch.setattr(T, "fit", _boom)
+    with pytest.raises(ConfigError, match=r"dt=100\.0: .*4,721 KDK sub-steps; .*6\.9 GiB"):
+        spec.train({"dt": 100.0})
+    with pytest.raises(ConfigError, match=r"train_iters=100000 x 24 in all"):
+        spec.train({"dt": 0.5, "train_iters": 100_000})
+
+
+def test_bench_rollouts_are_bounded_before_training() -> None:
+    from neuroedge.models.meshft.bench import bench_config
+
+    with pytest.raises(ConfigError, match=r"rollout=2000000: expected an integer in 1\.\.1000000"):
+        bench_config({"rollout": 2 * 10**6})
+    assert bench_config({"steps_1e4": 10**6})["steps_1e4"] == 10**6
