@@ -87,13 +87,28 @@ def _check_tables(db: sqlite3.Connection, path: Path) -> None:
         )
 
 
+def _path(db_path: str | os.PathLike[str] | None) -> Path:
+    """``db_path``, or the default history when None; an empty path (an unset shell variable
+    in ``--history $DB``) is refused, never read as "the default"."""
+    from neuroedge.errors import ArtifactError
+
+    if db_path is None:
+        return default_path()
+    if not str(db_path).strip():
+        raise ArtifactError(
+            f"history {str(db_path)!r}: an empty path; name a SQLite file or "
+            "leave --history out for the default"
+        )
+    return Path(db_path)
+
+
 def check(db_path: str | os.PathLike[str] | None = None) -> Path:
     """The history path, checked before a benchmark runs (so a bad path fails first, not
     after the run): it must be, or become, a neuroedge SQLite history we can write (a row
     is inserted and rolled back)."""
     from neuroedge.errors import ArtifactError
 
-    path = Path(db_path) if db_path else default_path()
+    path = _path(db_path)
     with contextlib.closing(_open(path)) as db:
         try:
             db.execute("INSERT INTO runs(created, model, machine, report) VALUES ('', '', '', '')")
@@ -110,7 +125,7 @@ def record(
     out_dir: str | None = None,
 ) -> int:
     """Store one report.json document; returns its run id."""
-    path = Path(db_path) if db_path else default_path()
+    path = _path(db_path)
     with contextlib.closing(_open(path)) as db, db:  # commit (or roll back), then close
         cur = db.execute(
             "INSERT INTO runs(created, model, machine, out_dir, report) VALUES (?, ?, ?, ?, ?)",
@@ -133,7 +148,7 @@ def runs(
     db_path: str | os.PathLike[str] | None = None, model: str | None = None
 ) -> list[dict[str, Any]]:
     """Every recorded run (newest last), optionally of one model, as report documents."""
-    path = Path(db_path) if db_path else default_path()
+    path = _path(db_path)
     if not path.is_file():
         return []
     with contextlib.closing(_open(path)) as db:

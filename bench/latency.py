@@ -39,7 +39,6 @@ class Latency:
             "throughput_per_s": Measurement(
                 self.batch / mean_s if mean_s > 0 else math.inf, "samples/s"
             ),
-            "peak_rss_mb": Measurement(peak_rss_mb(), "MB"),
         }
 
 

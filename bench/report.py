@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from neuroedge.atomic import atomic_path, write_text
+from neuroedge.bench.latency import peak_rss_mb
 from neuroedge.types import Report
 
 DEFAULT_COLUMNS = (
@@ -45,7 +46,6 @@ STANDARD_METRICS = (
     "firing_rate",
     "spike_agreement",
     "max_abs_err",
-    "peak_rss_mb",
 )
 
 
@@ -64,6 +64,9 @@ def build_document(model: str, rows: Sequence[Report], **extra: Any) -> dict[str
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "machine": machine_description(),
         "rows": [r.to_json() for r in rows],
+        # ru_maxrss is the whole process's peak: every backend of the run (and the training
+        # before it) together, so it is the run's figure, not a row's
+        "process_peak_rss_mb": round(peak_rss_mb(), 1),
     }
     doc.update(extra)
     return doc
@@ -130,6 +133,12 @@ def write_markdown(
         "`*` = estimated (energy model or fake timing), never measured.",
         "",
     ]
+    if doc.get("process_peak_rss_mb") is not None:
+        lines += [
+            f"- peak resident memory of the bench process: {doc['process_peak_rss_mb']} MB "
+            "(every backend of the run together, not per row)",
+            "",
+        ]
     for row in doc["rows"]:
         for label in ("fallbacks", "rejections", "notes"):
             for item in row.get(label, []):
@@ -197,18 +206,34 @@ def write_report(
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    found: list[str] = []
-    plain = finite_json(doc, found=found)
-    if found:
-        plain["non_finite"] = found  # where a value was NaN or infinite (null in the rows)
-    text = json.dumps(plain, indent=2, allow_nan=False) + "\n"
-    written = {"json": write_text(out / "report.json", text)}
-    write_markdown(plain, out / "report.md", columns, sections)
-    written["md"] = out / "report.md"
+    before = _plots_written_before(out / "report.json")
+    written: dict[str, Path] = {}
     for plot in (latency_plot, *plots):
         name = getattr(plot, "__name__", "plot").removesuffix("_plot")
         made = plot(doc, out / f"{name}.png")
         if made is not None:
-            written[name] = made
-    record(plain, history, out_dir=str(out))
+            written[name] = Path(made)
+    found: list[str] = []
+    plain = finite_json(doc, found=found)
+    if found:
+        plain["non_finite"] = found  # where a value was NaN or infinite (null in the rows)
+    plain["plots"] = [p.name for p in written.values()]  # what the next run may replace
+    text = json.dumps(plain, indent=2, allow_nan=False) + "\n"
+    written = {"json": write_text(out / "report.json", text), **written}
+    write_markdown(plain, out / "report.md", columns, sections)
+    written["md"] = out / "report.md"
+    for stale in set(before) - set(plain["plots"]):  # an earlier report's plot, not this one's
+        (out / stale).unlink(missing_ok=True)
+    record(plain, history, out_dir=str(out.resolve()))
     return written
+
+
+def _plots_written_before(path: Path) -> list[str]:
+    """The plot files an earlier report in this folder listed (``plots`` in its report.json):
+    those a new report removes when it does not write them again, so a folder never mixes
+    an old run's plot with a new run's numbers. Other files in the folder are left alone."""
+    try:
+        names = json.loads(path.read_text()).get("plots", [])
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [n for n in names if isinstance(n, str) and n.endswith(".png") and "/" not in n]

@@ -10,6 +10,7 @@ describe the network, so other backends' rows carry the same counts (noted as su
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from neuroedge.bench.energy import HOROWITZ_45NM, EnergyModel
@@ -81,7 +82,29 @@ def bench_model(
     rows, artifacts = _compile_rows(
         spec, backends, cfg, program, host_art, reference, example, energy, progress
     )
-    return _timed_rows(spec, backends, rows, artifacts, example, repeats)
+    counts = _host_counts(spec, cfg, program, host_art, rows, energy)
+    return _timed_rows(spec, backends, rows, artifacts, example, repeats, counts)
+
+
+def _host_counts(
+    spec: ModelSpec,
+    cfg: Mapping[str, Any],
+    program: Any,
+    host_art: Any,
+    rows: dict[tuple[str, str], Report],
+    energy: EnergyModel,
+) -> dict[str, Measurement]:
+    """The COUNTED metrics every row takes from the host reference: its row's, or, when host
+    is not among the benched backends but another backend ran, one counted host evaluation
+    (the rows' note says they were counted on the host; they must not go missing)."""
+    if ("host", "default") in rows:
+        return {k: v for k, v in rows[("host", "default")].metrics.items() if k in COUNTED}
+    ran = [k for k, r in rows.items() if k[0] != "null" and not r.rejections]
+    if not ran:
+        return {}
+    host = get_backend("host")
+    counted = count_metrics(program, spec, cfg, lambda i: host.run(host_art, i), energy)
+    return {k: v for k, v in counted.items() if k in COUNTED}
 
 
 def _compile_rows(
@@ -136,13 +159,9 @@ def _timed_rows(
     artifacts: dict[tuple[str, str], Any],
     example: Mapping[str, Any],
     repeats: int,
+    host_counts: Mapping[str, Measurement],
 ) -> list[Report]:
     """The rows with latency measured side by side and the host's counted metrics added."""
-    host_counts = {
-        k: v
-        for k, v in rows.get(("host", "default"), Report(spec.name, "host")).metrics.items()
-        if k in COUNTED
-    }
     batch = bind_inputs(spec, example).get("batch", 1)
     timings = measure_side_by_side(
         {
@@ -161,9 +180,11 @@ def _timed_rows(
             if steps:  # a backend asked for simulated time steps per second (e.g. lava)
                 per_s = timed["throughput_per_s"].value * steps
                 timed["throughput_per_s"] = Measurement(per_s, "time steps/s", "measured")
-            row = row.with_metrics(
-                **timed, **{k: v for k, v in host_counts.items() if k not in row.metrics}
-            )
+            taken = {k: v for k, v in host_counts.items() if k not in row.metrics}
+            row = row.with_metrics(**timed, **taken)
+            if taken and key[0] != "host":
+                note = "SOPs, MACs, firing rate and energy counted on the host reference"
+                row = replace(row, notes=(note, *row.notes))
         elif key[0] == "null" and key in artifacts:
             fake = get_backend("null").profile(artifacts[key], example, repeats=3)
             row = Report(spec.name, "null", metrics=fake.metrics, notes=row.notes + fake.notes)
@@ -220,7 +241,7 @@ def _measure_row(
         metrics = dict(spec.evaluate(run, cfg)) if spec.evaluate else {}
         parity, breaches = check_parity(spec, name, variant, reference, run(example))
         metrics.update(parity)
-        notes = ("SOPs, MACs, firing rate and energy counted on the host reference", *breaches)
+        notes = tuple(breaches)  # _timed_rows adds the host's counts, and says so
     return Report(
         spec.name,
         name,

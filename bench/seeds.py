@@ -168,7 +168,17 @@ def mean_report(
         if name in spread and len(values) > 1:
             metrics[f"{name}_sd"] = Measurement(float(np.std(values, ddof=1)), first.unit)
     notes = (f"mean of {len(reps)} seeds" + (f"; {note}" if note else ""),)
-    return Report(reps[0].model, reps[0].backend, variant, metrics=metrics, notes=notes)
+    devices = sorted({r.device for r in reps})  # the seeds' devices and fallbacks carry over
+    fallbacks = tuple(dict.fromkeys(f for r in reps for f in r.fallbacks))
+    return Report(
+        reps[0].model,
+        reps[0].backend,
+        variant,
+        device=devices[0] if len(devices) == 1 else "+".join(devices),
+        metrics=metrics,
+        fallbacks=fallbacks,
+        notes=notes,
+    )
 
 
 def paired_difference(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:

@@ -26,6 +26,20 @@ from typing import Any
 SYNAPTIC = ("Linear", "Conv1d", "Conv2d", "Conv3d")
 
 
+def synaptic_kind(module: Any) -> str | None:
+    """``module``'s synaptic kind (one of ``SYNAPTIC``) by class, subclasses included (torch's
+    own ``NonDynamicallyQuantizableLinear``, a LoRA-style ``Linear``), or ``"attention"`` for
+    ``nn.MultiheadAttention`` (its projections run as functional calls no module hook sees);
+    None for anything else."""
+    from torch import nn
+
+    kinds = ((nn.Linear, "Linear"), (nn.Conv1d, "Conv1d"), (nn.Conv2d, "Conv2d"))
+    for cls, kind in (*kinds, (nn.Conv3d, "Conv3d"), (nn.MultiheadAttention, "attention")):
+        if isinstance(module, cls):
+            return kind
+    return None
+
+
 @dataclass
 class LayerCount:
     """Operation counts of one synaptic layer, summed over calls and batch."""
@@ -97,7 +111,7 @@ def _connected_pairs(module: Any, nz: Any) -> float:
 
     nz = nz.to(torch.float64)
     w = (module.weight != 0).to(torch.float64)
-    kind = type(module).__name__
+    kind = synaptic_kind(module)
     if kind == "Linear":
         return float((nz.reshape(-1, nz.shape[-1]) @ w.t()).sum())
     conv = {"Conv1d": F.conv1d, "Conv2d": F.conv2d, "Conv3d": F.conv3d}[kind]
@@ -130,9 +144,16 @@ class OpCounter:
         self._dense_pairs: dict[tuple[str, tuple[int, ...]], float] = {}  # per-sample MACs
 
     def __enter__(self) -> OpCounter:
+        inside_attention: list[str] = []
         for name, sub in self.module.named_modules():
-            kind = type(sub).__name__
-            if kind in SYNAPTIC:
+            kind = synaptic_kind(sub)
+            if any(name.startswith(f"{a}.") for a in inside_attention):
+                continue  # an attention's out_proj: counted with its attention
+            if kind == "attention":
+                inside_attention.append(name)
+                hook = self._attention_hook(name)
+                self._handles.append(sub.register_forward_pre_hook(hook, with_kwargs=True))
+            elif kind in SYNAPTIC:
                 self._handles.append(sub.register_forward_pre_hook(self._synapse_hook(name)))
             if getattr(sub, "is_spiking_neuron", False):
                 self._handles.append(sub.register_forward_hook(self._neuron_hook))
@@ -148,7 +169,7 @@ class OpCounter:
 
         def hook(module: Any, args: tuple[Any, ...]) -> None:
             x = args[0].detach()
-            count = self.per_layer.setdefault(name, LayerCount(type(module).__name__))
+            count = self.per_layer.setdefault(name, LayerCount(synaptic_kind(module) or ""))
             if name not in self.order:
                 self.order.append(name)
                 self._modules[name] = module
@@ -167,6 +188,27 @@ class OpCounter:
                     ones = torch.ones((1, *key[1]), dtype=x.dtype, device=x.device)
                     self._dense_pairs[key] = _connected_pairs(module, ones)
                 count.macs += self._dense_pairs[key] * (x.numel() // max(_sample_size(key), 1))
+            count.calls += 1
+
+        return hook
+
+    def _attention_hook(self, name: str) -> Any:
+        """MACs of one ``nn.MultiheadAttention`` call: the q, k, v and output projections and
+        the two attention products (q k^T and the weighted sum of v), dense."""
+
+        def hook(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+            names = ("query", "key", "value")
+            q, k, v = (args[i] if i < len(args) else kwargs[n] for i, n in enumerate(names))
+            seq = 1 if module.batch_first and q.dim() == 3 else 0
+            lq, lk = int(q.shape[seq]), int(k.shape[seq])
+            batch = q.numel() // (lq * q.shape[-1])
+            e = module.embed_dim
+            proj = lq * e * e + lk * k.shape[-1] * e + lk * v.shape[-1] * e + lq * e * e
+            count = self.per_layer.setdefault(name, LayerCount("attention"))
+            if name not in self.order:
+                self.order.append(name)
+                self._modules[name] = module
+            count.macs += float(batch * (proj + 2 * lq * lk * e))
             count.calls += 1
 
         return hook

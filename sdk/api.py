@@ -97,6 +97,8 @@ def _reference_metrics(
         reference = host.run(host_art, example)
     if artifact.backend == "host":
         return metrics, []
+    if artifact.backend == "null":  # zero outputs by design: no parity (as the bench runner)
+        return metrics, ["null backend: fake timing and zero outputs; no parity"]
     outputs = get_backend(artifact.backend).run(artifact, example)
     parity, notes = check_parity(
         spec, artifact.backend, str(artifact.meta.get("variant", "default")), reference, outputs

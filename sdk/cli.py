@@ -204,7 +204,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         repeats=repeats,
         speedup_vs_host=ratios,
     )
-    write_report(doc, args.out, history=args.history)
+    written = write_report(doc, args.out, history=args.history)
     print(text_table(doc))
     for label, ratio in ratios.items():
         if not label.endswith("/host"):
@@ -213,7 +213,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         parity = [n for n in row.notes if n.startswith("parity:")]
         for reason in (*row.rejections, *row.fallbacks, *parity):
             print(f"{row.backend}: {reason}")
-    print(f"\nreport: {args.out}/report.json, report.md, latency.png")
+    print(f"\nreport: {args.out}/{', '.join(p.name for p in written.values())}")
     return 0
 
 

@@ -23,7 +23,7 @@ def test_latency_percentiles_reflect_the_call_time() -> None:
     assert metrics["throughput_per_s"].value == pytest.approx(
         4 / (sum(timing.times_ms) / len(timing.times_ms) / 1000)
     )
-    assert metrics["peak_rss_mb"].value > 0
+    assert "peak_rss_mb" not in metrics  # the process's peak, not one backend's: see below
 
 
 def test_side_by_side_orders_a_slow_and_a_fast_call() -> None:

@@ -64,7 +64,8 @@ def matmul_gflops(size: int = 1024, repeats: int = 10) -> float:
 
 
 def layer_flops(form: str, tokens: int, cfg: Mapping[str, Any]) -> float:
-    """FLOPs one forward executes (the masked form computes the whole L x L score matrix)."""
+    """FLOPs one forward of ``cfg["batch"]`` sequences executes (the masked form computes the
+    whole L x L score matrix); every term, projections included, is per sequence."""
     d, h, dm, n = int(cfg["head_dim"]), int(cfg["heads"]), int(cfg["d_model"]), tokens
     projections = 2 * n * dm * 3 * h * d + 2 * n * h * d * dm
     if form == "recurrent":
@@ -74,7 +75,7 @@ def layer_flops(form: str, tokens: int, cfg: Mapping[str, Any]) -> float:
     else:
         s = min(int(cfg["block"]), n)
         core = 4 * n * s * d + 4 * n * d * d
-    return float(projections + h * core * int(cfg["batch"]))
+    return float((projections + h * core) * int(cfg["batch"]))
 
 
 def _row(
@@ -229,7 +230,7 @@ def bench_parallel_onnx(
         "parallel",
         tokens,
         timing["onnxrt"],
-        layer_flops("parallel", tokens, cfg),
+        layer_flops("parallel", tokens, {**cfg, "batch": 1}),  # it ran one sequence
         roofline,
         speedup,
         err,
