@@ -40,8 +40,16 @@ def represent(
     """(T, 2, H, W) float32 input of one recording, over the window of ``params.steps``
     steps from ``recording_start``: recordings whose clock does not start near 0 (a cut from
     a longer stream) are represented from their first event instead of giving an all-zero
-    input."""
-    return _represent_at(events, sensor, rep, params, recording_start(events, params.step_us))
+    input. A recording that fits the window from its first event but not from the rounded
+    start (a 100 ms cut from 19.999 ms) starts at its first event: rounding down would drop
+    its last events (up to one step) without a word."""
+    t0 = recording_start(events, params.step_us)
+    if len(events):
+        span = params.steps * params.step_us
+        first, last = int(events["t"].min()), int(events["t"].max())
+        if last >= t0 + span and last < first + span:
+            t0 = first
+    return _represent_at(events, sensor, rep, params, t0)
 
 
 def _represent_at(

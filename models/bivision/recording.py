@@ -31,13 +31,13 @@ Decisions:
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from neuroedge.errors import InputError
-from neuroedge.events.core import SensorSize
+from neuroedge.events.core import EVENT_DTYPE, SensorSize
 
 DEFAULT_MAX_WINDOWS = 600  # 60 s of 100 ms windows: a long recording is not read whole unasked
 DEFAULT_INPUT_VALUES = 2**24  # ... nor a batch built that a large net cannot run at once
@@ -81,13 +81,28 @@ def crop_and_scale(events: np.ndarray, crop: tuple[int, int, int], size: int) ->
     return out
 
 
-def _read(path: Path, params: Any, max_windows: int) -> tuple[np.ndarray, int, int, bool]:
-    """(events, first window start, last time covered, whether events were left) of
-    ``path``, stopping after ``max_windows`` windows."""
+class _Read(NamedTuple):
+    events: np.ndarray  # the events kept (cropped and scaled when a crop was known)
+    start: int  # the first window's start
+    last: int  # the last time covered
+    left: bool  # whether the recording goes on past the windows
+    count: int  # events read
+    extent: SensorSize  # of the events read
+
+
+def _read(
+    path: Path,
+    params: Any,
+    max_windows: int,
+    keep: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> _Read:
+    """``path``'s events up to ``max_windows`` windows, each chunk passed through ``keep``
+    as it is read (a crop known up front: only its events stay in memory, not a long
+    recording's whole span)."""
     from neuroedge.events.io import stream_events
     from neuroedge.models.bivision.data import recording_start
 
-    chunks, stop, left = [], None, False
+    chunks, stop, left, count, last, width, height = [], None, False, 0, 0, 0, 0
     for chunk in stream_events(path):
         if len(chunk) == 0:
             continue
@@ -95,18 +110,25 @@ def _read(path: Path, params: Any, max_windows: int) -> tuple[np.ndarray, int, i
             start = recording_start(chunk, params.step_us)
             stop = start + max_windows * params.steps * params.step_us
         if int(chunk["t"][-1]) >= stop:
-            chunks.append(chunk[chunk["t"] < stop])
-            left = True
+            chunk, left = chunk[chunk["t"] < stop], True
+        if len(chunk):
+            count, last = count + len(chunk), int(chunk["t"][-1])
+            width, height = (
+                max(width, int(chunk["x"].max()) + 1),
+                max(height, int(chunk["y"].max()) + 1),
+            )
+            chunks.append(keep(chunk) if keep is not None else chunk)
+        if left:
             break
-        chunks.append(chunk)
     if stop is None:
         raise InputError(f"{path}: the recording holds no events")
-    events = np.concatenate(chunks)
-    return events, start, stop - 1 if left else int(events["t"][-1]), left
+    events = np.concatenate(chunks) if chunks else np.zeros(0, EVENT_DTYPE)
+    return _Read(events, start, stop - 1 if left else last, left, count, SensorSize(width, height))
 
 
-def _sensor(path: Path, events: np.ndarray) -> tuple[SensorSize, bool, str]:
-    """(sensor, whether stated, how it was found) of the recording at ``path``."""
+def _known_sensor(path: Path) -> tuple[SensorSize, bool, str] | None:
+    """(sensor, whether stated, how it was found) when the file says it (its header, or its
+    camera plugin), else None."""
     from neuroedge.events.io import plugin_sensor, recording_sensor
 
     stated = recording_sensor(path)
@@ -115,8 +137,7 @@ def _sensor(path: Path, events: np.ndarray) -> tuple[SensorSize, bool, str]:
     implied = plugin_sensor(path)
     if implied is not None:
         return implied[0], False, f"implied by its camera plugin {implied[1]}"
-    extent = SensorSize(int(events["x"].max()) + 1, int(events["y"].max()) + 1)
-    return extent, False, "the extent of the events read: the file states none; --crop fixes it"
+    return None
 
 
 def recording_inputs(
@@ -140,14 +161,24 @@ def recording_inputs(
         raise InputError(f"--max-windows {max_windows!r}: expected an integer >= 1")
     size, variant = built_geometry(dict(config or {}))
     rep, params = VARIANTS[variant][1], E2SParams()
-    events, start, last, left = _read(path, params, max_windows or default_windows(size))
-    sensor, stated, how = _sensor(path, events)
-    box = square_crop(sensor, crop, size, stated)
-    cut = crop_and_scale(events, box, size)
+    windows = max_windows or default_windows(size)
+    known = _known_sensor(path)
+    if known is not None:  # the crop is known before reading: crop each chunk as it comes
+        sensor, stated, how = known
+        box = square_crop(sensor, crop, size, stated)
+        got = _read(path, params, windows, lambda c: crop_and_scale(c, box, size))
+        cut = got.events
+    else:  # the sensor is the events' extent: known only once they are read
+        got = _read(path, params, windows)
+        sensor, stated = got.extent, False
+        how = "the extent of the events read: the file states none; --crop fixes it"
+        box = square_crop(sensor, crop, size, stated)
+        cut = crop_and_scale(got.events, box, size)
+    start, last, left = got.start, got.last, got.left
     if len(cut) == 0:
         more = "; the recording goes on: --max-windows N reads more" if left else ""
         raise InputError(
-            f"{path}: none of the {len(events)} events read lies in the crop x {box[0]}.."
+            f"{path}: none of the {got.count} events read lies in the crop x {box[0]}.."
             f"{box[0] + box[2] - 1}, y {box[1]}..{box[1] + box[2] - 1}{more}"
         )
     try:
@@ -155,7 +186,7 @@ def recording_inputs(
     except ValueError as err:
         raise InputError(f"{path}: {err}") from None
     line = (
-        f"events {path}: {len(events):,} events read, sensor {sensor.width}x{sensor.height} "
+        f"events {path}: {got.count:,} events read, sensor {sensor.width}x{sensor.height} "
         f"({how}), crop x0={box[0]} y0={box[1]} side={box[2]} -> {size}x{size}, "
         f"{len(cut):,} events in {x.shape[1]} window{'s' * (x.shape[1] != 1)} of "
         f"{params.steps * params.step_us // 1000} ms ({rep}) from t={start} us"

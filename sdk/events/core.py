@@ -249,15 +249,26 @@ def check_events(
     return EventCheck(ev, repaired, dropped)
 
 
+def _text_line(raw: bytes, pos: int) -> bool:
+    """Whether the bytes from ``pos`` to the next newline (or the end of ``raw``, a header cut
+    short) are printable ASCII text, tabs and a CR allowed: a header line, not binary words."""
+    end = raw.find(b"\n", pos)
+    line = raw[pos : end if end >= 0 else len(raw)].rstrip(b"\r")
+    return all(32 <= c < 127 or c == 9 for c in line)
+
+
 def read_header(path: str | os.PathLike[str], data: bytes | None = None) -> tuple[dict, int]:
     """Prophesee ``%``-prefixed ASCII header lines: ``({key: value}, first data byte)``.
 
-    A header line is ``%`` then a space (or ``% end``); the body starts after the last one.
+    A header line is ``%`` and printable ASCII up to a newline (LF or CRLF; ``%``, ``% key
+    value``, ``%Created ...``), as Prophesee's and OpenEB's readers take it; the body starts
+    after the last one (or after ``% end``). A ``%`` byte that starts binary data (no text up
+    to a newline) is the body's.
     """
     raw = Path(path).read_bytes()[: 1 << 16] if data is None else data
     fields: dict[str, str] = {}
     pos = 0
-    while raw.startswith((b"% ", b"%\n"), pos):
+    while raw.startswith(b"%", pos) and _text_line(raw, pos):
         end = raw.find(b"\n", pos)
         if end < 0:
             raise EventFormatError(path, pos, "header line without a newline (truncated header)")

@@ -17,22 +17,24 @@ Word types (top nibble), from the published Metavision format description:
 Any other nibble is corruption and raises with the byte offset. The decoder state is carried
 between chunks, so streaming gives the same events as one read.
 
-Time: as the format description says, TIME_HIGH and TIME_LOW are the upper and lower 12 bits
-of one 24-bit time base, ``t = 2**24 * high_wraps + 4096 * high + low``; an event takes the
-time of the last time word (t = 0 before any). A TIME_LOW decrease is not a new period: the
-real recording in the shared test data (a Gen4.1 EVK3) re-sends TIME_HIGH every ~1000 us
-followed by a TIME_LOW up to 11 us older (811 -> 800), and steps TIME_HIGH 2861 -> 2862 ->
-2863 as its time base passes 4096 us periods. An earlier version followed expelliarmus, which
-counts every TIME_LOW decrease as a 4096 us period; on that file it adds 11 gaps of 4097 us
-that no other event gap comes near (the next largest is under 100 us), stretching 8.8 ms of
-recording to 53.9 ms (the shared data's ``evt3_sample.expected.npy`` was made that way). The
-Rust ``evt3`` 0.4.1 decoder reads the file as we now do: t from 11,718,656 to 11,727,457 us.
-A TIME_HIGH drop of at least ``WRAP_DROP`` = 4085 periods counts a 24-bit wrap, the rule of
-Prophesee's OpenEB decoder (a drop within 10 periods of the full range) that the Rust reader
-follows too; a smaller drop (a re-sent, slightly older time base) does not. The writer emits
-TIME_HIGH whenever the 4096 us period changes, and across each wrap in a gap the pair 4095, 0
-first, so long gaps and wraps read back exactly here and in those readers; then TIME_LOW when
-the time changes, ADDR_Y on change and one ADDR_X per event.
+Time: as the format description says, TIME_HIGH and TIME_LOW are the upper and lower 12 bits of
+one 24-bit time base, ``t = 2**24 * high_wraps + 4096 * high + low``; an event takes the time
+of the last time word. CD words before the first TIME_HIGH have no time base and are dropped,
+as in the EVT 2.0 reader and OpenEB (a file cut out of a longer recording starts mid-period:
+those events read as t = 0 before, a gap of seconds before the rest). A TIME_LOW decrease is
+not a new period: the real recording in the shared test data (a Gen4.1 EVK3) re-sends TIME_HIGH
+every ~1000 us followed by a TIME_LOW up to 11 us older (811 -> 800), and steps TIME_HIGH 2861
+-> 2862 -> 2863 as its time base passes 4096 us periods. An earlier version followed
+expelliarmus, which counts every TIME_LOW decrease as a 4096 us period; on that file it adds 11
+gaps of 4097 us that no other event gap comes near (the next largest is under 100 us),
+stretching 8.8 ms of recording to 53.9 ms (the shared data's ``evt3_sample.expected.npy`` was
+made that way). The Rust ``evt3`` 0.4.1 decoder reads the file as we now do: t from 11,718,656
+to 11,727,457 us. A TIME_HIGH drop of at least ``WRAP_DROP`` = 4085 periods counts a 24-bit
+wrap, the rule of Prophesee's OpenEB decoder (a drop within 10 periods of the full range) that
+the Rust reader follows too; a smaller drop (a re-sent, slightly older time base) does not. The
+writer emits TIME_HIGH whenever the 4096 us period changes, and across each wrap in a gap the
+pair 4095, 0 first, so long gaps and wraps read back exactly here and in those readers; then
+TIME_LOW when the time changes, ADDR_Y on change and one ADDR_X per event.
 """
 
 from __future__ import annotations
@@ -46,12 +48,12 @@ WRAP = 1 << 24  # the 24-bit time counter wraps every 16.78 s
 VALID_TYPES = (0x0, 0x2, 0x3, 0x4, 0x5, 0x6, 0x7, 0x8, 0xA, 0xE, 0xF)
 WRAP_DROP = 4095 - 10  # a TIME_HIGH drop of at least this many periods is a counter wrap
 # state slots carried between chunks
-TH, TL, Y, BASE_X, POL, HIGH_WRAPS, NOW = range(7)
+TH, TL, Y, BASE_X, POL, HIGH_WRAPS, NOW, KNOWN = range(8)  # KNOWN: a TIME_HIGH was seen
 
 
 def new_state() -> np.ndarray:
     """Decoder state before the first word of a file."""
-    return np.zeros(7, np.int64)
+    return np.zeros(8, np.int64)
 
 
 def _kernels():  # compiled on first use, cached on disk
@@ -98,7 +100,7 @@ def _decode_kernel() -> Callable[..., int]:
         p: np.ndarray,
     ) -> int:
         th, tl, cy, bx = state[TH], state[TL], state[Y], state[BASE_X]
-        pol, high_wraps, now = state[POL], state[HIGH_WRAPS], state[NOW]
+        pol, high_wraps, now, known = state[POL], state[HIGH_WRAPS], state[NOW], state[KNOWN]
         n = 0
         for i in range(words.shape[0]):
             w = np.int64(words[i])
@@ -106,14 +108,15 @@ def _decode_kernel() -> Callable[..., int]:
             if kind == 0x0:
                 cy = w & 0x7FF
             elif kind == 0x2:
-                t[n], x[n], y[n], p[n] = now, w & 0x7FF, cy, (w >> 11) & 1
-                n += 1
+                if known:
+                    t[n], x[n], y[n], p[n] = now, w & 0x7FF, cy, (w >> 11) & 1
+                    n += 1
             elif kind == 0x3:
                 bx, pol = w & 0x7FF, (w >> 11) & 1
             elif kind == 0x4 or kind == 0x5:
                 width = 12 if kind == 0x4 else 8
                 for b in range(width):
-                    if (w >> b) & 1:
+                    if known and (w >> b) & 1:
                         t[n], x[n], y[n], p[n] = now, bx + b, cy, pol
                         n += 1
                 bx += width
@@ -122,11 +125,12 @@ def _decode_kernel() -> Callable[..., int]:
                 if kind == 0x6:
                     tl = value
                 else:
-                    high_wraps += th - value >= WRAP_DROP
-                    th = value
+                    if known and th - value >= WRAP_DROP:
+                        high_wraps += 1
+                    th, known = value, 1
                 now = high_wraps * WRAP + (th << 12) + tl
         state[TH], state[TL], state[Y], state[BASE_X] = th, tl, cy, bx
-        state[POL], state[HIGH_WRAPS], state[NOW] = pol, high_wraps, now
+        state[POL], state[HIGH_WRAPS], state[NOW], state[KNOWN] = pol, high_wraps, now, known
         return n
 
     return decode

@@ -40,15 +40,17 @@ Chunk = tuple[int, np.ndarray, Callable[[int], tuple[int, str]]]
 
 
 def detect_format(path: str | os.PathLike[str]) -> str:
-    """``dat``, ``evt2``, ``evt3``, ``atis`` or ``aedat4`` from the header or the suffix.
+    """``dat``, ``evt2``, ``evt3``, ``atis`` or ``aedat4`` from the content, else the suffix.
 
-    Headers: ``% evt 3.0`` / ``% format EVT3`` (Prophesee RAW), ``% Data file containing ...``
-    or ``% Version`` (Prophesee DAT), ``#!AER-DAT4.0`` (AEDAT 4). Suffixes: .dat, .bin (ATIS),
-    .aedat4, in any case.
+    The file's own marks come first: ``#!AER-DAT4.0`` (AEDAT 4), ``% evt 3.0`` / ``% format
+    EVT3`` (Prophesee RAW), ``% Data file containing ...`` or ``% Version`` (Prophesee DAT); a
+    renamed file (an EVT 3.0 recording saved as .bin) is read as what it is, not decoded by
+    the suffix's codec into garbage. Without such a mark, the suffix: .dat, .bin (ATIS, which
+    has no header), .aedat4, in any case.
     """
     path = Path(path)
-    if path.suffix.lower() in SUFFIXES:  # N-CARS ships .DAT
-        return SUFFIXES[path.suffix.lower()]
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such event file")
     if aedat4.is_aedat4(path):
         return "aedat4"
     fields, _ = read_header(path)
@@ -61,6 +63,8 @@ def detect_format(path: str | os.PathLike[str]) -> str:
         return "evt2"
     if fields.get("Data", "").startswith("file containing") or "Version" in fields:
         return "dat"  # Prophesee DAT: "% Data file containing ... Event2d events.", "% Version 2"
+    if path.suffix.lower() in SUFFIXES:  # N-CARS ships .DAT
+        return SUFFIXES[path.suffix.lower()]
     raise ValueError(
         f"{path}: cannot tell the event format (suffix {path.suffix!r}, header "
         f"{fields}); give the file a suffix of {', '.join(SUFFIXES)} or a Prophesee header, or "
