@@ -103,3 +103,18 @@ def test_the_crop_applied_while_reading_gives_the_same_windows(tmp_path: Path) -
         span_us=(0, 599_999),
     )
     assert np.array_equal(inputs["x"], want)
+
+
+def test_a_version_1_dat_header_is_followed_by_type_and_size_bytes(tmp_path: Path) -> None:
+    """Prophesee's dat_events_tools (and expelliarmus) read the event type and size bytes
+    after any DAT header; a % Version 1 file was read 2 bytes off ("truncated")."""
+    from neuroedge.events.io import read_events
+
+    words = np.zeros((50, 2), "<u4")
+    words[:, 0] = 100 + 50 * np.arange(50)
+    words[:, 1] = (np.arange(50) % 30) | ((np.arange(50) % 20) << 14) | ((np.arange(50) % 2) << 28)
+    header = b"% Data file containing Event2d events.\n% Version 1\n% Width 304\n% Height 240\n"
+    path = tmp_path / "v1.dat"
+    path.write_bytes(header + bytes([0, 8]) + words.tobytes())
+    events = read_events(path)
+    assert len(events) == 50 and events[1].tolist() == (150, 1, 1, 1)

@@ -130,7 +130,9 @@ def _body_start(path: Path, codec: Codec) -> int:
     fields, start = read_header(path)
     if codec.name == "evt2":
         _refuse_evt21(path, fields)
-    if codec.name == "dat" and fields.get("Version", "2") != "1":
+    # a DAT header (any Version) is followed by the event type and size bytes, as Prophesee's
+    # dat_events_tools and expelliarmus read it; only a file without header lacks them
+    if codec.name == "dat" and start > 0:
         head = path.read_bytes()[start : start + 2] if path.stat().st_size > start else b""
         if len(head) < 2:
             raise EventFormatError(path, start, "DAT file ends before its event type/size bytes")
