@@ -84,13 +84,13 @@ def test_candidates_replace_fields_and_bad_ones_name_the_valid_fields():
 
     base = PruneConfig()
     configs = candidate_configs(
-        [{"budget_coarse": 40, "budget_fine": 56}, {"dynamic_layers": [2, 4], "dynamic_keep": 1.0}],
+        [{"budget_coarse": 40, "budget_fine": 56}, {"dynamic_layers": [3, 4], "dynamic_keep": 1.0}],
         base,
     )
     assert list(configs) == ["specprune@candidate=0", "specprune@candidate=1"]
     first, second = configs.values()
     assert (first.budget_coarse, first.budget_fine, first.k_global) == (40, 56, base.k_global)
-    assert second.dynamic_layers == (2, 4) and second.budget_fine == base.budget_fine
+    assert second.dynamic_layers == (3, 4) and second.budget_fine == base.budget_fine
     assert base_method("specprune@candidate=1") == "specprune"
     assert candidate_configs([], base) == {}
     with pytest.raises(

@@ -151,3 +151,11 @@ def test_momentum_needs_one_alpha_per_chunk():
     x, fast = make(variant, 4)
     with pytest.raises(ValueError, match="chunks"):
         ttt_chunked(x._replace(alpha=x.alpha[..., :-1]), fast, variant, 4)
+
+
+def test_a_block_far_longer_than_the_sequence_is_capped():
+    """block=2**20 padded 37 tokens to a million-token block (terabytes at bench sizes)."""
+    variant = VARIANTS["v6"]
+    x, fast = make(variant, 1)
+    ref, _, _ = ttt_recurrent(x, fast, variant, 1, "update_then_apply")
+    assert max_err(ttt_chunked(x, fast, variant, 1, block=2**20), ref) < TOL

@@ -91,7 +91,10 @@ def candidate_configs(candidates: Any, prune: PruneConfig) -> dict[str, PruneCon
         if bad:
             raise ValueError(f"candidate {i}: {bad} are not PruneConfig fields; valid: {names}")
         values = {k: tuple(v) if isinstance(v, list) else v for k, v in fields_i.items()}
-        configs[candidate_label(i)] = replace(prune, **values)
+        try:
+            configs[candidate_label(i)] = replace(prune, **values)
+        except ValueError as err:
+            raise ValueError(f"candidate {i}: {err}") from None
     return configs
 
 

@@ -70,12 +70,53 @@ class PruneConfig:
     v_max: float = 1.0  # cm per step, the speed that gives the shortest look-back
 
     def __post_init__(self) -> None:
+        counts = ("budget_coarse", "budget_fine", "k_local_coarse", "k_local_fine", "k_global")
+        for name in (*counts, "k_dynamic"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name}={value!r}: expected an integer >= 0 (tokens per view)")
+        for name, low, high in (("tau", -1.0, 1.0), ("beta", 0.0, 1.0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"{name}={value!r}: expected a number in [{low:g}, {high:g}]")
+            if not low <= value <= high:
+                raise ValueError(f"{name}={value!r}: expected a number in [{low:g}, {high:g}]")
+        for name in ("eps", "v_t_threshold", "v_r_threshold", "v_max"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ValueError(f"{name}={value!r}: expected a number > 0")
+        layers = self.dynamic_layers
+        if not isinstance(layers, (list, tuple)) or any(
+            isinstance(v, bool) or not isinstance(v, int) or v < 3 for v in layers
+        ):
+            raise ValueError(
+                f"dynamic_layers={layers!r}: expected decoder layer indices >= 3 (layers 0-1 "
+                "speculate, layer 2 applies the static budget)"
+            )
+        if len(set(layers)) != len(layers):
+            raise ValueError(f"dynamic_layers={layers!r}: a layer is listed twice")
         if not 0 < self.budget_coarse <= self.budget_fine:
             raise ValueError(
                 f"need 0 < budget_coarse ({self.budget_coarse}) <= budget_fine ({self.budget_fine})"
             )
         if not 0.0 < self.dynamic_keep <= 1.0:
             raise ValueError(f"dynamic_keep {self.dynamic_keep} is outside (0, 1]")
+
+    def check_geometry(self, per_view: int, depth: int | None = None) -> PruneConfig:
+        """ValueError unless the per-view counts fit a policy of ``per_view`` visual tokens per
+        view and (``depth`` given: a user's candidate) every dynamic layer is one of its
+        ``depth`` decoder layers; the defaults' layers beyond a shallow policy's depth are
+        skipped by the forward pass and the FLOPs count alike."""
+        for name in ("k_local_coarse", "k_local_fine", "k_global", "k_dynamic"):
+            if getattr(self, name) > per_view:
+                raise ValueError(
+                    f"{name}={getattr(self, name)}: more than the policy's {per_view} visual "
+                    "tokens per view"
+                )
+        late = [v for v in self.dynamic_layers if depth is not None and v >= depth]
+        if late:
+            raise ValueError(f"dynamic_layers {late}: the policy has decoder layers 0..{depth - 1}")
+        return self
 
     def budget(self, mode: str) -> int:
         return {COARSE: self.budget_coarse, FINE: self.budget_fine}[check_mode(mode)]

@@ -192,8 +192,10 @@ class VLAPolicy(nn.Module):
             raise ValueError(f"method {method!r} is not one of {METHODS}")
         if method != "unpruned" and not 0 < budget <= self.n_visual:
             raise ValueError(f"budget {budget} must be in 1..{self.n_visual}")
+        self.prune = (prune or self.prune).check_geometry(self.per_view)
+        if not 0 <= k_local <= self.per_view:
+            raise ValueError(f"k_local {k_local} must be in 0..{self.per_view}")
         self.method, self.budget, self.k_local = method, budget, k_local
-        self.prune = prune or self.prune
         return self
 
     def embed(

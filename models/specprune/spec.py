@@ -66,20 +66,24 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
     )
 
 
-def example(seed: int = 0) -> dict[str, np.ndarray]:
-    """One generated observation (random frames, a real instruction) with a 10% prior."""
+def example(seed: int = 0, config: Mapping[str, Any] | None = None) -> dict[str, np.ndarray]:
+    """One generated observation (random frames, a real instruction) with a 10% prior; for
+    ``method=random`` the prior is uniform noise, as the caller of that baseline passes (its
+    top-k of a 0/1 mask is all ties, which torch and ONNX Runtime break differently)."""
     from neuroedge.models.specprune.data import tokenize
     from neuroedge.models.specprune.sim import TASKS
 
     rng = np.random.default_rng(seed)
     instruction = sorted(TASKS.values(), key=lambda t: t.env_name)[seed % len(TASKS)].instruction
-    return {
+    out = {
         "primary": rng.integers(0, 256, (1, IMAGE, IMAGE, 3), dtype=np.uint8),
         "wrist": rng.integers(0, 256, (1, IMAGE, IMAGE, 3), dtype=np.uint8),
         "proprio": rng.normal(0, 0.3, (1, 4)).astype(np.float32),
         "text": tokenize(instruction)[None],
-        "prior": (rng.random((1, VISUAL)) < 0.1).astype(np.float32),
     }
+    draws = rng.random((1, VISUAL))  # drawn last: the other arrays do not depend on method
+    noise = (config or {}).get("method") == "random"
+    return {**out, "prior": (draws if noise else draws < 0.1).astype(np.float32)}
 
 
 SPEC = ModelSpec(

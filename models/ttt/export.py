@@ -32,6 +32,12 @@ def export_parallel_onnx(
     import torch
     from neuroedge.models.ttt.module import TTTParallelForm
 
+    if form != "parallel":  # the chunked form reshapes into fixed blocks: a baked-in length
+        raise ExportRefused(
+            f"parallel ONNX export of form {form!r}: its fixed-size blocks bake the traced "
+            "length's padding into the graph (it would run only at multiples of the block); "
+            "export form 'parallel' (any length) or the streaming step"
+        )
     reason = layer.variant.supports(form)
     if reason is not None:
         raise ExportRefused(f"parallel ONNX export: {reason}")

@@ -191,6 +191,7 @@ def ttt_chunked(
         return _muon_chunked(x, fast, variant, chunk, order, pad)
     block = chunk * max(1, (block or DEFAULT_BLOCK) // chunk)
     n = x.q.shape[2]
+    block = min(block, chunk * max(1, -(-n // chunk)))  # no block longer than the sequence
     x = pad_to(x, chunk, block, pad)
     qf = _blocks(features(x.q, fast, variant.kernel), block)
     kf = _blocks(features(x.k, fast, variant.kernel), block)
