@@ -71,7 +71,11 @@ from typing import Any
 
 import numpy as np
 
-from neuroedge.models.specprune.bench_checks import check_baseline_budget, check_bench_config
+from neuroedge.models.specprune.bench_checks import (
+    check_baseline_budget,
+    check_bench_config,
+    check_candidates,
+)
 
 # The names kept importable from here (``X as X``) moved to the bench_* modules.
 from neuroedge.models.specprune.bench_comparison import (
@@ -323,7 +327,6 @@ def run_bench(
     The config is checked first (bench_checks), before the checkpoint is loaded."""
     import torch
     from neuroedge.bench.report import build_document, write_report
-    from neuroedge.errors import ConfigError
     from neuroedge.models.specprune.spec import load_trained
 
     cfg = dict(config or {})
@@ -342,11 +345,7 @@ def run_bench(
     sweep = sweep_configs(cfg.get("budgets", []), model.n_visual)
     ablation = ablation_configs(cfg.get("blank_views", []), prune)
     evaluated = {**timed, **sweep, **ablation}
-    for label, config in candidates.items():  # against this policy, before any export or run
-        try:
-            config.check_geometry(model.per_view, len(model.blocks))
-        except ValueError as err:
-            raise ConfigError(f"{label}: {err}") from None
+    check_candidates(candidates, model)  # against this policy, before any export or run
     checkpoint, sources = _policy_sources(cfg, model, backends, out_dir, timed, sweep, ablation)
     evaluated_on = str(cfg.get("eval_backend", "onnxrt" if "onnxrt" in backends else "host"))
     results = evaluate_all(

@@ -8,7 +8,7 @@ the value and what is expected.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from neuroedge.config_values import int_list, integer
@@ -89,3 +89,13 @@ def check_baseline_budget(value: int, n_visual: int) -> int:
         n_visual,
         hint=" (visual tokens per inference of this checkpoint)",
     )
+
+
+def check_candidates(candidates: Mapping[str, Any], model: Any) -> None:
+    """ConfigError naming the candidate whose counts or layers do not fit the loaded policy
+    (its visual tokens per view and decoder depth), before any export or episode."""
+    for label, config in candidates.items():
+        try:
+            config.check_geometry(model.per_view, len(model.blocks))
+        except ValueError as err:
+            raise ConfigError(f"{label}: {err}") from None
