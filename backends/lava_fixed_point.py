@@ -125,19 +125,23 @@ def _check_kept(
 
 def _decays(layer: Layer) -> tuple[int, int]:
     """``(dv_int, du_int)`` in Loihi's 12-bit fields (see the module), refusing what they
-    cannot hold instead of clipping it: dt > tau (a decay above 1 per step) and a current
-    decaying slower than Loihi's slowest, 1/4096 per step. ``dv = 1`` (dt = tau: no memory)
+    cannot hold instead of clipping it: dt > tau (a decay above 1 per step) and a current or
+    voltage leak slower than Loihi's slowest, 1/4096 per step (a voltage leak that rounds to 0
+    would silently make a leaky neuron an integrate-and-fire one; dv = 0 exactly, a neuron
+    without leak, is kept). ``dv = 1`` (dt = tau: no memory)
     is 4096, stored as 4095, the nearest the field holds (v keeps 1/4096 of itself)."""
     found = []
     for what, value, offset in (("dv", layer.dv, 0), ("du", layer.du, 1)):
         got = round(value * 4096) - offset
-        if value <= 1.0 + 1e-6 and got >= 0:  # float32 taus: dt / tau = 1 may be 1 + 1e-7
+        vanished = what == "dv" and value > 0 and got == 0  # a leak rounded away: no leak
+        if value <= 1.0 + 1e-6 and got >= 0 and not vanished:  # dt / tau = 1 may be 1 + 1e-7
             found.append(min(got, DECAY_MAX))
             continue
         hint = (
             "dt > tau: forward Euler is unstable, use dt <= tau"
             if value > 1.0
-            else "its decay is slower than Loihi's slowest, 1/4096 per step"
+            else "its decay is slower than Loihi's slowest, 1/4096 per step (a longer dt, or "
+            "a non-leaky neuron if that is meant)"
         )
         raise ExportRefused(
             f"Lava fixed_pt: layer {layer.name!r} {what} = dt / tau = {value:.6g} needs the "

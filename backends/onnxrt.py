@@ -274,7 +274,8 @@ def _refuse_existing(path: Path, precision: str, stateful: bool) -> None:
 
     written = [path, *([state_file(path)] if stateful else [])]
     if precision != "fp32":
-        written.append(path.with_name(f"{path.stem}.{precision}.onnx"))
+        reduced = path.with_name(f"{path.stem}.{precision}.onnx")
+        written += [reduced, *([state_file(reduced)] if stateful else [])]
     there = [str(p) for p in written if p.exists()]
     if there:
         raise ConfigError(

@@ -217,7 +217,8 @@ class TensorRTBackend(MeasuredBackend):
         self, program: Program, spec: ModelSpec, options: Mapping[str, Any] | None = None
     ) -> Artifact:
         """Options: variant (fp32|fp16|int8), form, max_batch, workspace_mb,
-        optimization_level, calibration_samples, dir, engine_path."""
+        optimization_level, calibration_samples, dir (the working folder: its ONNX sources are
+        rebuilt and replaced on each compile, engines cached under dir/engines), engine_path."""
         from neuroedge.backends.onnxrt import OnnxRuntimeBackend
         from neuroedge.export.tensorrt import calibration_feeds, prepare_precision
 
@@ -232,7 +233,9 @@ class TensorRTBackend(MeasuredBackend):
         source = OnnxRuntimeBackend().compile_at(
             program,
             spec,
-            folder / f"{opts['form']}.onnx",  # its own folder: replaced on every build
+            # the backend's working folder (``dir``, default its artifact folder): the ONNX
+            # source and reduced graphs there are rebuilt, replaced, on every compile
+            folder / f"{opts['form']}.onnx",
             opts["form"],
             "fp32",
             {"providers": "CPUExecutionProvider"},

@@ -144,3 +144,19 @@ def test_a_unisparse_checkpoint_config_is_checked_naming_the_file(tmp_path: Path
         torch.save({"state_dict": {}, "config": config}, tmp_path / name)
         with pytest.raises(ArtifactError, match=f"{name}: {message}"):
             build({"checkpoint": str(tmp_path / name)})
+
+
+def test_a_benchs_own_graph_is_replaced_on_a_rerun_and_reduced_state_is_guarded(tmp_path):
+    """Benches that export into their report folder were refused on a rerun by the path=
+    guard; the guard itself also covers the reduced graph's state file."""
+    from neuroedge.backends.onnxrt import _refuse_existing
+    from neuroedge.errors import ConfigError
+    from neuroedge.models.ttt.throughput import BENCH_DEFAULTS, bench_stream
+
+    cfg = {**BENCH_DEFAULTS, "stream_steps": 4, "repeats": 1}
+    for _ in range(2):
+        (row,) = [r for r in bench_stream(cfg, tmp_path) if r.backend == "onnxrt"]
+        assert not row.rejections
+    (tmp_path / "m.fp16.state.npz").write_bytes(b"theirs")
+    with pytest.raises(ConfigError, match=r"m.fp16.state.npz already there"):
+        _refuse_existing(tmp_path / "m.onnx", "fp16", stateful=True)

@@ -118,3 +118,12 @@ def test_a_version_1_dat_header_is_followed_by_type_and_size_bytes(tmp_path: Pat
     path.write_bytes(header + bytes([0, 8]) + words.tobytes())
     events = read_events(path)
     assert len(events) == 50 and events[1].tolist() == (150, 1, 1, 1)
+
+
+def test_a_header_comment_with_non_ascii_text_stays_header(tmp_path: Path) -> None:
+    from neuroedge.events.io import read_events
+
+    path = tmp_path / "c.raw"
+    header = "% evt 3.0\n% comment café, 東京\n% end\n".encode()
+    path.write_bytes(header + _words(0x8001, 0x6005, 0x0010, 0x2020))
+    assert read_events(path).tolist() == [(4096 + 5, 32, 16, 0)]

@@ -284,3 +284,15 @@ def test_braille_fixed_pt_agreement_with_the_default_input_scale(require, nir_da
     )
     assert report["outputs"]["output"]["equal_fraction"] >= 0.72
     assert report["input_scale"] == 1.0
+
+
+def test_a_voltage_leak_that_rounds_to_zero_is_refused_not_dropped():
+    """tau_mem = 1 s at dt = 1e-4 gives dv = 0.41 / 4096: rounded to 0 the leaky neuron became
+    integrate-and-fire silently; dv = 0 exactly (no leak) stays allowed."""
+    from types import SimpleNamespace
+
+    from neuroedge.backends.lava_fixed_point import _decays
+
+    with pytest.raises(ExportRefused, match="dv = dt / tau = 0.0001 needs the integer 0"):
+        _decays(SimpleNamespace(name="lif", dv=1e-4, du=1.0))
+    assert _decays(SimpleNamespace(name="if", dv=0.0, du=1.0)) == (0, 4095)

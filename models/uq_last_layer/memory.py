@@ -67,6 +67,28 @@ def check_full_glm_memory(
         f"eigendecomposition holds {GLM_MATRICES} P x P float64 matrices "
         f"({GLM_MATRICES} x {p:,}^2 x 8 bytes = {matrices / 2**30:.1f} GiB) and its "
         f"Jacobians on {n_train} training rows {jacobians / 2**30:.1f} GiB, above the "
-        f"{MAX_GLM_BYTES / 2**30:.0f} GiB cap (MAX_GLM_BYTES); use fewer feature columns "
-        f"(e.g. a PCA of them) or a smaller hidden_{task}"
+        f"{MAX_GLM_BYTES / 2**30:.0f} GiB cap (MAX_GLM_BYTES); "
+        + _lever(d, h, outputs, n_train, task)
     )
+
+
+def _lever(d: int, h: int, outputs: int, n_train: int, task: str) -> str:
+    """What to lower: the width when the input layer dominates P (d > h), else the hidden
+    size, with the largest hidden size that fits at these columns."""
+    fits = [
+        k
+        for k in range(1, h)
+        if sum(full_glm_bytes(full_parameter_count(d, k, outputs), n_train, outputs))
+        <= MAX_GLM_BYTES
+    ]
+    smaller = (
+        f"hidden_{task} <= {fits[-1]} fits at {d} columns"
+        if fits
+        else f"no hidden_{task} fits at {d} columns"
+    )
+    if d > h:
+        return (
+            f"use fewer feature columns (e.g. a PCA of them), or a smaller hidden_{task} "
+            f"({smaller})"
+        )
+    return f"use a smaller hidden_{task} ({smaller})"

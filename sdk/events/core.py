@@ -251,10 +251,12 @@ def check_events(
 
 def _text_line(raw: bytes, pos: int) -> bool:
     """Whether the bytes from ``pos`` to the next newline (or the end of ``raw``, a header cut
-    short) are printable ASCII text, tabs and a CR allowed: a header line, not binary words."""
+    short) are text: no control byte but a tab (a CR before the newline allowed); bytes of
+    0x80 and up are taken as text (a UTF-8 or latin-1 comment, as Prophesee's tools read
+    lines), so only binary words with control bytes end the header."""
     end = raw.find(b"\n", pos)
     line = raw[pos : end if end >= 0 else len(raw)].rstrip(b"\r")
-    return all(32 <= c < 127 or c == 9 for c in line)
+    return all(c >= 32 and c != 127 or c == 9 for c in line)
 
 
 def read_header(path: str | os.PathLike[str], data: bytes | None = None) -> tuple[dict, int]:
