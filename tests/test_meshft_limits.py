@@ -75,3 +75,18 @@ def test_run_tracks_conservation_without_keeping_the_trajectory():
     assert np.array_equal(out["q_final"], qs[-1].numpy())
     assert np.array_equal(out["modified_energy_error"], np.abs(mod / mod[0] - 1).max(0))
     assert np.array_equal(out["momentum_error"], np.abs(mom - mom[0]).max(0))
+
+
+def test_training_pairs_and_fit_iterations_are_bounded():
+    import pytest
+    from neuroedge.errors import ConfigError
+    from neuroedge.models.meshft import spec as S
+    from neuroedge.models.meshft.bench import bench_config
+
+    with pytest.raises(
+        ConfigError, match=r"train_pairs=1000000000: expected an integer in 1..100000"
+    ):
+        S.train_values({**S.DEFAULTS, "train_pairs": 10**9})
+    for key in ("iters", "mgn_iters"):
+        with pytest.raises(ConfigError, match=f"{key}=100000000"):
+            bench_config({key: 10**8})

@@ -31,6 +31,7 @@ from neuroedge.types import Measurement, Report
 
 NAME = "physics.meshft"
 BENCH_DEFAULTS = {"iters": 150, "mgn_iters": 600, "rollout": 500, "steps_1e4": 10_000}
+MAX_FIT_ITERS = 10**5
 COLUMNS = (
     "one_step_mse",
     "energy_drift",
@@ -145,7 +146,9 @@ def bench_config(config: Mapping[str, Any]) -> dict[str, Any]:
     rollouts (``rollout``, ``steps_1e4``) take one CFL sub-step a step at the bench's dt, so
     functional.MAX_KDK_STEPS, which F.rollout enforces, bounds them here too."""
     cfg = {**BENCH_DEFAULTS, **config}
+    # the fits: one Adam step each (about 10 ms on the 16 x 16 grid), so 10^5 is hours
     most = {"rollout": F.MAX_KDK_STEPS, "steps_1e4": F.MAX_KDK_STEPS}
+    most |= {"iters": MAX_FIT_ITERS, "mgn_iters": MAX_FIT_ITERS}
     return {**cfg, **{key: integer(cfg, key, 1, most.get(key)) for key in BENCH_DEFAULTS}}
 
 

@@ -31,6 +31,7 @@ DEFAULTS: dict[str, Any] = {
 
 
 BUILTIN_MESHES = ("grid", "delaunay")
+MAX_TRAIN_PAIRS = 10**5  # (q, p) -> (q, p) pairs: 1e5 of the default 256-node grid are 0.8 GB
 MAX_STEPS = 10**6  # KDK steps per run: 1e6 steps on the 16 x 16 grid is already minutes
 # The CFL guard splits a step of dt into ceil(omega_max dt) KDK sub-steps, so dt multiplies
 # the work: a run's steps x sub-steps and training's train_iters x sub-steps are bounded by
@@ -48,10 +49,13 @@ def rollout_values(cfg: Mapping[str, Any]) -> tuple[int, float]:
 
 
 def train_values(cfg: Mapping[str, Any]) -> tuple[int, int, float, float]:
-    """(train_iters, train_pairs, lr, dt) of ``train``: integers >= 1, finite numbers > 0."""
+    """(train_iters, train_pairs, lr, dt) of ``train``: integers >= 1 (pairs at most
+    MAX_TRAIN_PAIRS: each is a simulated (state, next state) of the mesh, generated and held
+    in memory), finite numbers > 0; train_iters x sub-steps is bounded by
+    ``check_train_substeps``."""
     return (
         integer(cfg, "train_iters", 1),
-        integer(cfg, "train_pairs", 1),
+        integer(cfg, "train_pairs", 1, MAX_TRAIN_PAIRS),
         number(cfg, "lr", 0.0, open_low=True),
         number(cfg, "dt", 0.0, open_low=True),
     )
