@@ -80,7 +80,15 @@ def test_a_100ms_cut_off_the_step_grid_keeps_every_event() -> None:
     assert round(float(np.expm1(x).sum())) == 2000  # 1,581 before: the last 21 ms were dropped
 
 
-def test_the_crop_applied_while_reading_gives_the_same_windows(tmp_path: Path) -> None:
+@pytest.mark.parametrize("chunk_bytes", [1 << 22, 4096])
+def test_the_crop_applied_while_reading_gives_the_same_windows(
+    tmp_path: Path, monkeypatch, chunk_bytes: int
+) -> None:
+    """Windows are represented as the recording is read (a few KB at a time here): the
+    same array as representing the whole cut at once."""
+    from neuroedge.models.bivision import recording
+
+    monkeypatch.setattr(recording, "CHUNK_BYTES", chunk_bytes)
     from neuroedge.events.io import read_events, write_events
     from neuroedge.models.bivision.data import represent_windows
     from neuroedge.models.bivision.e2s import E2SParams

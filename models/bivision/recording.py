@@ -81,8 +81,10 @@ def crop_and_scale(events: np.ndarray, crop: tuple[int, int, int], size: int) ->
     return out
 
 
+CHUNK_BYTES = 1 << 22  # bytes of a recording read at a time
+
+
 class _Read(NamedTuple):
-    events: np.ndarray  # the events kept (cropped and scaled when a crop was known)
     start: int  # the first window's start
     last: int  # the last time covered
     left: bool  # whether the recording goes on past the windows
@@ -91,19 +93,15 @@ class _Read(NamedTuple):
 
 
 def _read(
-    path: Path,
-    params: Any,
-    max_windows: int,
-    keep: Callable[[np.ndarray], np.ndarray] | None = None,
+    path: Path, params: Any, max_windows: int, push: Callable[[np.ndarray, int], None]
 ) -> _Read:
-    """``path``'s events up to ``max_windows`` windows, each chunk passed through ``keep``
-    as it is read (a crop known up front: only its events stay in memory, not a long
-    recording's whole span)."""
+    """Read ``path`` up to ``max_windows`` windows, handing each chunk (sorted, cut at the
+    last window's end) to ``push(chunk, first window start)`` as it is read."""
     from neuroedge.events.io import stream_events
     from neuroedge.models.bivision.data import recording_start
 
-    chunks, stop, left, count, last, width, height = [], None, False, 0, 0, 0, 0
-    for chunk in stream_events(path):
+    stop, left, count, last, width, height = None, False, 0, 0, 0, 0
+    for chunk in stream_events(path, chunk_bytes=CHUNK_BYTES):
         if len(chunk) == 0:
             continue
         if stop is None:
@@ -113,17 +111,67 @@ def _read(
             chunk, left = chunk[chunk["t"] < stop], True
         if len(chunk):
             count, last = count + len(chunk), int(chunk["t"][-1])
-            width, height = (
-                max(width, int(chunk["x"].max()) + 1),
-                max(height, int(chunk["y"].max()) + 1),
-            )
-            chunks.append(keep(chunk) if keep is not None else chunk)
+            width = max(width, int(chunk["x"].max()) + 1)
+            height = max(height, int(chunk["y"].max()) + 1)
+            push(chunk, start)
         if left:
             break
     if stop is None:
         raise InputError(f"{path}: the recording holds no events")
-    events = np.concatenate(chunks) if chunks else np.zeros(0, EVENT_DTYPE)
-    return _Read(events, start, stop - 1 if left else last, left, count, SensorSize(width, height))
+    return _Read(start, stop - 1 if left else last, left, count, SensorSize(width, height))
+
+
+class _Windows:
+    """Cropped events turned into network input window by window as the recording is read:
+    a window is represented once a later event shows it complete, and its events dropped, so
+    memory holds the output and one chunk, not the recording (``represent_windows`` on the
+    whole cut gives the same array: each window is represented on its own)."""
+
+    def __init__(
+        self, path: Path, crop: tuple[int, int, int], size: int, rep: str, params: Any
+    ) -> None:
+        self.path, self.crop, self.size, self.rep, self.params = path, crop, size, rep, params
+        self.span = params.steps * params.step_us
+        self.pending: list[np.ndarray] = []
+        self.done: list[np.ndarray] = []
+        self.next, self.kept = 0, 0  # the first window not represented; events in the crop
+
+    def push(self, chunk: np.ndarray, start: int) -> None:
+        cut = crop_and_scale(chunk, self.crop, self.size)
+        self.kept += len(cut)
+        self.pending.append(cut)
+        complete = (int(chunk["t"][-1]) - start) // self.span  # windows before the current
+        if complete > self.next:
+            self._emit(start, start + complete * self.span - 1)
+
+    def finish(self, start: int, last: int) -> np.ndarray:
+        if (last - start) // self.span >= self.next:
+            self._emit(start, last)
+        return np.concatenate(self.done, axis=1)
+
+    def _emit(self, start: int, last: int) -> None:
+        """Represent windows ``next`` .. the one holding ``last``; keep later events."""
+        from neuroedge.models.bivision.data import represent_windows
+        from neuroedge.models.bivision.e2s import MAX_DENSE_ELEMENTS
+
+        events = np.concatenate(self.pending) if self.pending else np.zeros(0, EVENT_DTYPE)
+        later = events["t"] > last
+        self.pending = [events[later]]
+        windows = (last - start) // self.span + 1
+        per_window = self.params.steps * 2 * self.size * self.size
+        if windows * per_window > MAX_DENSE_ELEMENTS:  # as represent_windows refuses it
+            raise InputError(
+                f"{self.path}: {windows} windows of {self.span} us on a {self.size}x{self.size} "
+                "sensor "
+                f"would allocate {windows * per_window:,} elements (at most "
+                f"{MAX_DENSE_ELEMENTS:,}): pass --max-windows <= {MAX_DENSE_ELEMENTS // per_window}"
+                " or cut the recording"
+            )
+        first = start + self.next * self.span
+        sensor = SensorSize(self.size, self.size)
+        x = represent_windows(events[~later], sensor, self.rep, self.params, span_us=(first, last))
+        self.done.append(x)
+        self.next = windows
 
 
 def _known_sensor(path: Path) -> tuple[SensorSize, bool, str] | None:
@@ -140,6 +188,15 @@ def _known_sensor(path: Path) -> tuple[SensorSize, bool, str] | None:
     return None
 
 
+def _refuse_empty_crop(path: Path, kept: int, got: _Read, box: tuple[int, int, int]) -> None:
+    if kept == 0:
+        more = "; the recording goes on: --max-windows N reads more" if got.left else ""
+        raise InputError(
+            f"{path}: none of the {got.count} events read lies in the crop x {box[0]}.."
+            f"{box[0] + box[2] - 1}, y {box[1]}..{box[1] + box[2] - 1}{more}"
+        )
+
+
 def recording_inputs(
     path: str | os.PathLike[str],
     config: Mapping[str, Any] | None = None,
@@ -149,7 +206,6 @@ def recording_inputs(
     """({"x": (T, N, 2, S, S)}, a line saying what was read) for the net a build with
     ``config`` makes (its side S and representation: the checkpoint's, else the config's);
     ``max_windows`` None is ``default_windows(S)``."""
-    from neuroedge.models.bivision.data import represent_windows
     from neuroedge.models.bivision.e2s import E2SParams
     from neuroedge.models.bivision.spec import built_geometry
     from neuroedge.models.bivision.train import VARIANTS
@@ -163,32 +219,26 @@ def recording_inputs(
     rep, params = VARIANTS[variant][1], E2SParams()
     windows = max_windows or default_windows(size)
     known = _known_sensor(path)
-    if known is not None:  # the crop is known before reading: crop each chunk as it comes
+    if known is not None:  # the crop is known up front: windows made while reading
         sensor, stated, how = known
         box = square_crop(sensor, crop, size, stated)
-        got = _read(path, params, windows, lambda c: crop_and_scale(c, box, size))
-        cut = got.events
+        sink = _Windows(path, box, size, rep, params)
+        got = _read(path, params, windows, sink.push)
     else:  # the sensor is the events' extent: known only once they are read
-        got = _read(path, params, windows)
+        chunks: list[np.ndarray] = []
+        got = _read(path, params, windows, lambda chunk, start: chunks.append(chunk))
         sensor, stated = got.extent, False
         how = "the extent of the events read: the file states none; --crop fixes it"
         box = square_crop(sensor, crop, size, stated)
-        cut = crop_and_scale(got.events, box, size)
-    start, last, left = got.start, got.last, got.left
-    if len(cut) == 0:
-        more = "; the recording goes on: --max-windows N reads more" if left else ""
-        raise InputError(
-            f"{path}: none of the {got.count} events read lies in the crop x {box[0]}.."
-            f"{box[0] + box[2] - 1}, y {box[1]}..{box[1] + box[2] - 1}{more}"
-        )
-    try:
-        x = represent_windows(cut, SensorSize(size, size), rep, params, span_us=(start, last))
-    except ValueError as err:
-        raise InputError(f"{path}: {err}") from None
+        sink = _Windows(path, box, size, rep, params)
+        sink.push(np.concatenate(chunks), got.start)
+    _refuse_empty_crop(path, sink.kept, got, box)
+    x = sink.finish(got.start, got.last)
+    start, left = got.start, got.left
     line = (
         f"events {path}: {got.count:,} events read, sensor {sensor.width}x{sensor.height} "
         f"({how}), crop x0={box[0]} y0={box[1]} side={box[2]} -> {size}x{size}, "
-        f"{len(cut):,} events in {x.shape[1]} window{'s' * (x.shape[1] != 1)} of "
+        f"{sink.kept:,} events in {x.shape[1]} window{'s' * (x.shape[1] != 1)} of "
         f"{params.steps * params.step_us // 1000} ms ({rep}) from t={start} us"
         + ("; the recording goes on past them (--max-windows N reads more)" if left else "")
     )
