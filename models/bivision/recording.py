@@ -219,17 +219,18 @@ def recording_inputs(
     rep, params = VARIANTS[variant][1], E2SParams()
     windows = max_windows or default_windows(size)
     known = _known_sensor(path)
-    if known is not None:  # the crop is known up front: windows made while reading
-        sensor, stated, how = known
-        box = square_crop(sensor, crop, size, stated)
+    extent_how = "the extent of the events read: the file states none; --crop fixes it"
+    if known is not None or crop is not None:  # the crop is known: windows made while reading
+        sensor, stated, how = known or (SensorSize(1, 1), False, extent_how)
+        box = square_crop(sensor, crop, size, stated)  # a given crop needs no sensor unstated
         sink = _Windows(path, box, size, rep, params)
         got = _read(path, params, windows, sink.push)
-    else:  # the sensor is the events' extent: known only once they are read
+        sensor = sensor if known is not None else got.extent
+    else:  # the default crop follows the events' extent: known only once they are read
         chunks: list[np.ndarray] = []
         got = _read(path, params, windows, lambda chunk, start: chunks.append(chunk))
-        sensor, stated = got.extent, False
-        how = "the extent of the events read: the file states none; --crop fixes it"
-        box = square_crop(sensor, crop, size, stated)
+        sensor, how = got.extent, extent_how
+        box = square_crop(sensor, crop, size, False)
         sink = _Windows(path, box, size, rep, params)
         sink.push(np.concatenate(chunks), got.start)
     _refuse_empty_crop(path, sink.kept, got, box)
