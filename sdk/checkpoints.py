@@ -98,6 +98,8 @@ def load_checkpoint(path: str | os.PathLike[str], required: tuple[str, ...] = ()
         EOFError,
         OSError,  # torch 2.x's zip reader on a truncated file
         ValueError,
+        KeyError,  # the weights-only unpickler on arbitrary bytes (a text file named .pt)
+        IndexError,
         pickle.UnpicklingError,
         zipfile.BadZipFile,
     ) as err:

@@ -32,10 +32,29 @@ def _user_series(config: Mapping[str, Any]) -> tuple[CausalSeries, int, list[str
         values, names = read_netcdf_series(path)
     else:
         values, names = read_csv_series(path, time_column=config.get("time_column"))
+    _check_variables(path, values, names)
     period = config.get("period")  # None or an integer >= 1 (train.check_config)
     x, domain = windows(values, LENGTH, period)
     empty_z = np.zeros((len(x), LENGTH, DZ), dtype=np.float32)
     return CausalSeries(x, empty_z, domain, np.zeros((x.shape[-1],) * 2)), period or 1, names
+
+
+def _check_variables(path: str, values: np.ndarray, names: list[str]) -> None:
+    """InputError unless the series has a variable and every one varies with a finite spread:
+    a constant column (or one whose spread overflows) standardises to all zeros, and the
+    model would fit a graph to nothing."""
+    from neuroedge.errors import InputError
+
+    if values.ndim != 2 or values.shape[1] == 0:
+        raise InputError(f"{path}: no variable columns (only a time column?)")
+    with np.errstate(over="ignore", invalid="ignore"):
+        spread = values.std(0)
+    bad = [n for n, s in zip(names, spread) if not (np.isfinite(s) and s > 0)]
+    if bad:
+        raise InputError(
+            f"{path}: columns {bad} are constant or their spread is not finite (values too "
+            "large for float64 arithmetic): they carry no signal; drop or rescale them"
+        )
 
 
 def bench(

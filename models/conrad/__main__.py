@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -66,6 +67,13 @@ def load_history(path: Path) -> list:
         except ValueError as err:
             raise ConradError(f"{path}:{n}: {err}") from err
         symptom = row.get("symptom", "unknown")
+        from neuroedge.models.conrad.sandbox import SYMPTOMS
+
+        if symptom not in SYMPTOMS and not re.fullmatch(r"exception:\w+", symptom):
+            raise ConradError(
+                f"{path}:{n}: symptom {symptom!r} is not a label the sandbox gives; one of "
+                f"{', '.join(SYMPTOMS)} or exception:<ErrorName> (leave it out for unknown)"
+            )
         out.append(Exemplar(name, row["path"], row["issue"], row["buggy"], row["fixed"], symptom))
     if not out:
         raise ConradError(f"history {path}: no exemplars")

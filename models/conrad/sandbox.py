@@ -29,6 +29,21 @@ from neuroedge.models.conrad.protocol import ConradError
 from neuroedge.models.conrad.runner import MARK
 
 RUNNER = Path(__file__).with_name("runner.py")
+# the labels ``symptom`` gives (besides "exception:<ErrorName>")
+SYMPTOMS = (
+    "passed",
+    "none_input",
+    "unknown",
+    "stale_result",
+    "predicate_flipped",
+    "one_item_short",
+    "one_item_extra",
+    "wrong_items",
+    "wrong_mapping_values",
+    "wrong_mapping_keys",
+    "power_of_ten_scale",
+    "wrong_value",
+)
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ D_IN, D_EXTRA = 8, 56
 SMALL, LARGE = D_IN + 1, D_IN + D_EXTRA + 1  # 9 and 65 parameters
 LARGE_BLOCKS = (17, 16, 16, 16)
 TOKEN = max(SMALL, *LARGE_BLOCKS)  # 17
+MAX_STANDARDISED = 1e15  # |(delta - mean) / std| the float32 generator takes (see generate)
 
 
 @dataclass(frozen=True)
@@ -129,8 +130,20 @@ class GradTransformer(nn.Module):
 
     @torch.no_grad()
     def generate(self, delta_small: np.ndarray) -> np.ndarray:
-        """``[n, 9]`` small updates -> ``[n, 65]`` large updates, token by token."""
-        src = (
+        """``[n, 9]`` small updates -> ``[n, 65]`` large updates, token by token. ValueError
+        for an update whose standardised value exceeds ``MAX_STANDARDISED``: the float32 layer
+        norms square it, and from ~1e19 the square overflows (the output was all NaN)."""
+        z = (small_tokens(delta_small).astype(np.float64) - self.s_mean.double().numpy()) / (
+            self.s_std.double().numpy()
+        )
+        if np.abs(z).max(initial=0.0) > MAX_STANDARDISED:
+            row = int(np.argwhere(np.abs(z) > MAX_STANDARDISED)[0][0])
+            raise ValueError(
+                f"delta_small: row {row} lies {float(np.abs(z).max()):.3g} standard deviations "
+                f"from the updates the generator learnt (at most {MAX_STANDARDISED:g}: its "
+                "float32 layer norms square the values)"
+            )
+        src = (  # as trained: standardised in float32
             torch.as_tensor(small_tokens(delta_small), dtype=torch.float32) - self.s_mean
         ) / self.s_std
         tokens = torch.zeros(len(src), 0, TOKEN)

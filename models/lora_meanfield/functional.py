@@ -109,9 +109,16 @@ def wasserstein2(x: np.ndarray, y: np.ndarray) -> float:
 
 
 def cluster_direction(x: np.ndarray) -> np.ndarray:
-    """The normalised mean token (the cluster point once tokens have collapsed)."""
+    """The normalised mean token (the cluster point once tokens have collapsed); ValueError
+    when the mean is the zero vector (tokens symmetric about the origin: no direction)."""
     m = x.mean(axis=0)
-    return m / np.linalg.norm(m)
+    norm = float(np.linalg.norm(m))
+    if not norm > 1e-12 * max(float(np.abs(x).max(initial=0.0)), 1e-300):
+        raise ValueError(
+            f"the tokens' mean is the zero vector (norm {norm:.3g}): their cluster direction "
+            "is undefined (tokens symmetric about the origin)"
+        )
+    return m / norm
 
 
 def tied_adapter(d: int, rank: int, scale: float, seed: int) -> np.ndarray:
