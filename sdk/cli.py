@@ -83,14 +83,32 @@ def cmd_train(args: argparse.Namespace) -> int:
             f"{spec.name} does not train data-parallel; run `neuroedge train` without "
             f"torchrun (models that do, their ranks sharing every batch: {', '.join(able)})"
         )
-    if args.out is not None and w.lead:  # '' too: refused, not the default path
-        from neuroedge.atomic import check_writable
-
-        check_writable(args.out)  # before the training, not after it
+    if w.lead:  # the destination, before the training, not after it
+        _check_train_destination(spec, config, args.out)
     result = train(config, args.out)
     if w.lead:  # under torchrun, one summary: rank 0's, which wrote the checkpoint
         print(json.dumps(result, indent=2, default=str))
     return 0
+
+
+def _check_train_destination(spec: Any, config: dict[str, Any], out: str | None) -> None:
+    """Refuse an unwritable destination before training: ``--out`` ('' too, not the default
+    path), else the config's ``checkpoint`` where training writes there, else the default
+    checkpoint path. A model that saves no checkpoint (its build reads none: the TTT ladder)
+    writes a results folder, so ``--out`` is checked as a folder."""
+    from neuroedge.atomic import check_writable
+    from neuroedge.paths import checkpoint_path
+
+    saves_checkpoint = "checkpoint" in (spec.valid_config_keys("build") or set())
+    if out is not None:
+        check_writable(out, folder=not saves_checkpoint)
+    elif saves_checkpoint:
+        named = (
+            config.get("checkpoint")
+            if "checkpoint" in (spec.valid_config_keys("train") or ())
+            else None
+        )
+        check_writable(named or checkpoint_path(spec.name))
 
 
 def cmd_export(args: argparse.Namespace) -> int:

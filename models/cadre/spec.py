@@ -143,7 +143,9 @@ def train(config: Mapping[str, Any] | None = None, out: str | None = None) -> di
 
     cfg = TR.check_config({**TR.DEFAULTS, "n": 4000, **(config or {})})  # before any work
     data = generate(n=cfg["n"], length=LENGTH, dx=DX, dz=DZ, domains=DOMAINS)
-    result = TR.fit(CaDRe(DX, DZ, DOMAINS, cfg["hidden"]), data, cfg)
+    with seeded(int(cfg["seed"])):  # the initial weights too: one seed, one checkpoint
+        model = CaDRe(DX, DZ, DOMAINS, cfg["hidden"])
+    result = TR.fit(model, data, cfg)
     path = _checkpoint({"checkpoint": out or cfg.get("checkpoint")})
     arch = {"hidden": int(cfg["hidden"]), "dx": DX, "dz": DZ, "domains": DOMAINS}
     save_checkpoint(path, {"state_dict": result.model.state_dict(), "config": arch})

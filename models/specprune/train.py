@@ -74,6 +74,34 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+def check_train_config(cfg: dict[str, Any]) -> dict[str, Any]:
+    """Every training value, checked before the expert demos are generated (11-20 min):
+    ConfigError naming the key (bad values failed only after them, some as raw tracebacks)."""
+    from neuroedge.config_values import integer, number
+    from neuroedge.errors import ConfigError
+    from neuroedge.models.specprune.bench_checks import check_tasks
+
+    cfg = {**cfg, "tasks": check_tasks(cfg["tasks"])}
+    for key in ("episodes", "batch", "dim", "heads", "depth", "ffn", "threads"):
+        integer(cfg, key, 1)
+    for key in ("seed", "vit_depth", "shift", "steps", "finetune_steps"):
+        integer(cfg, key, 0)
+    for key in ("lr", "finetune_lr"):
+        number(cfg, key, 0.0, open_low=True)
+    number(cfg, "max_minutes", 0.0)
+    if cfg["dim"] % cfg["heads"] or (cfg["dim"] // cfg["heads"]) % 2:
+        raise ConfigError(
+            f"dim={cfg['dim']} heads={cfg['heads']}: each head needs an even width "
+            "(dim / heads, rotary positions pair its dimensions)"
+        )
+    if cfg["steps"] + cfg["finetune_steps"] == 0:
+        raise ConfigError("nothing to train: steps and finetune_steps are both 0")
+    init = cfg.get("init") or ""
+    if not isinstance(init, str) or (init and not Path(init).is_file()):
+        raise ConfigError(f'init={init!r}: expected the path of a checkpoint file, or ""')
+    return cfg
+
+
 def make_policy(config: Mapping[str, Any]) -> Any:
     from neuroedge.models.specprune.data import CHUNK, TEXT_LEN, vocabulary
     from neuroedge.models.specprune.module import VLAPolicy
@@ -123,13 +151,7 @@ def train(
     import torch
     from neuroedge.models.specprune.data import load_or_generate
 
-    cfg = {**DEFAULTS, **(config or {})}
-    cfg["tasks"] = tuple(cfg["tasks"])
-    for key in ("steps", "finetune_steps"):
-        if int(cfg[key]) < 0:
-            raise ValueError(f"{key} must be >= 0, got {cfg[key]!r}")
-    if int(cfg["steps"]) + int(cfg["finetune_steps"]) == 0:  # before the costly demo generation
-        raise ValueError("nothing to train: steps and finetune_steps are both 0")
+    cfg = check_train_config({**DEFAULTS, **(config or {})})  # before the demos (minutes)
     torch.set_num_threads(int(cfg["threads"]))  # 2 threads on a loaded 2-core box spin: 5-10x
     torch.manual_seed(int(cfg["seed"]))
     demos = load_or_generate(cfg["tasks"], int(cfg["episodes"]), int(cfg["seed"]))
