@@ -9,26 +9,27 @@ import pytest
 from neuroedge.errors import ConfigError, ExportRefused
 
 
-def test_quantize_never_returns_a_threshold_beyond_17_bits():
+def test_the_threshold_cap_binds_and_weights_keep_their_value_at_the_capped_scale():
     """Small weights and no bias left the scale (= vth) unbounded: Norse's LIF at dt=2e-5 got
-    vth=409587, whose vth << 6 the 24-bit voltage can never exceed (the neuron never fired)."""
+    vth=409587, whose vth << 6 the 24-bit voltage can never exceed (the neuron never fired).
+    Now the 17-bit field caps it, and every weight is still represented at that scale."""
+    from neuroedge.backends.lava_fixed_point import VTH_MAX
     from neuroedge.backends.lava_map import Layer, Synapse, quantize
 
+    norse = Layer("norse", (Synapse("input", np.array([[0.08]])),), np.zeros(1), 0.008, True, (1,))
+    fixed = quantize(norse, {"input": 1.0})
+    assert fixed.vth == VTH_MAX == 131071  # the cap is what binds (409587 before)
+    (w_int,), (exp,) = fixed.weights, fixed.weight_exps
+    assert w_int[0, 0] * 2.0**exp == pytest.approx(0.08 * VTH_MAX, rel=2e-3)
     rng = np.random.default_rng(0)
-    layers = [
-        Layer("norse", (Synapse("input", np.array([[0.08]])),), np.zeros(1), 0.008, True, (1,)),
-        Layer("tiny", (Synapse("x", np.array([[0.0005]])),), np.zeros(1), 0.01, True, (1,)),
-        Layer("bias", (Synapse("x", np.array([[0.01]])),), np.full(1, 0.012), 0.01, True, (1,)),
-    ]
     for k in range(20):
         w = rng.normal(size=(8, 5)) * 10.0 ** rng.uniform(-4, 1)
-        layers.append(Layer(f"r{k}", (Synapse("x", w),), np.zeros(8), 0.1, True, (8,)))
-    for layer in layers:
+        layer = Layer(f"r{k}", (Synapse("x", w),), np.zeros(8), 0.1, True, (8,))
         for q in (1.0, 255.0):
-            fixed = quantize(layer, {"x": q, "input": q})
-            assert 1 <= fixed.vth <= 2**17 - 1, (layer.name, fixed.vth)
-            assert fixed.vth << 6 < 2**23 - 1  # a membrane in 24 bits can still exceed it
+            fixed = quantize(layer, {"x": q})
             (w_int,), (exp,) = fixed.weights, fixed.weight_exps
+            step = 2.0 ** (exp + 1) * q / fixed.scale  # one step of the even 8-bit weights
+            assert np.abs(w_int * 2.0**exp * q / fixed.scale - w).max() <= step, (k, q)
             assert np.abs(w_int).max() <= 256 and -8 <= exp <= 7
 
 

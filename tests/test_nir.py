@@ -2,20 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
 from neuroedge.errors import ArtifactError
-
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "nir"
-
-
-def shared(rel: str) -> Path:
-    path = SHARED / rel
-    if not path.is_file():
-        pytest.skip(f"reference NIR data {path} is not present (shared/ sits beside the repo)")
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -135,13 +125,13 @@ def test_norse_import_of_our_export_gives_host_spikes(convnet, strong_input, hos
     np.testing.assert_array_equal(torch.stack(spikes1).numpy(), host_ref["spikes1"])
 
 
-def test_norse_written_lif_graph_matches_norse_and_exact_spikes():
+def test_norse_written_lif_graph_matches_norse_and_exact_spikes(nir_data):
     from neuroedge.export.nir import read_nir
     from neuroedge.export.nir_run import run_nir
 
-    graph = read_nir(shared("lif/lif_norse.nir"))
-    norse = np.loadtxt(shared("lif/lif_norse.csv"), delimiter=",")
-    exact = np.loadtxt(shared("lif/lif_exact.csv"), delimiter=",")
+    graph = read_nir(nir_data("lif/lif_norse.nir"))
+    norse = np.loadtxt(nir_data("lif/lif_norse.csv"), delimiter=",")
+    exact = np.loadtxt(nir_data("lif/lif_exact.csv"), delimiter=",")
     x = norse[:, 0].astype(np.float32)[:, None, None]
     with pytest.raises(ValueError, match="dt"):
         run_nir(graph, {"input": x})  # norse writes no dt: refusing beats guessing
@@ -152,7 +142,7 @@ def test_norse_written_lif_graph_matches_norse_and_exact_spikes():
 
 @pytest.mark.loihi
 @pytest.mark.parametrize("variant", ["floating_pt", "fixed_pt"])
-def test_norse_written_lif_graph_on_lava_spikes_at_the_exact_times(variant, require):
+def test_norse_written_lif_graph_on_lava_spikes_at_the_exact_times(variant, require, nir_data):
     """The NIR paper's Lava runs of this file spike at 461, 511, 711, 761: Lava's one step of
     synaptic delay, not realigned there. The backend realigns it: the exact solution's times."""
     require("lava")
@@ -160,10 +150,10 @@ def test_norse_written_lif_graph_on_lava_spikes_at_the_exact_times(variant, requ
     from neuroedge.registry import get_backend
     from neuroedge.types import IOSpec, ModelSpec, NIRProgram
 
-    graph = read_nir(shared("lif/lif_norse.nir"))
-    exact = np.loadtxt(shared("lif/lif_exact.csv"), delimiter=",")
+    graph = read_nir(nir_data("lif/lif_norse.nir"))
+    exact = np.loadtxt(nir_data("lif/lif_exact.csv"), delimiter=",")
     paper_file = {"floating_pt": "lif_lava_cpu_float.csv", "fixed_pt": "lif_lava_cpu_fixed.csv"}
-    paper_lava = np.loadtxt(shared(f"lif/{paper_file[variant]}"), delimiter=",")
+    paper_lava = np.loadtxt(nir_data(f"lif/{paper_file[variant]}"), delimiter=",")
     x = exact[:, 0].astype(np.float32)[:, None, None]
     spec = ModelSpec(
         "snn.lif_norse",
@@ -214,18 +204,18 @@ def test_norse_generated_graph_at_test_time_matches_norse(tmp_path):
     np.testing.assert_array_equal(out, ref)
 
 
-def test_sinabs_cnn_graph_imports_and_runs():
+def test_sinabs_cnn_graph_imports_and_runs(nir_data):
     from neuroedge.export.nir import read_nir
     from neuroedge.export.nir_run import run_nir
 
-    graph = read_nir(shared("cnn/cnn_sinabs.nir"))
+    graph = read_nir(nir_data("cnn/cnn_sinabs.nir"))
     xs = (np.random.default_rng(0).random((3, 1, 2, 34, 34)) < 0.2).astype(np.float32)
     out = run_nir(graph, {"input": xs}, dt=1.0)
     assert out["output"].shape == (3, 1, 10)
 
 
 @pytest.mark.loihi
-def test_sinabs_cnn_graph_runs_on_lava_as_the_nir_reference(require):
+def test_sinabs_cnn_graph_runs_on_lava_as_the_nir_reference(require, nir_data):
     """Sinabs' N-MNIST convnet ends in a spiking IF population (no readout neuron): Lava's run
     must last one step longer to record it; its output equals neuroedge's NIR runner."""
     require("lava")
@@ -234,7 +224,7 @@ def test_sinabs_cnn_graph_runs_on_lava_as_the_nir_reference(require):
     from neuroedge.registry import get_backend
     from neuroedge.types import IOSpec, ModelSpec, NIRProgram
 
-    graph = read_nir(shared("cnn/cnn_sinabs.nir"))
+    graph = read_nir(nir_data("cnn/cnn_sinabs.nir"))
     xs = (np.random.default_rng(0).random((6, 2, 2, 34, 34)) < 0.2).astype(np.float32)
     ref = run_nir(graph, {"input": xs}, dt=1.0)["output"]
     assert ref.sum() > 0
@@ -260,11 +250,11 @@ def test_sinabs_cnn_graph_runs_on_lava_as_the_nir_reference(require):
     "name,reset",
     [("braille_noDelay_bias_zero", "zero"), ("braille_noDelay_noBias_subtract", "subtract")],
 )
-def test_braille_recurrent_graph_runs_with_its_reset(name, reset):
+def test_braille_recurrent_graph_runs_with_its_reset(name, reset, nir_data):
     from neuroedge.export.nir import read_nir
     from neuroedge.export.nir_run import from_nir, graph_order, run_nir
 
-    graph = read_nir(shared(f"rnn/{name}.nir"))
+    graph = read_nir(nir_data(f"rnn/{name}.nir"))
     assert graph_order(graph)[1] == {("lif1.w_rec", "lif1.lif")}
     assert "lif1_w_rec_prev" in from_nir(graph, dt=1e-4).state_names
     xs = (np.random.default_rng(1).random((30, 2, 12)) < 0.5).astype(np.float32)
@@ -274,10 +264,10 @@ def test_braille_recurrent_graph_runs_with_its_reset(name, reset):
     assert not np.array_equal(a["lif1_lif_v_final"], b["lif1_lif_v_final"])
 
 
-def test_truncated_file_names_file_and_size(tmp_path):
+def test_truncated_file_names_file_and_size(tmp_path, nir_data):
     from neuroedge.export.nir import read_nir
 
-    data = shared("lif/lif_norse.nir").read_bytes()
+    data = nir_data("lif/lif_norse.nir").read_bytes()
     bad = tmp_path / "cut.nir"
     bad.write_bytes(data[: len(data) // 2])
     with pytest.raises(ArtifactError, match=r"cut\.nir.*bytes"):
@@ -293,14 +283,14 @@ def test_non_hdf5_file_names_first_bytes(tmp_path):
         read_nir(bad)
 
 
-def test_unknown_node_type_names_the_node(tmp_path):
+def test_unknown_node_type_names_the_node(tmp_path, nir_data):
     import shutil
 
     import h5py
     from neuroedge.export.nir import read_nir
 
     path = tmp_path / "odd.nir"
-    shutil.copy(shared("lif/lif_norse.nir"), path)
+    shutil.copy(nir_data("lif/lif_norse.nir"), path)
     with h5py.File(path, "r+") as f:
         del f["node/nodes/1/type"]
         f["node/nodes/1/type"] = b"Memristor"
