@@ -67,6 +67,8 @@ def load_weights(module: Any, state_dict: Mapping[str, Any], path: str | os.Path
 def _load_reason(err: BaseException) -> str:
     """torch's reason for refusing a file, short: without its advice to re-run ``torch.load``
     with ``weights_only=False`` (or to allowlist globals), which would run the file's code."""
+    if isinstance(err, (KeyError, IndexError)):  # the unpickler reading arbitrary bytes
+        return "not a torch checkpoint (a text or other file?)"
     text = str(err).strip()
     if "Weights only load failed" not in text:
         return text.splitlines()[0] if text else type(err).__name__

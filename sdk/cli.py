@@ -92,23 +92,22 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def _check_train_destination(spec: Any, config: dict[str, Any], out: str | None) -> None:
-    """Refuse an unwritable destination before training: ``--out`` ('' too, not the default
-    path), else the config's ``checkpoint`` where training writes there, else the default
-    checkpoint path. A model that saves no checkpoint (its build reads none: the TTT ladder)
-    writes a results folder, so ``--out`` is checked as a folder."""
+    """Refuse an unwritable checkpoint destination before training: ``--out`` ('' too, not
+    the default path), else the config's ``checkpoint`` where training writes there (checked
+    by ``resolve_checkpoint``: an empty or non-path value is refused), else the default. A
+    model that saves no checkpoint (its build reads none: the TTT ladder writes a results
+    folder) checks its own destination in its train hook."""
     from neuroedge.atomic import check_writable
-    from neuroedge.paths import checkpoint_path
+    from neuroedge.checkpoints import resolve_checkpoint
 
-    saves_checkpoint = "checkpoint" in (spec.valid_config_keys("build") or set())
+    if "checkpoint" not in (spec.valid_config_keys("build") or set()):
+        return
     if out is not None:
-        check_writable(out, folder=not saves_checkpoint)
-    elif saves_checkpoint:
-        named = (
-            config.get("checkpoint")
-            if "checkpoint" in (spec.valid_config_keys("train") or ())
-            else None
-        )
-        check_writable(named or checkpoint_path(spec.name))
+        check_writable(out)
+        return
+    named = "checkpoint" in (spec.valid_config_keys("train") or ()) and "checkpoint" in config
+    given = {"checkpoint": config["checkpoint"]} if named else {}
+    check_writable(resolve_checkpoint(given, spec.name, check=False))
 
 
 def cmd_export(args: argparse.Namespace) -> int:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from neuroedge.errors import ArtifactError, InputError
 
 
@@ -18,7 +19,7 @@ def test_a_text_file_named_as_a_checkpoint_is_refused(tmp_path: Path) -> None:
 
     for name, data in (("text.pt", b"hello\n"), ("a.pt", b"a")):  # KeyError / IndexError
         (tmp_path / name).write_bytes(data)
-        with pytest.raises(ArtifactError, match=f"{name}: not a readable checkpoint"):
+        with pytest.raises(ArtifactError, match=f"{name}: not a readable checkpoint .*text"):
             load_checkpoint(tmp_path / name)
 
 
@@ -40,6 +41,20 @@ def test_a_series_needs_varying_variables(tmp_path: Path) -> None:
     flat = _series(tmp_path / "f.csv", "a,b", [f"{i},3" for i in range(40)])
     with pytest.raises(InputError, match=r"columns \['b'\]"):
         _user_series({"series": str(flat)})
+    short = _series(tmp_path / "s.csv", "a,b", ["1,2"])
+    with pytest.raises(InputError, match="s.csv: 1 time steps; the model's windows need"):
+        _user_series({"series": str(short)})
+
+
+def test_a_series_bench_starts_from_its_seed(tmp_path: Path) -> None:
+    from neuroedge.models.cadre import train as TR
+    from neuroedge.models.cadre.bench import _cadre, _user_series
+
+    rows = [f"{i},{np.sin(i)},{np.cos(i / 3)}" for i in range(40)]
+    data, domains, _ = _user_series({"series": str(_series(tmp_path / "x.csv", "a,b,c", rows))})
+    cfg = {**TR.DEFAULTS, "seed": 3}
+    first, second = (_cadre(data, domains, cfg).state_dict() for _ in range(2))
+    assert all(torch.equal(first[k], second[k]) for k in first)
 
 
 def test_an_update_far_outside_the_generators_range_is_refused() -> None:
@@ -48,6 +63,9 @@ def test_an_update_far_outside_the_generators_range_is_refused() -> None:
     program = build({"smoke": True})
     with pytest.raises(ValueError, match="delta_small: row 0 lies .* standard deviations"):
         program.fn(np.full((1, 9), 1e20))  # all NaN before
+    rows = np.stack([np.full(9, 0.01), np.full(9, 1e16), np.full(9, 1e25)])
+    with pytest.raises(ValueError, match=r"row 1 lies [0-9.]+e\+1[6-9] standard"):
+        program.fn(rows)  # the first row over the bound, with its own size
     assert np.isfinite(program.fn(np.full((1, 9), 0.01))["delta_large"]).all()
 
 

@@ -52,3 +52,20 @@ def test_cadre_training_is_one_checkpoint_per_seed(tmp_path: Path) -> None:
         train(config, str(tmp_path / f"c{i}.pt"))
         states.append(torch.load(tmp_path / f"c{i}.pt", weights_only=True)["state_dict"])
     assert all(torch.equal(states[0][k], states[1][k]) for k in states[0])
+
+
+def test_train_checks_named_and_default_destinations_as_run_does(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """checkpoint=5 crashed in the path check and checkpoint= trained into the default; the
+    TTT ladder's default folder was not checked (a file there failed after the training)."""
+    for value, message in (
+        ("checkpoint=5", "expected the path of a checkpoint file"),
+        ("checkpoint=", "an empty path"),
+    ):
+        assert main(["train", "causal.cadre", "--config", value, "steps=1"]) == 2
+        assert message in capsys.readouterr().err
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ttt_ladder").write_text("")
+    assert main(["train", "ttt.linear_attention", "--config", "steps=1"]) == 2
+    assert "ttt_ladder: is a file" in capsys.readouterr().err

@@ -84,7 +84,6 @@ def represent_windows(
 
     Raises ValueError for an empty recording (without ``span_us``), or when N windows would
     allocate more than ``MAX_DENSE_ELEMENTS`` (naming the span and how many windows fit)."""
-    from neuroedge.models.bivision.e2s import MAX_DENSE_ELEMENTS
 
     if rep not in REPRESENTATIONS:
         raise ValueError(f"representation {rep!r} is not one of {REPRESENTATIONS}")
@@ -99,19 +98,28 @@ def represent_windows(
     t0, last = span_us if span_us is not None else (recording_start(events, params.step_us), t[-1])
     count = max(int((int(last) - int(t0)) // span) + 1, 1)
     count = min(count, max_windows or count)
-    per_window = params.steps * 2 * sensor.height * sensor.width
-    if count * per_window > MAX_DENSE_ELEMENTS:
-        raise ValueError(
-            f"{count} windows of {span} us on a {sensor.width}x{sensor.height} sensor would "
-            f"allocate {count * per_window:,} elements (at most {MAX_DENSE_ELEMENTS:,}): pass "
-            f"max_windows <= {MAX_DENSE_ELEMENTS // per_window} or cut the recording"
-        )
+    check_window_budget(count, sensor, params)
     out = np.zeros((params.steps, count, 2, sensor.height, sensor.width), np.float32)
     edges = np.searchsorted(t, t0 + span * np.arange(count + 1), side="left")
     for k in range(count):
         cut = events[edges[k] : edges[k + 1]]
         out[:, k] = _represent_at(cut, sensor, rep, params, t0 + k * span)
     return out
+
+
+def check_window_budget(count: int, sensor: SensorSize, params: E2SParams = DEFAULT_E2S) -> None:
+    """ValueError when ``count`` windows on ``sensor`` would allocate more than
+    ``MAX_DENSE_ELEMENTS`` input values, naming the span and how many windows fit."""
+    from neuroedge.models.bivision.e2s import MAX_DENSE_ELEMENTS
+
+    per_window = params.steps * 2 * sensor.height * sensor.width
+    if count * per_window > MAX_DENSE_ELEMENTS:
+        raise ValueError(
+            f"{count} windows of {params.steps * params.step_us} us on a "
+            f"{sensor.width}x{sensor.height} sensor would allocate {count * per_window:,} "
+            f"elements (at most {MAX_DENSE_ELEMENTS:,}): pass max_windows <= "
+            f"{MAX_DENSE_ELEMENTS // per_window} or cut the recording"
+        )
 
 
 def recording_start(events: np.ndarray, step_us: int) -> int:

@@ -151,24 +151,18 @@ class _Windows:
 
     def _emit(self, start: int, last: int) -> None:
         """Represent windows ``next`` .. the one holding ``last``; keep later events."""
-        from neuroedge.models.bivision.data import represent_windows
-        from neuroedge.models.bivision.e2s import MAX_DENSE_ELEMENTS
+        from neuroedge.models.bivision.data import check_window_budget, represent_windows
 
         events = np.concatenate(self.pending) if self.pending else np.zeros(0, EVENT_DTYPE)
         later = events["t"] > last
         self.pending = [events[later]]
         windows = (last - start) // self.span + 1
-        per_window = self.params.steps * 2 * self.size * self.size
-        if windows * per_window > MAX_DENSE_ELEMENTS:  # as represent_windows refuses it
-            raise InputError(
-                f"{self.path}: {windows} windows of {self.span} us on a {self.size}x{self.size} "
-                "sensor "
-                f"would allocate {windows * per_window:,} elements (at most "
-                f"{MAX_DENSE_ELEMENTS:,}): pass --max-windows <= {MAX_DENSE_ELEMENTS // per_window}"
-                " or cut the recording"
-            )
-        first = start + self.next * self.span
         sensor = SensorSize(self.size, self.size)
+        try:  # the whole batch's budget, as represent_windows checks one call's
+            check_window_budget(windows, sensor, self.params)
+        except ValueError as err:
+            raise InputError(f"{self.path}: {err}") from None
+        first = start + self.next * self.span
         x = represent_windows(events[~later], sensor, self.rep, self.params, span_us=(first, last))
         self.done.append(x)
         self.next = windows

@@ -47,6 +47,8 @@ def _check_variables(path: str, values: np.ndarray, names: list[str]) -> None:
 
     if values.ndim != 2 or values.shape[1] == 0:
         raise InputError(f"{path}: no variable columns (only a time column?)")
+    if len(values) < LENGTH:
+        raise InputError(f"{path}: {len(values)} time steps; the model's windows need {LENGTH}")
     with np.errstate(over="ignore", invalid="ignore"):
         spread = values.std(0)
     bad = [n for n, s in zip(names, spread) if not (np.isfinite(s) and s > 0)]
@@ -151,9 +153,7 @@ def _model_rows(result: Mapping[str, Any]) -> list[Report]:
 
 
 def _cadre(data: CausalSeries, domains: int, cfg: Mapping[str, Any]) -> torch.nn.Module:
-    from neuroedge.models.cadre.module import CaDRe
-
-    return CaDRe(data.x.shape[-1], DZ, domains, int(cfg["hidden"]))
+    return TR.new_cadre(data.x.shape[-1], DZ, domains, cfg)
 
 
 def _jsonable(cfg: Mapping[str, Any]) -> dict[str, Any]:

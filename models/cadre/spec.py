@@ -139,13 +139,10 @@ def train(config: Mapping[str, Any] | None = None, out: str | None = None) -> di
     from neuroedge.checkpoints import save_checkpoint
     from neuroedge.models.cadre import train as TR
     from neuroedge.models.cadre.data import generate
-    from neuroedge.models.cadre.module import CaDRe
 
     cfg = TR.check_config({**TR.DEFAULTS, "n": 4000, **(config or {})})  # before any work
     data = generate(n=cfg["n"], length=LENGTH, dx=DX, dz=DZ, domains=DOMAINS)
-    with seeded(int(cfg["seed"])):  # the initial weights too: one seed, one checkpoint
-        model = CaDRe(DX, DZ, DOMAINS, cfg["hidden"])
-    result = TR.fit(model, data, cfg)
+    result = TR.fit(TR.new_cadre(DX, DZ, DOMAINS, cfg), data, cfg)
     path = _checkpoint({"checkpoint": out or cfg.get("checkpoint")})
     arch = {"hidden": int(cfg["hidden"]), "dx": DX, "dz": DZ, "domains": DOMAINS}
     save_checkpoint(path, {"state_dict": result.model.state_dict(), "config": arch})

@@ -156,14 +156,20 @@ def estimated_graph(model: CaDRe, data: CausalSeries, n: int = 256) -> np.ndarra
     return j_g.mean(0).numpy()
 
 
+def new_cadre(dx: int, dz: int, domains: int, cfg: Mapping[str, Any]) -> CaDRe:
+    """CaDRe with its initial weights drawn from ``cfg["seed"]``: one seed, one model, on
+    every path that trains one (``fit`` seeds only its own draws, after the build)."""
+    torch.manual_seed(int(cfg["seed"]))
+    return CaDRe(dx, dz, domains, int(cfg["hidden"]))
+
+
 def compare(
     data: CausalSeries, domains: int, config: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
     """Train CaDRe and the beta-VAE at the same budget; MCC of both, graph scores of CaDRe."""
     cfg = {**DEFAULTS, **(config or {})}
     dx, dz = data.x.shape[-1], data.z.shape[-1]
-    torch.manual_seed(cfg["seed"])
-    cadre = fit(CaDRe(dx, dz, domains, cfg["hidden"]), data, cfg, "CaDRe")
+    cadre = fit(new_cadre(dx, dz, domains, cfg), data, cfg, "CaDRe")
     torch.manual_seed(cfg["seed"])
     vae = fit(BetaVAE(dx, dz, cfg["hidden"]), data, cfg, "beta-VAE")
     graph = estimated_graph(cadre.model, data)

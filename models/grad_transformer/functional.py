@@ -133,18 +133,18 @@ class GradTransformer(nn.Module):
         """``[n, 9]`` small updates -> ``[n, 65]`` large updates, token by token. ValueError
         for an update whose standardised value exceeds ``MAX_STANDARDISED``: the float32 layer
         norms square it, and from ~1e19 the square overflows (the output was all NaN)."""
-        z = (small_tokens(delta_small).astype(np.float64) - self.s_mean.double().numpy()) / (
-            self.s_std.double().numpy()
-        )
-        if np.abs(z).max(initial=0.0) > MAX_STANDARDISED:
-            row = int(np.argwhere(np.abs(z) > MAX_STANDARDISED)[0][0])
+        tokens = small_tokens(delta_small)
+        z = (tokens - self.s_mean.double().numpy()) / self.s_std.double().numpy()
+        far = np.abs(z).max(axis=(1, 2))  # per row, in float64
+        if (far > MAX_STANDARDISED).any():
+            row = int(np.argmax(far > MAX_STANDARDISED))
             raise ValueError(
-                f"delta_small: row {row} lies {float(np.abs(z).max()):.3g} standard deviations "
-                f"from the updates the generator learnt (at most {MAX_STANDARDISED:g}: its "
-                "float32 layer norms square the values)"
+                f"delta_small: row {row} lies {far[row]:.3g} standard deviations from the "
+                f"updates the generator learnt (at most {MAX_STANDARDISED:g}: its float32 "
+                "layer norms square the values)"
             )
         src = (  # as trained: standardised in float32
-            torch.as_tensor(small_tokens(delta_small), dtype=torch.float32) - self.s_mean
+            torch.as_tensor(tokens, dtype=torch.float32) - self.s_mean
         ) / self.s_std
         tokens = torch.zeros(len(src), 0, TOKEN)
         pad = -self.t_mean / self.t_std  # a zero padding entry, standardised as in training

@@ -24,9 +24,8 @@ B products use index_add (scatter), never a dense E x N matrix.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -129,25 +128,24 @@ def check_substeps(
     )
 
 
-def trajectory(
-    q: Any,
-    p: Any,
-    m: Any,
-    w: Any,
-    edges: Any,
-    dt: float,
-    steps: int,
-    r: Any = None,
-    cfl: float = 1.0,
-) -> Iterator[tuple[Any, Any, float]]:
-    """The states after each of ``steps`` steps of size dt (each CFL-split into sub-steps of
-    size h, bounded by ``check_substeps`` first), as ``(q, p, h)``; nothing is kept."""
+def step_size(
+    m: Any, w: Any, edges: Any, dt: float, steps: int, cfl: float = 1.0
+) -> tuple[int, float]:
+    """(sub-steps per step, sub-step h) of ``steps`` steps of size dt under the CFL guard,
+    after ``check_substeps`` bounds the work."""
     n_sub = check_substeps(omega_max(m, w, edges), dt, steps, cfl=cfl)
-    h = dt / n_sub
+    return n_sub, dt / n_sub
+
+
+def trajectory(
+    q: Any, p: Any, m: Any, w: Any, edges: Any, h: float, n_sub: int, steps: int, r: Any = None
+) -> Iterator[tuple[Any, Any]]:
+    """The state after each of ``steps`` steps of ``n_sub`` KDK sub-steps of size h; nothing
+    is kept."""
     for _ in range(steps):
         for _ in range(n_sub):
             q, p = kdk_step(q, p, m, w, edges, h, r)
-        yield q, p, h
+        yield q, p
 
 
 def rollout(
@@ -164,10 +162,11 @@ def rollout(
     """``steps`` steps of size dt (each CFL-split); returns q, p stacked [steps + 1, ..., N]."""
     import torch
 
+    n_sub, h = step_size(m, w, edges, dt, steps, cfl)
     qs, ps = [q], [p]
-    for qt, pt, _ in trajectory(q, p, m, w, edges, dt, steps, r, cfl):
-        qs.append(qt)
-        ps.append(pt)
+    for q_t, p_t in trajectory(q, p, m, w, edges, h, n_sub, steps, r):
+        qs.append(q_t)
+        ps.append(p_t)
     return torch.stack(qs), torch.stack(ps)
 
 
@@ -189,17 +188,16 @@ def rollout_conservation(
     whatever ``steps`` (a stacked 1e6-step trajectory is GBs per sample)."""
     import torch
 
-    e0, mom0 = None, p.sum(-1)
+    n_sub, h = step_size(m, w, edges, dt, steps, cfl)
+    h_energy = h if energy_dt is None else energy_dt
+    e0, mom0 = modified_energy(q, p, m, w, edges, h_energy), p.sum(-1)
     e_err, mom_err = torch.zeros_like(mom0), torch.zeros_like(mom0)
-    for q_t, p_t, h in trajectory(q, p, m, w, edges, dt, steps, r, cfl):
-        h_energy = h if energy_dt is None else energy_dt
-        if e0 is None:
-            e0 = modified_energy(q, p, m, w, edges, h_energy)
+    q_t, p_t = q, p
+    for q_t, p_t in trajectory(q, p, m, w, edges, h, n_sub, steps, r):
         e = modified_energy(q_t, p_t, m, w, edges, h_energy)
         e_err = torch.maximum(e_err, (e / e0 - 1).abs())
         mom_err = torch.maximum(mom_err, (p_t.sum(-1) - mom0).abs())
-        q, p = q_t, p_t
-    return q, p, e_err, mom_err
+    return q_t, p_t, e_err, mom_err
 
 
 def energy(q: Any, p: Any, m: Any, w: Any, edges: Any) -> Any:

@@ -75,10 +75,13 @@ def example(seed: int = 0, config: Mapping[str, Any] | None = None) -> dict[str,
 
 
 def _train(config: Mapping[str, Any] | None = None, out: str | None = None) -> dict[str, Any]:
+    from neuroedge.atomic import check_writable
     from neuroedge.models.ttt.train import ladder, summary
 
-    result = ladder(config, out or "ttt_ladder")
-    return {"out": out or "ttt_ladder", **summary(result)}
+    folder = "ttt_ladder" if out is None else out
+    check_writable(folder, folder=True)  # before any training ('' too: not the default)
+    result = ladder(config, folder)
+    return {"out": folder, **summary(result)}
 
 
 SPEC = ModelSpec(
