@@ -4,11 +4,13 @@ docstring of ``neuroedge.models.bivision.bench`` gives the reasons for the defau
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from neuroedge.errors import ConfigError
 
 MODEL = "event.bivision"
+MAX_NOISE_HZ = 1e6  # background activity per pixel, for training and the sweep's rates
 COLUMNS = (
     "accuracy",
     "map50",
@@ -74,7 +76,7 @@ def check_values(cfg: dict[str, Any], bench: bool) -> dict[str, Any]:
     ConfigError naming the key and value (``train_samples=2.5`` trained on 2 recordings,
     ``epochs=0`` saved an untrained net, a negative rate or seed ran, ``events_file=123`` ended
     in a TypeError)."""
-    from neuroedge.config_values import integer, number, number_list
+    from neuroedge.config_values import integer, number
 
     check_path(cfg, "events_file" if bench else "data")
     out = dict(cfg)
@@ -87,7 +89,40 @@ def check_values(cfg: dict[str, Any], bench: bool) -> dict[str, Any]:
     out["lr"] = number(cfg, "lr", 0, 10, open_low=True)
     out["seed"] = integer(cfg, "seed", 0, 2**32 - 1)
     if bench:
-        number_list(cfg, "rates", 0)  # checked; kept as given (they label the rows)
+        check_rates(cfg)  # kept as given (they label the rows)
     else:
-        out["noise_rate_hz"] = number(cfg, "noise_rate_hz", 0, 1e6)
+        out["noise_rate_hz"] = number(cfg, "noise_rate_hz", 0, MAX_NOISE_HZ)
+    check_fit_choices(cfg, bench)
     return out
+
+
+def check_rates(cfg: Mapping[str, Any]) -> list[float]:
+    """The bench's ``rates`` as floats: ConfigError for a rate outside [0, MAX_NOISE_HZ] (1e9
+    ran out of memory after the throughput rows) or one given twice (``[0, 5, 5.0]`` passed
+    the claim's "three rates" rule with two)."""
+    from neuroedge.config_values import number, number_list
+
+    rates = [number({"rates": r}, "rates", 0, MAX_NOISE_HZ) for r in number_list(cfg, "rates", 0)]
+    repeated = sorted({r for r in rates if rates.count(r) > 1})  # -0.0 == 0.0 counts too
+    if repeated:
+        raise ConfigError(
+            f"rates={cfg['rates']!r}: {', '.join(f'{r:g}' for r in repeated)} given more than "
+            "once (each rate is one row of the sweep and one point of the claim; give it once)"
+        )
+    return rates
+
+
+def check_fit_choices(cfg: Mapping[str, Any], bench: bool) -> None:
+    """ConfigError for the names and thread count that training reads (an unknown variant
+    was a KeyError, threads=0 a RuntimeError, both after the data was generated; threads=2.5
+    ran on 2). The bench sets variant and task itself, so only training reads them."""
+    from neuroedge.config_values import choice, integer
+    from neuroedge.models.bivision.data import TASKS
+    from neuroedge.models.bivision.train import DEFAULTS, VARIANTS, augmentations
+
+    if not bench:
+        choice(cfg, "task", TASKS)
+        choice(cfg, "variant", tuple(VARIANTS))
+    if "threads" in cfg:
+        integer(cfg, "threads", 1, 4096)  # torch takes any count >= 1; the cap catches typos
+    augmentations(cfg.get("augment", DEFAULTS["augment"]))

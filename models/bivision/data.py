@@ -25,6 +25,7 @@ from neuroedge.events.io import read_events
 from neuroedge.models.bivision.e2s import E2SParams, e2s, event_histogram
 
 REPRESENTATIONS = ("e2s", "histogram")
+TASKS = ("classification", "detection")  # N-CARS-like and Gen1-like folders
 DEFAULT_E2S = E2SParams()  # T = 5 steps of 20 ms (SFOD)
 
 
@@ -186,7 +187,7 @@ def load_task(
         return load_classification(root, split, rep, params)
     if task == "detection":
         return load_detection(root, split, rep, params)
-    raise ValueError(f"task {task!r} is not one of ('classification', 'detection')")
+    raise ValueError(f"task {task!r} is not one of {TASKS}")
 
 
 def ensure_dataset(
@@ -197,8 +198,10 @@ def ensure_dataset(
 ) -> Path:
     """The generated dataset folder for ``task`` and ``cfg`` under ``base``, generated on first
     use (train_samples / test_samples recordings at noise_rate_hz; seed and size from cfg)."""
+    from neuroedge.config_values import choice
     from neuroedge.events.generate import GeneratorConfig, make_gen1_like, make_ncars_like
 
+    choice({"task": task}, "task", TASKS)  # not a detection set under a misspelled task's name
     counts = {"train": int(cfg["train_samples"]), "test": int(cfg["test_samples"])}
     gen = GeneratorConfig(
         width=int(cfg["size"]),

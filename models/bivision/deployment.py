@@ -46,6 +46,17 @@ def save_nets(out: Path, seed: int, trained: Mapping[tuple[str, str], Any], cfg:
         )
 
 
+def remove_nets(out: Path, seed: int) -> None:
+    """Delete the nets ``save_nets`` may have left for ``seed`` under ``out`` (any variant and
+    task), so that whatever is there after a sweep is that sweep's."""
+    from neuroedge.models.bivision.bench_settings import SWEEP_VARIANTS
+    from neuroedge.models.bivision.data import TASKS
+
+    for variant in SWEEP_VARIANTS:
+        for task in TASKS:
+            net_path(out, seed, variant, task).unlink(missing_ok=True)
+
+
 def _plain(cfg: Mapping[str, Any]) -> dict[str, Any]:
     import json
 
@@ -66,8 +77,8 @@ def deployment_rows(
     path = net_path(out, seed, VARIANT)
     if not path.is_file():
         return [], (
-            f"deployment rows: no clean-trained net of seed {seed} at {path} "
-            "(train_noise=same trains one net per rate; run with train_noise=clean)"
+            f"deployment rows: none, this run saved no clean-trained net of seed {seed} at "
+            f"{path} (train_noise=same trains one net per rate; run with train_noise=clean)"
         )
     config = {"checkpoint": str(path), "eval_samples": EVAL_SAMPLES, "seed": seed}
     rows = [

@@ -30,9 +30,8 @@ NOT_MAPPED = {
     "output to its input would map (NIR allows cycles) "
     "but only together with the threshold above",
     "nearest x2 upsampling (top-down path)": "no NIR primitive for upsampling",
-    "spatial mean of Q3 (class head)": "NIR has SumPool2d/AvgPool2d with fixed kernels; the "
-    "global mean is an AvgPool2d of the full map, not "
-    "exported by the shared exporter",
+    "spatial max of the class evidence map (class head)": "NIR has no max pooling (only "
+    "SumPool2d/AvgPool2d), so the global max over the map has no NIR primitive",
     "detection decoding and NMS": "data-dependent control flow: host post-processing",
 }
 

@@ -189,12 +189,15 @@ def _cost_metrics(ops: Any) -> dict[str, Measurement]:
 def sweep_seed(job: tuple[str, Mapping[str, Any], bool]) -> dict[tuple[str, float], Report]:
     """One seed's sweep, ``{(variant, rate): row}``: its datasets under ``out/data``, both
     variants at every rate; the clean-trained classification nets saved under ``out/nets``
-    (``deployment.save_nets``). Module-level and picklable, so seeds can run in worker processes
-    (``workers``); each trains on one torch thread, so a seed gives the same figures alone or
-    beside another."""
-    from neuroedge.models.bivision.deployment import save_nets
+    (``deployment.save_nets``), replacing the seed's nets of any earlier run there.
+    Module-level and picklable, so seeds can run in worker processes (``workers``); each trains
+    on one torch thread, so a seed gives the same figures alone or beside another."""
+    from neuroedge.models.bivision.deployment import remove_nets, save_nets
 
     out_dir, cfg, progress = job
+    # an earlier run's nets in the same folder would pass for this run's (train_noise=same
+    # saves none): the deployment rows must time only what this run trained
+    remove_nets(Path(out_dir), int(cfg["seed"]))
     folders = sweep_datasets(Path(out_dir), cfg, progress)
     trained: dict[tuple[str, str], Any] = {}  # train_noise "clean": one net per variant, task
     rows = {

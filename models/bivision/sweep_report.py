@@ -48,7 +48,7 @@ def claim_check(
     ``step_sem``), so that a fall smaller than the scatter is visible as such (``|step| <= 2
     SE``: not resolved by these seeds). The verdict stays the strict reading of the means.
     """
-    rates = sorted(float(r) for r in rates)
+    rates = sorted({float(r) for r in rates})  # a repeated rate is not one more point
     model, baseline = SWEEP_VARIANTS
     out: dict[str, Any] = {"rates": rates, "seeds": len(per_seed[(model, rates[0])])}
     holds = len(rates) >= 3 and rates[0] == 0.0

@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from neuroedge.models.bivision.data import EventSet
+from neuroedge.errors import ConfigError
+from neuroedge.models.bivision.data import TASKS, EventSet
 from neuroedge.models.bivision.module import BiSNet
 
-TASKS = ("classification", "detection")
 VARIANTS = {"statnf_e2s": ("statnf", "e2s"), "lif_histogram": ("lif", "histogram")}
 DEFAULTS: dict[str, Any] = {
     "task": "classification",
@@ -71,7 +71,7 @@ def augmentations(spec: Any) -> np.ndarray:
         spec = "flip" if spec else "none"
     names = set() if spec in ("none", "") else set(str(spec).split("+"))
     if not names <= {"flip", "swap"}:
-        raise ValueError(f"augment {spec!r}: use 'none' or names from 'flip', 'swap' joined by +")
+        raise ConfigError(f"augment {spec!r}: use 'none' or names from 'flip', 'swap' joined by +")
     return np.array(["flip" in names, "swap" in names])
 
 
