@@ -217,9 +217,11 @@ class TensorRTBackend(MeasuredBackend):
         self, program: Program, spec: ModelSpec, options: Mapping[str, Any] | None = None
     ) -> Artifact:
         """Options: variant (fp32|fp16|int8), form, max_batch, workspace_mb,
-        optimization_level, calibration_samples, dir (the working folder: its ONNX sources are
-        rebuilt and replaced on each compile, engines cached under dir/engines), engine_path."""
-        from neuroedge.backends.onnxrt import OnnxRuntimeBackend
+        optimization_level, calibration_samples (int8: examples of seeds from the onnxrt
+        backend's CALIBRATION_SEED, disjoint from the seed 0 that `neuroedge run` and the GPU
+        check compare on), dir (the working folder: its ONNX sources are rebuilt and replaced
+        on each compile, engines cached under dir/engines), engine_path."""
+        from neuroedge.backends.onnxrt import OnnxRuntimeBackend, calibration_seeds
         from neuroedge.export.tensorrt import calibration_feeds, prepare_precision
 
         availability = self.probe()
@@ -240,7 +242,8 @@ class TensorRTBackend(MeasuredBackend):
             "fp32",
             {"providers": "CPUExecutionProvider"},
         )
-        seeds = range(int(opts["calibration_samples"]) if variant == "int8" else 1)
+        # int8 calibrates on seeds disjoint from the example parity is measured on
+        seeds = calibration_seeds(variant, int(opts["calibration_samples"]))
         examples = [spec.built_example(s, program) for s in seeds]
         feeds = calibration_feeds(source.handle, source.meta, examples)
         prepared = prepare_precision(source.path, variant, folder, feeds, check=False)

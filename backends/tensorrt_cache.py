@@ -1,10 +1,11 @@
 """The TensorRT engine cache: keyed by model hash, build settings, TensorRT version and GPU.
 
 A serialized engine only runs on the TensorRT version and the GPU model that built it. Each
-engine file sits beside a JSON sidecar that records what built it; a lookup loads the engine
-only when the sidecar matches the current key *and* the engine bytes hash to what the sidecar
-recorded. Anything else (another GPU, another TensorRT, a truncated file, a missing sidecar,
-bytes the runtime refuses to deserialize) rebuilds the engine and says why; it is never loaded.
+engine file sits beside a JSON sidecar (``<engine name>.json``; a file there that is not one
+is refused, never overwritten) that records what built it; a lookup loads the engine only when
+the sidecar matches the current key *and* the engine bytes hash to what the sidecar recorded.
+Anything else (another GPU, another TensorRT, a truncated file, a missing sidecar, bytes the
+runtime refuses to deserialize) rebuilds the engine and says why; it is never loaded.
 
 The key is also in the file name, so machines that share a cache folder do not overwrite each
 other; the sidecar check still guards files that were copied or renamed by hand. Pure Python:
@@ -76,7 +77,30 @@ class CacheOutcome:
 
 
 def sidecar_path(engine: Path) -> Path:
-    return engine.with_suffix(".json")
+    """``<engine name>.json``: the whole name, so ``lif.fp16`` and ``lif.int8`` do not share
+    one sidecar and ``model.engine`` leaves a user's ``model.json`` alone."""
+    return engine.with_name(engine.name + ".json")
+
+
+def _is_sidecar(side: Path) -> bool:
+    """Whether ``side`` holds a record of the shape ``EngineCache.store`` writes."""
+    try:
+        record = json.loads(side.read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(record, dict) and {"key", "engine_sha256"} <= set(record)
+
+
+def check_sidecar_slot(engine: Path) -> None:
+    """FileExistsError when the sidecar of ``engine`` would replace a file that is not one:
+    a user's own file there must not be overwritten (checked before a minutes-long build)."""
+    side = sidecar_path(engine)
+    if side.exists() and not _is_sidecar(side):
+        raise FileExistsError(
+            f"{side}: already there and not a neuroedge engine sidecar; the engine {engine.name} "
+            f"records what built it in {side.name}, which would replace this file: move it, "
+            "or give the engine another name"
+        )
 
 
 def stale_reason(engine: Path, key: EngineKey) -> str | None:
@@ -124,6 +148,7 @@ class EngineCache:
         build raises ValueError).
         """
         path = Path(path) if path is not None else self.path_for(key)
+        check_sidecar_slot(path)
         reason = stale_reason(path, key)
         if reason is None:
             engine = deserialize(path.read_bytes())
@@ -140,6 +165,7 @@ class EngineCache:
     @staticmethod
     def store(path: Path, key: EngineKey, data: bytes) -> None:
         """Engine first, sidecar last: a crash in between leaves no sidecar, hence a rebuild."""
+        check_sidecar_slot(path)
         write_bytes(path, data)
         record = {
             "key": asdict(key),

@@ -18,7 +18,8 @@ call (host arrays in and out, interleaved side by side per model), TensorRT's GP
 (CUDA events, trtexec's "GPU Compute Time") and the speedup over host-CUDA. A time budget
 (default 540 s) keeps the whole run under 10 minutes: models it cannot reach are listed as
 such. Reports (report.json/md, latency.png) go to ``--out/<model>/``. Exit status 0 only when
-every package was present and every route ran and passed.
+every package was present and every route ran and passed; 1 otherwise, each reason on a
+``did not pass:`` line; 2 when ``--routes``/``--models`` leave nothing to check.
 """
 
 from __future__ import annotations
@@ -297,44 +298,96 @@ def run_models(
     return results, skipped
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def requested_routes(text: str) -> list[str]:
+    """The routes of ``--routes``; none, or an unknown one, is a ConfigError listing the valid
+    ones (an empty list would check nothing and pass)."""
+    from neuroedge.errors import ConfigError
+
+    routes = [r.strip() for r in text.split(",") if r.strip()]
+    unknown = sorted(set(routes) - set(ROUTES))
+    if unknown or not routes:
+        what = f"unknown routes {unknown}" if unknown else f"--routes {text!r} names no route"
+        raise ConfigError(f"{what}; valid: {', '.join(ROUTES)}")
+    return routes
+
+
+def requested_models(text: str) -> list[ModelSpec]:
+    """The specs of ``--models`` (default: every registered model; those without an ONNX
+    export are listed as skipped). A named model without one is a ConfigError: no route
+    could run it, and a check of nothing must not pass."""
+    from neuroedge.errors import ConfigError
     from neuroedge.registry import get_model, model_names
 
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    specs = [get_model(n) for n in names or model_names()]  # UnknownNameError lists them
+    no_onnx = [s.name for s in specs if "onnx" not in s.exportable]
+    if names and no_onnx:
+        exportable = [n for n in model_names() if "onnx" in get_model(n).exportable]
+        raise ConfigError(
+            f"--models: {', '.join(no_onnx)} has no ONNX export, so no GPU route runs it; "
+            f"models that export to ONNX: {', '.join(exportable)}"
+        )
+    return specs
+
+
+def shortfalls(
+    results: Mapping[str, tuple[ModelSpec, list[Report]]],
+    skipped: Sequence[str],
+    blocked: Mapping[str, str],
+) -> list[str]:
+    """Why the check did not pass (empty when it did): a missing package, a route that
+    failed or never ran (the time budget), a model cut short, or no route run at all."""
+    rows = [(spec, row) for spec, rows in results.values() for row in rows]
+    why = [f"routes blocked by a missing package: {', '.join(blocked)}"] if blocked else []
+    for label, want in (("failed", "FAIL"), ("not run", "NOT-RUN")):
+        hit = [
+            f"{spec.name} {row.backend}"
+            for spec, row in rows
+            if verdict(spec, row) == want and row.backend not in blocked
+        ]
+        why += [f"routes {label}: {', '.join(hit)}"] if hit else []
+    why += [s for s in skipped if "budget" in s or "error" in s or "interrupted" in s]
+    if not any(row.metrics for _, row in rows):
+        why.append("no route of the requested models ran")
+    return why
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from neuroedge.backends.onnxrt import CALIBRATION_SEED
+    from neuroedge.errors import NeuroedgeError
+    from neuroedge.export.tensorrt import CALIBRATION_SAMPLES
+
     args = parse_args(argv)
+    try:  # before any work: a check of nothing would pass
+        routes, specs = requested_routes(args.routes), requested_models(args.models)
+    except NeuroedgeError as err:
+        print(f"gpu_check: error: {err}", file=sys.stderr)
+        return 2
     deadline = time.monotonic() + args.budget_s
     packages = package_table()
-    print(
-        align(
-            [
-                ("package", "status", "detail"),
-                *((n, "ok" if ok else "MISSING", d) for n, ok, d in packages),
-            ]
-        )
-        + "\n"
-    )
-    routes = [r.strip() for r in args.routes.split(",") if r.strip()]
-    unknown = sorted(set(routes) - set(ROUTES))
-    if unknown:
-        raise SystemExit(f"unknown routes {unknown}; valid: {', '.join(ROUTES)}")
-    names = [n.strip() for n in args.models.split(",") if n.strip()] or model_names()
+    rows = [
+        ("package", "status", "detail"),
+        *((n, "ok" if ok else "MISSING", d) for n, ok, d in packages),
+    ]
+    print(align(rows) + "\n")
     blocked = route_blockers(packages)
-    results, skipped = run_models([get_model(n) for n in names], routes, blocked, args, deadline)
+    results, skipped = run_models(specs, routes, blocked, args, deadline)
     parity, latency = tables(results)
     print(
-        f"parity vs the host CPU reference\n{parity}\n\nlatency per call (end-to-end, "
-        f"{args.repeats} calls per route, interleaved)\n{latency}"
+        f"parity vs the host CPU reference (example seed 0; int8 calibrated on seeds "
+        f"{CALIBRATION_SEED}-{CALIBRATION_SEED + CALIBRATION_SAMPLES - 1})\n{parity}\n\n"
+        f"latency per call (end-to-end, {args.repeats} calls per route, interleaved)\n{latency}"
     )
     for line in skipped:
         print(f"skipped {line}")
-    for spec, rows in results.values():
-        for row in rows:
+    for spec, model_rows in results.values():
+        for row in model_rows:
             for reason in (*row.rejections, *row.fallbacks):
                 print(f"{spec.name} {row.backend}: {reason}")
-    failed = [r for spec, rows in results.values() for r in rows if verdict(spec, r) == "FAIL"]
-    incomplete = any(("budget" in s or "error" in s or "interrupted" in s) for s in skipped)
-    ok = not blocked and not failed and not incomplete
-    print(f"\ngpu check {'passed' if ok else 'did not pass'}; reports in {args.out}/")
-    return 0 if ok else 1
+    why = shortfalls(results, skipped, blocked)
+    print("\n" + "".join(f"did not pass: {line}\n" for line in why), end="")
+    print(f"gpu check {'did not pass' if why else 'passed'}; reports in {args.out}/")
+    return 1 if why else 0
 
 
 if __name__ == "__main__":

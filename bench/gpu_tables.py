@@ -14,9 +14,11 @@ FP32_ROUTES = ("host-cuda", "onnxrt-cuda", "tensorrt-fp32")
 
 
 def verdict(spec: ModelSpec, row: Report) -> str:
-    """PASS/FAIL against the model's tolerance; 'report' for unjudged reduced precision."""
+    """PASS/FAIL against the model's tolerance; 'report' for unjudged reduced precision;
+    NOT-RUN for a route that never ran (a missing package, the time budget spent): the check
+    does not pass on it (``gpu_check.main``)."""
     if row.rejections or row.fallbacks:
-        return "FAIL" if row.fallbacks or row.rejections[0].startswith("error") else "-"
+        return "FAIL" if row.fallbacks or row.rejections[0].startswith("error") else "NOT-RUN"
     if row.backend not in FP32_ROUTES and row.backend not in spec.tolerance:
         return "report"
     ok = row.metrics["max_abs_err"].value <= spec.tolerance_for(row.backend)

@@ -4,8 +4,9 @@
         [--repeats 200]
 
 Exports the model's sequence-form graph, prepares the fp16 and int8 (Q/DQ, calibrated on the
-model's own examples) graphs that the TensorRT backend builds engines from, runs all three on
-the same held-out examples (seeds from 100, never used for calibration) and prints, per
+model's own examples, seeds 0 to calibration - 1) graphs that the TensorRT backend builds
+engines from, runs all three on the same held-out examples (seeds from max(100, calibration),
+never used for calibration) and prints, per
 output, the spike agreement (spiking outputs) or the max abs error relative to the float32
 output's largest magnitude, with the support agreement (entries zero in both or nonzero in
 both) of an output whose reference has exact zeros: vla.specprune's ``scores`` are 0 for pruned
@@ -14,7 +15,11 @@ agree to 1e-3; then times the three graphs side by side in one run (batch 1, one
 thread, calls interleaved round-robin so the machine's noise falls on all three alike) and
 prints each p50 and its speed-up over float32 (on the last held-out example). The model's
 trained checkpoint is used when one exists (``make demo`` writes the lif_convnet one);
-otherwise its untrained weights, said so in the output.
+otherwise its untrained weights, said so in the output: the bench never trains one (that
+takes 17 s for lif_convnet, 11-20 min for vla.specprune) unless ``--config
+train_if_missing=true`` asks for it. A model that has no untrained build without ``smoke``
+(vla.specprune) is refused naming the training command; ``--config smoke=true`` runs it
+untrained.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from typing import Any
 import numpy as np
 
 VARIANTS = ("fp16", "int8")
+HELD_OUT_FROM = 100  # the first held-out seed, or ``calibration`` when that is larger
 
 
 def _metric(output: str) -> str:
@@ -95,6 +101,19 @@ def _summarise(
     return out
 
 
+def _build(spec: Any, config: dict[str, Any] | None) -> tuple[dict[str, Any], Any, str]:
+    """(build config, program, its weights: the checkpoint, or "untrained"). A model whose
+    default config trains when no checkpoint exists does not here: a precision comparison
+    must not start a training run (minutes for vla.specprune) unless the config asks."""
+    cfg = {**spec.default_config, **(config or {})}
+    if "train_if_missing" in cfg and "train_if_missing" not in (config or {}):
+        cfg["train_if_missing"] = False
+    program = spec.build(cfg)
+    meta = getattr(program, "meta", {}) or {}
+    weights = (meta.get("checkpoint") or "trained") if meta.get("trained") else "untrained"
+    return cfg, program, weights
+
+
 def compare_precisions(
     model: str = "snn.lif_convnet",
     calibration: int = 8,
@@ -117,10 +136,7 @@ def compare_precisions(
     spec.check_config(config, "build")
     if "onnx" not in spec.exportable:
         raise ValueError(f"{model} has no ONNX export (exportable: {list(spec.exportable)})")
-    cfg = {**spec.default_config, **(config or {})}
-    program = spec.build(cfg)
-    meta = getattr(program, "meta", {}) or {}
-    weights = meta.get("checkpoint") if meta.get("trained") else "untrained"
+    cfg, program, weights = _build(spec, config)
     with tempfile.TemporaryDirectory() as tmp:
         art = get_backend("onnxrt").compile(
             program,
@@ -136,7 +152,8 @@ def compare_precisions(
         graphs = {v: prepare_precision(art.path, v, tmp, feeds) for v in VARIANTS}
         sessions = {v: open_session(p, "CPUExecutionProvider")[0] for v, p in graphs.items()}
         reference = open_session(art.path, "CPUExecutionProvider")[0]
-        held_out = [spec.built_example(seed, program, cfg) for seed in range(100, 100 + samples)]
+        first = max(HELD_OUT_FROM, calibration)  # past the calibration seeds 0..calibration-1
+        held_out = [spec.built_example(s, program, cfg) for s in range(first, first + samples)]
         held_out = calibration_feeds(None, art.meta, held_out)
         sums, support = _compare_outputs(reference, sessions, art.meta["outputs"], held_out)
         p50 = _interleaved_p50({"fp32": reference, **sessions}, held_out[-1], repeats)
@@ -147,6 +164,7 @@ def compare_precisions(
         "weights": weights,
         "calibration": calibration,
         "samples": samples,
+        "held_out_seeds": [first, first + samples - 1],
         "outputs": _summarise(sums, support),
         "graph_bytes": sizes,
         "latency_p50_ms": p50,
@@ -164,7 +182,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--calibration", type=int, default=8, help="examples that calibrate int8")
     p.add_argument("--samples", type=int, default=10, help="held-out examples compared")
     p.add_argument("--repeats", type=int, default=200, help="timed calls per graph")
-    p.add_argument("--config", nargs="*", metavar="KEY=VALUE", default=None, help="build config")
+    p.add_argument(
+        "--config",
+        action="extend",
+        nargs="+",
+        metavar="KEY=VALUE",
+        default=None,
+        help="build config (repeatable; every group is read)",
+    )
     args = p.parse_args(argv)
     from neuroedge.cli_args import config_items
     from neuroedge.errors import NeuroedgeError
@@ -177,10 +202,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (NeuroedgeError, ValueError, OSError) as err:
         print(f"neuroedge.bench.precision: error: {err}", file=sys.stderr)
         return 2
+    first, last = result["held_out_seeds"]
     print(
         f"{result['model']} (weights: {result['weights']}), int8 calibrated on "
-        f"{result['calibration']} examples, {result['samples']} held-out examples"
+        f"{result['calibration']} examples (seeds 0-{result['calibration'] - 1}), "
+        f"{result['samples']} held-out examples (seeds {first}-{last})"
     )
+    if result["weights"] == "untrained":
+        print(
+            "untrained weights: the config asks for them (smoke, untrained) or there is no "
+            f"checkpoint, and this bench trains none (`neuroedge train {result['model']}`, or "
+            "--config train_if_missing=true, first)"
+        )
     for variant, per in result["outputs"].items():
         for name, row in per.items():
             line = f"{variant:<5} {name:<12} {row['metric']:<16} {row['value']:.4f}"

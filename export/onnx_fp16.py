@@ -1,9 +1,11 @@
 """float32 ONNX graph -> float16 graph with float32 IO (the ``fp16`` variant of ``tensorrt``).
 
-Every float32 initializer, constant and cast becomes float16 (values beyond the half range are
-clipped and counted), with a Cast at each float32 graph input and output, so callers do not
-change. We convert ourselves: onnxconverter-common 1.16 mistypes Cast/Unsqueeze outputs of our
-exported graphs (measured), and NVIDIA's ModelOpt AutoCast is a heavy GPU-side dependency.
+Every float32 initializer, constant and cast becomes float16, with a Cast at each float32 graph
+input and output, so callers do not change. A finite constant beyond the half range (|x| >
+65504) is refused naming it, not clipped (x / 1e5 would become x / 65504, wrong by 1.53x on
+every output); infinities (attention masks) and NaN are float16 values and stay as they are.
+We convert ourselves: onnxconverter-common 1.16 mistypes Cast/Unsqueeze outputs of our exported
+graphs (measured), and NVIDIA's ModelOpt AutoCast is a heavy GPU-side dependency.
 
 Ops whose ONNX schema has no float16 type keep float32 as an island: ``Range`` (torch's
 ``arange`` over a float length, as in vla.specprune's position tables) runs in float32 with
@@ -35,23 +37,29 @@ REGION_OPS = frozenset(
 )
 
 
-def _to_fp16_tensor(tensor: Any) -> tuple[Any, int]:
+def _to_fp16_tensor(tensor: Any, where: str) -> Any:
+    """``tensor`` in float16; ExportRefused naming ``where`` when a finite value is beyond the
+    half range (float16 would clip it or make it infinite: a silently wrong graph)."""
     import numpy as np
     from onnx import numpy_helper
 
     arr = numpy_helper.to_array(tensor)
-    clipped = np.clip(arr, -FP16_MAX, FP16_MAX)
-    return (
-        numpy_helper.from_array(clipped.astype(np.float16), tensor.name),
-        int(np.count_nonzero(clipped != arr)),
-    )
+    over = np.isfinite(arr) & (np.abs(arr) > FP16_MAX)
+    if over.any():
+        from neuroedge.errors import ExportRefused
+
+        raise ExportRefused(
+            f"fp16: {where} holds {int(over.sum())} finite value(s) beyond float16's range "
+            f"(largest magnitude {float(np.abs(arr[over]).max()):.6g} > {FP16_MAX:g}), which "
+            "float16 cannot represent; export it in fp32 or int8, or rescale the constant"
+        )
+    return numpy_helper.from_array(arr.astype(np.float16), tensor.name)
 
 
-def _retype_nodes(nodes: Sequence[Any], keep32: set[str]) -> int:
-    """Casts, dtype attributes and float constants of ``nodes`` to float16; returns #clipped."""
+def _retype_nodes(nodes: Sequence[Any], keep32: set[str]) -> None:
+    """Casts, dtype attributes and float constants of ``nodes`` to float16."""
     from onnx import AttributeProto, TensorProto
 
-    clipped = 0
     for node in nodes:
         for attr in node.attribute:
             if attr.name in ("to", "dtype") and attr.i == TensorProto.FLOAT:
@@ -61,10 +69,8 @@ def _retype_nodes(nodes: Sequence[Any], keep32: set[str]) -> int:
                 and attr.t.data_type == TensorProto.FLOAT
                 and not keep32.intersection(node.output)
             ):
-                converted, n = _to_fp16_tensor(attr.t)
-                attr.t.CopyFrom(converted)
-                clipped += n
-    return clipped
+                where = f"node {node.name or node.output[0]!r} ({node.op_type}) {attr.name}"
+                attr.t.CopyFrom(_to_fp16_tensor(attr.t, where))
 
 
 def float_values(model: Any) -> set[str]:
@@ -167,24 +173,16 @@ def convert_to_fp16(model: Any) -> Any:
     nodes = list(graph.node)
     region, region_inits = float32_region(nodes, floats, {i.name for i in graph.initializer})
     keep32 |= region_inits
-    clipped = 0
     for i, init in enumerate(graph.initializer):
         if init.data_type == TensorProto.FLOAT and init.name not in keep32:
-            converted, n = _to_fp16_tensor(init)
-            graph.initializer[i].CopyFrom(converted)
-            clipped += n
-    clipped += _retype_nodes([n for k, n in enumerate(nodes) if k not in region], keep32)
+            graph.initializer[i].CopyFrom(_to_fp16_tensor(init, f"initializer {init.name!r}"))
+    _retype_nodes([n for k, n in enumerate(nodes) if k not in region], keep32)
     islands = sum(nodes[k].op_type in FLOAT32_ONLY_OPS for k in region)
     body = _float32_islands(nodes, floats, region, region_inits)
     del graph.node[:]
     graph.node.extend(_float32_io(out, body))
     del graph.value_info[:]
-    record = {
-        "precision": "fp16",
-        "clipped": clipped,
-        "float32_ops": islands,
-        "float32_nodes": len(region),
-    }
+    record = {"precision": "fp16", "float32_ops": islands, "float32_nodes": len(region)}
     set_meta(out, PRECISION_KEY, json.dumps(record))
     return _checked_fp16(out)
 

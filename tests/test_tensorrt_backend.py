@@ -187,9 +187,15 @@ def test_networks_are_strongly_typed_on_every_major() -> None:
 
 
 def test_onnxrt_gpu_providers_get_engine_cache_and_no_tf32(tmp_path: Path) -> None:
+    from neuroedge.backends.tensorrt_cache import file_sha256
+
+    (tmp_path / "m.onnx").write_bytes(b"graph bytes")
     trt = _provider_options("TensorrtExecutionProvider", tmp_path / "m.onnx")
     assert trt["trt_engine_cache_enable"] == "True"
-    assert trt["trt_engine_cache_path"] == str(tmp_path / "trt_ep_cache")
+    # one engine folder per graph content: ONNX Runtime's engine id ignores the weights
+    sha = file_sha256(tmp_path / "m.onnx")[:16]
+    assert trt["trt_engine_cache_path"] == str(tmp_path / "trt_ep_cache" / sha)
+    assert trt["trt_timing_cache_path"] == str(tmp_path / "trt_ep_cache")
     assert _provider_options("CUDAExecutionProvider", tmp_path / "m.onnx") == {"use_tf32": "0"}
     assert _provider_options("CPUExecutionProvider", tmp_path / "m.onnx") == {}
 

@@ -187,13 +187,17 @@ def test_fp16_graph_keeps_float32_io_and_computes_in_half(
     assert max(errors) > 0.0, "identical to float32: the graph did not compute in float16"
 
 
-def test_fp16_clips_initializers_beyond_half_range() -> None:
+def test_fp16_refuses_initializers_beyond_half_range() -> None:
+    # clipping them to 65504 would change every output silently
+    from neuroedge.errors import ExportRefused
+
     weight = np.full((8, 4), 1e6, dtype=np.float32)
-    half = convert_to_fp16(matmul_add(weight))
+    with pytest.raises(ExportRefused, match="initializer 'W' holds 32 finite value"):
+        convert_to_fp16(matmul_add(weight))
+    half = convert_to_fp16(matmul_add(np.full((8, 4), 65504.0, dtype=np.float32)))
     w = numpy_helper.to_array(next(i for i in half.graph.initializer if i.name == "W"))
     assert w.dtype == np.float16 and float(w.max()) == 65504.0
-    meta = {p.key: p.value for p in half.metadata_props}
-    assert json.loads(meta[PRECISION_KEY])["clipped"] == 32
+    assert "clipped" not in json.loads({p.key: p.value for p in half.metadata_props}[PRECISION_KEY])
 
 
 def test_fp16_refuses_control_flow_subgraphs() -> None:
