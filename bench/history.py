@@ -37,7 +37,9 @@ def default_path() -> Path:
     """``$NEUROEDGE_HISTORY`` if set, else ``$NEUROEDGE_HOME/history.sqlite`` (./.neuroedge)."""
     if os.environ.get("NEUROEDGE_HISTORY"):
         return Path(os.environ["NEUROEDGE_HISTORY"])
-    return Path(os.environ.get("NEUROEDGE_HOME", ".neuroedge")) / "history.sqlite"
+    from neuroedge.paths import home
+
+    return home() / "history.sqlite"  # an empty NEUROEDGE_HOME is refused there, not "."
 
 
 def _columns(db: sqlite3.Connection, table: str) -> list[str]:

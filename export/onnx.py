@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from neuroedge.atomic import atomic_path, write_bytes
-from neuroedge.errors import ArtifactError, ExportRefused
+from neuroedge.errors import ArtifactError, ConfigError, ExportRefused
 from neuroedge.types import ModelSpec, TorchProgram
 
 DEFAULT_OPSET = 17
@@ -173,6 +173,7 @@ def export_onnx(
     import onnx
     import torch
 
+    state_file(path)  # a path with no file name fails now, not after the trace
     if form not in FORMS:
         raise ValueError(f"ONNX export form {form!r} is not one of {FORMS}")
     if opset < DEFAULT_OPSET:
@@ -218,7 +219,13 @@ def export_onnx(
 
 
 def state_file(onnx_path: str | os.PathLike[str]) -> Path:
-    """Where the initial state that goes with an exported stateful model is stored."""
+    """Where the initial state that goes with an exported stateful model is stored;
+    ConfigError for a path with no file name ('' or '.', which ``Path("")`` becomes)."""
+    if not Path(onnx_path).name:
+        raise ConfigError(
+            f"ONNX path {os.fspath(onnx_path)!r}: an empty path (an unset shell variable?); "
+            "name the .onnx file to write"
+        )
     return Path(onnx_path).with_suffix(".state.npz")
 
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import numbers
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from neuroedge.atomic import check_writable
-from neuroedge.errors import BackendUnavailable, ExportRefused
+from neuroedge.errors import BackendUnavailable, ExportRefused, InputError
 from neuroedge.registry import get_backend, get_model, model_table
 from neuroedge.nir_check import check_nir  # noqa: F401 (public: neuroedge.api.check_nir)
 from neuroedge.types import Artifact, ModelSpec, Report, TorchProgram
@@ -24,6 +25,16 @@ def models() -> dict[str, str]:
 
 def model(name: str) -> ModelSpec:
     return get_model(name)
+
+
+def check_repeats(repeats: Any) -> int:
+    """``repeats`` as an int >= 1 (numpy integers too), else InputError before any build: 0
+    timed nothing yet reported a latency, and "3" or 2.5 failed deep inside a backend."""
+    if isinstance(repeats, bool) or not isinstance(repeats, numbers.Integral) or repeats < 1:
+        raise InputError(
+            f"repeats={repeats!r}: expected an integer >= 1 (the timed calls after the warm-up)"
+        )
+    return int(repeats)
 
 
 def ready_backend(name: str, backend: str) -> Any:
@@ -56,6 +67,7 @@ def deploy(
     parity with it: ``max_abs_err``, ``max_rel_err``, ``spike_agreement``,
     ``within_tolerance`` against the model's tolerance, with a "parity: ..." note per breach.
     """
+    repeats = check_repeats(repeats)
     spec, be = get_model(name), ready_backend(name, backend)
     spec.check_config(config, "build")
     cfg = {**spec.default_config, **(config or {})}
@@ -122,6 +134,11 @@ def export(
     from neuroedge.paths import artifact_dir
 
     spec = get_model(name)
+    if target not in EXPORT_TARGETS:  # before the model's own list, which may lack it
+        raise ExportRefused(
+            f"unknown export target {target!r}; valid: {', '.join(EXPORT_TARGETS)}"
+            f" ({name} exports to {', '.join(spec.exportable) or 'none'})"
+        )
     spec.check_config(config, "build")
     if out is not None:
         check_writable(out)  # before any build or training
@@ -213,6 +230,7 @@ def profile(
 ) -> Report:
     """Latency of ``artifact`` on its backend (by default the spec's example input for the
     config ``deploy`` built it with); ``deploy`` adds the counted ops and the parity."""
+    repeats = check_repeats(repeats)
     if inputs is None:
         inputs = artifact.spec.example_for(0, artifact.meta.get("build_config"))
     return get_backend(artifact.backend).profile(artifact, inputs, repeats)

@@ -12,13 +12,17 @@ from typing import Any
 
 from neuroedge.cli_args import config_items as _config
 from neuroedge.cli_run import add_run_parser
-from neuroedge.errors import NeuroedgeError
+from neuroedge.errors import NeuroedgeError, PluginError
 from neuroedge.registry import available_backends, get_model, model_names
 
 
 def cmd_list(args: argparse.Namespace) -> int:
     for name in model_names():
-        spec = get_model(name)
+        try:
+            spec = get_model(name)
+        except PluginError as err:  # one broken plugin must not hide every other model
+            print(f"{name:<28} {'broken':<9} {err}")
+            continue
         print(f"{name:<28} {spec.family:<9} {spec.summary}")
     return 0
 
@@ -180,6 +184,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from neuroedge.atomic import check_writable
     from neuroedge.bench.report import build_document, text_table, write_report
     from neuroedge.bench.runner import bench_model, speedups
+    from neuroedge.paths import home
 
     spec = get_model(args.name)
     backends = _asked_backends(args)
@@ -190,6 +195,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     w = _bench_world(spec, bench)
     if w.lead:  # the rank that writes them (other machines may lack these paths)
+        home()  # an empty $NEUROEDGE_HOME, under which the history defaults, fails now
         check_history(args.history)  # a bad history path fails now, not after the run
         check_writable(args.out, folder=True)  # and so does a report folder that is a file
     if bench is not None:
@@ -333,16 +339,53 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--input-scale", type=float, help="fixed_pt 1..255; default 1, or 255 if graded")
     s.add_argument("--out", default=None, help="write the comparison as JSON")
     s.set_defaults(fn=cmd_nir)
+    _add_config_options(sub)
+    return p
+
+
+def _add_config_options(sub: Any) -> None:
+    """``--config KEY=VALUE ...`` on the commands that build or run a model; ``extend``: a
+    second --config adds its items (a plain store kept only the last group, silently)."""
     for action in sub.choices.values():
         if action.prog.split()[-1] in ("train", "export", "bench", "run"):
-            action.add_argument("--config", nargs="*", metavar="KEY=VALUE", default=None)
-    return p
+            action.add_argument(
+                "--config", action="extend", nargs="+", metavar="KEY=VALUE", default=None
+            )
+
+
+# 128 + SIGPIPE: what a shell reports for a Unix tool whose reader left (`yes | head -1`),
+# so a `set -o pipefail` script treats neuroedge as it treats those; 2 stays "you erred"
+EXIT_READER_GONE = 141
+
+
+def _stdout_reader_gone() -> bool:
+    """Whether stdout is a pipe whose reader has closed (``neuroedge list | head -1``), as
+    against a BrokenPipeError from elsewhere (a socket to a model's LLM endpoint)."""
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError):  # a stdout with no descriptor (replaced by a caller)
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poller.poll(0))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        return int(args.fn(args))
+        code = int(args.fn(args))
+        sys.stdout.flush()  # a reader gone shows here, not at exit past every handler
+        return code
+    except BrokenPipeError as err:
+        if not _stdout_reader_gone():
+            print(f"neuroedge: error: {err}", file=sys.stderr)
+            return 2
+        # Python's recommended pattern (signal docs, "Note on SIGPIPE"): stdout to devnull,
+        # so the flush at exit raises no second BrokenPipeError
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_READER_GONE
     except (NeuroedgeError, ValueError, OSError) as err:  # OSError: paths the user gave
         print(f"neuroedge: error: {err}", file=sys.stderr)
         return 2

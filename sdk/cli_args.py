@@ -9,13 +9,24 @@ from typing import Any
 from neuroedge.errors import ConfigError, InputError
 
 
+def _pairs(items: Sequence[str] | None, flag: str, example: str) -> dict[str, str]:
+    """``key=value`` items as ``{key: value text}``; a key given twice with two values is
+    refused (the last one would win silently, e.g. ``--config seed=1 --config seed=2``)."""
+    pairs: dict[str, str] = {}
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"{flag} {item!r}: expected KEY=VALUE, e.g. {example}")
+        if key in pairs and pairs[key] != value:
+            raise ConfigError(f"{flag} {key} is given twice: {pairs[key]!r} and {value!r}")
+        pairs[key] = value
+    return pairs
+
+
 def config_items(items: Sequence[str] | None) -> dict[str, Any]:
     """``key=value`` pairs; values parsed as JSON when they parse, else kept as strings."""
     config: dict[str, Any] = {}
-    for item in items or ():
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ValueError(f"--config takes key=value, got {item!r}")
+    for key, value in _pairs(items, "--config", "smoke=true").items():
         try:
             config[key] = json.loads(value)
         except json.JSONDecodeError:
@@ -24,15 +35,16 @@ def config_items(items: Sequence[str] | None) -> dict[str, Any]:
 
 
 def option_items(items: Sequence[str] | None) -> dict[str, str]:
-    """Backend options ``key=value`` (strings, as the backends read them)."""
-    options: dict[str, str] = {}
-    for item in items or ():
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--option {item!r}: expected KEY=VALUE, e.g. form=step")
-        if key in options and options[key] != value:
-            raise ConfigError(f"--option {key} is given twice: {options[key]!r} and {value!r}")
-        options[key] = value
+    """Backend options ``key=value`` (strings, as the backends read them); an empty value is
+    refused by name (``path=$OUT`` with OUT unset would otherwise be read as ".")."""
+    options = _pairs(items, "--option", "form=step")
+    for key, value in options.items():
+        if not value.strip():
+            what = "path" if key.endswith("path") else "value"
+            raise ConfigError(
+                f"--option {key}={value!r}: an empty {what} (an unset shell variable?); give "
+                "one, or leave the option out for the backend's default"
+            )
     return options
 
 

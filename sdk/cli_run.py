@@ -105,10 +105,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise
         raise InputError(f"{source}: {err}") from err
     _print_outputs(outputs)
-    print(
-        f"latency p50 {report.metrics['latency_p50_ms'].value:.3f} ms "
-        f"({report.metrics['latency_p50_ms'].how}) on {args.backend}"
-    )
+    p50 = report.metrics.get("latency_p50_ms")  # a plugin backend's report may lack it
+    if p50 is not None:
+        print(f"latency p50 {p50.value:.3f} ms ({p50.how}) on {args.backend}")
     shown = [
         k
         for k in (

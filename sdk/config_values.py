@@ -3,6 +3,8 @@
 ``ModelSpec.check_config`` refuses unknown key names; these refuse bad values of known keys
 before any work: each raises ConfigError naming the key, the value given and what is expected,
 and never converts silently (2.5 is not an integer, true is not a count, NaN is not a number).
+``check_keys`` is ``ModelSpec.check_config``'s body; the ``field_*`` checks are the core
+records' (``neuroedge.types``), which raise TypeError naming the field and the value.
 """
 
 from __future__ import annotations
@@ -91,8 +93,14 @@ def flag(cfg: Mapping[str, Any], key: str, default: bool = False) -> bool:
     value = cfg.get(key, default)
     if not isinstance(value, bool):
         hint = ""
-        if isinstance(value, str) and value.lower() in ("true", "false"):  # from Python
-            hint = f" (a bool: pass {value.lower() == 'true'}, not the string {value!r})"
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            # the same text comes from --config smoke=True (JSON wants lowercase) and from
+            # Python's config={"smoke": "True"}: name the spelling of each
+            word = value.lower()
+            hint = (
+                f" (on the command line {key}={word}, lowercase as in JSON; from Python the "
+                f"bool {word.capitalize()}, not the string {value!r})"
+            )
         raise ConfigError(f"{key}={value!r}: expected true or false{hint}")
     return value
 
@@ -109,6 +117,78 @@ def mapping(cfg: Mapping[str, Any], key: str) -> dict[str, Any]:
 
 # the switches every model's build reads the same way
 FLAGS = ("smoke", "untrained", "train_if_missing")
+USE_WORDS = {"build": "build", "train": "training", "bench": "benchmark"}
+
+
+def check_keys(
+    model: str, config: Mapping[str, Any] | None, valid: set[str] | None, use: str
+) -> None:
+    """ConfigError for a key of ``config`` that is no string (a Python caller's
+    ``{1: 2}``), for a switch of ``FLAGS`` that is not true or false, and, where ``valid`` is
+    not None, for each key ``use`` of ``model`` does not read, with the nearest valid one."""
+    for key in config or ():
+        if not isinstance(key, str):
+            raise ConfigError(
+                f"{model}: config key {key!r} ({type(key).__name__}) is not a string; "
+                "config keys are names, e.g. {'smoke': True}"
+            )
+    for key in FLAGS:
+        if config and key in config:
+            flag(config, key)  # "no" would be truthy: an untrained model run silently
+    if not config or valid is None:
+        return
+    unknown = [k for k in config if k not in valid]
+    if unknown:
+        import difflib
+
+        hints = [
+            f"{k!r}"
+            + (
+                f" (did you mean {near[0]!r}?)"
+                if (near := difflib.get_close_matches(k, valid, 1))
+                else ""
+            )
+            for k in unknown
+        ]
+        raise ConfigError(
+            f"{model}'s {USE_WORDS[use]} does not read the config key"
+            f"{'s' if len(unknown) > 1 else ''} {', '.join(hints)}; "
+            f"its keys: {', '.join(sorted(valid)) or 'none'}"
+        )
+
+
+def field_names(value: Any, what: str, kind: type | tuple[type, ...] = str) -> tuple[Any, ...]:
+    """``value`` as a tuple of ``kind`` items: a list converts (a frozen record must hash and
+    never change under its holder); a bare str is refused, as it would iterate into letters."""
+    if isinstance(value, (list, tuple)) and all(isinstance(v, kind) for v in value):
+        return tuple(value)
+    want = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+    raise TypeError(f"{what} must be a tuple of {want} values, got {value!r}")
+
+
+def field_real(value: Any, what: str) -> float | int:
+    """A real number (numpy scalars too, as Python numbers; NaN passes, as it always has);
+    a bool or a numeric string is refused: neither is a quantity."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{what} must be a real number, got {type(value).__name__} {value!r}")
+    return int(value) if isinstance(value, numbers.Integral) else float(value)
+
+
+def field_bool(value: Any, what: str) -> None:
+    if not isinstance(value, bool):  # "no" or 0 from a plugin would read as a verdict
+        raise TypeError(f"{what} must be True or False, got {type(value).__name__} {value!r}")
+
+
+def field_strs(record: Any, *names: str) -> None:
+    for name in names:
+        if not isinstance(getattr(record, name), str):
+            what = f"{type(record).__name__} {name}"
+            raise TypeError(f"{what} must be a str, got {getattr(record, name)!r}")
+
+
+def set_fields(record: Any, **values: Any) -> None:
+    for name, value in values.items():  # frozen: the normalised value replaces the given one
+        object.__setattr__(record, name, value)
 
 
 def _fits(value: Any, least: int | None, most: int | None) -> bool:

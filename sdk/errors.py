@@ -41,3 +41,8 @@ class BackendUnavailable(NeuroedgeError):
 
 class ParityError(NeuroedgeError):
     """A backend's outputs differ from the host reference by more than the model's tolerance."""
+
+
+class PluginError(NeuroedgeError):
+    """A registry entry that does not load (a third-party entry point whose module does not
+    import, or lacks the attribute): the message names the entry, its group and value."""

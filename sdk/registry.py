@@ -8,9 +8,9 @@ models through ``neuroedge.models``), whose values use the same ``module:attribu
 from __future__ import annotations
 
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from neuroedge.errors import UnknownNameError
+from neuroedge.errors import PluginError, UnknownNameError
 from neuroedge.types import Availability, load_target
 
 if TYPE_CHECKING:
@@ -70,12 +70,27 @@ def model_names() -> list[str]:
     return sorted(model_table())
 
 
+def _load(kind: str, name: str, target: str) -> Any:
+    """``load_target(target)`` of the ``kind`` entry ``name``; PluginError naming the entry,
+    its group and value where the module does not import or lacks the attribute, so one
+    broken third-party plugin is reported as such rather than crashing doctor or list."""
+    try:
+        return load_target(target)
+    except (ImportError, AttributeError) as err:
+        if name in (MODELS if kind == "model" else BACKENDS):
+            where = f"built-in {kind} {name} = {target}"
+        else:
+            group = MODEL_GROUP if kind == "model" else BACKEND_GROUP
+            where = f"{kind} plugin {name} = {target} (entry point group {group})"
+        raise PluginError(f"{where} does not load: {type(err).__name__}: {err}") from err
+
+
 def get_model(name: str) -> ModelSpec:
     """The ModelSpec registered under ``name``; unknown names list the valid ones."""
     table = model_table()
     if name not in table:
         raise UnknownNameError("model", name, list(table))
-    spec = load_target(table[name])
+    spec = _load("model", name, table[name])
     if spec.name != name:
         raise ValueError(f"registry entry {name!r} points to a spec named {spec.name!r}")
     return spec
@@ -91,9 +106,16 @@ def get_backend(name: str) -> Backend:
     table = backend_table()
     if name not in table:
         raise UnknownNameError("backend", name, list(table))
-    return load_target(table[name])()
+    return _load("backend", name, table[name])()
 
 
 def available_backends() -> dict[str, Availability]:
-    """``{name: Availability}`` for every known backend; probes never raise."""
-    return {name: get_backend(name).probe() for name in known_backends()}
+    """``{name: Availability}`` for every known backend; probes never raise, and a backend
+    whose plugin does not load is unavailable, its import error the reason."""
+    found = {}
+    for name in known_backends():
+        try:
+            found[name] = get_backend(name).probe()
+        except PluginError as err:
+            found[name] = Availability(False, str(err))
+    return found

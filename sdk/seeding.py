@@ -1,19 +1,30 @@
 """Seeded weight initialisation that leaves the caller's random state alone, and torch on one
-thread for tiny nets (repeatable rounding, no contention on a shared 2-core machine)."""
+thread for tiny nets (repeatable rounding, no contention on a shared 2-core machine).
+
+Both change process-wide torch state (the CPU generator, the intra-op thread count), so each
+holds one lock for its whole body: two threads building models at once would otherwise draw
+from one generator in turn and get each other's weights, or restore each other's count.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
+
+# one re-entrant lock for both: a build nests them (one_thread around seeded, or the reverse)
+# and two locks taken in different orders by two threads would deadlock
+_TORCH_GLOBALS = threading.RLock()
 
 
 @contextlib.contextmanager
 def seeded(seed: int) -> Iterator[None]:
     """Inside, torch's CPU generator starts from ``seed``; on exit it is back where the caller
-    had it, so building a model twice gives the same weights and never reseeds user code."""
+    had it, so building a model twice gives the same weights and never reseeds user code.
+    Another thread's ``seeded`` or ``one_thread`` waits until this one exits."""
     import torch
 
-    with torch.random.fork_rng(devices=[]):
+    with _TORCH_GLOBALS, torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(seed))
         yield
 
@@ -22,12 +33,13 @@ def seeded(seed: int) -> Iterator[None]:
 def one_thread() -> Iterator[None]:
     """torch on one intra-op thread inside, the caller's count restored on exit: for tiny nets
     extra threads only contend on a shared 2-core machine, and one thread rounds the same way
-    every run."""
+    every run. Another thread's ``seeded`` or ``one_thread`` waits until this one exits."""
     import torch
 
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
+    with _TORCH_GLOBALS:
+        before = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(before)

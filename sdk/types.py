@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import importlib
 import math
+import numbers
+import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Union
+
+from neuroedge.config_values import field_bool, field_names, field_real, field_strs, set_fields
 
 FAMILIES = ("ann", "snn", "event", "vla", "ttt", "algorithm")
 OP_UNITS = ("MAC", "SOP", "FLOP", "step")
@@ -56,16 +60,20 @@ class IOSpec:
     bounds: tuple[float, float] | None = None  # inclusive value range (token ids: 0..vocab-1)
 
     def __post_init__(self) -> None:
-        if not self.name.isidentifier():
+        if not isinstance(self.name, str) or not self.name.isidentifier():
             raise ValueError(f"IOSpec name {self.name!r} must be an identifier")
         _require(self.dtype, DTYPES, f"IOSpec {self.name!r} dtype")
-        if self.bounds is not None and not (
-            len(self.bounds) == 2 and self.bounds[0] <= self.bounds[1]
-        ):
-            raise ValueError(f"IOSpec {self.name!r}: bounds {self.bounds} are not (low, high)")
-        for dim in self.shape:
-            if not isinstance(dim, (int, str)) or (isinstance(dim, int) and dim < 0):
-                raise ValueError(f"IOSpec {self.name!r}: bad dimension {dim!r} in {self.shape}")
+        what = f"IOSpec {self.name!r}"
+        dims = field_names(self.shape, f"{what} shape", (numbers.Integral, str))
+        for dim in dims:
+            if isinstance(dim, bool) or (isinstance(dim, numbers.Integral) and dim < 0):
+                raise ValueError(f"{what}: bad dimension {dim!r} in {self.shape}")
+        set_fields(self, shape=tuple(d if isinstance(d, str) else int(d) for d in dims))
+        if self.bounds is not None:
+            ends = field_names(self.bounds, f"{what} bounds", numbers.Real)
+            if len(ends) != 2 or not ends[0] <= ends[1]:
+                raise ValueError(f"{what}: bounds {self.bounds} are not (low, high)")
+            set_fields(self, bounds=tuple(field_real(e, f"{what} bounds") for e in ends))
 
     def describe(self) -> str:
         values = "" if self.bounds is None else f" in [{self.bounds[0]:g}, {self.bounds[1]:g}]"
@@ -82,6 +90,9 @@ class Efficiency:
 
     def __post_init__(self) -> None:
         _require(self.op_unit, OP_UNITS, "Efficiency op_unit")
+        for name in ("ops_per_sample", "sparsity"):
+            if getattr(self, name) is not None:
+                set_fields(self, **{name: field_real(getattr(self, name), f"Efficiency {name}")})
         if self.sparsity is not None and not 0.0 <= self.sparsity <= 1.0:
             raise ValueError(f"Efficiency sparsity {self.sparsity} is outside [0, 1]")
 
@@ -105,6 +116,8 @@ class TorchProgram:
     kind = "torch"
 
     def __post_init__(self) -> None:
+        for name in ("input_names", "output_names", "state_names"):
+            set_fields(self, **{name: field_names(getattr(self, name), f"TorchProgram {name}")})
         if self.state_names and self.init_state is None:
             raise ValueError("TorchProgram with state_names needs init_state(batch)")
 
@@ -124,6 +137,7 @@ class NIRProgram:
     kind = "nir"
 
     def __post_init__(self) -> None:
+        set_fields(self, dt=field_real(self.dt, "NIRProgram dt (seconds per step)"))
         if not (self.dt > 0 and math.isfinite(self.dt)):
             raise ValueError(f"NIRProgram dt must be a positive number of seconds, got {self.dt}")
 
@@ -152,6 +166,8 @@ class Availability:
     reason: str = ""
 
     def __post_init__(self) -> None:
+        field_bool(self.ok, "Availability ok")
+        field_strs(self, "reason")
         if not self.ok and not self.reason:
             raise ValueError("an unavailable backend must say why (reason is empty)")
 
@@ -164,11 +180,16 @@ class Support:
     reason: str = ""
 
     def __post_init__(self) -> None:
+        field_bool(self.ok, "Support ok")
+        field_strs(self, "reason")
         if not self.ok and not self.reason:
             raise ValueError("a refusal must carry its reason (reason is empty)")
 
 
 CONFIG_USES = ("build", "train", "bench")
+# 'family.method' (snn.lif_convnet; `neuroedge nir` names "nir:FILE.nir", spaces and all): a
+# dot inside, no slash (the name becomes a file name under $NEUROEDGE_HOME), no bare ends
+MODEL_NAME = re.compile(r"[^/\\.\s][^/\\]*\.[^/\\]*[^/\\.\s]")
 
 
 @dataclass(frozen=True)
@@ -217,14 +238,24 @@ class ModelSpec:
     config_keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if "." not in self.name:
-            raise ValueError(f"model name {self.name!r} must be 'family.method'")
+        if not isinstance(self.name, str) or not MODEL_NAME.fullmatch(self.name):
+            raise ValueError(
+                f"model name {self.name!r} must be 'family.method', e.g. snn.lif_convnet"
+            )
         _require(self.family, FAMILIES, f"model {self.name!r} family")
+        what = f"model {self.name!r}"
+        for name in ("inputs", "outputs", "bench_backends", "exportable"):
+            kind = IOSpec if name in ("inputs", "outputs") else str
+            set_fields(self, **{name: field_names(getattr(self, name), f"{what} {name}", kind)})
+        for name in ("seed_sweep", "data_parallel"):
+            field_bool(getattr(self, name), f"{what} {name}")
         names = [io.name for io in (*self.inputs, *self.outputs)]
         if len(set(names)) != len(names):
-            raise ValueError(f"model {self.name!r}: duplicate IO names in {names}")
+            raise ValueError(f"{what}: duplicate IO names in {names}")
         for use in self.config_keys:
-            _require(use, CONFIG_USES, f"model {self.name!r} config_keys use")
+            _require(use, CONFIG_USES, f"{what} config_keys use")
+        uses, at = self.config_keys.items(), f"{what} config_keys"
+        set_fields(self, config_keys={u: field_names(k, f"{at}[{u!r}]") for u, k in uses})
 
     def hook(self, name: str) -> Callable[..., Any] | None:
         """The ``train``, ``bench`` or ``recording`` hook as a callable (loading a
@@ -277,37 +308,12 @@ class ModelSpec:
 
     def check_config(self, config: Mapping[str, Any] | None, use: str) -> None:
         """ConfigError naming each key of ``config`` that ``use`` (build, train or bench) of
-        this model would not read, so a misspelt key fails before any work, not silently; and
-        a ``smoke`` or ``untrained`` switch that is not true or false."""
-        from neuroedge.config_values import FLAGS, flag
+        this model would not read, so a misspelt key fails before any work, not silently; a
+        key that is no string; and a ``smoke`` or ``untrained`` switch that is not true or
+        false (``neuroedge.config_values.check_keys``)."""
+        from neuroedge.config_values import check_keys
 
-        for key in FLAGS:
-            if config and key in config:
-                flag(config, key)  # "no" would be truthy: an untrained model run silently
-        valid = self.valid_config_keys(use)
-        if not config or valid is None:
-            return
-        from neuroedge.errors import ConfigError
-
-        unknown = [k for k in config if k not in valid]
-        if unknown:
-            import difflib
-
-            hints = [
-                f"{k!r}"
-                + (
-                    f" (did you mean {near[0]!r}?)"
-                    if (near := difflib.get_close_matches(k, valid, 1))
-                    else ""
-                )
-                for k in unknown
-            ]
-            what = {"build": "build", "train": "training", "bench": "benchmark"}[use]
-            raise ConfigError(
-                f"{self.name}'s {what} does not read the config key"
-                f"{'s' if len(unknown) > 1 else ''} {', '.join(hints)}; "
-                f"its keys: {', '.join(sorted(valid)) or 'none'}"
-            )
+        check_keys(self.name, config, self.valid_config_keys(use), use)
 
     def tolerance_for(self, backend: str) -> float:
         return float(self.tolerance.get(backend, self.tolerance.get("default", 1e-4)))
@@ -338,8 +344,8 @@ class Measurement:
 
     def __post_init__(self) -> None:
         _require(self.how, HOW, "Measurement how")
-        if not isinstance(self.value, (int, float)):
-            raise TypeError(f"Measurement value must be a number, got {type(self.value).__name__}")
+        field_strs(self, "unit")
+        set_fields(self, value=field_real(self.value, f"Measurement value ({self.unit})"))
 
     def to_json(self) -> dict[str, Any]:
         return {"value": float(self.value), "unit": self.unit, "how": self.how}
@@ -362,18 +368,22 @@ class Report:
     rejections: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        field_strs(self, "model", "backend", "variant", "device")
+        what = f"Report {self.model}/{self.backend}"
+        for name in ("fallbacks", "rejections", "notes"):
+            set_fields(self, **{name: field_names(getattr(self, name), f"{what} {name}")})
+        metrics = self.metrics if isinstance(self.metrics, Mapping) else {None: self.metrics}
+        bad = {
+            k: v
+            for k, v in metrics.items()
+            if not (isinstance(k, str) and isinstance(v, Measurement))
+        }
+        if bad:  # a bare number here fails later, in to_json, far from its maker
+            raise TypeError(f"{what} metrics must map names to Measurement(...), got {bad}")
+
     def with_metrics(self, **more: Measurement) -> Report:
-        merged = {**self.metrics, **more}
-        return Report(
-            self.model,
-            self.backend,
-            self.variant,
-            self.device,
-            merged,
-            self.fallbacks,
-            self.rejections,
-            self.notes,
-        )
+        return replace(self, metrics={**self.metrics, **more})
 
     def to_json(self) -> dict[str, Any]:
         return {

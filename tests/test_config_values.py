@@ -46,7 +46,7 @@ def test_a_flag_given_as_text_is_refused_not_taken_as_true(model, key, capsys) -
     assert flag({key: False}, key) is False and flag({}, key) is False
     with pytest.raises(ConfigError, match=rf"{key}=1: expected true or false"):
         flag({key: 1}, key)
-    with pytest.raises(ConfigError, match=r"\(a bool: pass True, not the string 'True'\)"):
+    with pytest.raises(ConfigError, match=r"from Python the bool True, not the string 'True'\)"):
         flag({key: "True"}, key)  # from Python
 
 

@@ -1,10 +1,15 @@
-"""Core records validate themselves and name the bad value."""
+"""Core records validate themselves and name the bad value: they refuse what would misbehave
+later (a str iterated into letters, a truthy "no", a bare number among the metrics) and
+normalise what is meant (lists, numpy scalars)."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pytest
 
+from neuroedge.errors import ConfigError
 from neuroedge.shapes import bind_inputs, resolve_shape
 from neuroedge.types import (
     Availability,
@@ -15,6 +20,7 @@ from neuroedge.types import (
     NIRProgram,
     Report,
     Support,
+    TorchProgram,
 )
 
 
@@ -200,3 +206,90 @@ def test_check_config_refuses_keys_the_use_does_not_read() -> None:
         spec.check_config({"seeds": [1], "x": 0}, "build")
     with pytest.raises(ValueError, match="config_keys use 'deploy' is not one of build"):
         make_spec(config_keys={"deploy": ()})
+
+
+def test_iospec_shape_is_a_tuple_of_sizes_and_axis_names() -> None:
+    with pytest.raises(TypeError, match=r"IOSpec 'x' shape must be a tuple .* got 'batch'"):
+        IOSpec("x", "batch")  # was 5 one-letter axes
+    io = IOSpec("x", ["batch", np.int64(3)], bounds=[0, 9])
+    assert io.shape == ("batch", 3) and type(io.shape[1]) is int and io.bounds == (0, 9)
+    assert hash(io) == hash(IOSpec("x", ("batch", 3), bounds=(0, 9)))  # frozen: hashable
+    with pytest.raises(ValueError, match="bad dimension True"):
+        IOSpec("x", ("batch", True))
+    with pytest.raises(ValueError, match="IOSpec name 3 must be an identifier"):
+        IOSpec(3, ("batch",))  # type: ignore[arg-type]
+
+
+def test_report_sequences_are_tuples_and_metrics_are_measurements() -> None:
+    with pytest.raises(TypeError, match=r"fallbacks must be a tuple of str values, got 'cpu'"):
+        Report("snn.toy", "host", fallbacks="cpu")  # type: ignore[arg-type]
+    assert Report("snn.toy", "host", notes=["a", "b"]).notes == ("a", "b")
+    with pytest.raises(TypeError, match=r"metrics must map names to Measurement.*'x': 1\.0"):
+        Report("snn.toy", "host", metrics={"x": 1.0})  # type: ignore[dict-item]
+    report = Report("snn.toy", "host").with_metrics(x=Measurement(2.0, "ms"))
+    assert report.to_json()["metrics"]["x"]["value"] == 2.0
+
+
+def test_verdicts_are_real_bools() -> None:
+    with pytest.raises(TypeError, match="Availability ok must be True or False, got str 'no'"):
+        Availability("no", "why")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="Support ok must be True or False, got int 1"):
+        Support(1)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="seed_sweep must be True or False"):
+        make_spec(seed_sweep="yes")
+
+
+def test_measurement_takes_real_numbers_numpy_scalars_included_but_no_bool() -> None:
+    value = Measurement(np.float32(1.5), "ms").value
+    assert value == 1.5 and type(value) is float
+    assert type(Measurement(np.int64(3), "edges", "counted").value) is int
+    assert math.isnan(Measurement(float("nan"), "ms").value)  # NaN still marks a failed number
+    for bad in (True, "1.0", None):
+        with pytest.raises(TypeError, match="Measurement value .* must be a real number"):
+            Measurement(bad, "ms")  # type: ignore[arg-type]
+
+
+def test_numeric_fields_are_type_checked() -> None:
+    with pytest.raises(TypeError, match="Efficiency sparsity must be a real number, got str"):
+        Efficiency("SOP", sparsity="0.5")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="NIRProgram dt .* must be a real number, got str"):
+        NIRProgram(None, "1e-3")  # type: ignore[arg-type]
+    assert NIRProgram(None, np.float32(1e-3)).dt == pytest.approx(1e-3)
+
+
+def test_model_spec_names_and_name_lists() -> None:
+    for bad in (None, "", ".", "snn.", ".toy", " snn.toy", "snn/x.y", "snn.x\\y", "snntoy"):
+        with pytest.raises(ValueError, match="must be 'family.method'"):
+            make_spec(name=bad)
+    for good in ("snn.lif_convnet", "nir:my braille.nir", "a.b"):  # nir_check names files
+        assert make_spec(name=good).name == good
+    with pytest.raises(TypeError, match=r"config_keys\['build'\] must be a tuple"):
+        make_spec(config_keys={"build": "abc"})  # was the keys 'a', 'b', 'c'
+    spec = make_spec(
+        config_keys={"build": ["width"]},
+        bench_backends=["host"],
+        exportable=["onnx"],
+        inputs=[IOSpec("x", ("batch",))],
+    )
+    assert spec.config_keys["build"] == ("width",) and spec.valid_config_keys("build") == {"width"}
+    assert spec.bench_backends == ("host",) and spec.exportable == ("onnx",)
+    assert isinstance(spec.inputs, tuple)
+    with pytest.raises(TypeError, match="exportable must be a tuple of str values, got 'onnx'"):
+        make_spec(exportable="onnx")
+    with pytest.raises(TypeError, match="inputs must be a tuple of IOSpec values"):
+        make_spec(inputs=("x",))
+
+
+def test_torch_program_name_lists_become_tuples() -> None:
+    program = TorchProgram(None, ["x"], ["y"])
+    assert program.input_names == ("x",) and program.output_names == ("y",)
+    with pytest.raises(TypeError, match="TorchProgram input_names must be a tuple"):
+        TorchProgram(None, "x", ("y",))
+
+
+def test_config_keys_that_are_no_strings_are_a_config_error() -> None:
+    spec = make_spec(config_keys={"build": ("width",)})
+    with pytest.raises(ConfigError, match=r"config key 1 \(int\) is not a string"):
+        spec.check_config({1: 2}, "build")
+    with pytest.raises(ConfigError, match=r"config key 1 \(int\) is not a string"):
+        make_spec().check_config({1: 2}, "build")  # a use that declares no keys too

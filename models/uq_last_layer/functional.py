@@ -65,14 +65,13 @@ Design decisions the paper leaves open, with reasons:
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
+from neuroedge.seeding import one_thread
 from neuroedge.models.uq_last_layer.predictive import (
     expected_softmax,
     mean_field_softmax,
@@ -84,20 +83,6 @@ SUBSETS = ("last_layer", "full")
 NOISE_GRID = np.logspace(-3, 1, 41)
 PRIOR_GRID = np.logspace(-4, 3, 36)
 TUNINGS = ("evidence", "val_nll")
-
-
-@contextlib.contextmanager
-def single_thread() -> Iterator[None]:
-    """Run torch on one thread: the matrices here are tiny, and idle intra-op threads spin
-    (each op took ~30 ms with 2 threads on a loaded 2-core machine, ~0.1 ms with one)."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 def make_mlp(d_in: int, hidden: int, d_out: int, seed: int) -> Any:
@@ -128,7 +113,9 @@ def train_map(
     """Full-batch Adam on the NLL plus L2 (the MAP estimate), early-stopped on a held-out
     ``val_fraction`` of the rows (checked every 25 steps; the best state is kept).
 
-    Runs on one thread (see ``single_thread``).
+    Runs on one thread (``neuroedge.seeding.one_thread``: the matrices here are tiny, and idle
+    intra-op threads spin: each op took ~30 ms with 2 threads on a loaded 2-core machine,
+    ~0.1 ms with one).
     """
     import copy
 
@@ -150,7 +137,7 @@ def train_map(
 
     opt = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=weight_decay)
     best, best_state = math.inf, None
-    with single_thread():
+    with one_thread():
         for step in tqdm(range(steps), desc="train MAP", disable=not progress, leave=False):
             if n_val and step % 25 == 0:
                 with torch.no_grad():
@@ -171,7 +158,7 @@ def jacobians(net: Any, x: np.ndarray, subset: str) -> tuple[np.ndarray, np.ndar
     """(f(x) [n, C], J(x) [n, C, P]) for the last layer (closed form) or every parameter."""
     if subset not in SUBSETS:
         raise ValueError(f"subset {subset!r} is not one of {', '.join(SUBSETS)}")
-    with single_thread():
+    with one_thread():
         return _jacobians(net, x, subset)
 
 

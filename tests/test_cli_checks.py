@@ -1,0 +1,133 @@
+"""The command line: every --config group counts and a key given twice is refused; a broken
+plugin is reported, not a traceback; a reader that leaves the pipe ends the run quietly."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from neuroedge import registry
+from neuroedge.cli import main, parser
+from neuroedge.cli_args import config_items, option_items
+from neuroedge.errors import ConfigError, NeuroedgeError
+
+
+@pytest.mark.parametrize("command", ["train", "export", "bench", "run"])
+def test_every_config_group_is_kept(command: str) -> None:
+    extra = ["--out", "r"] if command == "bench" else []
+    args = parser().parse_args(
+        [command, "uq.last_layer", *extra, "--config", "seeds=[2,3,4]", "--config", "workers=1"]
+    )
+    assert config_items(args.config) == {"seeds": [2, 3, 4], "workers": 1}
+
+
+def test_a_misspelt_key_in_an_earlier_config_group_is_refused(capsys) -> None:
+    args = ["run", "snn.lif_convnet", "--backend", "null", "--config", "bogus=1"]
+    assert main([*args, "--config", "smoke=true"]) == 2
+    assert "does not read the config key 'bogus'" in capsys.readouterr().err
+
+
+def test_a_config_key_given_twice_is_refused(capsys) -> None:
+    with pytest.raises(ConfigError, match=r"--config seed is given twice: '1' and '2'"):
+        config_items(["seed=1", "seed=2"])
+    assert config_items(["seed=1", "seed=1"]) == {"seed": 1}  # the same value: harmless
+    args = ["run", "snn.lif_convnet", "--backend", "null", "--config", "smoke=true", "seed=1"]
+    assert main([*args, "--config", "seed=2"]) == 2
+    assert "--config seed is given twice: '1' and '2'" in capsys.readouterr().err
+
+
+def test_a_capitalised_flag_names_the_lowercase_spelling(capsys) -> None:
+    assert main(["run", "snn.lif_convnet", "--backend", "null", "--config", "smoke=True"]) == 2
+    assert "on the command line smoke=true, lowercase as in JSON" in capsys.readouterr().err
+
+
+def test_an_empty_option_value_is_refused_by_name() -> None:
+    with pytest.raises(ConfigError, match=r"--option path='': an empty path \(an unset shell"):
+        option_items(["path="])  # was PosixPath('.') has an empty name, after the build
+
+
+def test_an_empty_onnx_path_is_refused_by_name(tmp_path) -> None:
+    from neuroedge.export.onnx import state_file
+
+    with pytest.raises(ConfigError, match=r"ONNX path '': an empty path \(an unset shell"):
+        state_file("")
+
+
+def _broken(wanted: str, name: str, value: str):
+    fake = SimpleNamespace(name=name, value=value)
+    return lambda group: [fake] if group == wanted else []
+
+
+def test_doctor_reports_a_broken_backend_plugin(monkeypatch, capsys) -> None:
+    monkeypatch.setattr(
+        registry, "entry_points", _broken(registry.BACKEND_GROUP, "mine", "nosuchmod_xyz:B")
+    )
+    with pytest.raises(NeuroedgeError, match=r"mine = nosuchmod_xyz:B \(entry point group "):
+        registry.get_backend("mine")
+    assert main(["doctor"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("mine"))
+    assert "missing" in line and "No module named 'nosuchmod_xyz'" in line
+    assert registry.available_backends()["null"].ok  # the others are still probed
+
+
+def test_list_marks_a_broken_model_plugin(monkeypatch, capsys) -> None:
+    monkeypatch.setattr(
+        registry, "entry_points", _broken(registry.MODEL_GROUP, "my.model", "nosuchmod_xyz:S")
+    )
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "snn.lif_convnet" in out
+    assert "my.model" in out and "broken" in out and "nosuchmod_xyz" in out
+    assert main(["info", "my.model"]) == 2
+    assert "model plugin my.model = nosuchmod_xyz:S" in capsys.readouterr().err
+
+
+def test_a_closed_pipe_ends_list_quietly(tmp_path) -> None:
+    code = "import sys; from neuroedge.cli import main; sys.exit(main(['list']))"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+    )
+    proc.stdout.close()  # the reader leaves before the first line, as `| head -0` would
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 141, err.decode()  # 128 + SIGPIPE, as Unix tools
+    assert err.decode() == ""
+
+
+def test_a_broken_pipe_elsewhere_is_still_an_error_line(monkeypatch, capsys) -> None:
+    import neuroedge.cli as cli
+
+    def lost(args) -> int:
+        raise BrokenPipeError(32, "Broken pipe (a socket to a model's endpoint)")
+
+    monkeypatch.setattr(cli, "cmd_doctor", lost)
+    assert main(["doctor"]) == 2
+    assert "error: [Errno 32] Broken pipe (a socket" in capsys.readouterr().err
+
+
+def test_the_precision_bench_reads_every_config_group(monkeypatch, capsys) -> None:
+    from neuroedge.bench import precision
+
+    seen: dict[str, object] = {}
+
+    def compare(model, calibration, samples, config, repeats):  # stops before any build
+        seen.update(config)
+        raise ConfigError("stop")
+
+    monkeypatch.setattr(precision, "compare_precisions", compare)
+    assert precision.main(["--config", "smoke=true", "--config", "seed=3"]) == 2
+    assert seen == {"smoke": True, "seed": 3}
+
+
+def test_the_run_history_refuses_an_empty_home(monkeypatch) -> None:
+    from neuroedge.bench.history import default_path
+
+    monkeypatch.delenv("NEUROEDGE_HISTORY", raising=False)
+    monkeypatch.setenv("NEUROEDGE_HOME", "")
+    with pytest.raises(ConfigError, match="NEUROEDGE_HOME='': an empty path"):
+        default_path()  # Path("") / "history.sqlite" was a file in the current folder
