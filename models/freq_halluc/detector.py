@@ -42,11 +42,46 @@ class Detector:
         return {**arrays, "intercept": self.intercept, "threshold": self.threshold}
 
     @classmethod
-    def from_payload(cls, payload: dict[str, Any]) -> Detector:
+    def from_payload(cls, payload: dict[str, Any], width: int | None = None) -> Detector:
+        """``to_payload``'s dict back; ValueError naming the field that is missing, not a
+        vector of ``width`` (when given; else mean's length) finite values, a scale not > 0, or
+        a threshold outside [0, 1]: a stored detector is read, so it is checked as input."""
+        if not isinstance(payload, dict):
+            raise ValueError(f"detector: expected a dict, got the {type(payload).__name__}")
+        missing = [
+            k for k in ("mean", "scale", "coef", "intercept", "threshold") if k not in payload
+        ]
+        if missing:
+            raise ValueError(f"detector: no {', '.join(missing)}")
         arrays = {k: np.asarray(payload[k], np.float64) for k in ("mean", "scale", "coef")}
-        return cls(
-            **arrays, intercept=float(payload["intercept"]), threshold=float(payload["threshold"])
-        )
+        want = len(arrays["mean"]) if width is None and arrays["mean"].ndim == 1 else width
+        for key, a in arrays.items():
+            if a.ndim != 1 or len(a) == 0 or (want is not None and len(a) != want):
+                raise ValueError(
+                    f"detector {key}: shape {list(a.shape)}, expected [{want or 'features'}] "
+                    "(one value per feature: 2 x layers x heads)"
+                )
+            if not np.isfinite(a).all():
+                raise ValueError(f"detector {key}: not finite at feature {_first_bad(a)}")
+        if (arrays["scale"] <= 0).any():
+            raise ValueError(
+                f"detector scale: {arrays['scale'].min()} at feature "
+                f"{int(np.argmin(arrays['scale']))}; scales are standard deviations, > 0"
+            )
+        scalars = {k: np.asarray(payload[k], np.float64) for k in ("intercept", "threshold")}
+        for key, a in scalars.items():
+            if a.shape != ():
+                raise ValueError(f"detector {key}: expected a number, got shape {list(a.shape)}")
+        intercept, threshold = float(scalars["intercept"]), float(scalars["threshold"])
+        if not np.isfinite(intercept):
+            raise ValueError(f"detector intercept: {intercept} is not finite")
+        if not 0 <= threshold <= 1:
+            raise ValueError(f"detector threshold: {threshold}, expected a probability in [0, 1]")
+        return cls(**arrays, intercept=intercept, threshold=threshold)
+
+
+def _first_bad(a: np.ndarray) -> int:
+    return int(np.flatnonzero(~np.isfinite(a))[0])
 
 
 def check_features(x: Any, width: int | None = None) -> np.ndarray:

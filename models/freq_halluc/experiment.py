@@ -84,6 +84,16 @@ def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
             "detector needs grounded and hallucinated answers)"
         )
     out["temperature"] = number(cfg, "temperature", 0, 100)
+    from neuroedge.models.freq_halluc.detector import MIN_ROWS
+
+    if out["train_sequences"] * out["queries"] < MIN_ROWS:
+        from neuroedge.errors import ConfigError
+
+        raise ConfigError(
+            f"train_sequences={out['train_sequences']} x queries={out['queries']} = "
+            f"{out['train_sequences'] * out['queries']} training tokens; the detector fit needs "
+            f"at least {MIN_ROWS}"
+        )
     task_and_net(out)  # pairs < keys, d_model a multiple of heads
     return out
 

@@ -90,6 +90,19 @@ def train(config: Mapping[str, Any] | None = None, out: str | None = None) -> di
     return {"checkpoint": str(path), "final_loss": res["final_loss"], **res["test"]}
 
 
+def net_sizes(net: Any) -> dict[str, int]:
+    """A checkpoint's LM sizes; ValueError naming a size that is not an integer within the
+    bench's bounds (torch refuses a negative one with a bare RuntimeError, deep in a layer)."""
+    bounds = {"d_model": 4096, "heads": 64, "layers": 64}  # check_config's
+    if not isinstance(net, dict) or set(net) != set(bounds):
+        raise ValueError(f"net: expected the sizes {', '.join(bounds)}, got {net!r}")
+    for key, most in bounds.items():
+        value = net[key]
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+            raise ValueError(f"net {key}={value!r}: expected an integer in [1, {most}]")
+    return dict(net)
+
+
 def load(config: Mapping[str, Any]) -> tuple[Any, Any, Any, str]:
     """The LM, its task and the detector from the checkpoint, trained first if there is none
     at the default path (a checkpoint the config names must exist). ``smoke``: a tiny LM
@@ -113,8 +126,9 @@ def load(config: Mapping[str, Any]) -> tuple[Any, Any, Any, str]:
         task = RecallTask(**payload["task"])
         if task != RecallTask():
             raise ValueError(f"its task {task} is not the registered default {RecallTask()}")
-        model = RecallLM(task.vocab, task.length, **payload["net"])
-        det = Detector.from_payload(payload["detector"])
+        net = net_sizes(payload["net"])
+        model = RecallLM(task.vocab, task.length, **net)
+        det = Detector.from_payload(payload["detector"], 2 * net["layers"] * net["heads"])
     except (TypeError, ValueError, KeyError) as err:
         raise ArtifactError(f"{path}: not a {SPEC.name} checkpoint ({err})") from err
     load_weights(model, payload["state_dict"], path)

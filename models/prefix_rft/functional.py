@@ -237,7 +237,8 @@ def prefix_advantages(
     ent = entropy[:, -1][in_prefix]
     if ent.numel() and mask_ratio > 0:
         cut = torch.quantile(ent, mask_ratio)
-        low = in_prefix & (entropy[:, -1] < cut)
+        # the 1.0 quantile is the maximum, which a strict < keeps: ratio 1 is to zero them all
+        low = in_prefix & ((entropy[:, -1] < cut) | (mask_ratio >= 1))
         hybrid[:, 0] = torch.where(low, torch.zeros_like(off), hybrid[:, 0])
     prefix = torch.zeros(r.shape + (tokens,), dtype=torch.bool)
     prefix[:, -1] = in_prefix

@@ -56,7 +56,11 @@ def build(config: Mapping[str, Any]) -> HostProgram:
     smoke = flag(config, "smoke")
     extra = {"variant": "prefix_rft", **{k: v for k, v in config.items() if k != "smoke"}}
     variant = choice(extra, "variant", VARIANTS)
-    cfg = check_config({**BENCH_DEFAULTS, **{k: v for k, v in extra.items() if k != "variant"}})
+    given = {k: v for k, v in extra.items() if k != "variant"}
+    # early_steps is a bench key (its reward windows), not a build key, and the build reads no
+    # windows: it follows steps here, so a short build is not refused over a key it cannot set
+    cfg = check_config({**BENCH_DEFAULTS, **given, "early_steps": 1})
+    cfg["early_steps"] = min(BENCH_DEFAULTS["early_steps"], cfg["steps"])
     if smoke:
         cfg.update(base_steps=5, steps=3, early_steps=1)
     train, held_out = F.split(cfg["seed"])

@@ -86,6 +86,7 @@ DEFAULTS: dict[str, Any] = {
 ARMS = ("outcome", "prm", "prm_curriculum", "outcome_curriculum")
 PRM_REWARDS = ("batch", "centered")  # ppo.step_rewards: batch standardised, or node-centred
 LENGTHS = (1, 2, 3, 4)
+TREE_TASKS_LEAST = 5
 
 
 def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
@@ -100,7 +101,7 @@ def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
         ("hidden", 1, 4096),
         ("sft_epochs", 1, 1000),
         ("batch", 1, 10**5),
-        ("tree_tasks", 5, 10**5),
+        ("tree_tasks", TREE_TASKS_LEAST, 10**5),
         ("tree_k", 2, 8),
         ("tree_random", 0, 16),
         ("value_rollouts", 1, 256),
@@ -149,27 +150,51 @@ def pass_row(variant: str, policy: Any, test: Mapping[int, list], train_s: float
     return Report(NAME, "host", variant, metrics=metrics)
 
 
+def split_pairs(pairs: Any, cfg: Mapping[str, Any], strict: bool = True) -> tuple:
+    """Indices of the pairs that train the PRM and of those that score it (the pairs of every
+    fifth tree task). ``strict``: prm.TooFewPairs when either side is empty, since a PRM fit on
+    no pairs stays at its random init and a score over none is NaN, both silently."""
+    from neuroedge.models.prm_pbe.prm import TooFewPairs
+
+    held = pairs.task % 5 == 0
+    fit, scored = np.flatnonzero(~held), np.flatnonzero(held)
+    if strict and not (len(fit) and len(scored)):
+        raise TooFewPairs(
+            f"tree_tasks={cfg['tree_tasks']}: the trees gave {len(pairs.better)} preference "
+            f"pairs, {len(fit)} to train the PRM and {len(scored)} to score it (those of every "
+            "fifth tree task); both sides need some: raise tree_tasks"
+        )
+    return fit, scored
+
+
+def tree_pairs(base: Any, train: Mapping[int, list], cfg: Mapping[str, Any]) -> Any:
+    """The preference pairs of the warm start's trees on the first ``tree_tasks`` training
+    tasks of each length (prm.TooFewPairs when they give none)."""
+    import torch
+    from neuroedge.models.prm_pbe import prm as R
+
+    tasks = [t for n in LENGTHS for t in train[n][: cfg["tree_tasks"]]]
+    return R.build_pairs(base, tasks, cfg, torch.Generator().manual_seed(cfg["seed"]))
+
+
 def reward_model(
     base: Any, train: Mapping[int, list], cfg: Mapping[str, Any], test: Sequence = ()
 ) -> tuple:
     """The PRM from the warm start's trees, and its row (pairs, held-out pair accuracy, and
-    with ``test`` one-op tasks how often its best step over all actions solves them)."""
-    import torch
+    with ``test`` one-op tasks how often its best step over all actions solves them);
+    prm.TooFewPairs when there are no pairs, or none on one side of the split."""
     from neuroedge.models.prm_pbe import prm as R
 
     t0 = time.perf_counter()
-    tasks = [t for n in LENGTHS for t in train[n][: cfg["tree_tasks"]]]
-    pairs = R.build_pairs(base, tasks, cfg, torch.Generator().manual_seed(cfg["seed"]))
-    held = pairs.task % 5 == 0  # the pairs of every fifth tree task score the PRM
-    model = R.train_prm(pairs, np.flatnonzero(~held), cfg, cfg["seed"])
+    pairs = tree_pairs(base, train, cfg)
+    fit, held = split_pairs(pairs, cfg)
+    model = R.train_prm(pairs, fit, cfg, cfg["seed"])
     metrics = {
         "pairs": Measurement(len(pairs.better), "pairs", "counted"),
         "pair_accuracy": Measurement(
-            R.pair_accuracy(model, pairs, np.flatnonzero(held)), "fraction (held-out tasks)"
+            R.pair_accuracy(model, pairs, held), "fraction (held-out tasks)"
         ),
-        "pair_accuracy_train": Measurement(
-            R.pair_accuracy(model, pairs, np.flatnonzero(~held)), "fraction"
-        ),
+        "pair_accuracy_train": Measurement(R.pair_accuracy(model, pairs, fit), "fraction"),
         "train_s": Measurement(time.perf_counter() - t0, "s"),
     }
     if len(test):
@@ -177,6 +202,37 @@ def reward_model(
             R.top1_solves(model, test), "fraction (held-out one-op tasks)"
         )
     return model, Report(NAME, "host", "reward_model", metrics=metrics)
+
+
+def build_prm(
+    base: Any, train: Mapping[int, list], cfg: Mapping[str, Any], smoke: bool
+) -> tuple[Any, str]:
+    """The PRM of a registered build and how it came about. A smoke build's 5 tree tasks per
+    length often give no pairs, or none on one side of the split, and smoke builds must work
+    for any seed (their policy is untrained in effect anyway): it trains on whatever pairs its
+    trees give, and keeps the PRM at its seeded init where they give none. Any other build
+    refuses as the bench does."""
+    import torch
+    from neuroedge.models.prm_pbe import prm as R
+    from neuroedge.models.prm_pbe.policy import PRM
+    from neuroedge.models.prm_pbe.prm import TooFewPairs
+
+    if not smoke:
+        try:
+            return reward_model(base, train, cfg)[0], "trained"
+        except TooFewPairs as err:
+            raise TooFewPairs(
+                f"{err} (a build sets tree_tasks = min({DEFAULTS['tree_tasks']}, train_tasks) "
+                "and keeps the bench's tau and tree_k: raise train_tasks)"
+            ) from None
+    try:
+        pairs = tree_pairs(base, train, cfg)
+    except TooFewPairs as err:
+        torch.manual_seed(cfg["seed"])  # as train_prm seeds it: the init it starts from
+        return PRM(cfg["hidden"]), f"smoke, untrained: {err}"
+    fit, _ = split_pairs(pairs, cfg, strict=False)
+    untrained = "" if len(fit) else " (so at its seeded init)"
+    return R.train_prm(pairs, fit, cfg, cfg["seed"]), f"smoke: {len(fit)} training pairs{untrained}"
 
 
 def run_arm(

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from neuroedge.errors import ConfigError
 from neuroedge.models.prm_pbe import dsl
 from neuroedge.models.prm_pbe.policy import (
     PRM,
@@ -30,6 +31,12 @@ from neuroedge.models.prm_pbe.policy import (
     solved,
     step_nodes,
 )
+
+
+class TooFewPairs(ConfigError):
+    """The trees gave no preference pairs, or none on one side of the PRM's train / held-out
+    split: a config (tree_tasks, tau, tree_k) too small for the warm start at hand, which only
+    the trees can tell, so it is refused once they are built."""
 
 
 @dataclass
@@ -114,7 +121,11 @@ def build_pairs(
         go = (ops[np.arange(len(task_of)), best] != dsl.END) & (values.max(1) > 0)
         nodes, task_of = take(children, chosen[go]), task_of[go]
     if not found:
-        raise RuntimeError("the trees gave no preference pairs (every sibling valued alike)")
+        raise TooFewPairs(
+            f"the trees of {len(tasks)} tasks (tree_tasks={cfg.get('tree_tasks')} per length, "
+            f"tree_k={cfg['tree_k']} siblings a node) gave no preference pairs: no two siblings' "
+            f"values differ by tau={tau} or more; raise tree_tasks or tree_k, or lower tau"
+        )
     return Pairs(
         concat([f[0] for f in found]),
         *(np.concatenate([f[i] for f in found]) for i in range(1, 7)),

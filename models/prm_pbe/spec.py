@@ -117,7 +117,11 @@ def build(config: Mapping[str, Any]) -> HostProgram:
     smoke = flag(config, "smoke")
     extra = {"variant": "prm_curriculum", **{k: v for k, v in config.items() if k != "smoke"}}
     variant = choice(extra, "variant", VARIANTS)
-    cfg = X.check_config({**BENCH_DEFAULTS, **{k: v for k, v in extra.items() if k != "variant"}})
+    given = {k: v for k, v in extra.items() if k != "variant"}
+    # tree_tasks is a bench key, not a build key: it follows train_tasks here, so a build with
+    # fewer training tasks than the default tree tasks is not refused over a key it cannot set
+    cfg = X.check_config({**BENCH_DEFAULTS, **given, "tree_tasks": X.TREE_TASKS_LEAST})
+    cfg["tree_tasks"] = min(BENCH_DEFAULTS["tree_tasks"], cfg["train_tasks"])
     if smoke:
         cfg.update(train_tasks=20, test_tasks=2, sft_epochs=1, tree_tasks=5, prm_steps=2)
         cfg.update(updates=3, tasks_per_update=4)
@@ -126,8 +130,10 @@ def build(config: Mapping[str, Any]) -> HostProgram:
         torch.manual_seed(cfg["seed"])
         policy = Policy(cfg["hidden"])
         sft(policy, train[1], cfg, cfg["seed"])
+        prm, prm_note = None, "none (the variant uses no PRM)"
+        if variant.startswith("prm"):
+            prm, prm_note = X.build_prm(policy, train, cfg, smoke)
         if variant != "sft":
-            prm = X.reward_model(policy, train, cfg)[0] if variant.startswith("prm") else None
             policy = X.run_arm(variant, policy, prm, train, cfg, None)
 
     def synthesise(inputs: Any, outputs: Any) -> dict[str, np.ndarray]:
@@ -142,7 +148,11 @@ def build(config: Mapping[str, Any]) -> HostProgram:
             program[rows, step] = act.numpy()
         return {"program": program, "solved": traj.success.astype(np.float64)}
 
-    meta = {"variant": variant, "params": sum(p.numel() for p in policy.parameters())}
+    meta = {
+        "variant": variant,
+        "params": sum(p.numel() for p in policy.parameters()),
+        "prm": prm_note,
+    }
     return HostProgram(synthesise, meta=meta)
 
 
