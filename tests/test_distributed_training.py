@@ -135,8 +135,15 @@ def test_data_parallel_bench_runs_both_and_writes_the_ratio(tmp_path: pathlib.Pa
     assert main(["--nproc", "2", "--out", str(tmp_path), "--config", *config]) == 0
     doc = json.loads((tmp_path / "report.json").read_text())
     assert set(doc["rows"]) == {"one_process", "ranks_2"} and doc["speedup_wall"] > 0
-    for row in doc["rows"].values():
-        assert 0 <= row["unisparse_accuracy"] <= 1 and row["dense_train_s_per_epoch"] > 0
+    one_row, two_row = doc["rows"]["one_process"], doc["rows"]["ranks_2"]
+    assert set(one_row) == set(two_row) and None not in two_row.values()
+    for variant in ("dense", "unisparse"):
+        assert one_row[f"{variant}_train_s_per_epoch"] > 0 < two_row[f"{variant}_train_s_per_epoch"]
+        # the same nets but for per-rank batch-norm statistics (the module's docstring: compared,
+        # not required equal), on the same 10-class held-out digits: at most one class's share
+        # of them apart (at this size both nets are near chance; a larger run is slow)
+        gap = abs(one_row[f"{variant}_accuracy"] - two_row[f"{variant}_accuracy"])
+        assert gap <= 0.1, (variant, one_row, two_row)
     one, two = doc["rows"]["one_process"]["wall_s"], doc["rows"]["ranks_2"]["wall_s"]
     assert doc["speedup_wall"] == one / two
     assert main(["--nproc", "1"]) == 2  # one process is not data-parallel

@@ -79,7 +79,7 @@ def test_simulation_is_reproducible_from_its_seed():
 
 
 def test_bad_simulator_parameters_are_refused():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="DVSParams threshold must be > 0, got 0"):
         DVSParams(threshold=0)
     with pytest.raises(ValueError, match="kind"):
         MovingObject("truck", 0, 0, 1, 1, 0, 0, 0.1)

@@ -7,23 +7,34 @@ import numpy as np
 import pytest
 
 
-def test_fixed_point_formats_fit_loihi():
+@pytest.mark.parametrize("bias_size", [0.1, 30.0])  # 30: the bias bounds the scale (exp 7)
+def test_fixed_point_weights_and_bias_reconstruct_within_one_step(bias_size):
     from neuroedge.backends.lava_map import Layer, Synapse, quantize
 
     rng = np.random.default_rng(0)
     layer = Layer(
-        "l", (Synapse("x", rng.normal(size=(20, 30))),), rng.normal(size=20) * 0.1, 0.5, True, (20,)
+        "l",
+        (Synapse("x", rng.normal(size=(20, 30))),),
+        rng.normal(size=20) * bias_size,
+        0.5,
+        True,
+        (20,),
     )
     q = quantize(layer)
     (w,), (exp,) = q.weights, q.weight_exps
-    assert w.min() >= -256 and w.max() <= 254 and not np.any(w % 2)
+    assert not np.any(w % 2)  # Lava's mixed-sign mode drops the lowest weight bit
     assert np.abs(w).max() >= 127  # the exponent puts the largest weight in the top bit
     eff = w * 2.0**exp  # worst binary input: every positive (or every negative) weight on
+    # (the scale search's bound, not a clip: the 16-bit dendrite holds one step's input)
     assert max(np.clip(eff, 0, None).sum(1).max(), -np.clip(eff, None, 0).sum(1).min()) <= 32767
-    assert 0 <= q.bias_exp <= 7 and np.abs(q.bias_mant).max() <= 4096
     assert q.dv == 2048 and q.vth == int(q.scale)
     step = 2.0 ** (exp + 1) / q.scale  # even integers: two units of 2^exp
     np.testing.assert_allclose(w * 2.0**exp / q.scale, layer.synapses[0].weight, atol=step)
+    # v is compared with vth << 6 = 64 s (threshold 1): the bias adds bias_mant << bias_exp
+    # to v, i.e. bias_mant 2^bias_exp / (64 s) in float units, one step 2^bias_exp / (64 s)
+    bias_step = 2.0**q.bias_exp / (64 * q.scale)
+    got = q.bias_mant * 2.0**q.bias_exp / (64 * q.scale)
+    np.testing.assert_allclose(got, layer.bias, rtol=0, atol=bias_step)
 
 
 def test_per_channel_thresholds_fold_into_weights():

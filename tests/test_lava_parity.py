@@ -70,8 +70,10 @@ def nir_case():
 
 
 @pytest.mark.loihi
-@pytest.mark.parametrize("variant,min_agreement", [("floating_pt", 1.0), ("fixed_pt", 0.9)])
-def test_lava_spikes_agree_with_host_per_layer(nir_case, variant, min_agreement):
+# skill: how much of the gap between the best constant output (all spikes or none, whichever
+# agrees more with host) and full agreement a layer closes; fixed_pt rounds weights to 8 bits
+@pytest.mark.parametrize("variant,min_skill", [("floating_pt", 1.0), ("fixed_pt", 0.75)])
+def test_lava_spikes_agree_with_host_per_layer(nir_case, variant, min_skill):
     from neuroedge.bench.parity import compare
     from neuroedge.registry import get_backend
 
@@ -84,8 +86,12 @@ def test_lava_spikes_agree_with_host_per_layer(nir_case, variant, min_agreement)
     finally:
         art.handle.close()
     for layer in ("spikes1", "spikes2"):
+        density = float(host_ref[layer].mean())
+        assert 0 < density < 1, (layer, density)  # else a constant output agrees fully
+        constant = max(density, 1 - density)
         agreement = float((out[layer] == host_ref[layer]).mean())
-        assert agreement >= min_agreement, (layer, agreement)
+        skill = (agreement - constant) / (1 - constant)
+        assert skill >= min_skill, (layer, agreement, constant)
         np.testing.assert_array_equal(again[layer], out[layer])
     if variant == "floating_pt":
         assert compare(host_ref, out)["max_abs_err"].value < 1e-4

@@ -333,7 +333,7 @@ def test_euler_decay_and_tau_are_inverse():
 
     assert euler_decay(2e-3, 1e-3) == pytest.approx(0.5)
     assert tau_from_decay(euler_decay(0.02, 1e-4), 1e-4) == pytest.approx(0.02)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"decay must lie in \[0, 1\), got 1.0"):
         tau_from_decay(1.0, 1e-3)
 
 

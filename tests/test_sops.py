@@ -80,5 +80,7 @@ def test_energy_model_uses_the_45nm_constants() -> None:
     assert estimate.how == "estimated" and estimate.unit == "uJ"
     assert estimate.value == pytest.approx((4.6e6 + 1.8e6) * 1e-6)
     assert EnergyModel("custom", 1.0, 0.1).energy_pj(10, 10) == pytest.approx(11.0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="energy constants must be finite and >= 0, got -1.0, 0.1"):
         EnergyModel("bad", -1.0, 0.1)
+    with pytest.raises(ValueError, match="energy constants must be finite and >= 0, got 1.0, inf"):
+        EnergyModel("bad", 1.0, float("inf"))

@@ -55,7 +55,6 @@ def test_recipe_names_the_missing_cifar_files_before_training(tmp_path: Path) ->
         run_recipe(str(tmp_path / "cifar-10-batches-py"), str(tmp_path / "out"))
 
 
-@pytest.mark.slow
 def test_recipe_runs_resnet18_end_to_end_on_a_cifar_folder(tmp_path: Path, write_cifar) -> None:
     write_cifar(tmp_path, 16)
     doc = run_recipe(
@@ -172,8 +171,39 @@ def test_bench_over_seeds_refuses_bad_workers_and_averages_a_run_without_unispar
     assert "No claim: the run has no unisparse variant" in (tmp_path / "report.md").read_text()
 
 
+def host_spike_density(out: Path, variant: str, cfg: dict) -> tuple[np.ndarray, list[int]]:
+    """Host firing rate of each LIF layer of the saved ``variant`` on the digits the Lava rows
+    ran (the first ``lava_samples`` test digits), in the rows' layer order."""
+    from neuroedge.backends.host import run_torch_program
+    from neuroedge.models.unisparse import spec
+    from neuroedge.models.unisparse.data import direct_encoding, load_digits
+
+    program = spec.build({"checkpoint": str(out / "checkpoints" / f"{variant}.pt")})
+    x = load_digits(int(cfg["seed"])).x_test[: int(cfg["lava_samples"])]
+    spikes = run_torch_program(program, {"x": direct_encoding(x, int(cfg["steps"]))})["spikes"]
+    sizes = [int(np.prod(shape)) for shape in program.module.arch.neuron_shapes()]
+    assert sum(sizes) == spikes.shape[-1]
+    return np.array([part.mean() for part in np.split(spikes, np.cumsum(sizes)[:-1], -1)]), sizes
+
+
+def skill(agreement: float, density: float) -> float:
+    """How much of the gap between the best constant output (no spikes, or all: whichever
+    agrees more with host) and full agreement a Lava run closes: 0 for a silent net."""
+    constant = max(density, 1 - density)
+    return (agreement - constant) / (1 - constant)
+
+
+def md_layer_agreement(md: str, label: str) -> dict[str, float]:
+    """The report.md Lava section's per-LIF-layer agreement on the row ``label``."""
+    lines = md.splitlines()
+    header = next(ln for ln in lines if ln.startswith("| variant / mode |"))
+    row = next(ln for ln in lines if ln.startswith(f"| {label} |"))
+    names, values = header.strip("| ").split(" | ")[1:], row.strip("| ").split(" | ")[1:]
+    return dict(zip(names, map(float, values)))
+
+
 @pytest.mark.loihi
-def test_bench_lava_rows_agree_with_host_in_floating_point(tmp_path: Path, require) -> None:
+def test_bench_lava_rows_agree_with_host(tmp_path: Path, require) -> None:
     require("lava")
     firing = {**QUICK, "train_subset": 300, "dense_epochs": 3}  # nets that fire (~4%)
     doc = run_bench(str(tmp_path), ["host", "lava"], {**firing, "lava_samples": 12})
@@ -183,12 +213,24 @@ def test_bench_lava_rows_agree_with_host_in_floating_point(tmp_path: Path, requi
     assert set(lava) == {
         f"{v}/{m}" for v in ("dense", "unisparse") for m in ("floating_pt", "fixed_pt")
     }
+    md = (tmp_path / "report.md").read_text()
+    assert "## Lava (Loihi 2 simulator): spike agreement with host per LIF layer" in md
     for variant in ("dense", "unisparse"):
         exact = lava[f"{variant}/floating_pt"]
         assert exact["spike_agreement"]["value"] == 1.0
         assert exact["max_abs_err"]["value"] < 1e-4
         assert exact["accuracy_change_pts"]["value"] == 0.0
-        assert 0.5 < lava[f"{variant}/fixed_pt"]["spike_agreement"]["value"] <= 1.0
-    md = (tmp_path / "report.md").read_text()
-    assert "## Lava (Loihi 2 simulator): spike agreement with host per LIF layer" in md
-    assert "| unisparse / fixed_pt |" in md
+        # fixed_pt: most LIF neurons stay silent, so agreement alone is near 1 for a silent
+        # net; judged against the best constant output on the same digits instead
+        density, sizes = host_spike_density(tmp_path, variant, doc["config"])
+        fixed = lava[f"{variant}/fixed_pt"]
+        overall = float(np.dot(density, sizes) / sum(sizes))
+        assert skill(fixed["spike_agreement"]["value"], overall) > 0.3, (variant, overall)
+        per_layer = md_layer_agreement(md, f"{variant} / fixed_pt")
+        assert fixed["min_layer_spike_agreement"]["value"] == pytest.approx(
+            min(per_layer.values()), abs=1e-4
+        )
+        # the stem's error is its own 8-bit rounding only (deeper layers add their inputs'
+        # flips): it must close most of the gap, as a single layer does in test_lava_parity
+        stem = next(iter(per_layer))
+        assert skill(per_layer[stem], density[0]) >= 0.75, (variant, stem, density[0])
