@@ -1,7 +1,9 @@
 """Parity of a backend's outputs with the host reference: max abs error and spike agreement.
 
 Outputs whose names start with ``spikes`` are binary spike trains; their agreement rate is the
-fraction of (step, neuron) slots where both sides agree. Stateful models are compared over
+fraction of (step, neuron) slots where both sides agree; their ``spike_kappa`` (Cohen's kappa)
+is that agreement corrected for what two trains at their firing rates would share by chance
+(agreement alone rewards silence when spikes are sparse). Stateful models are compared over
 every step, and the comparison refuses to pass vacuously: the reference must reach a nonzero
 state.
 """
@@ -17,10 +19,44 @@ from neuroedge.errors import ParityError
 from neuroedge.types import Measurement
 
 
+def is_binary(x: Any) -> bool:
+    """True if every value of ``x`` is 0 or 1 (a spike train ``spike_kappa`` accepts)."""
+    arr = np.asarray(x)
+    return arr.dtype == bool or bool(np.all((arr == 0) | (arr == 1)))
+
+
+def spike_kappa(a: Any, b: Any) -> float:
+    """Cohen's kappa of two binary spike trains of one shape (0/1 or bool; ValueError else).
+
+    ``kappa = (p_o - p_e) / (1 - p_e)``, with ``p_o`` the observed agreement (the fraction of
+    equal (step, neuron) slots, ``spike_agreement``) and ``p_e = r_a r_b + (1 - r_a)(1 - r_b)``
+    the agreement expected by chance from the firing rates ``r_a`` and ``r_b`` alone.
+    Agreement alone rewards silence: at a 5% firing rate a silent train agrees 0.95 and two
+    independent trains ~0.905 (``1 - 2r(1 - r)``), where kappa is 0 for both; identical
+    trains score 1 and anti-correlated ones below 0. ``p_e == 1`` only when both trains are
+    constant and equal (both silent, or both always firing): they are identical and kappa
+    is defined as 1.0, though such a comparison proves nothing (callers flag a silent
+    reference, e.g. ``silent_spike_outputs`` and ``neuroedge nir``'s warning).
+    """
+    x, y = np.asarray(a), np.asarray(b)
+    if x.shape != y.shape or x.size == 0:
+        raise ValueError(f"spike_kappa: shapes {x.shape} and {y.shape} (equal, non-empty)")
+    if not (is_binary(x) and is_binary(y)):
+        raise ValueError("spike_kappa: spike trains must hold only 0 and 1")
+    x, y = x.astype(bool).ravel(), y.astype(bool).ravel()
+    observed = float(np.mean(x == y))
+    ra, rb = float(np.mean(x)), float(np.mean(y))
+    chance = ra * rb + (1.0 - ra) * (1.0 - rb)
+    if chance >= 1.0:  # both constant and equal, so identical
+        return 1.0
+    return (observed - chance) / (1.0 - chance)
+
+
 def compare(reference: Mapping[str, Any], candidate: Mapping[str, Any]) -> dict[str, Measurement]:
     """Metrics over the outputs both sides produced: ``max_abs_err``, ``max_rel_err`` (each
     output's largest error over its largest reference magnitude; the absolute error where the
-    reference is all zeros) and ``spike_agreement``. A NaN on either side counts as an
+    reference is all zeros), ``spike_agreement`` and ``spike_kappa`` (over every spike output
+    together; left out if one holds values other than 0 and 1). A NaN on either side counts as an
     infinite error (``max`` would otherwise skip it and the output would pass unnoticed)."""
     shared = sorted(set(reference) & set(candidate))
     if not shared:
@@ -28,6 +64,7 @@ def compare(reference: Mapping[str, Any], candidate: Mapping[str, Any]) -> dict[
             f"no common outputs: reference {sorted(reference)}, candidate {sorted(candidate)}"
         )
     worst, worst_rel, agree, slots = 0.0, 0.0, 0.0, 0
+    trains: list[tuple[np.ndarray, np.ndarray]] = []
     for name in shared:
         ref, got = np.asarray(reference[name]), np.asarray(candidate[name])
         if ref.shape != got.shape:
@@ -35,6 +72,7 @@ def compare(reference: Mapping[str, Any], candidate: Mapping[str, Any]) -> dict[
         if name.startswith("spikes"):
             agree += float(np.sum(ref == got))
             slots += ref.size
+            trains.append((ref.ravel(), got.ravel()))
         else:
             diff = np.abs(ref.astype(np.float64) - got.astype(np.float64))
             diff[np.isnan(diff)] = np.inf  # NaN vs anything, or inf - inf
@@ -49,6 +87,9 @@ def compare(reference: Mapping[str, Any], candidate: Mapping[str, Any]) -> dict[
     }
     if slots:
         metrics["spike_agreement"] = Measurement(agree / slots, "fraction", "measured")
+        if all(is_binary(r) and is_binary(g) for r, g in trains):
+            ref_all, got_all = (np.concatenate(t) for t in zip(*trains))
+            metrics["spike_kappa"] = Measurement(spike_kappa(ref_all, got_all), "kappa", "measured")
     return metrics
 
 

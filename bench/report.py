@@ -30,6 +30,7 @@ DEFAULT_COLUMNS = (
     "sops_per_sample",
     "energy_uj",
     "spike_agreement",
+    "spike_kappa",  # agreement beyond chance: agreement alone rewards a silent layer
     "max_abs_err",
 )
 STANDARD_METRICS = (

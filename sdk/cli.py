@@ -267,7 +267,8 @@ def cmd_nir(args: argparse.Namespace) -> int:
     for name, row in report["outputs"].items():
         print(
             f"{name:<14} shape {row['shape']}  equal {row['equal_fraction']:.6f}  "
-            f"max abs err {row['max_abs_err']:.3g}  (reference mean {row['reference_mean']:.4g})"
+            + (f"kappa {row['spike_kappa']:.4f}  " if "spike_kappa" in row else "")
+            + f"max abs err {row['max_abs_err']:.3g}  (reference mean {row['reference_mean']:.4g})"
         )
         if row.get("warning"):
             print(f"  warning: {row['warning']}")

@@ -245,11 +245,14 @@ def _nir_run_backend(
 def _nir_compare(
     outputs: list[str], reference: Mapping[str, Any], got: Mapping[str, Any]
 ) -> dict[str, dict[str, Any]]:
-    """Per output: its shape, fraction of equal values, max abs error and reference mean; and
+    """Per output: its shape, fraction of equal values, max abs error and reference mean;
+    ``spike_kappa`` (Cohen's kappa, neuroedge.bench.parity.spike_kappa: agreement beyond
+    chance at the two firing rates) where both sides hold only 0 and 1 (a spike train); and
     a ``warning`` when the reference never changes (no spike, or a constant readout): any
-    backend that is silent too then "agrees" 1.0, which proves nothing (often a dt that
-    leaves the neurons below threshold)."""
+    backend that is silent too then "agrees" 1.0 (kappa 1.0 too), which proves nothing
+    (often a dt that leaves the neurons below threshold)."""
     import numpy as np
+    from neuroedge.bench.parity import is_binary, spike_kappa
 
     compared: dict[str, dict[str, Any]] = {}
     for name in outputs:
@@ -262,6 +265,8 @@ def _nir_compare(
             "reference_mean": float(ref.mean()) if ref.size else 0.0,
             "reference_silent": silent,
         }
+        if ref.size and is_binary(ref) and is_binary(out):
+            compared[name]["spike_kappa"] = spike_kappa(ref, out)
         if silent:
             compared[name]["warning"] = (
                 "reference output silent (constant "

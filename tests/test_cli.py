@@ -176,7 +176,8 @@ def test_nir_command_runs_a_file_on_lava_against_the_host(
     row = report["outputs"]["spikes"]
     assert row["shape"] == [12, 3, 2] and row["reference_mean"] > 0.05
     assert row["equal_fraction"] == 1.0 and report["chip_fit"]["neurons"] == 2
-    assert "equal 1.000000" in capsys.readouterr().out
+    assert row["spike_kappa"] == 1.0  # agreement beyond what the firing rates give by chance
+    assert "equal 1.000000  kappa 1.0000" in capsys.readouterr().out
 
 
 def test_nir_command_names_a_missing_dt_and_a_wrong_input_shape(

@@ -283,8 +283,10 @@ def test_braille_fixed_pt_agreement_with_the_default_input_scale(require, nir_da
         batch=3,
         options={"variant": "fixed_pt"},
     )
-    assert report["outputs"]["output"]["equal_fraction"] >= 0.72
-    assert report["input_scale"] == 1.0
+    row = report["outputs"]["output"]
+    assert row["equal_fraction"] >= 0.72 and report["input_scale"] == 1.0
+    # the host fires 32% here: kappa (agreement beyond chance) sits well below agreement
+    assert 0.3 < row["spike_kappa"] < row["equal_fraction"] - 0.2, row
 
 
 def test_a_voltage_leak_that_rounds_to_zero_is_refused_not_dropped():

@@ -368,3 +368,14 @@ def test_non_positive_time_constant_is_refused_naming_the_node(tau: float) -> No
         validate(graph)
     lif.tau[1] = 0.01  # the same graph with a positive tau is valid
     validate(graph)
+
+
+@pytest.mark.loihi
+def test_nir_check_reports_spike_kappa_beside_agreement(require, nir_data):
+    """``neuroedge nir``'s comparison: Cohen's kappa per spike output next to the agreement
+    (the Braille RNN's fixed_pt kappa: test_lava_limits)."""
+    require("lava")
+    from neuroedge.api import check_nir
+
+    exact = check_nir(nir_data("lif/lif_norse.nir"), "lava", dt=1e-4)["outputs"]["output"]
+    assert exact["equal_fraction"] == exact["spike_kappa"] == 1.0

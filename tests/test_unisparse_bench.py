@@ -193,11 +193,16 @@ def skill(agreement: float, density: float) -> float:
     return (agreement - constant) / (1 - constant)
 
 
-def md_layer_agreement(md: str, label: str) -> dict[str, float]:
-    """The report.md Lava section's per-LIF-layer agreement on the row ``label``."""
+KT = "variant / mode (kappa)"  # the report.md Lava section's kappa table
+
+
+def md_layer_agreement(md: str, label: str, table: str = "variant / mode") -> dict[str, float]:
+    """The report.md Lava section's per-LIF-layer agreement on the row ``label`` (kappa with
+    ``table="variant / mode (kappa)"``)."""
     lines = md.splitlines()
-    header = next(ln for ln in lines if ln.startswith("| variant / mode |"))
-    row = next(ln for ln in lines if ln.startswith(f"| {label} |"))
+    at = lines.index(next(ln for ln in lines if ln.startswith(f"| {table} |")))
+    header = lines[at]
+    row = next(ln for ln in lines[at:] if ln.startswith(f"| {label} |"))
     names, values = header.strip("| ").split(" | ")[1:], row.strip("| ").split(" | ")[1:]
     return dict(zip(names, map(float, values)))
 
@@ -220,6 +225,7 @@ def test_bench_lava_rows_agree_with_host(tmp_path: Path, require) -> None:
         assert exact["spike_agreement"]["value"] == 1.0
         assert exact["max_abs_err"]["value"] < 1e-4
         assert exact["accuracy_change_pts"]["value"] == 0.0
+        assert exact["spike_kappa"]["value"] == exact["min_layer_spike_kappa"]["value"] == 1.0
         # fixed_pt: most LIF neurons stay silent, so agreement alone is near 1 for a silent
         # net; judged against the best constant output on the same digits instead
         density, sizes = host_spike_density(tmp_path, variant, doc["config"])
@@ -234,3 +240,13 @@ def test_bench_lava_rows_agree_with_host(tmp_path: Path, require) -> None:
         # flips): it must close most of the gap, as a single layer does in test_lava_parity
         stem = next(iter(per_layer))
         assert skill(per_layer[stem], density[0]) >= 0.75, (variant, stem, density[0])
+        # Cohen's kappa: agreement beyond chance at the two firing rates, below the raw
+        # agreement wherever they differ; the stem's own rounding keeps it near 1
+        kappa, kappas = fixed["spike_kappa"], md_layer_agreement(md, f"{variant} / fixed_pt", KT)
+        assert kappa["unit"] == fixed["min_layer_spike_kappa"]["unit"] == "kappa"
+        assert kappa["value"] < fixed["spike_agreement"]["value"], variant
+        assert fixed["min_layer_spike_kappa"]["value"] == pytest.approx(
+            min(kappas.values()), abs=1e-4
+        )
+        assert all(kappas[k] < per_layer[k] for k in kappas if per_layer[k] < 1), kappas
+        assert kappas[stem] > 0.9, (variant, kappas)

@@ -3,10 +3,10 @@
 Rows: dense, unisparse, spike_only, weight_only, random_mask on ``host`` (trained and measured
 in this run), plus ONNX Runtime rows (spike agreement with the host over every step) when
 ``onnxrt`` is asked for, and Lava rows ``<variant>/floating_pt`` and ``<variant>/fixed_pt``
-(Loihi 2 simulator: spike agreement overall and per layer, accuracy change, chip fit; on the
-first ``lava_samples`` test digits, default 64) when ``lava`` is. report.md adds per-layer
-tables, the learned thresholds, the claim check, the NIR round trip and the SOP counter's
-overhead; pareto.png plots accuracy vs SOPs.
+(Loihi 2 simulator: spike agreement and its Cohen's kappa overall and per layer, accuracy
+change, chip fit; on the first ``lava_samples`` test digits, default 64) when ``lava`` is.
+report.md adds per-layer tables, the learned thresholds, the claim check, the NIR round trip
+and the SOP counter's overhead; pareto.png plots accuracy vs SOPs.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ COLUMNS = (
     "weight_density",
     "budget_met",
     "spike_agreement",
+    "spike_kappa",
     "train_s_per_epoch",
 )
 

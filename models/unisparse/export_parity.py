@@ -70,8 +70,9 @@ def lava_rows(
     """Each folded variant's NIR graph (``export.to_nir``, membrane shortcuts as summed edges
     with synaptic delays) run as Lava processes under Loihi 2's simulator configuration, in
     floating_pt and fixed_pt: spike agreement with the host over all T steps (overall and per
-    LIF layer), logit error, accuracy on the same digits, chip fit. Returns the rows and a
-    report.md section with the per-layer agreement."""
+    LIF layer) and its Cohen's kappa (``spike_kappa``, ``min_layer_spike_kappa``), logit
+    error, accuracy on the same digits, chip fit. Returns the rows and a report.md section
+    with the per-layer agreement and kappa."""
     from neuroedge.backends.host import run_torch_program
     from neuroedge.models.unisparse import spec as spec_mod
     from neuroedge.models.unisparse.data import direct_encoding, load_digits
@@ -110,8 +111,10 @@ def _lava_mode_row(
     labels: np.ndarray,
     host: Mapping[str, np.ndarray],
     host_acc: float,
-) -> tuple[Report, dict[str, float]]:
-    """One variant in one Lava mode against host: its row and its per-LIF-layer agreement."""
+) -> tuple[Report, dict[str, tuple[float, float]]]:
+    """One variant in one Lava mode against host: its row and its per-LIF-layer (agreement,
+    Cohen's kappa)."""
+    from neuroedge.bench.parity import spike_kappa
     from neuroedge.models.unisparse import spec as spec_mod
 
     steps, n = xs.shape[0], len(labels)
@@ -128,11 +131,7 @@ def _lava_mode_row(
         raise ValueError(f"lava spikes {got.shape} vs host {host['spikes'].shape}")
     logits = pops[art.meta["outputs"]["logits"]]
     acc = float((logits.mean(0).argmax(-1) == labels).mean())
-    cuts = np.cumsum([0] + [pops[k][0, 0].size for k in spiking])
-    per_layer = [
-        float((got[..., a:b] == host["spikes"][..., a:b]).mean())
-        for a, b in zip(cuts[:-1], cuts[1:])
-    ]
+    per_layer, per_kappa = _per_layer(got, host["spikes"], [pops[k][0, 0].size for k in spiking])
     fit = art.meta["chip_fit"]
     row = Report(
         model,
@@ -143,6 +142,8 @@ def _lava_mode_row(
                 float((got == host["spikes"]).mean()), "fraction", "measured"
             ),
             "min_layer_spike_agreement": Measurement(min(per_layer), "fraction", "measured"),
+            "spike_kappa": Measurement(spike_kappa(host["spikes"], got), "kappa", "measured"),
+            "min_layer_spike_kappa": Measurement(min(per_kappa), "kappa", "measured"),
             "max_abs_err": Measurement(
                 float(np.abs(logits - host["logits"]).max()), "abs", "measured"
             ),
@@ -157,28 +158,48 @@ def _lava_mode_row(
             f"Loihi2SimCfg run); host accuracy on them {host_acc:.4f}",
         ),
     )
-    return row, dict(zip(spiking, per_layer))
+    return row, {k: (a, kappa) for k, a, kappa in zip(spiking, per_layer, per_kappa)}
+
+
+def _per_layer(
+    got: np.ndarray, ref: np.ndarray, sizes: list[int]
+) -> tuple[list[float], list[float]]:
+    """Spike agreement and Cohen's kappa with host of each LIF layer (``sizes`` neurons each,
+    in order along the last axis)."""
+    from neuroedge.bench.parity import spike_kappa
+
+    cuts = np.cumsum([0, *sizes])
+    parts = [(got[..., a:b], ref[..., a:b]) for a, b in zip(cuts[:-1], cuts[1:])]
+    return [float((g == h).mean()) for g, h in parts], [spike_kappa(h, g) for g, h in parts]
 
 
 def _lava_section(
-    table: Mapping[tuple[str, str], Mapping[str, float]], n: int, steps: int
+    table: Mapping[tuple[str, str], Mapping[str, tuple[float, float]]], n: int, steps: int
 ) -> list[str]:
-    """The report.md section: spike agreement with host per LIF layer, per variant and mode."""
+    """The report.md section: spike agreement with host per LIF layer, per variant and mode,
+    then the same layout for Cohen's kappa (agreement beyond what the firing rates give by
+    chance: a silent layer agrees 1 - rate with a firing one, but its kappa is 0)."""
     layers = list(next(iter(table.values()))) if table else []
     lines = [
         "## Lava (Loihi 2 simulator): spike agreement with host per LIF layer",
         "",
         f"{n} test digits x {steps} steps; membrane shortcuts are summed edges with one "
-        "step of synaptic delay (DelaySparse).",
+        "step of synaptic delay (DelaySparse). Agreement is the fraction of equal (step, "
+        "neuron) slots; kappa (Cohen's) corrects it for chance agreement at the two firing "
+        "rates: 1 identical, 0 no better than chance (a silent layer), < 0 anti-correlated.",
         "",
-        "| variant / mode | " + " | ".join(layers) + " |",
-        "|---|" + "---|" * len(layers),
     ]
-    lines += [
-        f"| {v} / {m} | " + " | ".join(f"{a:.4f}" for a in per.values()) + " |"
-        for (v, m), per in table.items()
-    ]
-    return [*lines, ""]
+    for title, at in (("variant / mode", 0), ("variant / mode (kappa)", 1)):
+        lines += [
+            f"| {title} | " + " | ".join(layers) + " |",
+            "|---|" + "---|" * len(layers),
+        ]
+        lines += [
+            f"| {v} / {m} | " + " | ".join(f"{c[at]:.4f}" for c in per.values()) + " |"
+            for (v, m), per in table.items()
+        ]
+        lines.append("")
+    return lines
 
 
 def nir_check(result: VariantResult, out: Path, cfg: Mapping[str, Any]) -> dict[str, Any]:
