@@ -275,9 +275,13 @@ def _provider_options(provider: str, model_path: Path) -> dict[str, str]:
         from neuroedge.backends.tensorrt_cache import file_sha256
 
         cache = model_path.parent / "trt_ep_cache"
+        engines = cache / file_sha256(model_path)[:16]
+        # ORT creates each cache folder with a non-recursive create_directory: the nested one
+        # would fail on a fresh export folder, and the session with it
+        engines.mkdir(parents=True, exist_ok=True)
         return {
             "trt_engine_cache_enable": "True",
-            "trt_engine_cache_path": str(cache / file_sha256(model_path)[:16]),
+            "trt_engine_cache_path": str(engines),
             "trt_timing_cache_enable": "True",
             "trt_timing_cache_path": str(cache),
         }

@@ -78,7 +78,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument("--nproc", type=int, default=2, help="processes of the data-parallel run")
     p.add_argument("--out", default=None, help="report folder (report.json)")
-    p.add_argument("--config", nargs="*", default=[], metavar="KEY=VALUE")
+    p.add_argument(  # extend: every --config group counts, as on neuroedge's own CLI
+        "--config", action="extend", nargs="+", default=[], metavar="KEY=VALUE"
+    )
     args = p.parse_args(argv)
     from neuroedge.atomic import atomic_path, check_writable
 

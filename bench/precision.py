@@ -1,12 +1,13 @@
 """Reduced-precision graphs against float32, on ONNX Runtime's CPU, before any GPU is involved.
 
-    python -m neuroedge.bench.precision [--model snn.lif_convnet] [--calibration 8] [--samples 10]
+    python -m neuroedge.bench.precision [--model snn.lif_convnet] [--calibration 16] [--samples 10]
         [--repeats 200]
 
 Exports the model's sequence-form graph, prepares the fp16 and int8 (Q/DQ, calibrated on the
-model's own examples, seeds 0 to calibration - 1) graphs that the TensorRT backend builds
-engines from, runs all three on the same held-out examples (seeds from max(100, calibration),
-never used for calibration) and prints, per
+model's own examples of the seeds the onnxrt and tensorrt backends calibrate on,
+``calibration_seeds``: 1000 on, 16 by default as there) graphs that the TensorRT backend builds
+engines from, runs all three on the same held-out examples (seeds 100 on, never used for
+calibration) and prints, per
 output, the spike agreement (spiking outputs) or the max abs error relative to the float32
 output's largest magnitude, with the support agreement (entries zero in both or nonzero in
 both) of an output whose reference has exact zeros: vla.specprune's ``scores`` are 0 for pruned
@@ -34,7 +35,7 @@ from typing import Any
 import numpy as np
 
 VARIANTS = ("fp16", "int8")
-HELD_OUT_FROM = 100  # the first held-out seed, or ``calibration`` when that is larger
+HELD_OUT_FROM = 100  # the first held-out seed; calibration seeds start at CALIBRATION_SEED
 
 
 def _metric(output: str) -> str:
@@ -116,7 +117,7 @@ def _build(spec: Any, config: dict[str, Any] | None) -> tuple[dict[str, Any], An
 
 def compare_precisions(
     model: str = "snn.lif_convnet",
-    calibration: int = 8,
+    calibration: int = 16,
     samples: int = 10,
     config: dict[str, Any] | None = None,
     repeats: int = 200,
@@ -128,9 +129,16 @@ def compare_precisions(
     from neuroedge.export.tensorrt import calibration_feeds, prepare_precision
     from neuroedge.registry import get_backend, get_model
 
+    from neuroedge.backends.onnxrt import CALIBRATION_SEED, calibration_seeds
+
     if min(calibration, samples, repeats) < 1:
         raise ValueError(
             f"calibration ({calibration}), samples ({samples}), repeats ({repeats}) must be >= 1"
+        )
+    if HELD_OUT_FROM + samples > CALIBRATION_SEED:
+        raise ValueError(
+            f"samples ({samples}): held-out seeds from {HELD_OUT_FROM} must stay below the "
+            f"calibration seeds from {CALIBRATION_SEED}"
         )
     spec = get_model(model)
     spec.check_config(config, "build")
@@ -147,12 +155,13 @@ def compare_precisions(
                 "providers": "CPUExecutionProvider",
             },
         )
-        examples = [spec.built_example(s, program, cfg) for s in range(calibration)]
+        seeds = calibration_seeds("int8", calibration)  # what the shipped int8 graph sees
+        examples = [spec.built_example(s, program, cfg) for s in seeds]
         feeds = calibration_feeds(None, art.meta, examples)
         graphs = {v: prepare_precision(art.path, v, tmp, feeds) for v in VARIANTS}
         sessions = {v: open_session(p, "CPUExecutionProvider")[0] for v, p in graphs.items()}
         reference = open_session(art.path, "CPUExecutionProvider")[0]
-        first = max(HELD_OUT_FROM, calibration)  # past the calibration seeds 0..calibration-1
+        first = HELD_OUT_FROM
         held_out = [spec.built_example(s, program, cfg) for s in range(first, first + samples)]
         held_out = calibration_feeds(None, art.meta, held_out)
         sums, support = _compare_outputs(reference, sessions, art.meta["outputs"], held_out)
@@ -163,6 +172,7 @@ def compare_precisions(
         "model": model,
         "weights": weights,
         "calibration": calibration,
+        "calibration_seeds": [seeds[0], seeds[-1]],
         "samples": samples,
         "held_out_seeds": [first, first + samples - 1],
         "outputs": _summarise(sums, support),
@@ -179,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--model", default="snn.lif_convnet")
-    p.add_argument("--calibration", type=int, default=8, help="examples that calibrate int8")
+    p.add_argument("--calibration", type=int, default=16, help="examples that calibrate int8")
     p.add_argument("--samples", type=int, default=10, help="held-out examples compared")
     p.add_argument("--repeats", type=int, default=200, help="timed calls per graph")
     p.add_argument(
@@ -203,9 +213,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"neuroedge.bench.precision: error: {err}", file=sys.stderr)
         return 2
     first, last = result["held_out_seeds"]
+    low, high = result["calibration_seeds"]
     print(
         f"{result['model']} (weights: {result['weights']}), int8 calibrated on "
-        f"{result['calibration']} examples (seeds 0-{result['calibration'] - 1}), "
+        f"{result['calibration']} examples (seeds {low}-{high}), "
         f"{result['samples']} held-out examples (seeds {first}-{last})"
     )
     if result["weights"] == "untrained":

@@ -158,10 +158,18 @@ def check_keys(
 
 
 def field_names(value: Any, what: str, kind: type | tuple[type, ...] = str) -> tuple[Any, ...]:
-    """``value`` as a tuple of ``kind`` items: a list converts (a frozen record must hash and
-    never change under its holder); a bare str is refused, as it would iterate into letters."""
-    if isinstance(value, (list, tuple)) and all(isinstance(v, kind) for v in value):
-        return tuple(value)
+    """``value`` as a tuple of ``kind`` items: a list, set or other iterable converts (a frozen
+    record must hash and never change under its holder; a set of names in sorted order, so
+    tables list them the same way every run); a bare str is refused, as it would iterate into
+    letters, and so is a mapping."""
+    from collections.abc import Iterable, Mapping
+
+    if isinstance(value, Iterable) and not isinstance(value, (str, bytes, Mapping)):
+        items = tuple(value)
+        if all(isinstance(v, kind) for v in items):
+            if isinstance(value, (set, frozenset)) and all(isinstance(v, str) for v in items):
+                items = tuple(sorted(items))
+            return items
     want = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
     raise TypeError(f"{what} must be a tuple of {want} values, got {value!r}")
 

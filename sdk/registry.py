@@ -73,10 +73,12 @@ def model_names() -> list[str]:
 def _load(kind: str, name: str, target: str) -> Any:
     """``load_target(target)`` of the ``kind`` entry ``name``; PluginError naming the entry,
     its group and value where the module does not import or lacks the attribute, so one
-    broken third-party plugin is reported as such rather than crashing doctor or list."""
+    broken third-party plugin is reported as such rather than crashing doctor or list: a
+    module that does not import, lacks the attribute, or whose record refuses its own fields
+    (TypeError/ValueError from a ModelSpec's checks while the module imports)."""
     try:
         return load_target(target)
-    except (ImportError, AttributeError) as err:
+    except (ImportError, AttributeError, TypeError, ValueError) as err:
         if name in (MODELS if kind == "model" else BACKENDS):
             where = f"built-in {kind} {name} = {target}"
         else:

@@ -131,3 +131,36 @@ def test_the_run_history_refuses_an_empty_home(monkeypatch) -> None:
     monkeypatch.setenv("NEUROEDGE_HOME", "")
     with pytest.raises(ConfigError, match="NEUROEDGE_HOME='': an empty path"):
         default_path()  # Path("") / "history.sqlite" was a file in the current folder
+
+
+def test_list_marks_a_model_plugin_whose_spec_refuses_its_fields(
+    monkeypatch, capsys, tmp_path
+) -> None:
+    (tmp_path / "badspec_xyz.py").write_text(
+        "from neuroedge.types import ModelSpec\n"
+        "SPEC = ModelSpec(name='my.plugin', family='quantum', summary='s', inputs=(), "
+        "outputs=(), build=None, example=None)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(
+        registry, "entry_points", _broken(registry.MODEL_GROUP, "my.plugin", "badspec_xyz:SPEC")
+    )
+    assert main(["list"]) == 0  # a ValueError while the module imports was a traceback
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("my.plugin"))
+    assert "broken" in line and "family 'quantum'" in line
+
+
+def test_the_cifar_recipe_reads_every_config_group(monkeypatch) -> None:
+    from neuroedge.models.unisparse import recipe
+
+    seen: dict[str, object] = {}
+
+    def run(data, out, overrides, history):  # stops before any data is read
+        seen.update(overrides)
+        raise ConfigError("stop")
+
+    monkeypatch.setattr(recipe, "run_recipe", run)
+    args = ["--data", "d", "--out", "o", "--config", "epochs=1", "--config", "batch=8"]
+    assert recipe.main(args) == 2 and seen == {"epochs": 1, "batch": 8}
+    assert recipe.main([*args, "--config", "batch=16"]) == 2  # given twice: refused
+    assert seen == {"epochs": 1, "batch": 8}

@@ -135,6 +135,8 @@ def test_ort_tensorrt_engine_cache_differs_when_the_weights_do(monkeypatch, tmp_
     assert engines[0] != engines[1] and engines[1] == engines[2]  # same weights: same cache
     assert all(Path(e).parent == Path(paths[0]).parent / "trt_ep_cache" for e in engines)
     assert {o["trt_timing_cache_path"] for o in options} == {str(Path(engines[0]).parent)}
+    # ORT makes each folder with a non-recursive create_directory: both must exist already
+    assert all(Path(e).is_dir() for e in engines)
 
 
 def test_engines_that_differ_after_the_last_dot_keep_their_own_sidecars(tmp_path) -> None:
@@ -235,13 +237,20 @@ def seeds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return seen
 
 
-def test_precision_bench_held_out_seeds_never_calibrate(seeds: list[int]) -> None:
+def test_precision_bench_calibrates_as_the_backends_and_never_on_held_out_seeds(
+    seeds: list[int],
+) -> None:
+    from neuroedge.backends.onnxrt import calibration_seeds
     from neuroedge.bench.precision import compare_precisions
 
     result = compare_precisions(TTT, calibration=102, samples=2, repeats=1)
     calibration, held_out = seeds[:102], seeds[102:]
-    assert calibration == list(range(102)) and held_out == [102, 103]
-    assert result["held_out_seeds"] == [102, 103]
+    assert calibration == list(calibration_seeds("int8", 102))  # the shipped graph's seeds
+    assert held_out == [100, 101] and not set(held_out) & set(calibration)
+    assert result["held_out_seeds"] == [100, 101]
+    assert result["calibration_seeds"] == [calibration[0], calibration[-1]]
+    with pytest.raises(ValueError, match="must stay below the calibration seeds"):
+        compare_precisions(TTT, calibration=1, samples=901, repeats=1)
 
 
 def test_onnxrt_int8_calibrates_away_from_the_run_seed(seeds: list[int], tmp_path) -> None:

@@ -293,3 +293,10 @@ def test_config_keys_that_are_no_strings_are_a_config_error() -> None:
         spec.check_config({1: 2}, "build")
     with pytest.raises(ConfigError, match=r"config key 1 \(int\) is not a string"):
         make_spec().check_config({1: 2}, "build")  # a use that declares no keys too
+
+
+def test_a_set_of_names_is_a_sorted_tuple() -> None:
+    spec = make_spec(exportable={"onnx", "nir"}, bench_backends=frozenset({"onnxrt", "host"}))
+    assert spec.exportable == ("nir", "onnx") and spec.bench_backends == ("host", "onnxrt")
+    with pytest.raises(TypeError, match="exportable must be a tuple of str values"):
+        make_spec(exportable={"onnx": 1})  # a mapping is not a list of names

@@ -18,7 +18,6 @@ of every batch on its own GPU (NCCL) and rank 0 writes the report (``neuroedge.d
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -154,19 +153,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--data", required=True, help="the cifar-10-batches-py folder")
     p.add_argument("--out", required=True, help="report folder")
     p.add_argument("--history", default=None, help="SQLite history file")
-    p.add_argument("--config", nargs="*", default=[], metavar="KEY=VALUE")
+    p.add_argument(  # extend: every --config group counts, as on neuroedge's own CLI
+        "--config", action="extend", nargs="+", default=[], metavar="KEY=VALUE"
+    )
     args = p.parse_args(argv)
-    overrides = {}
-    for item in args.config:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            p.error(f"--config takes KEY=VALUE, got {item!r}")
-        try:
-            overrides[key] = json.loads(value)
-        except json.JSONDecodeError:
-            overrides[key] = value
+    from neuroedge.cli_args import config_items
+
     try:
-        doc = run_recipe(args.data, args.out, overrides, args.history)
+        doc = run_recipe(args.data, args.out, config_items(args.config), args.history)
     except (NeuroedgeError, ValueError, OSError) as err:  # as neuroedge's CLI: no traceback
         print(f"recipe: error: {err}", file=sys.stderr)
         return 2
