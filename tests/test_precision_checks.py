@@ -67,6 +67,21 @@ def test_a_check_in_which_no_route_ran_does_not_pass(gpu_check, tmp_path, capsys
     assert "did not pass: no route of the requested models ran" in capsys.readouterr().out
 
 
+def test_a_package_only_unasked_routes_need_does_not_fail_the_check(
+    gpu_check, monkeypatch, tmp_path, capsys
+) -> None:
+    import neuroedge.bench.gpu_check as g
+
+    missing = [(n, n != "tensorrt", "fake") for n in PACKAGES]  # no TensorRT on this box
+    monkeypatch.setattr(g, "package_table", lambda: missing)
+    ran = Report(LIF, "host-cuda", metrics={"max_abs_err": Measurement(0.0, "abs")})
+    gpu_check.canned = ({LIF: (get_model(LIF), [ran])}, [])
+    argv = ["--models", LIF, "--routes", "host-cuda", "--out", str(tmp_path)]
+    assert gpu_check.main(argv) == 0, capsys.readouterr().out
+    assert gpu_check.main([*argv[:3], "host-cuda,tensorrt-fp32", *argv[4:]]) == 1
+    assert "routes blocked by a missing package: tensorrt-fp32" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
