@@ -179,7 +179,7 @@ def _constrained(spike_grad: str, lmbda: float) -> tuple[SpikingResNet, torch.Te
 
 def test_surrogate_route_pushes_only_the_thresholds_through_the_spikes() -> None:
     net, penalty, grads = _constrained("surrogate", 2.0)
-    bn_params = {id(p) for bn in net.spike_bns() for p in (bn.gamma_raw, bn.beta)}
+    bn_params = {id(p) for bn in net.threshold_bns() for p in (bn.gamma_raw, bn.beta)}
     assert grads and all(id(p) in bn_params for p, _ in grads)
     betas = {id(bn.beta) for bn in net.spike_bns()}
     beta_push = sum(float(g.sum()) for p, g in grads if id(p) in betas)
@@ -192,6 +192,19 @@ def test_surrogate_route_pushes_only_the_thresholds_through_the_spikes() -> None
     )
     _, _, flipped = _constrained("surrogate", -2.0)  # under budget: the push reverses
     assert all(torch.allclose(a, -b) for (_, a), (_, b) in zip(grads, flipped))
+
+
+def test_threshold_route_reaches_the_projection_shortcuts_bn_as_conv2s() -> None:
+    # both BN outputs are summed into the block's output neuron: their betas are one bias
+    # current, so the energy route must push them alike (the shortcut's was left out)
+    net, _, grads = _constrained("surrogate", 2.0)
+    push = {id(p): g for p, g in grads}
+    shortcuts = [b for b in net.blocks if hasattr(b.shortcut, "bn")]
+    assert shortcuts
+    for block in shortcuts:
+        conv2, shortcut = push[id(block.conv2.bn.beta)], push.get(id(block.shortcut.bn.beta))
+        assert shortcut is not None and float(conv2.abs().sum()) > 0
+        torch.testing.assert_close(shortcut, conv2)
 
 
 def test_model_route_keeps_the_threshold_gradient_in_the_penalty() -> None:

@@ -138,13 +138,14 @@ def threshold_gradients(
     e_ac_pj: float,
     scale: float,
 ) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """``scale * dE/d(gamma_raw, beta)`` of every spiking BN, back-propagated through the
+    """``scale * dE/d(gamma_raw, beta)`` of every BN that feeds a LIF layer (projection
+    shortcuts' included: ``threshold_bns``), back-propagated through the
     live spike counts (surrogate gradient, every downstream layer included; gates fixed)."""
     live = [
         (maps[src].reshape(-1) if layer is net.fc else maps[src], gate.detach(), st, pad)
         for (src, layer), (_, gate, st, pad) in zip(net.consumers(), terms)
     ]
-    params = [p for bn in net.spike_bns() for p in (bn.gamma_raw, bn.beta)]
+    params = [p for bn in net.threshold_bns() for p in (bn.gamma_raw, bn.beta)]
     raw = torch.autograd.grad(
         energy_estimate(live, samples, e_ac_pj), params, retain_graph=True, allow_unused=True
     )

@@ -239,6 +239,17 @@ class SpikingResNet(_Stepping):
             bns += [block.conv1.bn, block.conv2.bn]
         return bns
 
+    def threshold_bns(self) -> list[PositiveBatchNorm2d]:
+        """Every BN whose affine parameters set a LIF layer's threshold or bias current: the
+        ``spike_bns`` and each projection shortcut's BN, whose output is summed into the
+        block's output neuron with conv2's (its beta adds to that neuron's bias current, its
+        gamma scales its share of the input). Left out of the energy route, the task loss
+        raised the shortcut's beta as the constraint lowered conv2's (seed 0: +0.128 against
+        -0.026 in block 1), undoing part of the threshold constraint."""
+        return self.spike_bns() + [
+            block.shortcut.bn for block in self.blocks if isinstance(block.shortcut, SparseConvBN)
+        ]
+
     def consumers(self) -> list[tuple[int, _Masked]]:
         """``(index of the LIF layer feeding it, layer)`` for every budgeted synaptic layer."""
         out: list[tuple[int, _Masked]] = []
