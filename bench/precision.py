@@ -115,6 +115,22 @@ def _build(spec: Any, config: dict[str, Any] | None) -> tuple[dict[str, Any], An
     return cfg, program, weights
 
 
+def _check_counts(calibration: int, samples: int, repeats: int) -> None:
+    """ValueError for a count below 1, or held-out seeds that would reach the calibration
+    seeds (CALIBRATION_SEED on)."""
+    from neuroedge.backends.onnxrt import CALIBRATION_SEED
+
+    if min(calibration, samples, repeats) < 1:
+        raise ValueError(
+            f"calibration ({calibration}), samples ({samples}), repeats ({repeats}) must be >= 1"
+        )
+    if HELD_OUT_FROM + samples > CALIBRATION_SEED:
+        raise ValueError(
+            f"samples ({samples}): held-out seeds from {HELD_OUT_FROM} must stay below the "
+            f"calibration seeds from {CALIBRATION_SEED}"
+        )
+
+
 def compare_precisions(
     model: str = "snn.lif_convnet",
     calibration: int = 16,
@@ -129,17 +145,9 @@ def compare_precisions(
     from neuroedge.export.tensorrt import calibration_feeds, prepare_precision
     from neuroedge.registry import get_backend, get_model
 
-    from neuroedge.backends.onnxrt import CALIBRATION_SEED, calibration_seeds
+    from neuroedge.backends.onnxrt import calibration_seeds
 
-    if min(calibration, samples, repeats) < 1:
-        raise ValueError(
-            f"calibration ({calibration}), samples ({samples}), repeats ({repeats}) must be >= 1"
-        )
-    if HELD_OUT_FROM + samples > CALIBRATION_SEED:
-        raise ValueError(
-            f"samples ({samples}): held-out seeds from {HELD_OUT_FROM} must stay below the "
-            f"calibration seeds from {CALIBRATION_SEED}"
-        )
+    _check_counts(calibration, samples, repeats)
     spec = get_model(model)
     spec.check_config(config, "build")
     if "onnx" not in spec.exportable:
