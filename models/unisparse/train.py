@@ -119,6 +119,20 @@ budget_ratio    weight_only         spike_only       unisparse
   this net the claim's "more accurate than weight-only at that budget" cannot hold; where
   the paper's claim comes from (a CIFAR-10 ResNet-18 whose spikes are cheaper to remove) is
   not measured here (no GPU).
+
+**The projection shortcuts' BN in the threshold route (2026-12-06, kept: a correctness fix).**
+A fresh-eyes audit found their affine parameters outside the energy route although their
+output is summed into the block's output neuron with conv2's: the task loss raised the
+shortcut's beta as the constraint lowered conv2's (seed 0, block 1: +0.128 against -0.026).
+Declared test, seeds 0-9, all four variants, one command (on this machine, which gives dense
+97.00% and weight_only 94.81% as on the earlier run of the same day, neither using the route):
+unisparse 94.83% at 5.24-5.86x (drop 2.17 +- 0.43, *not met*), unisparse - weight_only +0.03
++- 0.42 (5 wins, 1 tie, 4 losses, *not met*), spike_only 70.8%. The unfixed code on the same
+machine and seeds (dense + unisparse): unisparse 94.83% too (fixed - unfixed 0.00 +- 0.53
+points per seed, 5 wins, 5 losses), drop 2.17 +- 0.43 at 5.25-5.84x; the fix moves the budget
+onto the thresholds (firing rate 0.067 -> 0.064, weight density 0.53 -> 0.55) without a gain in
+accuracy. On this machine unisparse ties weight_only both with and without it (the run of
+2026-12-04 on another machine: -1.08 +- 0.40).
 """
 
 from __future__ import annotations
