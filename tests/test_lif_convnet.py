@@ -87,3 +87,14 @@ def test_training_values_are_refused_before_any_work(config, message, tmp_path) 
     with pytest.raises(ConfigError, match=message):
         train.train(config, out=out, progress=False)
     assert not out.exists()
+
+
+@pytest.mark.parametrize("steps", [1, 4])
+def test_direct_encoding_is_a_writable_copy_even_of_a_read_only_batch(steps: int) -> None:
+    from neuroedge.models.lif_convnet.data import direct_encoding
+
+    images = np.arange(6, dtype=np.float32).reshape(2, 3)
+    images.setflags(write=False)  # a memory-mapped CIFAR batch, say
+    x = direct_encoding(images, steps)
+    assert x.shape == (steps, 2, 3) and x.flags.writeable and x.flags.c_contiguous
+    assert np.array_equal(x[-1], images)  # at steps=1 it was the read-only view itself

@@ -32,4 +32,6 @@ def direct_encoding(images: np.ndarray, steps: int) -> np.ndarray:
     """Present each image as a constant input current for ``steps`` steps: (T, N, ...)."""
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
-    return np.ascontiguousarray(np.broadcast_to(images[None], (steps, *images.shape)))
+    # a copy, always: at steps=1 ascontiguousarray kept the read-only broadcast view (numpy
+    # counts a length-1 axis as contiguous), which torch.from_numpy warns about
+    return np.broadcast_to(images[None], (steps, *images.shape)).copy()
