@@ -199,8 +199,9 @@ def default_input_scale(x: Any) -> float:
     value 0 or 1: a graded 1 then carries the spike exactly, and a graph input's synapse
     keeps its own 8-bit exponent), else ``DEFAULT_INPUT_SCALE`` (255: graded inputs in
     [0, 1] use all 8 bits). ``neuroedge nir`` applies it when ``--input-scale`` is absent."""
-    values = np.asarray(x)
-    return 1.0 if np.isin(values, (0, 1)).all() else DEFAULT_INPUT_SCALE
+    from neuroedge.bench.parity import is_binary
+
+    return 1.0 if is_binary(x) else DEFAULT_INPUT_SCALE
 
 
 def _graph_of(program: Program, spec: ModelSpec) -> tuple[Any, float]:

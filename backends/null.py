@@ -6,14 +6,12 @@ output shapes, reports) with no runtime and no hardware.
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
 
 from neuroedge.backends.base import axes_meta, check_options
-from neuroedge.errors import InputError
 from neuroedge.shapes import bind_inputs, resolve_shape
 from neuroedge.types import (
     Artifact,
@@ -56,9 +54,9 @@ class NullBackend:
         }
 
     def profile(self, artifact: Artifact, inputs: Mapping[str, Any], repeats: int = 50) -> Report:
-        # as the timed backends: 0 would "time" no call and still report a latency
-        if isinstance(repeats, bool) or not isinstance(repeats, numbers.Integral) or repeats < 1:
-            raise InputError(f"repeats={repeats!r}: expected an integer >= 1")
+        from neuroedge.config_values import check_repeats
+
+        check_repeats(repeats)  # as the timed backends: 0 would "time" no call yet report one
         symbols = bind_inputs(artifact.spec, inputs, fixed=artifact.meta.get("axes"))
         for _ in range(repeats):
             self.run(artifact, inputs)

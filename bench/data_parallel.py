@@ -78,9 +78,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument("--nproc", type=int, default=2, help="processes of the data-parallel run")
     p.add_argument("--out", default=None, help="report folder (report.json)")
-    p.add_argument(  # extend: every --config group counts, as on neuroedge's own CLI
-        "--config", action="extend", nargs="+", default=[], metavar="KEY=VALUE"
-    )
+    from neuroedge.cli_args import add_config_option
+
+    add_config_option(p, "training config (repeatable)")
     args = p.parse_args(argv)
     from neuroedge.atomic import atomic_path, check_writable
 
@@ -88,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_writable(args.out, folder=True)
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            doc = compare(args.nproc, args.config, Path(tmp))
+            doc = compare(args.nproc, args.config or [], Path(tmp))
     except (ValueError, RuntimeError) as err:
         print(f"data_parallel: error: {err}", file=sys.stderr)
         return 2

@@ -200,16 +200,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--calibration", type=int, default=16, help="examples that calibrate int8")
     p.add_argument("--samples", type=int, default=10, help="held-out examples compared")
     p.add_argument("--repeats", type=int, default=200, help="timed calls per graph")
-    p.add_argument(
-        "--config",
-        action="extend",
-        nargs="+",
-        metavar="KEY=VALUE",
-        default=None,
-        help="build config (repeatable; every group is read)",
-    )
+    from neuroedge.cli_args import add_config_option, config_items
+
+    add_config_option(p, "build config (repeatable)")
     args = p.parse_args(argv)
-    from neuroedge.cli_args import config_items
     from neuroedge.errors import NeuroedgeError
 
     try:

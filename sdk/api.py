@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-import numbers
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from neuroedge.atomic import check_writable
-from neuroedge.errors import BackendUnavailable, ExportRefused, InputError
+from neuroedge.config_values import check_repeats
+from neuroedge.errors import BackendUnavailable, ExportRefused
 from neuroedge.registry import get_backend, get_model, model_table
 from neuroedge.nir_check import check_nir  # noqa: F401 (public: neuroedge.api.check_nir)
 from neuroedge.types import Artifact, ModelSpec, Report, TorchProgram
@@ -25,16 +25,6 @@ def models() -> dict[str, str]:
 
 def model(name: str) -> ModelSpec:
     return get_model(name)
-
-
-def check_repeats(repeats: Any) -> int:
-    """``repeats`` as an int >= 1 (numpy integers too), else InputError before any build: 0
-    timed nothing yet reported a latency, and "3" or 2.5 failed deep inside a backend."""
-    if isinstance(repeats, bool) or not isinstance(repeats, numbers.Integral) or repeats < 1:
-        raise InputError(
-            f"repeats={repeats!r}: expected an integer >= 1 (the timed calls after the warm-up)"
-        )
-    return int(repeats)
 
 
 def ready_backend(name: str, backend: str) -> Any:

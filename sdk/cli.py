@@ -195,7 +195,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     w = _bench_world(spec, bench)
     if w.lead:  # the rank that writes them (other machines may lack these paths)
-        home()  # an empty $NEUROEDGE_HOME, under which the history defaults, fails now
+        home()  # an empty $NEUROEDGE_HOME fails now, not at the first artifact after training
         check_history(args.history)  # a bad history path fails now, not after the run
         check_writable(args.out, folder=True)  # and so does a report folder that is a file
     if bench is not None:
@@ -345,13 +345,13 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _add_config_options(sub: Any) -> None:
-    """``--config KEY=VALUE ...`` on the commands that build or run a model; ``extend``: a
-    second --config adds its items (a plain store kept only the last group, silently)."""
+    """``--config KEY=VALUE ...`` (``cli_args.add_config_option``) on the commands that build
+    or run a model."""
+    from neuroedge.cli_args import add_config_option
+
     for action in sub.choices.values():
         if action.prog.split()[-1] in ("train", "export", "bench", "run"):
-            action.add_argument(
-                "--config", action="extend", nargs="+", metavar="KEY=VALUE", default=None
-            )
+            add_config_option(action)
 
 
 # 128 + SIGPIPE: what a shell reports for a Unix tool whose reader left (`yes | head -1`),

@@ -9,6 +9,14 @@ from typing import Any
 from neuroedge.errors import ConfigError, InputError
 
 
+def add_config_option(parser: Any, help: str = "model config (repeatable)") -> None:
+    """``--config KEY=VALUE ...`` on ``parser``: ``extend``, so a second --config adds its
+    items (a plain store kept only the last group, silently); read with ``config_items``."""
+    parser.add_argument(
+        "--config", action="extend", nargs="+", metavar="KEY=VALUE", default=None, help=help
+    )
+
+
 def _pairs(items: Sequence[str] | None, flag: str, example: str) -> dict[str, str]:
     """``key=value`` items as ``{key: value text}``; a key given twice with two values is
     refused (the last one would win silently, e.g. ``--config seed=1 --config seed=2``)."""

@@ -70,13 +70,17 @@ def int_list(
 
 
 def number_list(
-    cfg: Mapping[str, Any], key: str, low: float | None = None, open_low: bool = False
+    cfg: Mapping[str, Any],
+    key: str,
+    low: float | None = None,
+    open_low: bool = False,
+    high: float | None = None,
 ) -> list[float]:
-    """``cfg[key]`` as a non-empty list of finite numbers above ``low``."""
+    """``cfg[key]`` as a non-empty list of finite numbers above ``low`` (up to ``high``)."""
     value = cfg[key]
     if not isinstance(value, (list, tuple)) or not value:
         raise ConfigError(f"{key}={value!r}: expected a non-empty list of numbers")
-    return [number({key: v}, key, low, open_low=open_low) for v in value]
+    return [number({key: v}, key, low, high, open_low=open_low) for v in value]
 
 
 def choice(cfg: Mapping[str, Any], key: str, choices: Sequence[str]) -> str:
@@ -211,3 +215,15 @@ def _range(least: int | None, most: int | None) -> str:
     if least is not None:
         return f" >= {least}"
     return "" if most is None else f" <= {most}"
+
+
+def check_repeats(repeats: Any) -> int:
+    """``repeats`` as an int >= 1 (numpy integers too), else InputError before any build: 0
+    timed nothing yet reported a latency, and "3" or 2.5 failed deep inside a backend."""
+    if isinstance(repeats, bool) or not isinstance(repeats, numbers.Integral) or repeats < 1:
+        from neuroedge.errors import InputError
+
+        raise InputError(
+            f"repeats={repeats!r}: expected an integer >= 1 (the timed calls after the warm-up)"
+        )
+    return int(repeats)

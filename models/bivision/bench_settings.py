@@ -100,9 +100,9 @@ def check_rates(cfg: Mapping[str, Any]) -> list[float]:
     """The bench's ``rates`` as floats: ConfigError for a rate outside [0, MAX_NOISE_HZ] (1e9
     ran out of memory after the throughput rows) or one given twice (``[0, 5, 5.0]`` passed
     the claim's "three rates" rule with two)."""
-    from neuroedge.config_values import number, number_list
+    from neuroedge.config_values import number_list
 
-    rates = [number({"rates": r}, "rates", 0, MAX_NOISE_HZ) for r in number_list(cfg, "rates", 0)]
+    rates = number_list(cfg, "rates", 0, high=MAX_NOISE_HZ)
     repeated = sorted({r for r in rates if rates.count(r) > 1})  # -0.0 == 0.0 counts too
     if repeated:
         raise ConfigError(

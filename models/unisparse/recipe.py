@@ -153,11 +153,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--data", required=True, help="the cifar-10-batches-py folder")
     p.add_argument("--out", required=True, help="report folder")
     p.add_argument("--history", default=None, help="SQLite history file")
-    p.add_argument(  # extend: every --config group counts, as on neuroedge's own CLI
-        "--config", action="extend", nargs="+", default=[], metavar="KEY=VALUE"
-    )
+    from neuroedge.cli_args import add_config_option, config_items
+
+    add_config_option(p, "training config (repeatable)")
     args = p.parse_args(argv)
-    from neuroedge.cli_args import config_items
 
     try:
         doc = run_recipe(args.data, args.out, config_items(args.config), args.history)
