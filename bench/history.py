@@ -93,14 +93,16 @@ def _path(db_path: str | os.PathLike[str] | None) -> Path:
     """``db_path``, or the default history when None; an empty path (an unset shell variable
     in ``--history $DB``) is refused, never read as "the default"."""
     from neuroedge.errors import ArtifactError
+    from neuroedge.paths import refuse_empty
 
     if db_path is None:
         return default_path()
-    if not str(db_path).strip():
-        raise ArtifactError(
-            f"history {str(db_path)!r}: an empty path; name a SQLite file or "
-            "leave --history out for the default"
-        )
+    refuse_empty(
+        db_path,
+        "history",
+        "name a SQLite file or leave --history out for the default",
+        ArtifactError,
+    )
     return Path(db_path)
 
 

@@ -26,7 +26,7 @@ def resolve_checkpoint(config: Mapping[str, Any], name: str, check: bool = True)
     A path the user named must be an existing file (with ``check``): a typo must not fall back
     to untrained weights or start a training run that saves under the mistyped name.
     """
-    from neuroedge.paths import checkpoint_path
+    from neuroedge.paths import checkpoint_path, refuse_empty
 
     named = config.get("checkpoint")
     if named is not None and not isinstance(named, (str, os.PathLike)):
@@ -34,10 +34,13 @@ def resolve_checkpoint(config: Mapping[str, Any], name: str, check: bool = True)
             f"config checkpoint {named!r}: expected the path of a checkpoint file, "
             f"got {type(named).__name__}"
         )
-    if isinstance(named, str) and not named.strip():
-        raise ArtifactError(
-            f"config checkpoint={named!r}: an empty path (an unset shell variable?); name a "
-            f"checkpoint file, or leave the key out to use the default {checkpoint_path(name)}"
+    if isinstance(named, str):
+        refuse_empty(
+            named,
+            "config checkpoint",
+            "name a checkpoint file, or leave the key out to use the default "
+            f"{checkpoint_path(name)}",
+            ArtifactError,
         )
     path = Path(named or checkpoint_path(name))
     if check and path.is_dir():

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from neuroedge.errors import ConfigError, InputError
+from neuroedge.paths import refuse_empty
 
 
 def add_config_option(parser: Any, help: str = "model config (repeatable)") -> None:
@@ -47,12 +48,13 @@ def option_items(items: Sequence[str] | None) -> dict[str, str]:
     refused by name (``path=$OUT`` with OUT unset would otherwise be read as ".")."""
     options = _pairs(items, "--option", "form=step")
     for key, value in options.items():
-        if not value.strip():
-            what = "path" if key.endswith("path") else "value"
-            raise ConfigError(
-                f"--option {key}={value!r}: an empty {what} (an unset shell variable?); give "
-                "one, or leave the option out for the backend's default"
-            )
+        refuse_empty(
+            value,
+            f"--option {key}",
+            "give one, or leave the option out for the backend's default",
+            ConfigError,
+            "path" if key.endswith("path") else "value",
+        )
     return options
 
 

@@ -13,14 +13,30 @@ def home() -> Path:
     value = os.environ.get("NEUROEDGE_HOME")
     if value is None:
         return Path(".neuroedge")
-    if not value.strip():
-        from neuroedge.errors import ConfigError
+    from neuroedge.errors import ConfigError
 
-        raise ConfigError(
-            f"NEUROEDGE_HOME={value!r}: an empty path (an unset shell variable?); name a "
-            "folder, or unset it for the default ./.neuroedge"
-        )
+    refuse_empty(
+        value,
+        "NEUROEDGE_HOME",
+        "name a folder, or unset it for the default ./.neuroedge",
+        ConfigError,
+    )
     return Path(value)
+
+
+def refuse_empty(
+    value: str | os.PathLike[str],
+    label: str,
+    instead: str,
+    error: type[Exception],
+    what: str = "path",
+) -> None:
+    """``error`` naming ``label`` where ``value`` is empty or blank: ``Path("")`` is the
+    current folder, so an unset shell variable (``path=$OUT``) would silently mean "here"."""
+    if not os.fspath(value).strip():
+        raise error(
+            f"{label}={os.fspath(value)!r}: an empty {what} (an unset shell variable?); {instead}"
+        )
 
 
 def checkpoint_path(model: str) -> Path:

@@ -45,6 +45,9 @@ def test_spectral_stability_bound_never_violated() -> None:
     assert len(result.drifts) >= 20
     assert result.violations == 0
     assert 0 < result.max_ratio < 1
+    # the adapted flow lands on V + dV's top eigenvector: the drifts are the adapter's, not ~0
+    np.testing.assert_allclose(result.drifts, result.eigen_drifts, atol=1e-5)
+    assert min(result.eigen_drifts) > 1e-3
 
 
 def test_small_c_gives_small_w2_and_large_c_large(phase: ex.PhaseResult) -> None:

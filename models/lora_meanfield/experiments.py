@@ -40,6 +40,9 @@ class StabilityResult:
     drifts: tuple[float, ...]  # ||u_1 - u~|| per adapter where the bound applies
     bounds: tuple[float, ...]  # Prop 3.3's bound for the same adapters
     skipped: int  # adapters outside the proposition's condition
+    # ||u_1 - top eigenvector of V + dV|| (sign of the flow's cluster): where the adapted flow
+    # must land, so a flow that ignored the adapter (drift ~0, far under any bound) shows here
+    eigen_drifts: tuple[float, ...] = ()
 
     @property
     def violations(self) -> int:
@@ -64,7 +67,7 @@ def stability(
     x0 = sphere_tokens(n_tokens, len(v), seed)
     u1 = np.eye(len(v))[0]
     rng = np.random.default_rng(seed + 1)
-    drifts, bounds, skipped = [], [], 0
+    drifts, bounds, eigen, skipped = [], [], [], 0
     for k in tqdm(range(n_adapters), desc="stability", leave=False):
         dv = tied_adapter(len(v), 2, float(rng.uniform(0.03, 0.15)), seed + 100 + k)
         sb = spectral_bound(v, dv)
@@ -74,7 +77,9 @@ def stability(
         u_tilde = cluster_direction(run_flow(x0, v, v + dv, horizon, layers))
         drifts.append(float(np.linalg.norm(u1 - u_tilde)))
         bounds.append(sb.bound)
-    return StabilityResult(tuple(drifts), tuple(bounds), skipped)
+        top = np.linalg.eigh(v + dv)[1][:, -1]
+        eigen.append(float(np.linalg.norm(u1 - top * np.sign(top @ u_tilde))))
+    return StabilityResult(tuple(drifts), tuple(bounds), skipped, tuple(eigen))
 
 
 @dataclass(frozen=True)
