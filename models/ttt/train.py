@@ -48,8 +48,10 @@ EVAL_SEED = 10**9  # evaluation sequences never appear in training (training see
 
 def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """Every value ``ladder`` reads, before any training: ConfigError naming the key and value
-    (``steps=2.5`` ran 2 steps, ``steps=0`` wrote an untrained ladder)."""
+    (``steps=2.5`` ran 2 steps, ``steps=0`` wrote an untrained ladder). ``update_then_apply``
+    is refused with ``chunk > 1``: it is causal only token by token."""
     from neuroedge.config_values import choice, int_list, integer, number
+    from neuroedge.errors import ConfigError
 
     out = dict(cfg)
     for key in (
@@ -60,6 +62,13 @@ def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
     out["seed"] = integer(cfg, "seed", 0, EVAL_SEED - 1)
     out["lr"] = number(cfg, "lr", 0, 10, open_low=True)
     out["order"] = choice(cfg, "order", ORDERS)
+    if out["order"] == "update_then_apply" and out["chunk"] != 1:
+        raise ConfigError(
+            f"config order='update_then_apply' with chunk={out['chunk']}: the ladder trains "
+            "a causal LM, and updating on a chunk before applying lets each token read fast "
+            "weights written by the later tokens of its chunk (it sees the future); use "
+            "order='apply_then_update' (the causal order for any chunk) or chunk=1"
+        )
     out["inner_steps"] = int_list(cfg, "inner_steps", 1, 1000)
     return out
 
