@@ -2,15 +2,26 @@
 
 Rows: ``identity`` (max |J_g - B| on random linear-additive SEMs), ``cadre`` and ``beta-vae``
 trained at the same budget on the synthetic generator (MCC; CaDRe's observed-graph SHD, F1,
-TPR, reported as measured whatever they are), and a side-by-side encoder latency. With
-``series=PATH`` the model is trained on a user's CSV/NetCDF series and its graph is reported;
-``time_column=NAME`` names a CSV series' time column (dates or numbers), which is then checked
-for even spacing and not modelled as a variable.
+TPR, reported as measured whatever they are), and the latency of CaDRe's graph extraction.
+
+The synthetic comparison runs once per seed of ``seeds`` (default 0..4; ``seed=S`` alone runs
+that one seed): each seed draws its own generator (graph, mixing, data) and both models' initial
+weights, and its rows appear as ``cadre@seed=S`` and ``beta-vae@seed=S`` under the mean rows.
+The claim "CaDRe's latent MCC is above a plain beta-VAE's at the same budget" is read over the
+seeds, paired by seed: ``holds`` only when (a) the mean of the per-seed differences
+MCC(CaDRe) - MCC(beta-VAE) exceeds its paired standard error (so one seed never holds: it has
+no SE) and (b) CaDRe wins on a strict majority of the seeds (a difference within +-0.001 is a
+tie, which is not a win). ``claim`` in report.json and a section of report.md give the per-seed
+MCC, F1 and SHD, both means, the paired difference and SE, and wins/ties/losses.
+
+With ``series=PATH`` the model is trained once (at ``seed``) on a user's CSV/NetCDF series and
+its graph is reported; ``time_column=NAME`` names a CSV series' time column (dates or numbers),
+which is then checked for even spacing and not modelled as a variable.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +33,14 @@ from neuroedge.models.cadre.spec import DOMAINS, DX, DZ, LENGTH, SPEC, identity_
 from neuroedge.types import Measurement, Report
 
 COLUMNS = ("max_abs_err", "mcc", "shd", "f1", "tpr", "skeleton_f1", "latency_p50_ms")
+DEFAULTS: dict[str, Any] = {
+    **TR.DEFAULTS,
+    "steps": 600,
+    "n": 3000,
+    "seeds": [0, 1, 2, 3, 4],
+    "workers": 1,
+}
+TIE = 1e-3  # |MCC(CaDRe) - MCC(beta-VAE)| within this is a tie
 
 
 def _user_series(config: Mapping[str, Any]) -> tuple[CausalSeries, int, list[str]]:
@@ -59,26 +78,170 @@ def _check_variables(path: str, values: np.ndarray, names: list[str]) -> None:
         )
 
 
+def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """``train.check_config``, plus ``seeds`` (a list of integers in 0..2^32-1, synthetic
+    generator only: a user's series is trained once, at ``seed``) and ``workers``."""
+    from neuroedge.bench.seeds import check_workers
+    from neuroedge.config_values import int_list
+    from neuroedge.errors import ConfigError
+
+    out = TR.check_config(cfg)
+    if cfg.get("seeds") is not None:
+        if "series" in cfg:
+            raise ConfigError(
+                f"seeds={cfg['seeds']!r}: only read on the synthetic generator; a series "
+                "is trained once, at seed"
+            )
+        out["seeds"] = int_list(cfg, "seeds", 0, 2**32 - 1)
+    try:
+        check_workers(cfg.get("workers", 1))
+    except ValueError as err:
+        raise ConfigError(f"workers={cfg.get('workers')!r}: {err}") from None
+    return out
+
+
 def bench(
     out_dir: str, backends: list[str], config: Mapping[str, Any], history: str | None = None
 ) -> dict[str, Any]:
-    from neuroedge.bench.report import write_report
+    """The synthetic comparison over seeds, or (``series``) one training on a user's series."""
+    user = dict(config or {})
+    if "series" in user:
+        return _series_bench(out_dir, {**DEFAULTS, "seeds": None, **user}, history)
+    return _synthetic_bench(out_dir, user, history)
 
-    cfg = TR.check_config({**TR.DEFAULTS, "steps": 600, "n": 3000, **config})  # before any work
+
+def _budget(cfg: Mapping[str, Any]) -> str:
+    return (
+        f"Graph threshold |J_g| > {cfg['threshold']}; budget {cfg['steps']} Adam "
+        f"steps of batch {cfg['batch']} for both models."
+    )
+
+
+def _series_bench(out_dir: str, user: Mapping[str, Any], history: str | None) -> dict[str, Any]:
+    """Train on the user's ``series`` file once; the report carries its graph and variables."""
+    from neuroedge.bench.report import build_document, write_report
+
+    cfg = check_config(user)  # before any work
+    cfg.pop("seeds", None)
+    cfg.pop("workers", None)
     torch.set_num_threads(1)  # tiny MLPs: extra threads only contend on a shared 2-core box
+    data, domains, names = _user_series(cfg)
+    fit = TR.fit(_cadre(data, domains, cfg), data, cfg, "CaDRe")
+    graph = TR.estimated_graph(fit.model, data)
     rows = [_identity_row()]
-    doc = _series_document(cfg, rows) if "series" in cfg else _synthetic_document(cfg, rows)
+    doc = build_document(
+        SPEC.name, rows, config=_jsonable(cfg), graph=graph.tolist(), variables=names
+    )
     doc["columns"] = COLUMNS
-    sections = [
-        (
-            f"Graph threshold |J_g| > {cfg['threshold']}; budget {cfg['steps']} Adam "
-            f"steps of batch {cfg['batch']} for both models."
-        )
-    ]
     write_report(
-        doc, out_dir, columns=COLUMNS, sections=sections, plots=[graph_plot], history=history
+        doc, out_dir, columns=COLUMNS, sections=[_budget(cfg)], plots=[graph_plot], history=history
     )
     return doc
+
+
+def _synthetic_bench(out_dir: str, user: Mapping[str, Any], history: str | None) -> dict[str, Any]:
+    """CaDRe vs beta-VAE on the synthetic generator, once per seed, and the claim."""
+    from neuroedge.bench.seeds import run_over_seeds, write_seed_report
+
+    cfg, seeds, results = run_over_seeds(SPEC.name, user, DEFAULTS, check_config, run_seed)
+    per_seed = {s: r["rows"] for s, r in results.items()}
+    claim = claim_over_seeds(per_seed)
+    first = results[seeds[0]]
+    return write_seed_report(
+        out_dir,
+        SPEC.name,
+        per_seed,
+        _jsonable(cfg),
+        claim,
+        COLUMNS,
+        [*claim_section(claim), "", _budget(cfg)],
+        [graph_plot],
+        history,
+        extra_rows=[_identity_row()],
+        graph=first["graph"],
+        true_graph=first["true_graph"],
+        graph_seed=seeds[0],
+        graphs={str(s): r["graph"] for s, r in results.items()},
+        true_graphs={str(s): r["true_graph"] for s, r in results.items()},
+        losses={str(s): r["losses"] for s, r in results.items()},
+    )
+
+
+def run_seed(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """One seed: the generator drawn from ``seed``, both models trained from it; the rows
+    (``cadre`` with MCC, graph scores and latency; ``beta-vae`` with MCC), graphs, losses."""
+    torch.set_num_threads(1)  # tiny MLPs: extra threads only contend on a shared 2-core box
+    data = generate(
+        n=int(cfg["n"]), length=LENGTH, dx=DX, dz=DZ, domains=DOMAINS, seed=int(cfg["seed"])
+    )
+    result = TR.compare(data, DOMAINS, cfg)
+    rows = _with_latency(_model_rows(result), result["model"], data)
+    return {
+        "rows": rows,
+        "graph": result["graph"].tolist(),
+        "true_graph": data.graph.tolist(),
+        "losses": {
+            "cadre": list(result["losses_cadre"][::10]),
+            "beta_vae": list(result["losses_beta_vae"][::10]),
+        },
+    }
+
+
+def claim_over_seeds(per_seed: Mapping[int, Sequence[Report]]) -> dict[str, Any]:
+    """The rule of the module docstring: per-seed MCC of both models (and CaDRe's F1 and SHD),
+    the means, the paired difference with its SE, wins/ties/losses, the parts and ``holds``."""
+    from neuroedge.bench.seeds import paired_difference, row_value
+
+    seeds = list(per_seed)
+
+    def each(variant: str, name: str) -> list[float]:
+        return [float(row_value(per_seed[s], variant, name)) for s in seeds]
+
+    cadre, vae = each("cadre", "mcc"), each("beta-vae", "mcc")
+    diffs = [a - b for a, b in zip(cadre, vae)]
+    mean, se = paired_difference(cadre, vae)
+    wins = sum(d > TIE for d in diffs)
+    losses = sum(d < -TIE for d in diffs)
+    parts = {
+        "mean_difference_above_paired_se": bool(np.isfinite(se) and mean > se),
+        "cadre_wins_a_majority_of_seeds": wins > len(seeds) / 2,
+    }
+    return {
+        "rule": (
+            "holds when mean(MCC_cadre - MCC_beta_vae) over seeds > its paired standard error "
+            f"and CaDRe wins on more than half the seeds (|difference| <= {TIE:g} is a tie)"
+        ),
+        "seeds": seeds,
+        "mcc_cadre": cadre,
+        "mcc_beta_vae": vae,
+        "mcc_difference": diffs,
+        "f1_cadre": each("cadre", "f1"),
+        "shd_cadre": each("cadre", "shd"),
+        "mcc_cadre_mean": float(np.mean(cadre)),
+        "mcc_beta_vae_mean": float(np.mean(vae)),
+        "cadre_minus_beta_vae": {"mean": mean, "se": se},
+        "wins": wins,
+        "ties": len(seeds) - wins - losses,
+        "losses": losses,
+        "parts": parts,
+        "holds": all(parts.values()),
+    }
+
+
+def claim_section(claim: Mapping[str, Any]) -> list[str]:
+    """report.md lines: the verdict and parts, the rule, the means, the paired difference
+    and wins/ties/losses, then the per-seed table."""
+    from neuroedge.bench.seeds import claim_lines
+
+    d = claim["cadre_minus_beta_vae"]
+    notes = [
+        f"- rule: {claim['rule']}",
+        f"- mean MCC: CaDRe {claim['mcc_cadre_mean']:.4f}, beta-VAE "
+        f"{claim['mcc_beta_vae_mean']:.4f}",
+        f"- CaDRe - beta-VAE MCC, paired by seed: {d['mean']:+.4f} +- {d['se']:.4f} (SE)",
+        f"- CaDRe wins / ties / losses: {claim['wins']} / {claim['ties']} / {claim['losses']}",
+    ]
+    return claim_lines(claim, notes)
 
 
 def _identity_row() -> Report:
@@ -89,40 +252,6 @@ def _identity_row() -> Report:
         "identity",
         metrics={"max_abs_err": Measurement(identity_check(), "abs", "measured")},
         notes=("J_g = I - D_m J_m^-1 against B on 20 random linear-additive SEMs",),
-    )
-
-
-def _series_document(cfg: Mapping[str, Any], rows: list[Report]) -> dict[str, Any]:
-    """Train on the user's ``series`` file; the document carries its graph and variables."""
-    from neuroedge.bench.report import build_document
-
-    data, domains, names = _user_series(cfg)
-    fit = TR.fit(_cadre(data, domains, cfg), data, cfg, "CaDRe")
-    graph = TR.estimated_graph(fit.model, data)
-    return build_document(
-        SPEC.name, rows, config=_jsonable(cfg), graph=graph.tolist(), variables=names
-    )
-
-
-def _synthetic_document(cfg: Mapping[str, Any], rows: list[Report]) -> dict[str, Any]:
-    """CaDRe vs beta-VAE on the synthetic generator: rows, graphs, losses and latency."""
-    from neuroedge.bench.report import build_document
-
-    data = generate(
-        n=int(cfg["n"]), length=LENGTH, dx=DX, dz=DZ, domains=DOMAINS, seed=int(cfg["seed"])
-    )
-    result = TR.compare(data, DOMAINS, cfg)
-    rows = _with_latency([*rows, *_model_rows(result)], result["model"], data)
-    return build_document(
-        SPEC.name,
-        rows,
-        config=_jsonable(cfg),
-        graph=result["graph"].tolist(),
-        true_graph=data.graph.tolist(),
-        losses={
-            "cadre": result["losses_cadre"][::10],
-            "beta_vae": result["losses_beta_vae"][::10],
-        },
     )
 
 
@@ -157,7 +286,11 @@ def _cadre(data: CausalSeries, domains: int, cfg: Mapping[str, Any]) -> torch.nn
 
 
 def _jsonable(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in cfg.items() if isinstance(v, (int, float, str, bool))}
+    return {
+        k: v
+        for k, v in cfg.items()
+        if isinstance(v, (int, float, str, bool)) or (k == "seeds" and isinstance(v, list))
+    }
 
 
 def _with_latency(rows: list[Report], model: Any, data: CausalSeries) -> list[Report]:
@@ -176,14 +309,15 @@ def _with_latency(rows: list[Report], model: Any, data: CausalSeries) -> list[Re
 
 
 def graph_plot(doc: dict[str, Any], path: Path) -> Path:
-    """Estimated mean J_g beside the true B (when known), as heat maps."""
+    """Estimated mean J_g beside the true B (when known), as heat maps (synthetic: the first
+    seed's)."""
     from neuroedge.bench.report import finish_figure, pyplot
 
     plt = pyplot()
-
-    mats = [("estimated J_g (mean)", np.array(doc["graph"]))]
+    seed = f", seed {doc['graph_seed']}" if "graph_seed" in doc else ""
+    mats = [(f"estimated J_g (mean){seed}", np.array(doc["graph"]))]
     if "true_graph" in doc:
-        mats.append(("true B", np.array(doc["true_graph"])))
+        mats.append((f"true B{seed}", np.array(doc["true_graph"])))
     fig, axes = plt.subplots(1, len(mats), figsize=(4.2 * len(mats), 3.6), squeeze=False)
     for ax, (title, mat) in zip(axes[0], mats):
         lim = max(float(np.abs(mat).max()), 1e-6)

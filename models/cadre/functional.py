@@ -15,8 +15,10 @@ diagonal), so J_g = B exactly. Penalties on a Jacobian J (d x d):
 * acyclicity (DAG-GNN) D_g(A) = tr[(I + A o A / d)^d] - d, zero iff A has no directed cycle.
 
 Metrics: MCC = mean |Pearson corr| of the Hungarian-matched pairs of estimated and true latents;
-SHD, F1 and TPR of the thresholded edge set (edge j -> i when |A_ij| > threshold; a reversed
-edge counts once in SHD), and the skeleton F1 (orientation ignored).
+SHD, F1 and TPR of the thresholded edge set (edge j -> i when |A_ij| > threshold; SHD counts
+each unordered pair {i, j} whose pair of directed entries differs from the truth once: a
+missing, extra or reversed edge, or a true edge also estimated backwards), and the skeleton F1
+(orientation ignored).
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ def mcc(estimate: np.ndarray, truth: np.ndarray) -> float:
 
 @dataclass(frozen=True)
 class GraphScores:
-    shd: int  # additions + deletions + reversals
+    shd: int  # node pairs that differ: additions + deletions + reversals + bidirected
     f1: float
     tpr: float  # recall of true edges
     fdr: float  # false discoveries / predicted edges
@@ -89,14 +91,11 @@ def graph_scores(estimate: np.ndarray, truth: np.ndarray, threshold: float = 0.3
     np.fill_diagonal(tru, False)
     tp = int((est & tru).sum())
     n_pred, n_true = int(est.sum()), int(tru.sum())
-    reversed_ = int((est & ~tru & tru.T).sum())
-    extra = n_pred - tp - reversed_
-    missing = n_true - tp - reversed_
     precision = tp / n_pred if n_pred else 0.0
     recall = tp / n_true if n_true else 0.0
     f1 = 2 * precision * recall / (precision + recall) if tp else 0.0
     return GraphScores(
-        extra + missing + reversed_,
+        shd(est, tru),
         f1,
         recall,
         (n_pred - tp) / n_pred if n_pred else 0.0,
@@ -104,6 +103,16 @@ def graph_scores(estimate: np.ndarray, truth: np.ndarray, threshold: float = 0.3
         n_pred,
         _f1(np.triu(est | est.T), np.triu(tru | tru.T)),
     )
+
+
+def shd(est: np.ndarray, tru: np.ndarray) -> int:
+    """Structural Hamming distance of two boolean adjacency matrices (diagonals ignored): the
+    unordered pairs i < j whose (est_ij, est_ji) differs from (tru_ij, tru_ji). A missing edge,
+    an extra edge, a reversed edge, and a true edge estimated in both directions each count 1."""
+    est, tru = np.asarray(est, dtype=bool), np.asarray(tru, dtype=bool)
+    upper = np.triu(np.ones(est.shape, dtype=bool), k=1)
+    differs = (est != tru) | (est.T != tru.T)
+    return int((differs & upper).sum())
 
 
 def _f1(est: np.ndarray, tru: np.ndarray) -> float:

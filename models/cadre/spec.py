@@ -4,10 +4,11 @@
 ``neuroedge train causal.cadre``, or untrained) at a batch of windows, plus the latent means.
 ``bench``: the exact identity J_g = B on linear-additive SEMs, then CaDRe against a plain
 beta-VAE at the same budget on the synthetic generator (MCC of both; SHD, F1, TPR of CaDRe's
-observed graph), with a graph plot. Config ``series=PATH`` (CSV or NetCDF) with optional
-``period`` (e.g. 12 for monthly data) and ``time_column`` (a CSV's time column, e.g. dates)
-trains on a user's climate series instead and reports the estimated graph (no ground truth
-there, so no scores).
+observed graph), once per seed of ``seeds`` (default 0..4, ``workers`` at a time; ``seed=S``
+runs one), with the claim read over the seeds (bench.py states the rule) and a graph plot.
+Config ``series=PATH`` (CSV or NetCDF) with optional ``period`` (e.g. 12 for monthly data) and
+``time_column`` (a CSV's time column, e.g. dates) trains on a user's climate series instead,
+once at ``seed``, and reports the estimated graph (no ground truth there, so no scores).
 
 A checkpoint saved by ``train`` holds the architecture (``config``: the hidden width) beside
 the weights, and ``build`` takes the width from it; an older weights-only checkpoint is built at
@@ -191,8 +192,8 @@ SPEC = ModelSpec(
     train=train,
     bench="neuroedge.models.cadre.bench:bench",
     # train: train.fit's keys (train.DEFAULTS less "threshold", which training never reads;
-    # train.py imports torch) plus n and checkpoint; bench: all of train.DEFAULTS, n and the
-    # user-series keys
+    # train.py imports torch) plus n and checkpoint; bench: all of train.DEFAULTS, n, the
+    # synthetic comparison's seeds and workers, and the user-series keys
     config_keys={
         "build": ("checkpoint", "smoke", "hidden"),
         "train": (
@@ -221,6 +222,8 @@ SPEC = ModelSpec(
             "jac_batch",
             "threshold",
             "seed",
+            "seeds",
+            "workers",
             "n",
             "series",
             "period",

@@ -1,0 +1,85 @@
+"""causal.cadre bench: the CaDRe-vs-beta-VAE claim read over seeds (per-seed rows, paired SE,
+wins/ties/losses, the rule), one seed with ``seed``, and the user-series path."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from neuroedge.errors import ConfigError
+from neuroedge.models.cadre import bench as B
+from neuroedge.types import Measurement, Report
+
+TINY = {"steps": 3, "n": 48, "batch": 8, "jac_batch": 2, "hidden": 8}
+
+
+def _rows(cadre: float, vae: float) -> list[Report]:
+    metrics = {"mcc": Measurement(cadre, "correlation"), "f1": Measurement(0.5, "fraction")}
+    metrics["shd"] = Measurement(3, "edges")
+    return [
+        Report("causal.cadre", "host", "cadre", metrics=metrics),
+        Report("causal.cadre", "host", "beta-vae", metrics={"mcc": Measurement(vae, "c")}),
+    ]
+
+
+def _claim(pairs: list[tuple[float, float]]) -> dict:
+    return B.claim_over_seeds({s: _rows(a, b) for s, (a, b) in enumerate(pairs)})
+
+
+def test_claim_needs_mean_above_paired_se_and_a_majority_of_wins() -> None:
+    held = _claim([(0.60, 0.43), (0.51, 0.54), (0.62, 0.59), (0.58, 0.50), (0.55, 0.50)])
+    assert held["holds"] and (held["wins"], held["ties"], held["losses"]) == (4, 0, 1)
+    diffs = np.array(held["mcc_difference"])
+    assert held["cadre_minus_beta_vae"]["mean"] == pytest.approx(diffs.mean())
+    assert held["cadre_minus_beta_vae"]["se"] == pytest.approx(diffs.std(ddof=1) / math.sqrt(5))
+    assert held["mcc_cadre_mean"] == pytest.approx(0.572) and held["shd_cadre"] == [3] * 5
+    # one large win, four small losses: the mean (0.092) within its SE (0.102), one win
+    lucky = _claim([(0.9, 0.4), (0.50, 0.51), (0.50, 0.51), (0.50, 0.51), (0.50, 0.51)])
+    assert not any(lucky["parts"].values()) and not lucky["holds"]
+    # a majority of wins, but the mean difference within its SE
+    noisy = _claim([(0.51, 0.50), (0.51, 0.50), (0.51, 0.50), (0.30, 0.60), (0.50, 0.50)])
+    assert noisy["parts"]["cadre_wins_a_majority_of_seeds"]
+    assert not noisy["parts"]["mean_difference_above_paired_se"] and not noisy["holds"]
+    assert (noisy["wins"], noisy["ties"], noisy["losses"]) == (3, 1, 1)
+    one = _claim([(0.9, 0.1)])  # one seed has no SE: never holds
+    assert math.isnan(one["cadre_minus_beta_vae"]["se"]) and not one["holds"]
+
+
+def test_bench_runs_every_seed_and_writes_the_claim(tmp_path: Path) -> None:
+    doc = B.bench(str(tmp_path), ["host"], {**TINY, "seeds": [3, 5]})
+    claim = doc["claim"]
+    assert claim["seeds"] == [3, 5] and len(claim["mcc_cadre"]) == 2
+    variants = [r["variant"] for r in doc["rows"]]
+    for v in ("cadre", "beta-vae", "cadre@seed=3", "beta-vae@seed=5", "identity"):
+        assert v in variants
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["claim"]["holds"] is claim["holds"] and set(report["graphs"]) == {"3", "5"}
+    assert report["true_graphs"]["3"] != report["true_graphs"]["5"]  # a generator per seed
+    text = (tmp_path / "report.md").read_text()
+    assert "## Claim over seeds [3, 5]" in text and "paired by seed" in text
+    assert "rule: holds when" in text and "wins / ties / losses" in text
+
+
+def test_seed_alone_runs_one_seed_and_bad_seeds_are_refused(tmp_path: Path) -> None:
+    doc = B.bench(str(tmp_path / "one"), ["host"], {**TINY, "seed": 2})
+    assert doc["claim"]["seeds"] == [2] and not doc["claim"]["holds"]
+    assert [r["variant"] for r in doc["rows"]] == ["cadre", "beta-vae", "identity"]
+    with pytest.raises(ConfigError, match=r"seeds=\[0, -1\]"):
+        B.bench(str(tmp_path / "bad"), ["host"], {**TINY, "seeds": [0, -1]})
+    with pytest.raises(ConfigError, match="workers=0"):
+        B.bench(str(tmp_path / "bad"), ["host"], {**TINY, "workers": 0})
+    assert not (tmp_path / "bad").exists()
+
+
+def test_a_user_series_is_trained_once_and_refuses_seeds(tmp_path: Path) -> None:
+    rows = [f"{np.sin(i)},{np.cos(i / 3)},{np.sin(i / 7) + 0.1 * i % 3}" for i in range(60)]
+    series = tmp_path / "s.csv"
+    series.write_text("a,b,c\n" + "\n".join(rows) + "\n")
+    doc = B.bench(str(tmp_path / "out"), ["host"], {**TINY, "series": str(series)})
+    assert doc["variables"] == ["a", "b", "c"] and np.array(doc["graph"]).shape == (3, 3)
+    assert "claim" not in doc and "seeds" not in doc["config"]
+    with pytest.raises(ConfigError, match="seeds=.*only read on the synthetic generator"):
+        B.bench(str(tmp_path / "no"), ["host"], {**TINY, "series": str(series), "seeds": [0]})
