@@ -126,7 +126,11 @@ def test_bench_writes_the_claim(tmp_path: Path) -> None:
     from neuroedge.models.mecat.experiment import bench
 
     doc = bench(str(tmp_path), config={"seeds": [0], "clips": 12, "refs": 2})
-    assert set(doc["claim"]["parts"]) >= {"a_detailed_correct_highest"}
+    assert set(doc["claim"]["parts"]) >= {
+        "a_detailed_correct_highest",
+        "b_short_correct_above_wrong_source",
+    }
+    assert doc["claim"]["holds"] == all(doc["claim"]["parts"].values())
     names = {r["variant"] for r in doc["rows"]}
     assert names == set(data.SYSTEMS)
     assert len(doc["per_clip"]["0"]["generic"]["date"]) == 12

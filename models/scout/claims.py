@@ -10,11 +10,38 @@ from typing import Any
 from neuroedge.models.scout.experiment import METHODS, NAME
 
 
+BIG = 256_000  # C1 reads the sizes from here up
+
+
+def _c1(ratio: Mapping[str, float]) -> dict[str, Any]:
+    """C1: full context reads >= 8x SCOUT's tokens at every size >= 256k; None unmeasured."""
+    big = [z for z in ratio if int(z) >= BIG]
+    if not big:
+        return {"value": ratio, "holds": None, "reason": f"no document size >= {BIG // 1000}k"}
+    return {"value": ratio, "holds": all(ratio[z] >= 8 for z in big)}
+
+
+def _c6(s: Mapping[str, Any], sizes: list[str]) -> dict[str, Any]:
+    """C6: on distractor questions SCOUT (E_T) beats ReAct (H_T) at every size."""
+    scout = {z: s[z]["scout"]["accuracy_distractor"] for z in sizes}
+    react = {z: s[z]["react"]["accuracy_distractor"] for z in sizes}
+    wins = {z: scout[z] > react[z] for z in sizes}
+    return {"value": scout, "react": react, "per_size": wins, "holds": all(wins.values())}
+
+
+def verdict(cells: Mapping[str, Mapping[str, Any]]) -> bool | None:
+    """False when any claim fails, else None when any is unmeasured, else True."""
+    holds = [c["holds"] for c in cells.values()]
+    if False in holds:
+        return False
+    return None if None in holds else True
+
+
 def claims(res: Mapping[str, Any]) -> dict[str, Any]:
-    """C1-C5 of the module docstring, each with the figures it reads."""
+    """C1-C6 of the module docstring, each with the figures it reads (``holds`` None, with a
+    ``reason``, when the run has no figure for it)."""
     sizes = sorted(res["sizes"], key=int)
     s = {z: res["sizes"][z]["summary"] for z in sizes}
-    big = [z for z in sizes if int(z) >= 256_000]
     ratio = {
         z: s[z]["full_context"]["tokens_per_question"] / s[z]["scout"]["tokens_per_question"]
         for z in sizes
@@ -23,7 +50,7 @@ def claims(res: Mapping[str, Any]) -> dict[str, Any]:
         s[sizes[-1]]["scout"]["tokens_per_question"] / s[sizes[0]]["scout"]["tokens_per_question"]
     )
     out = {
-        "C1_tokens_full_over_scout": {"value": ratio, "holds": all(ratio[z] >= 8 for z in big)},
+        "C1_tokens_full_over_scout": _c1(ratio),
         "C2_scout_token_growth": {"value": growth, "holds": growth <= 1.5},
         "C3_accuracy": {
             "value": {z: s[z]["scout"]["accuracy"] for z in sizes},
@@ -39,15 +66,14 @@ def claims(res: Mapping[str, Any]) -> dict[str, Any]:
             "value": max(s[z]["no_evaluate"]["accuracy_two_hop"] for z in sizes),
             "holds": all(s[z]["no_evaluate"]["accuracy_two_hop"] <= 0.6 for z in sizes),
         },
-        "C6_state_over_history_distractor": {
-            "value": {z: s[z]["scout"]["accuracy_distractor"] for z in sizes},
-            "react": {z: s[z]["react"]["accuracy_distractor"] for z in sizes},
-            "holds": sum(s[z]["scout"]["accuracy_distractor"] for z in sizes)
-            > sum(s[z]["react"]["accuracy_distractor"] for z in sizes),
-        },
+        "C6_state_over_history_distractor": _c6(s, sizes),
     }
-    out["holds"] = all(c["holds"] for c in out.values())
+    out["holds"] = verdict(out)
     return out
+
+
+def _mark(holds: bool | None) -> str:
+    return {True: "holds", False: "NOT met", None: "not measured"}[holds]
 
 
 def _fmt(value: Any) -> str:
@@ -74,10 +100,17 @@ def claim_section(doc: Mapping[str, Any]) -> list[str]:
             value = _fmt(cell["value"])
             if "react" in cell:
                 value += f"; answered from the history: {_fmt(cell['react'])}"
+            if "per_size" in cell:
+                value += "; E_T above H_T: " + ", ".join(
+                    f"{int(k) // 1000}k {'yes' if ok else 'no'}"
+                    for k, ok in cell["per_size"].items()
+                )
             if "full_context_largest" in cell:
                 value += f"; full context at the largest: {cell['full_context_largest']:.3g}"
-            lines.append(f"- {key}: {value} -> {'holds' if cell['holds'] else 'NOT met'}")
-    lines += ["", f"All: {'hold' if c['holds'] else 'NOT met'}.", ""]
+            why = f" ({cell['reason']})" if "reason" in cell else ""
+            lines.append(f"- {key}: {value} -> {_mark(cell['holds'])}{why}")
+    overall = {True: "hold", False: "NOT met", None: "not all measured, none failed"}
+    lines += ["", f"All: {overall[c['holds']]}.", ""]
     return lines
 
 

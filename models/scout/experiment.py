@@ -23,12 +23,14 @@ counts per question (for ``react``: its answer call only; its foraging is SCOUT'
 anchored span of E_T.
 
 The claims read (the research notes' offline checks, section 1.4 of host_llm_papers.md): C1
-SCOUT reads <= 1/8 of the full-context tokens at every size >= 256k; C2 its tokens at the
-largest size are <= 1.5x those at the smallest; C3 SCOUT accuracy >= 0.9 at every size while
-full context is < 0.6 at the largest; C4 provenance 1.0; C5 two-hop accuracy without Evaluate
-<= 0.6; C6 on distractor questions, answering from E_T is right more often than answering from
-H_T (summed over sizes). With the keyword policy these check the loop and its costs, not an
-LLM's accuracy (its exact answer rule reads H_T as well as E_T, so C6 cannot hold there); with a
+SCOUT reads <= 1/8 of the full-context tokens at every size >= 256k (not measured, holds None,
+when no size is that large); C2 its tokens at the largest size are <= 1.5x those at the
+smallest; C3 SCOUT accuracy >= 0.9 at every size while full context is < 0.6 at the largest;
+C4 provenance 1.0; C5 two-hop accuracy without Evaluate <= 0.6; C6 on distractor questions,
+answering from E_T is right more often than answering from H_T, at every size. All hold when
+none fails and none is unmeasured (a failure makes the verdict False, else an unmeasured claim
+makes it None). With the keyword policy these check the loop and its costs, not an LLM's
+accuracy (its exact answer rule reads H_T as well as E_T, so C6 cannot hold there); with a
 local model, C3 and C6 measure that model's reading of the evidence.
 """
 
