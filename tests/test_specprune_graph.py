@@ -103,14 +103,16 @@ def test_lean_graph_keeps_the_same_tokens_as_the_reference(method):
             assert torch.allclose(actions, expected, atol=1e-5)
 
 
-def test_policy_reuses_patch_vectors_without_changing_the_dynamic_set():
+def test_chunk_lookback_reproduces_the_previous_query_frame_selection():
+    """lookback="chunk": the dynamic set of the first implementation (patch similarity with the
+    frame of the query round(T(v) / CHUNK) = 1 inference back, recomputed here from pixels)."""
     from neuroedge.models.specprune.data import CHUNK
     from neuroedge.models.specprune.policy import PrunedPolicy
 
     def engine(mode, inputs):
         return np.zeros((1, 4, 4), np.float32), np.zeros((1, 128), np.float32)
 
-    cfg, rng = PruneConfig(k_global=0), np.random.default_rng(0)
+    cfg, rng = PruneConfig(k_global=0, lookback="chunk"), np.random.default_rng(0)
     policy = PrunedPolicy(engine, "specprune", cfg)
     frames, base = [], rng.integers(0, 256, (64, 64, 3), dtype=np.uint8)
     for step in range(5):

@@ -97,6 +97,9 @@ def test_view_ablation_feeds_the_policy_a_gray_camera_and_only_that_camera():
         def reset(self):
             self.queue = []
 
+        def missing_reference(self, obs):  # asks for no earlier frame
+            return None
+
         def select_action(self, obs):
             if not self.queue:  # a re-plan: the only steps with fresh images
                 seen.append({cam: np.asarray(obs[cam]).copy() for cam in ("primary", "wrist")})
@@ -123,3 +126,44 @@ def test_view_ablation_feeds_the_policy_a_gray_camera_and_only_that_camera():
         bench.ablation_configs(["top"], cfg)
     with pytest.raises(ValueError, match="list of camera names"):
         bench.ablation_configs("wrist", cfg)
+
+
+def test_frames_at_renders_an_earlier_step_exactly_as_it_was_seen():
+    with ManipulationEnv("button") as env:
+        live = {0: env.reset(seed=4)}
+        for step in range(1, 8):
+            obs, _ = env.step(env.expert_action(), with_images=step in (3, 7))
+            if step in (3, 7):
+                live[step] = obs
+        for step, obs in live.items():
+            frames = env.frames_at(step)
+            assert all(np.array_equal(frames[cam], obs[cam]) for cam in ("primary", "wrist"))
+        assert not np.array_equal(env.frames_at(0)["wrist"], live[7]["wrist"])  # it moved
+        with pytest.raises(ValueError, match=r"step 8: this episode has steps 0\.\.7"):
+            env.frames_at(8)
+
+
+def test_rollout_hands_the_policy_the_frame_t_of_v_steps_back():
+    """A full episode of bench.rollout with SpecPrune's speed look-back (a stub network that
+    moves the hand fast and slow in turn): every inference compared with the frame exactly
+    T(v) env steps back, v measured from the hand positions the network was given."""
+    from neuroedge.models.specprune import bench
+    from neuroedge.models.specprune.functional import PruneConfig, lookback_steps
+    from neuroedge.models.specprune.policy import PrunedPolicy
+
+    hands = []
+
+    def engine(mode, inputs):
+        hands.append(inputs["proprio"][0, :3].astype(np.float64))
+        speed = 1.0 if len(hands) % 2 else 0.05
+        actions = np.zeros((1, CHUNK, 4), np.float32)
+        actions[0, :, 0] = speed * (-1) ** (len(hands) // 2)
+        return actions, np.zeros((1, 128), np.float32)
+
+    policy = PrunedPolicy(engine, "specprune", PruneConfig())
+    with ManipulationEnv("reach") as env:
+        bench.rollout(env, policy, seed=2)
+    speeds = [100 * np.linalg.norm(b - a) / CHUNK for a, b in zip(hands, hands[1:])]
+    want = [min(8 * (k + 1), lookback_steps(v)) for k, v in enumerate(speeds)]
+    assert policy.lookbacks == [0, *want]
+    assert len(set(want)) > 1  # the look-back did depend on the speed

@@ -52,15 +52,27 @@ The fourth, declared as the decisive test (the same checkpoint, layouts from 106
 task: 1,350 paired episodes): 849 / 844 / 806 / 765, onnxrt 1.57x, SpecPrune beats FastV (72
 vs 34, p = 0.0003) and random (103 vs 24, p = 7e-13): every part holds.
 
-FastV and random pruning get SpecPrune's fine-mode budget (config ``baseline_budget``) at every
-step, so they never keep fewer visual tokens after layer 1 than SpecPrune does; they have no
-layer-level pruning. ``workers`` > 1 evaluates (method, task) cells in parallel processes; on the
-shared 2-core machine it did not help (44 s vs 46 s for 12 episodes), so the default is 1.
+FastV and random keep ``baseline_budget`` visual tokens after layer 1 at every step, with no
+layer-level pruning: by default SpecPrune's fine-mode budget (48), never fewer than SpecPrune
+keeps after layer 1; the matched-FLOPs runs set 31 (SpecPrune's mean tokens per layer after
+layer 1), fewer than its 32 (coarse) / 48 (fine) at layer 2, which it prunes further later.
+``workers`` > 1 evaluates (method, task) cells in parallel processes; on the shared 2-core
+machine it did not help (44 s vs 46 s for 12 episodes), so the default is 1.
+
+The dynamic set's reference frame (config ``lookback``): ``speed`` (default, paper eq. 3: the
+frame T(v) = 6..11 env steps before the re-plan) or ``chunk`` (the previous query's frame, 8
+steps back at any speed: every result above, up to 2026-12-05, was measured with it and
+``lookback=chunk`` reproduces them). The ``specprune`` row's notes and report.md say which ran
+and how far back the references were.
 
 Where the time of an episode goes (2-core machine under load): the two 64x64 views rendered at
 each re-plan take most of it (MuJoCo's 4x multisampling on the software EGL renderer; turning it
 off renders 2.4x faster but would change the images the policy was trained on), then the
-policy call, then the physics steps.
+policy call, then the physics steps. Measured 2026-12-07: 36-45 ms a frame, 0.8-2.7 ms of
+physics a step. Rendering every step of the look-back window t-11..t-6 of each re-plan (6 of
+8 steps) would be ~5x the rendering, so ``rollout`` renders only the frame the policy asks for,
+from the physics state stored at that step (sim.ManipulationEnv.frames_at: the same pixels):
+one extra render pair per re-plan.
 """
 
 from __future__ import annotations
@@ -71,11 +83,7 @@ from typing import Any
 
 import numpy as np
 
-from neuroedge.models.specprune.bench_checks import (
-    check_baseline_budget,
-    check_bench_config,
-    check_candidates,
-)
+from neuroedge.models.specprune.bench_checks import check_bench_config, check_candidates
 
 # The names kept importable from here (``X as X``) moved to the bench_* modules.
 from neuroedge.models.specprune.bench_comparison import (
@@ -114,11 +122,12 @@ from neuroedge.models.specprune.bench_variants import (
     candidate_configs,
     candidate_label as candidate_label,
     layout_seed0,
+    main_configs,
     sweep_configs,
     sweep_label as sweep_label,
 )
 from neuroedge.models.specprune.data import EVAL_SEED0
-from neuroedge.models.specprune.functional import PruneConfig
+from neuroedge.models.specprune.functional import LOOKBACKS, PruneConfig
 from neuroedge.models.specprune.policy import PrunedPolicy, torch_engine
 from neuroedge.models.specprune.sim import ManipulationEnv
 from neuroedge.types import Report
@@ -137,11 +146,16 @@ def rollout(
     env: ManipulationEnv, policy: PrunedPolicy, seed: int, blank_view: str | None = None
 ) -> bool:
     """One closed-loop episode (camera ``blank_view`` blanked, if given); True on Meta-World's
-    success signal."""
+    success signal. Frames are rendered for re-plans only, plus the earlier frame a re-plan
+    compares with when the policy asks for it (the speed look-back; module docstring)."""
     obs, success = env.reset(seed), False
     policy.reset()
     while not success and not env.done_by_time:
-        action = policy.select_action(blank(obs, blank_view))
+        obs = blank(obs, blank_view)
+        past = policy.missing_reference(obs)
+        if past is not None:
+            policy.add_frame(past, blank(env.frames_at(past), blank_view))
+        action = policy.select_action(obs)
         need_images = len(policy.queue) == 0  # render only when the next step re-plans
         obs, success = env.step(action, with_images=need_images)
     return success
@@ -165,12 +179,13 @@ def evaluate_job(job: tuple[str, str, str, dict[str, Any], str, int, int]) -> di
 
         model, prune = load_policy_checkpoint(source)[0], PruneConfig(**prune_fields)
         policy = PrunedPolicy(torch_engine(model, method, prune), method, prune, seed=1)
-    outcomes, kept, modes = [], [], []
+    outcomes, kept, modes, lookbacks = [], [], [], []
     with ManipulationEnv(task_name) as env:
         for ep in range(episodes):  # the same layouts for every method: paired comparison
             outcomes.append(rollout(env, policy, seed0 + ep, blanked_view(label)))
             kept += policy.kept
             modes += policy.modes
+            lookbacks += policy.lookbacks[1:]  # the first inference has no earlier frame
     return {
         "method": label,
         "task": task_name,
@@ -179,6 +194,7 @@ def evaluate_job(job: tuple[str, str, str, dict[str, Any], str, int, int]) -> di
         "outcomes": outcomes,
         "kept": kept,
         "modes": modes,
+        "lookbacks": lookbacks,
     }
 
 
@@ -231,6 +247,8 @@ def evaluate_all(
             "kept": float(np.mean(kept)),
             "kept_all": kept,
             "fine_fraction": float(np.mean([x == "fine" for x in modes])),
+            "lookback": configs[m].lookback,
+            "lookbacks": [x for c in mine for x in c.get("lookbacks", [])],
         }
     return results
 
@@ -335,14 +353,11 @@ def run_bench(
     model, train_cfg = load_trained(cfg)
     tasks = tuple(cfg.get("tasks", train_cfg["tasks"]))
     episodes = int(cfg.get("episodes", 50))
-    prune = PruneConfig()
-    budget = check_baseline_budget(cfg.get("baseline_budget", prune.budget_fine), model.n_visual)
-    same = PruneConfig(budget_coarse=budget, budget_fine=budget)
-    configs = {"unpruned": prune, "specprune": prune, "fastv": same, "random": same}
+    prune, budget, configs = main_configs(cfg, model.n_visual)
     candidates = candidate_configs(cfg.get("candidates", []), prune)
     timed = {**configs, **candidates}  # the candidates are timed side by side too
     seed0 = layout_seed0(cfg.get("seed0", EVAL_SEED0), int(train_cfg.get("episodes", 0)))
-    sweep = sweep_configs(cfg.get("budgets", []), model.n_visual)
+    sweep = sweep_configs(cfg.get("budgets", []), model.n_visual, prune.lookback)
     ablation = ablation_configs(cfg.get("blank_views", []), prune)
     evaluated = {**timed, **sweep, **ablation}
     check_candidates(candidates, model)  # against this policy, before any export or run
@@ -367,11 +382,15 @@ def run_bench(
         "success_evaluated_on": evaluated_on,
         "seed0": seed0,
         "tasks": list(tasks),
+        "lookback": prune.lookback,
         "config": {**cfg, "train": train_cfg},
     }
     if "onnxrt" in backends:
         extra["export"] = parity_onnx(model, prune, sequences, Path(out_dir) / "policy_onnx")
     sections = _report_sections(extra, results, tasks, episodes, rows, timed, candidates, backends)
+    sections.append(
+        f"- Dynamic-set reference frame: lookback={prune.lookback}, {LOOKBACKS[prune.lookback]}"
+    )
     doc = build_document("vla.specprune", rows, **extra)
     plots = [speedup_plot, budget_plot] if sweep else [speedup_plot]
     write_report(doc, out_dir, columns=COLUMNS, sections=sections, plots=plots, history=history)

@@ -58,7 +58,7 @@ def check_eval_backend(value: Any, backends: Sequence[str]) -> str:
 def check_bench_config(cfg: dict[str, Any], backends: Sequence[str]) -> None:
     """Every config value that can be checked without the checkpoint, before any work."""
     from neuroedge.models.specprune.bench_variants import ablation_configs, candidate_configs
-    from neuroedge.models.specprune.functional import PruneConfig
+    from neuroedge.models.specprune.functional import LOOKBACKS, PruneConfig, lookback_choices
 
     for key in POSITIVE_KEYS:
         if key in cfg:
@@ -69,6 +69,13 @@ def check_bench_config(cfg: dict[str, Any], backends: Sequence[str]) -> None:
         integer(cfg, "baseline_budget", 1, hint=" (visual tokens FastV and random keep)")
     if "eval_backend" in cfg:
         check_eval_backend(cfg["eval_backend"], backends)
+    if "lookback" in cfg and (
+        not isinstance(cfg["lookback"], str) or cfg["lookback"] not in LOOKBACKS
+    ):
+        raise ConfigError(
+            f"config lookback={cfg['lookback']!r}: expected one of {lookback_choices()} "
+            "(the dynamic set's reference frame)"
+        )
     if "seed0" in cfg:
         integer(cfg, "seed0", hint=" (the first layout seed)")
     if cfg.get("budgets", []) != []:  # an empty list: no budget sweep

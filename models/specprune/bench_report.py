@@ -19,6 +19,7 @@ from neuroedge.models.specprune.bench_variants import (
     blanked_view,
 )
 from neuroedge.models.specprune.functional import (
+    LOOKBACKS,
     PruneConfig,
     kept_after_dynamic,
     layer_flops,
@@ -98,14 +99,33 @@ def row(
     }
     base = base_method(method)
     notes = [f"fine-mode fraction {result['fine_fraction']:.2f}"] if base == "specprune" else []
+    if base == "specprune":
+        notes += lookback_notes(result)
     if budget is not None and base in ("fastv", "random"):
-        notes.append(f"static budget {budget} visual tokens (SpecPrune's fine-mode budget)")
+        notes.append(
+            f"baseline_budget={budget} visual tokens after layer 1 at every step, "
+            "no layer-level pruning"
+        )
     if backend != evaluated_on:
         notes.append(
             f"success_rate from the {evaluated_on} engine; this backend's actions "
             "match it (see export.max_abs_err)"
         )
     return Report("vla.specprune", backend, method, metrics=metrics, notes=tuple(notes))
+
+
+def lookback_notes(result: Mapping[str, Any]) -> list[str]:
+    """Which dynamic-set reference frame ran, and how many env steps back the references were
+    (inferences after the first of each episode)."""
+    if "lookback" not in result:
+        return []
+    steps = result.get("lookbacks") or []
+    spread = (
+        f": {np.mean(steps):.1f} env steps back (min {min(steps)}, max {max(steps)})"
+        if steps
+        else ""
+    )
+    return [f"lookback={result['lookback']} ({LOOKBACKS[result['lookback']]}){spread}"]
 
 
 def sweep_row(
@@ -122,6 +142,7 @@ def sweep_row(
     ]
     if base_method(label) == "specprune":
         notes.append(f"fine-mode fraction {result['fine_fraction']:.2f}")
+        notes += lookback_notes(result)
     return Report("vla.specprune", evaluated_on, label, metrics=metrics, notes=tuple(notes))
 
 

@@ -3,50 +3,84 @@
 Observation sequences recorded from expert rollouts, end-to-end latency of every method side
 by side on them (eager and the exported ONNX graphs), the per-method ONNX exports, and the
 export parity check against eager.
+
+The timing and parity replays run each inference as a closed-loop episode does
+(``replay_query``, as bench.rollout): the policy's clock at the recorded env step, and a
+SpecPrune re-plan with the speed look-back handed the frame T(v) env steps back first, so the
+dynamic set, the controller and the timed work are those of an episode. One timed call is one
+inference with that bookkeeping (the frame hand-over is part of SpecPrune's cost).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from neuroedge.models.specprune.bench_variants import base_method
 from neuroedge.models.specprune.data import CHUNK, EVAL_SEED0
-from neuroedge.models.specprune.functional import PruneConfig
+from neuroedge.models.specprune.functional import PruneConfig, lookback_range
 from neuroedge.models.specprune.policy import PrunedPolicy, torch_engine
-from neuroedge.models.specprune.sim import MAX_STEPS, ManipulationEnv
+from neuroedge.models.specprune.sim import CAMERAS, MAX_STEPS, ManipulationEnv
 
 
-def record_observations(tasks: Sequence[str], per_task: int = 12) -> list[list[dict]]:
-    """Observation sequences at query steps of expert rollouts, for side-by-side latency."""
-    sequences = []
+class Recording(NamedTuple):
+    """One expert rollout: the observations at the query steps (every CHUNK-th env step from
+    0) and the camera frames of every env step a speed look-back can reach."""
+
+    queries: list[dict[str, Any]]
+    frames: dict[int, dict[str, np.ndarray]]
+
+
+def referable(step: int) -> bool:
+    """Whether the frame of env ``step`` can be a query's reference: a query step itself, or
+    T in [T_min, T_max] steps before one (6 of every 8 steps; the others are not rendered)."""
+    low, high = lookback_range()
+    return step % CHUNK == 0 or any((step + t) % CHUNK == 0 for t in range(low, high + 1))
+
+
+def record_observations(tasks: Sequence[str], per_task: int = 12) -> list[Recording]:
+    """One recorded expert rollout per task, ``per_task`` queries long, for the replays."""
+    recordings = []
     for name in tasks:
         with ManipulationEnv(name) as env:
-            obs, seq = env.reset(EVAL_SEED0 + 999), []
+            obs, queries, frames = env.reset(EVAL_SEED0 + 999), [], {}
             for step in range(min(MAX_STEPS, per_task * CHUNK)):
+                if referable(step):
+                    frames[step] = {cam: obs[cam] for cam in CAMERAS}
                 if step % CHUNK == 0:
-                    seq.append(obs)
-                obs, _ = env.step(env.expert_action(), with_images=(step + 1) % CHUNK == 0)
-            sequences.append(seq)
-    return sequences
+                    queries.append(obs)
+                obs, _ = env.step(env.expert_action(), with_images=referable(step + 1))
+            recordings.append(Recording(queries, frames))
+    return recordings
+
+
+def replay_query(policy: PrunedPolicy, recording: Recording, k: int) -> np.ndarray:
+    """Inference ``k`` of ``recording`` (env step k * CHUNK) as an episode runs it: the
+    reference frame a speed look-back asks for is handed over, then the policy plans. The
+    caller resets the policy before k = 0."""
+    obs = recording.queries[k]
+    past = policy.missing_reference(obs)
+    if past is not None:
+        policy.add_frame(past, recording.frames[past])
+    return policy.plan(obs)
 
 
 def latency_side_by_side(
-    policies: Mapping[str, PrunedPolicy], sequences: list[list[dict]], repeats: int
+    policies: Mapping[str, PrunedPolicy], sequences: Sequence[Recording], repeats: int
 ) -> dict[str, Any]:
     from neuroedge.bench.latency import measure_side_by_side
 
-    flat = [obs for seq in sequences for obs in seq]
+    flat = [(rec, k) for rec in sequences for k in range(len(rec.queries))]
     cursor = {name: 0 for name in policies}
 
     def make(name: str, policy: PrunedPolicy):
         def call() -> None:
-            i = cursor[name] % len(flat)
-            if i == 0 or flat[i]["instruction"] != flat[i - 1]["instruction"]:
+            rec, k = flat[cursor[name] % len(flat)]
+            if k == 0:  # a new episode
                 policy.reset()
-            policy.plan(flat[i])
+            replay_query(policy, rec, k)
             cursor[name] += 1
 
         return call
@@ -57,7 +91,7 @@ def latency_side_by_side(
 
 
 def parity_onnx(
-    model: Any, prune: PruneConfig, sequences: list[list[dict]], out_dir: Path
+    model: Any, prune: PruneConfig, sequences: Sequence[Recording], out_dir: Path
 ) -> dict[str, Any]:
     """Export both controller modes to ONNX and compare actions with eager on real frames."""
     from neuroedge.models.specprune.deploy import export_policy, load_policy
@@ -70,12 +104,13 @@ def parity_onnx(
             torch_engine(model, "specprune", prune), "specprune", prune, controller=False
         )
         worst = 0.0
-        for seq in sequences:
+        for rec in sequences:
             for p in (exported, eager):
                 p.reset()
                 p.state = p.state._replace(mode=mode)
-            for obs in seq:
-                worst = max(worst, float(np.abs(exported.plan(obs) - eager.plan(obs)).max()))
+            for k in range(len(rec.queries)):
+                a, b = replay_query(exported, rec, k), replay_query(eager, rec, k)
+                worst = max(worst, float(np.abs(a - b).max()))
         diffs[mode] = worst
     return {"policy_dir": str(out_dir), "max_abs_err": diffs}
 
@@ -94,7 +129,7 @@ def time_methods(
     model: Any,
     configs: Mapping[str, PruneConfig],
     sources: Mapping[str, str],
-    sequences: list[list[dict]],
+    sequences: Sequence[Recording],
     backends: Sequence[str],
     repeats: int,
 ) -> dict[str, dict[str, Any]]:

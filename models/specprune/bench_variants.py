@@ -34,10 +34,11 @@ def base_method(label: str) -> str:
     return method
 
 
-def sweep_configs(budgets: Any, n_visual: int) -> dict[str, PruneConfig]:
+def sweep_configs(budgets: Any, n_visual: int, lookback: str = "speed") -> dict[str, PruneConfig]:
     """Configs of the budget sweep (config ``budgets``): at each fine budget B, rows
     ``specprune@budget=B`` (coarse budget round(2B/3), the default ratio 32/48) and
-    ``fastv@budget=B`` / ``random@budget=B`` (B in both modes, as in the main rows)."""
+    ``fastv@budget=B`` / ``random@budget=B`` (B in both modes, as in the main rows), with
+    SpecPrune's look-back ``lookback``."""
     if not isinstance(budgets, (list, tuple)) or not all(
         isinstance(b, int) and not isinstance(b, bool) for b in budgets
     ):
@@ -49,7 +50,9 @@ def sweep_configs(budgets: Any, n_visual: int) -> dict[str, PruneConfig]:
     for b in dict.fromkeys(budgets):
         for m in SWEEP_METHODS:
             coarse = max(1, round(2 * b / 3)) if m == "specprune" else b
-            configs[sweep_label(m, b)] = PruneConfig(budget_coarse=coarse, budget_fine=b)
+            configs[sweep_label(m, b)] = PruneConfig(
+                budget_coarse=coarse, budget_fine=b, lookback=lookback
+            )
     return configs
 
 
@@ -96,6 +99,21 @@ def candidate_configs(candidates: Any, prune: PruneConfig) -> dict[str, PruneCon
         except ValueError as err:
             raise ValueError(f"candidate {i}: {err}") from None
     return configs
+
+
+def main_configs(
+    cfg: Mapping[str, Any], n_visual: int
+) -> tuple[PruneConfig, int, dict[str, PruneConfig]]:
+    """SpecPrune's config (its look-back from config ``lookback``), the baselines' budget and
+    the PruneConfig of each main row."""
+    from dataclasses import replace
+
+    from neuroedge.models.specprune.bench_checks import check_baseline_budget
+
+    prune = PruneConfig(lookback=str(cfg.get("lookback", PruneConfig.lookback)))
+    budget = check_baseline_budget(cfg.get("baseline_budget", prune.budget_fine), n_visual)
+    same = replace(prune, budget_coarse=budget, budget_fine=budget)
+    return prune, budget, {"unpruned": prune, "specprune": prune, "fastv": same, "random": same}
 
 
 def layout_seed0(value: Any, demo_episodes: int) -> int:

@@ -9,7 +9,9 @@ config, files per controller mode) and either:
   are cheap numpy pre-processing outside the graph (research 3.6).
 * ``host``: ``policy.pt`` (state dict + network config), loaded with ``weights_only=True``.
 
-A directory written by another format version is refused with the reason.
+A directory written by another format version is refused with the reason. The manifest's
+``prune`` holds every PruneConfig field, ``lookback`` too; a manifest written before that field
+existed loads with ``lookback="chunk"``, the rule its policy ran with.
 """
 
 from __future__ import annotations
@@ -175,12 +177,10 @@ def load_policy(
     """
     manifest = read_manifest(policy_dir, backend)
     fields = PruneConfig.__dataclass_fields__
+    # a manifest written before PruneConfig.lookback existed ran the previous query's frame
+    stored = {"lookback": "chunk", **manifest["prune"]}
     prune = PruneConfig(
-        **{
-            k: tuple(v) if isinstance(v, list) else v
-            for k, v in manifest["prune"].items()
-            if k in fields
-        }
+        **{k: tuple(v) if isinstance(v, list) else v for k, v in stored.items() if k in fields}
     )
     base = Path(policy_dir)
     if backend == "onnxrt":

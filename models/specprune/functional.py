@@ -8,7 +8,10 @@ Action-level static pruning keeps V_global u V_dynamic u V_local (eq. 2-5):
 
 * V_global: top-K_G tokens by the previous inference's score (last decoder layer).
 * V_dynamic: patches whose pixel cosine similarity with the frame T(v) steps back is below tau,
-  the K_D least similar of them; T(v) = floor(-16/3 * v/v_max + 22/3) + 4 environment steps.
+  the K_D least similar of them; T(v) = floor(-16/3 * v/v_max + 22/3) + 4 environment steps
+  (6..11), clamped to the episode start (``lookback="speed"``). ``lookback="chunk"`` compares
+  with the previous inference's frame instead (8 steps back at every speed: the rule every
+  result up to 2026-12-05 was measured with).
 * V_local: top-K tokens by Score at layer 0 union top-K at layer 1 (self-speculation).
 
 Layer-level dynamic pruning (eq. 6)::
@@ -48,6 +51,11 @@ from typing import NamedTuple
 import numpy as np
 
 COARSE, FINE = "coarse", "fine"
+# the dynamic set's reference frame: T(v) env steps back (paper eq. 3), or the previous query's
+LOOKBACKS = {
+    "speed": "the frame T(v) env steps back, paper eq. 3",
+    "chunk": "the previous query's frame, the rule of all results up to 2026-12-05",
+}
 
 
 @dataclass(frozen=True)
@@ -68,6 +76,7 @@ class PruneConfig:
     v_t_threshold: float = 0.7  # cm per step (chosen on held-out layouts, see below)
     v_r_threshold: float = 0.4  # rad per step
     v_max: float = 1.0  # cm per step, the speed that gives the shortest look-back
+    lookback: str = "speed"  # the dynamic set's reference frame, one of LOOKBACKS
 
     def __post_init__(self) -> None:
         counts = ("budget_coarse", "budget_fine", "k_local_coarse", "k_local_fine", "k_global")
@@ -85,6 +94,8 @@ class PruneConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise ValueError(f"{name}={value!r}: expected a number > 0")
+        if self.lookback not in LOOKBACKS:
+            raise ValueError(f"lookback={self.lookback!r}: expected one of {lookback_choices()}")
         layers = self.dynamic_layers
         if not isinstance(layers, (list, tuple)) or any(
             isinstance(v, bool) or not isinstance(v, int) or v < 3 for v in layers
@@ -125,6 +136,11 @@ class PruneConfig:
         return {COARSE: self.k_local_coarse, FINE: self.k_local_fine}[check_mode(mode)]
 
 
+def lookback_choices() -> str:
+    """The valid ``lookback`` values with what each compares against, for error messages."""
+    return ", ".join(f"{k!r} ({v})" for k, v in LOOKBACKS.items())
+
+
 def check_mode(mode: str) -> str:
     if mode not in (COARSE, FINE):
         raise ValueError(f"controller mode {mode!r} is not one of {COARSE!r}, {FINE!r}")
@@ -158,6 +174,11 @@ def lookback_steps(v_t: float, v_max: float = 1.0) -> int:
     """T(v) = floor(-16/3 * v/v_max + 22/3) + 4 environment steps (paper eq. 3), at least 1."""
     v = min(max(v_t, 0.0), v_max)
     return max(1, math.floor(-16.0 / 3.0 * v / v_max + 22.0 / 3.0) + 4)
+
+
+def lookback_range(v_max: float = 1.0) -> tuple[int, int]:
+    """(shortest, longest) T(v) in env steps: (6, 11) whatever v_max (v is clamped to it)."""
+    return lookback_steps(v_max, v_max), lookback_steps(0.0, v_max)
 
 
 def dynamic_set(similarity: np.ndarray, tau: float, k: int) -> np.ndarray:

@@ -5,9 +5,21 @@ sizes, NaN proprioception raise before inference), returns the next action and r
 the current chunk is used up. Between inferences it keeps what SpecPrune carries across steps:
 
 * the previous inference's last-layer task scores (the global set V_global),
-* the frames seen at past queries (the dynamic set's reference frame t - T(v)),
+* camera frames by environment step, for the dynamic set's reference frame
+  (``PruneConfig.lookback``): ``"speed"`` (default, the paper's) compares with the frame
+  exactly T(v) env steps before the re-plan (6..11 steps, clamped to the episode start);
+  ``"chunk"`` with the previous inference's frame (8 steps back at every speed, the rule every
+  result up to 2026-12-05 was measured with),
 * the controller state, updated from the measured end-effector displacement over the executed
   chunk (translation v_t in cm/step, dz the vertical displacement; v_r = 0, see sim.py).
+
+Frames for the speed look-back: ``select_action`` holds the frames of every observation that
+carries camera images, so a robot stack that passes images at every step needs nothing more.
+A caller that renders only at re-plans (the benchmark: a render pair costs 70-90 ms on the
+loaded 2-core machine against 1-3 ms of physics per step) asks ``missing_reference(obs)``
+before each re-plan and hands over that one earlier frame with ``add_frame`` (bench.rollout,
+the timing replay). A re-plan whose frame came neither way compares with the nearest earlier
+frame held; ``lookbacks`` records how many env steps back each inference's reference was.
 
 The network runs behind an ``engine(mode, inputs) -> (actions, scores)``: eager PyTorch
 (``torch_engine``) or one ONNX Runtime session per controller mode (``deploy.py``).
@@ -27,15 +39,17 @@ from neuroedge.models.specprune.functional import (
     PruneConfig,
     controller_step,
     dynamic_set,
+    lookback_range,
     lookback_steps,
     patch_cosine,
     patch_vectors,
     top_k_set,
 )
-from neuroedge.models.specprune.sim import CAMERAS, check_observation
+from neuroedge.models.specprune.sim import CAMERAS, check_cameras, check_observation
 
 Engine = Callable[[str, Mapping[str, np.ndarray]], tuple[np.ndarray, np.ndarray]]
 PATCH, PER_VIEW = 8, 64
+Patches = dict[str, tuple[np.ndarray, np.ndarray]]
 
 
 class PrunedPolicy:
@@ -51,50 +65,110 @@ class PrunedPolicy:
     ) -> None:
         self.engine, self.method, self.prune = engine, method, prune
         self.controller = controller and method == "specprune"
+        # only SpecPrune's speed look-back compares with frames between re-plans
+        self.by_step = method == "specprune" and prune.lookback == "speed"
         self.rng = np.random.default_rng(seed)
         self.reset()
 
     def reset(self) -> None:
-        """Forget the episode: queued actions, frames, scores and the controller mode."""
+        """Forget the episode: queued actions, the clock, frames, scores and the controller."""
         self.queue: deque[np.ndarray] = deque()
-        # patch vectors and norms of the frames seen at past queries, per camera
-        self.frames: deque[dict[str, tuple[np.ndarray, np.ndarray]]] = deque(maxlen=4)
-        self.current: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self.step = 0  # env step of the observation select_action gets next
+        self.chunk = CHUNK  # env steps per action chunk (the last inference's)
+        self.queries: list[int] = []  # env steps of the last four inferences
+        self.frames: dict[int, dict[str, np.ndarray]] = {}  # camera frames held, by env step
+        self.patches: dict[int, Patches] = {}  # their patch vectors, once compared
         self.scores: np.ndarray | None = None
         self.state = ControllerState(COARSE)
         self.hand_at_query: np.ndarray | None = None
         self.kept: list[int] = []  # visual tokens kept after layer 1, per inference
         self.modes: list[str] = []
+        self.lookbacks: list[int] = []  # env steps back to each reference frame (0: none)
 
     def select_action(self, obs: Mapping[str, Any]) -> np.ndarray:
         """The next action (dx, dy, dz, grip); runs the network when the chunk is used up
-        (only then are the cameras needed and checked)."""
+        (only then are the cameras needed and checked; frames given between re-plans are held
+        for the speed look-back)."""
         if not self.queue:
             self.queue.extend(self.plan(obs))
+        elif self.by_step and all(cam in obs for cam in CAMERAS):
+            self.add_frame(self.step, obs)
+        self.step += 1
         return self.queue.popleft()
+
+    def add_frame(self, step: int, frames: Mapping[str, Any]) -> None:
+        """Hold the camera frames (``{camera: uint8 [H, W, 3]}``) of env ``step``."""
+        check_cameras(frames)
+        self.frames[int(step)] = {cam: np.array(frames[cam], copy=True) for cam in CAMERAS}
+        self.patches.pop(int(step), None)
+
+    def query_step(self) -> int:
+        """Env step of the coming inference: select_action's clock, or one chunk after the
+        last inference for a caller that re-plans with ``plan`` alone (the clock never moved)."""
+        if self.queries and self.step <= self.queries[-1]:
+            return self.queries[-1] + self.chunk
+        return self.step
+
+    def missing_reference(self, obs: Mapping[str, Any]) -> int | None:
+        """The env step whose frames the re-plan on ``obs`` will compare with, when the
+        policy re-plans next, uses the speed look-back and does not hold them; else None."""
+        if not self.by_step or self.queue:
+            return None
+        check_observation(obs)
+        step = self.reference(self.query_step(), self.speed(obs)[0], exact=True)
+        return None if step is None or step in self.frames else step
+
+    def reference(self, step: int, v_t: float, exact: bool = False) -> int | None:
+        """The env step of the frame the inference at ``step`` compares with (None: none);
+        ``exact``: the look-back target even where no frame is held for it."""
+        back = lookback_steps(v_t, self.prune.v_max)
+        if self.prune.lookback == "chunk":  # round(T / CHUNK) = 1 inference back at any speed
+            past = [s for s in self.queries if s < step]
+            return past[-min(max(1, round(back / CHUNK)), len(past))] if past else None
+        if step <= 0:
+            return None
+        target = max(0, step - back)  # T(v) env steps back, clamped to the episode start
+        if exact or target in self.frames:
+            return target
+        held = [s for s in self.frames if s < step]  # the frame was not given: the nearest
+        return min(held, key=lambda s: (abs(s - target), s)) if held else None
+
+    def speed(self, obs: Mapping[str, Any]) -> tuple[float, float]:
+        """(v_t in cm/step, dz in m) of the hand since the last inference; (0, 0) at the first."""
+        if self.hand_at_query is None:
+            return 0.0, 0.0
+        delta = np.asarray(obs["proprio"][:3], dtype=np.float64) - self.hand_at_query
+        return 100.0 * float(np.linalg.norm(delta)) / CHUNK, float(delta[2])
 
     def plan(self, obs: Mapping[str, Any]) -> np.ndarray:
         """Run one inference: controller, pruning prior, network; returns [CHUNK, 4]."""
         check_observation(obs)
-        hand = np.asarray(obs["proprio"][:3], dtype=np.float64)
-        v_t, dz = 0.0, 0.0
-        if self.hand_at_query is not None:
-            delta = hand - self.hand_at_query
-            v_t, dz = 100.0 * float(np.linalg.norm(delta)) / CHUNK, float(delta[2])
-            if self.controller:
-                self.state = controller_step(self.state, v_t, 0.0, dz, self.prune)
-        self.hand_at_query = hand
+        self.step = self.query_step()
+        v_t, dz = self.speed(obs)
+        if self.controller and self.hand_at_query is not None:
+            self.state = controller_step(self.state, v_t, 0.0, dz, self.prune)
+        self.hand_at_query = np.asarray(obs["proprio"][:3], dtype=np.float64)
         inputs = self.inputs(obs, self.prior(obs, v_t))
         actions, scores = self.engine(self.state.mode, inputs)
-        if self.current:  # only SpecPrune's dynamic set reads past frames
-            self.frames.append(self.current)
-        self.current = {}
+        self.queries = [*self.queries[-3:], self.step]
+        self.chunk = len(actions[0])
+        self.forget()
         self.scores = scores[0]
         self.modes.append(self.state.mode)
         self.kept.append(
             2 * PER_VIEW if self.method == "unpruned" else self.prune.budget(self.state.mode)
         )
         return np.clip(actions[0], -1.0, 1.0).astype(np.float32)
+
+    def forget(self) -> None:
+        """Drop the frames no later inference can compare with."""
+        if self.prune.lookback == "chunk":
+            oldest = self.queries[0]
+        else:
+            oldest = self.queries[-1] + self.chunk - lookback_range(self.prune.v_max)[1]
+        for step in [s for s in self.frames if s < oldest]:
+            del self.frames[step]
+            self.patches.pop(step, None)
 
     def inputs(self, obs: Mapping[str, Any], prior: np.ndarray) -> dict[str, np.ndarray]:
         return {
@@ -116,15 +190,24 @@ class PrunedPolicy:
             for view in range(2):
                 part = self.scores[view * PER_VIEW : (view + 1) * PER_VIEW]
                 prior[view * PER_VIEW + top_k_set(part, self.prune.k_global)] = 1.0
-        # the current frames' patches are computed once and kept for later comparisons
-        self.current = {cam: patch_vectors(np.asarray(obs[cam]), PATCH) for cam in CAMERAS}
-        if self.frames:
-            back = max(1, round(lookback_steps(v_t, self.prune.v_max) / CHUNK))
-            past = self.frames[-min(back, len(self.frames))]
+        step = self.query_step()
+        self.add_frame(step, obs)
+        past = self.reference(step, v_t)
+        self.lookbacks.append(0 if past is None else step - past)
+        if past is not None:
+            now, then = self.patches_at(step), self.patches_at(past)
             for view, cam in enumerate(CAMERAS):
-                sim = patch_cosine(self.current[cam], past[cam])
+                sim = patch_cosine(now[cam], then[cam])
                 prior[view * PER_VIEW + dynamic_set(sim, self.prune.tau, self.prune.k_dynamic)] = 1
         return prior
+
+    def patches_at(self, step: int) -> Patches:
+        """Patch vectors and norms of the frames held for ``step``, computed once."""
+        if step not in self.patches:
+            self.patches[step] = {
+                cam: patch_vectors(self.frames[step][cam], PATCH) for cam in CAMERAS
+            }
+        return self.patches[step]
 
 
 def torch_engine(model: Any, method: str, prune: PruneConfig) -> Engine:

@@ -18,6 +18,10 @@ Design decisions (the paper uses LIBERO, whose scene assets are not on PyPI):
   rotation speed v_r is always 0 here.
 * Environments hold an EGL context: close them explicitly (``with ManipulationEnv(...)``);
   interpreter-exit teardown prints harmless but noisy tracebacks.
+* A rendering environment stores the physics state of every step of the episode (21 numbers,
+  ~15 us a step), so ``frames_at(step)`` renders an earlier step's frames when asked: the
+  same pixels as rendering them then (tests/test_specprune_sim.py), without rendering every
+  step (a render pair costs 70-90 ms on the loaded 2-core machine, 1-3 ms the physics).
 """
 
 from __future__ import annotations
@@ -78,15 +82,7 @@ def check_observation(obs: Mapping[str, Any], image_size: int = IMAGE_SIZE) -> N
             f"observation lacks {missing}; it needs cameras {list(CAMERAS)}, "
             "'proprio' and 'instruction'"
         )
-    for cam in CAMERAS:
-        img = np.asarray(obs[cam])
-        if img.shape != (image_size, image_size, 3):
-            raise ValueError(
-                f"camera {cam!r}: expected image shape ({image_size}, {image_size}, 3)"
-                f", got {img.shape}"
-            )
-        if img.dtype != np.uint8:
-            raise TypeError(f"camera {cam!r}: expected dtype uint8, got {img.dtype}")
+    check_cameras(obs, image_size)
     proprio = np.asarray(obs["proprio"], dtype=np.float64)
     if proprio.shape != (PROPRIO_DIM,):
         raise ValueError(f"proprio: expected shape ({PROPRIO_DIM},), got {proprio.shape}")
@@ -97,6 +93,22 @@ def check_observation(obs: Mapping[str, Any], image_size: int = IMAGE_SIZE) -> N
         )
     if not isinstance(obs["instruction"], str):
         raise TypeError(f"instruction must be a str, got {type(obs['instruction']).__name__}")
+
+
+def check_cameras(frames: Mapping[str, Any], image_size: int = IMAGE_SIZE) -> None:
+    """ValueError/TypeError unless ``frames`` holds every camera as uint8 [H, W, 3]."""
+    missing = [cam for cam in CAMERAS if cam not in frames]
+    if missing:
+        raise ValueError(f"frames lack cameras {missing}; expected {list(CAMERAS)}")
+    for cam in CAMERAS:
+        img = np.asarray(frames[cam])
+        if img.shape != (image_size, image_size, 3):
+            raise ValueError(
+                f"camera {cam!r}: expected image shape ({image_size}, {image_size}, 3)"
+                f", got {img.shape}"
+            )
+        if img.dtype != np.uint8:
+            raise TypeError(f"camera {cam!r}: expected dtype uint8, got {img.dtype}")
 
 
 class ManipulationEnv:
@@ -120,6 +132,9 @@ class ManipulationEnv:
         self.renderer = mujoco.Renderer(self.env.model, image_size, image_size) if render else None
         self._state = np.zeros(39)
         self.steps = 0
+        self._physics: list[np.ndarray] = []  # MuJoCo state of each step (frames_at)
+        self._spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
+        self._scratch: Any = None  # the MjData that frames_at renders from
 
     def __enter__(self) -> Self:
         return self
@@ -133,15 +148,37 @@ class ManipulationEnv:
             self.renderer = None
         self.env.close()
 
-    def render(self, camera: str) -> np.ndarray:
-        """One uint8 [H, W, 3] frame with shadows, reflections and skybox off."""
+    def render(self, camera: str, data: Any = None) -> np.ndarray:
+        """One uint8 [H, W, 3] frame with shadows, reflections and skybox off (of ``data``, an
+        MjData, if given; the live simulation otherwise)."""
         if self.renderer is None:
             raise RuntimeError("this ManipulationEnv was made with render=False")
         flags = self._mujoco.mjtRndFlag
-        self.renderer.update_scene(self.env.data, camera=MUJOCO_CAMERAS[camera])
+        scene = self.env.data if data is None else data
+        self.renderer.update_scene(scene, camera=MUJOCO_CAMERAS[camera])
         for flag in (flags.mjRND_SHADOW, flags.mjRND_REFLECTION, flags.mjRND_SKYBOX):
             self.renderer.scene.flags[flag] = 0
         return self.renderer.render().copy()
+
+    def frames_at(self, step: int) -> dict[str, np.ndarray]:
+        """The camera frames of env ``step`` of this episode (0: the reset), rendered now from
+        the physics state stored then."""
+        mujoco, model = self._mujoco, self.env.model
+        if isinstance(step, bool) or not isinstance(step, (int, np.integer)):
+            raise TypeError(f"step must be an integer, got {step!r}")
+        if not 0 <= step < len(self._physics):
+            raise ValueError(f"step {step}: this episode has steps 0..{len(self._physics) - 1}")
+        if self._scratch is None:
+            self._scratch = mujoco.MjData(model)
+        mujoco.mj_setState(model, self._scratch, self._physics[step], self._spec)
+        mujoco.mj_forward(model, self._scratch)
+        return {cam: self.render(cam, self._scratch) for cam in CAMERAS}
+
+    def _store_physics(self) -> None:
+        if self.renderer is not None:
+            state = np.empty(self._mujoco.mj_stateSize(self.env.model, self._spec))
+            self._mujoco.mj_getState(self.env.model, self.env.data, state, self._spec)
+            self._physics.append(state)
 
     def observation(self, with_images: bool = True) -> dict[str, Any]:
         obs: dict[str, Any] = {
@@ -159,6 +196,8 @@ class ManipulationEnv:
         self.env.np_random, _ = seeding.np_random(int(seed))
         self._state, _ = self.env.reset()
         self.steps = 0
+        self._physics = []
+        self._store_physics()
         return self.observation(with_images)
 
     def expert_action(self) -> np.ndarray:
@@ -171,6 +210,7 @@ class ManipulationEnv:
             raise ValueError(f"action must be {ACTION_DIM} finite numbers, got {action}")
         self._state, _, _, _, info = self.env.step(np.clip(action, -1.0, 1.0))
         self.steps += 1
+        self._store_physics()
         return self.observation(with_images), bool(info["success"])
 
     @property

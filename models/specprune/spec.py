@@ -133,6 +133,7 @@ SPEC = ModelSpec(
             "tasks",
             "episodes",
             "baseline_budget",
+            "lookback",
             "candidates",
             "seed0",
             "budgets",
