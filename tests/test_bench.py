@@ -95,3 +95,50 @@ def test_check_parity_flags_tolerance_breaches_and_unreturned_outputs() -> None:
     )
     assert any("spike agreement 0.5000" in n for n in notes)
     assert any("returned no v_final" in n for n in notes)
+
+
+def test_percentiles_are_the_interpolated_order_statistics() -> None:
+    from neuroedge.bench.latency import Latency
+
+    metrics = Latency(tuple(float(t) for t in range(100, 0, -1))).metrics()  # 1..100 ms
+    assert metrics["latency_p50_ms"].value == pytest.approx(50.5)
+    assert metrics["latency_p90_ms"].value == pytest.approx(90.1)
+    assert metrics["latency_p99_ms"].value == pytest.approx(99.01)
+
+
+def test_speedup_is_the_host_p50_over_each_row_p50() -> None:
+    from neuroedge.bench.runner import speedups
+
+    def row(backend: str, p50: float) -> Report:
+        return Report("m", backend, metrics={"latency_p50_ms": Measurement(p50, "ms")})
+
+    ratios = speedups([row("host", 2.0), row("onnxrt", 0.5)])
+    assert ratios == {"default/host": 1.0, "default/onnxrt": 4.0}
+
+
+def test_host_and_onnxrt_are_timed_on_one_torch_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ONNX Runtime's sessions run one intra-op thread; the host row ran torch's default
+    (every core), so the two rows timed different thread counts."""
+    import torch
+    from neuroedge.bench import runner
+    from neuroedge.registry import get_model
+
+    seen: list[int] = []
+    timed = runner.measure_side_by_side
+
+    def spy(*args: object, **kwargs: object) -> object:
+        seen.append(torch.get_num_threads())
+        return timed(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "measure_side_by_side", spy)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        spec = get_model("snn.lif_convnet")
+        runner.bench_model(
+            spec, ["host", "onnxrt"], config={"untrained": True}, repeats=2, progress=False
+        )
+        assert torch.get_num_threads() == 2  # the caller's count is restored
+    finally:
+        torch.set_num_threads(before)
+    assert seen == [1]
