@@ -5,14 +5,25 @@ For each ``Linear`` and ``Conv1d/2d/3d`` call the input is inspected:
 * binary input (every value 0 or 1: spikes) -> effective accumulates, SOPs = the number of
   (nonzero input, nonzero weight) pairs actually connected, i.e. spikes x surviving fan-out
   (NeuroBench's Effective_ACs). Pruned (zero) weights cost nothing.
-* any other input -> MACs = every (input, nonzero weight) pair the layer computes
-  (NeuroBench's Effective_MACs for a dense input).
+* any other input -> two counts:
+
+  - ``macs``: every (input element, nonzero weight) pair the layer wires together, zero inputs
+    included: what a dense accelerator computes (it multiplies the zeros too), pruned weights
+    skipped. NeuroBench's Dense count would also charge the zero weights.
+  - ``effective_macs``: only the (nonzero input, nonzero weight) pairs, NeuroBench's
+    Effective_MACs (its ``binary_inputs(all_ones=False)`` maps a nonzero input to 1 and a zero
+    to 0 before counting): a zero input costs nothing, as a spike that did not come.
+
+  ``effective_ops`` = SOPs + effective MACs is the NeuroBench total; ``sops + macs`` the dense
+  total. For an input without zeros the two MAC counts are equal.
 
 Counts accumulate over every call, so stepping a spiking net T times counts all T steps.
 Counting is linear in the input's nonzero pattern, so a hook only adds the call's nonzero mask
-(summed over the batch) to a per-layer accumulator; the one convolution that turns it into
-connected pairs runs once, in ``totals()``. This keeps the hooks' cost a small fraction of
-the forward pass.
+(summed over the batch) to a per-layer accumulator (spikes for SOPs, nonzero analog inputs for
+effective MACs); the one convolution that turns it into connected pairs runs once, in
+``totals()``. This keeps the hooks' cost a small fraction of the forward pass.
+``nn.MultiheadAttention`` is counted dense (its projections run as functional calls no hook
+sees), and its effective MACs are its MACs.
 The first synaptic layer (in call order) usually sees analog input; totals are reported with
 and without it. Firing rates come from modules marked ``is_spiking_neuron = True`` (their
 first output is the spike tensor); without such modules, from binary synaptic inputs.
@@ -46,7 +57,8 @@ class LayerCount:
 
     kind: str
     sops: float = 0.0  # accumulates triggered by spikes
-    macs: float = 0.0  # multiply-accumulates on non-binary inputs
+    macs: float = 0.0  # multiply-accumulates on non-binary inputs, zero inputs included
+    effective_macs: float = 0.0  # the same on nonzero inputs only (NeuroBench's Effective_MACs)
     spikes_in: float = 0.0  # number of input spikes seen (binary inputs only)
     inputs_in: float = 0.0  # number of input elements seen (binary inputs only)
     calls: int = 0
@@ -88,6 +100,24 @@ class OpCounts:
         return self._sum("macs", True)
 
     @property
+    def effective_macs_per_sample(self) -> float:
+        """MACs on nonzero non-binary inputs only (NeuroBench's Effective_MACs)."""
+        return self._sum("effective_macs", False)
+
+    @property
+    def effective_macs_per_sample_no_first(self) -> float:
+        return self._sum("effective_macs", True)
+
+    @property
+    def effective_ops_per_sample(self) -> float:
+        """SOPs + effective MACs: NeuroBench's effective synaptic operations."""
+        return self.sops_per_sample + self.effective_macs_per_sample
+
+    @property
+    def effective_ops_per_sample_no_first(self) -> float:
+        return self.sops_per_sample_no_first + self.effective_macs_per_sample_no_first
+
+    @property
     def firing_rate(self) -> float:
         """Spikes per neuron per step, over all spiking neurons seen."""
         if self.neuron_slots:
@@ -97,10 +127,14 @@ class OpCounts:
         return spikes / slots if slots else 0.0
 
 
-def _is_binary(x: Any) -> bool:
+def _nonzero_and_binary(x: Any) -> tuple[Any, bool]:
+    """``x``'s nonzero mask and whether every value is 0 or 1 (no nonzero value other than 1):
+    the mask the effective MACs of an analog input need decides binarity too, at the cost of
+    the two comparisons a 0-or-1 test takes anyway."""
     import torch
 
-    return bool(torch.all((x == 0) | (x == 1)).item())
+    nonzero = x != 0
+    return nonzero, not bool(torch.any(nonzero & (x != 1)))
 
 
 def _connected_pairs(module: Any, nz: Any) -> float:
@@ -141,6 +175,7 @@ class OpCounter:
         self._handles: list[Any] = []
         self._modules: dict[str, Any] = {}
         self._spike_sums: dict[tuple[str, tuple[int, ...]], Any] = {}  # summed binary inputs
+        self._nonzero_sums: dict[tuple[str, tuple[int, ...]], Any] = {}  # nonzero analog inputs
         self._dense_pairs: dict[tuple[str, tuple[int, ...]], float] = {}  # per-sample MACs
 
     def __enter__(self) -> OpCounter:
@@ -176,11 +211,15 @@ class OpCounter:
             # a Linear input may carry extra leading axes: fold them into the batch
             batch_axes = x.dim() - 1 if count.kind == "Linear" else 1
             key = (name, tuple(x.shape[batch_axes:]))
-            if _is_binary(x):
-                # float64: fp16 / bf16 sums stop growing at 2048 / 256 per slot
+            nonzero, binary = _nonzero_and_binary(x)
+            if binary:  # float64: fp16 / bf16 sums stop growing at 2048 / 256 per slot
                 mask = x.reshape(-1, *key[1]).sum(0, dtype=torch.float64)
-                total = self._spike_sums.get(key)
-                self._spike_sums[key] = mask if total is None else total + mask
+            else:  # int32 (exact: far fewer rows than 2**31) is ~2x faster than a float64 sum
+                mask = nonzero.reshape(-1, *key[1]).sum(0, dtype=torch.int32).double()
+            sums = self._spike_sums if binary else self._nonzero_sums
+            total = sums.get(key)
+            sums[key] = mask if total is None else total + mask
+            if binary:
                 count.spikes_in += float(mask.sum())
                 count.inputs_in += float(x.numel())
             else:
@@ -209,6 +248,7 @@ class OpCounter:
                 self.order.append(name)
                 self._modules[name] = module
             count.macs += float(batch * (proj + 2 * lq * lk * e))
+            count.effective_macs += float(batch * (proj + 2 * lq * lk * e))  # dense: see above
             count.calls += 1
 
         return hook
@@ -222,9 +262,12 @@ class OpCounter:
         """Counts divided by ``samples`` (the batch size times sequences counted)."""
         if samples < 1:
             raise ValueError(f"samples must be >= 1, got {samples}")
-        for (name, _shape), mask in self._spike_sums.items():
-            self.per_layer[name].sops += _connected_pairs(self._modules[name], mask[None])
-        self._spike_sums.clear()
+        for sums, attr in ((self._spike_sums, "sops"), (self._nonzero_sums, "effective_macs")):
+            for (name, _shape), mask in sums.items():
+                count = self.per_layer[name]
+                pairs = _connected_pairs(self._modules[name], mask[None])
+                setattr(count, attr, getattr(count, attr) + pairs)
+            sums.clear()
         return OpCounts(
             samples,
             dict(self.per_layer),

@@ -27,7 +27,11 @@ def test_attention_and_linear_subclasses_are_counted() -> None:
     with torch.no_grad(), OpCounter(torch.nn.ModuleList([block, lora])) as counter:
         block(x)
         lora(x)
-    per = {k: v.macs for k, v in counter.totals(2).per_layer.items()}
+    layers = counter.totals(2).per_layer
+    per = {k: v.macs for k, v in layers.items()}
+    # attention is counted dense on both counts (its functional projections are not hooked)
+    assert layers["0.attn"].effective_macs == per["0.attn"] > 0
+    assert layers["1"].effective_macs == per["1"]  # a randn input has no zeros
     length, dim = 16, 64
     attention = 4 * length * dim * dim + 2 * length * length * dim  # q, k, v, out; qk^T, av
     assert per["0.attn"] == 2 * attention

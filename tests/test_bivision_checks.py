@@ -65,6 +65,7 @@ def test_the_claim_counts_a_repeated_rate_once():
             "accuracy": Measurement(acc, "fraction"),
             "map50": Measurement(acc / 2, "fraction"),
             "synaptic_ops_per_sample": Measurement(ops, "op", "counted"),
+            "effective_ops_per_sample": Measurement(ops, "op", "counted"),
         }
         return Report("event.bivision", "host", "x", metrics=metrics)
 

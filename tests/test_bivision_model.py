@@ -34,6 +34,19 @@ def test_statnf_neighbour_support_and_adaptive_threshold():
     assert s2[0, 0, 0, 0] == 0 and s2[0, 0, 2, 2] == 1
 
 
+def test_statnf_membrane_resets_where_the_neuron_spiked_and_leaks_elsewhere():
+    """v[t] = lam v[t-1] (1 - s[t-1]) + I: a neuron that spiked starts from its input alone
+    (a kept lam * v passed every test before, 2026-12-07 audit); one that did not keeps lam v."""
+    p = STATNFParams(torch.zeros(1), torch.full((1,), -20.0), torch.zeros(1, 1, 3, 3))  # lam 1/2
+    v = torch.tensor([[[[5.0, 0.8]]]])
+    s_prev = torch.tensor([[[[1.0, 0.0]]]])  # the first neuron spiked last step
+    drive = torch.full((1, 1, 1, 2), 0.3)
+    s, state = statnf_step(drive, STATNFState(v, s_prev, torch.zeros(1, 1, 1, 2)), p, 0 * v)
+    assert state.v[0, 0, 0].tolist() == pytest.approx([0.3, 0.5 * 0.8 + 0.3])
+    # kept (not reset), 0.5 * 5 + 0.3 = 2.8 would fire again at threshold 1 + a h = 1 + ~0
+    assert s[0, 0, 0].tolist() == [0.0, 0.0]
+
+
 @pytest.mark.parametrize("neuron", ["statnf", "lif"])
 def test_bisnet_state_is_explicit_and_outputs_have_their_shapes(neuron):
     torch.manual_seed(0)

@@ -6,25 +6,40 @@ from __future__ import annotations
 import pytest
 
 
-def _sweep_rows(margins: dict[float, list[float]], ops: float = 1.0):
-    """Per-seed rows whose accuracy and map50 margins over the baseline are ``margins``."""
+def _sweep_rows(
+    margins: dict[float, list[float]],
+    ops: float = 1.0,
+    map_margins: dict[float, list[float]] | None = None,
+    effective_ops: dict[float, float] | None = None,
+):
+    """Per-seed rows whose accuracy margins over the baseline are ``margins`` and map50
+    margins ``map_margins`` (default: half the accuracy margins); STATNF + E2S costs ``ops``
+    (dense count) and ``effective_ops[rate]`` (effective count, default ``ops``) against the
+    baseline's 1.0 on both counts."""
     from neuroedge.types import Measurement, Report
 
-    def row(variant, acc, rate, sops):
+    map_margins = map_margins or {r: [m / 2 for m in ms] for r, ms in margins.items()}
+    effective_ops = effective_ops or {}
+
+    def row(variant, acc, map50, rate, sops, effective):
         metrics = {
             "accuracy": Measurement(acc, "fraction"),
-            "map50": Measurement(acc / 2, "fraction"),
+            "map50": Measurement(map50, "fraction"),
             "synaptic_ops_per_sample": Measurement(sops, "op", "counted"),
+            "effective_ops_per_sample": Measurement(effective, "op", "counted"),
         }
         return Report("event.bivision", "host", f"{variant}@noise={rate:g}", metrics=metrics)
 
     return {
         **{
-            ("statnf_e2s", r): [row("statnf_e2s", 0.5 + m, r, ops) for m in ms]
+            ("statnf_e2s", r): [
+                row("statnf_e2s", 0.5 + m, 0.25 + mm, r, ops, effective_ops.get(r, ops))
+                for m, mm in zip(ms, map_margins[r])
+            ]
             for r, ms in margins.items()
         },
         **{
-            ("lif_histogram", r): [row("lif_histogram", 0.5, r, 1.0) for _ in ms]
+            ("lif_histogram", r): [row("lif_histogram", 0.5, 0.25, r, 1.0, 1.0) for _ in ms]
             for r, ms in margins.items()
         },
     }
@@ -54,10 +69,60 @@ def test_sweep_claim_reads_margins_over_seeds_and_finds_where_they_fall():
     assert not costly["ops_at_most_baseline"] and not costly["holds"]
     assert not claim_check(_sweep_rows({0.0: [0.02], 5.0: [0.05]}), [0, 5])["holds"]
 
+    section = "\n".join(claim_section(claim_check(growing, [0, 5, 10])))
+    assert "| 5 | 1 / 1 | 1 / 1 |" in section  # both cost counts per rate
+    assert "it needs both margins positive at every rate and growing" in section
+
     means = {r.variant: r.metrics for r in mean_rows(growing)}
     assert means["statnf_e2s@noise=5"]["accuracy"].value == pytest.approx(0.57)
     assert means["statnf_e2s@noise=5"]["accuracy_sd"].value == pytest.approx(0.02 * 2**0.5)
     assert "synaptic_ops_per_sample_sd" not in means["statnf_e2s@noise=5"]
+
+
+def test_sweep_claim_needs_map50_to_beat_and_grow_too():
+    """Accuracy margins that grow do not carry the claim when the map50 margin falls, or when
+    it grows but starts below zero (the baseline wins on clean data). Both passed when the
+    verdict read accuracy alone or dropped "beats at every rate" (2026-12-07 audit)."""
+    from neuroedge.models.bivision.bench import claim_check
+
+    accuracy = {0.0: [0.02, 0.04], 5.0: [0.05, 0.09], 10.0: [0.10, 0.14]}
+    falling = _sweep_rows(
+        accuracy, map_margins={0.0: [0.1, 0.1], 5.0: [0.05, 0.07], 10.0: [0.01, 0.03]}
+    )
+    claim = claim_check(falling, [0, 5, 10])
+    assert claim["accuracy"]["margin_grows"] and claim["accuracy"]["beats_at_every_rate"]
+    assert not claim["map50"]["margin_grows"] and claim["map50"]["falls_at"] == [5.0, 10.0]
+    assert not claim["holds"]
+
+    below = _sweep_rows(
+        accuracy, map_margins={0.0: [-0.06, -0.04], 5.0: [0.0, 0.02], 10.0: [0.08, 0.1]}
+    )
+    claim = claim_check(below, [0, 5, 10])
+    assert claim["map50"]["margin_grows"] and not claim["map50"]["beats_at_every_rate"]
+    assert not claim["holds"]
+    negative = {r: [m - 0.2 for m in ms] for r, ms in accuracy.items()}  # accuracy too
+    claim = claim_check(_sweep_rows(negative, map_margins=accuracy), [0, 5, 10])
+    assert claim["accuracy"]["margin_grows"] and not claim["accuracy"]["beats_at_every_rate"]
+    assert not claim["holds"]
+
+
+def test_sweep_claim_needs_the_effective_count_at_most_the_baseline_too():
+    """The claim's "same or lower SOPs" is read on the dense count (SOPs + MACs) and on
+    NeuroBench's effective one (SOPs + MACs of nonzero inputs); exceeding the baseline's
+    effective count at any one rate fails the claim although the dense count is lower."""
+    from neuroedge.models.bivision.bench import claim_check, claim_section
+
+    margins = {0.0: [0.02, 0.04], 5.0: [0.05, 0.09], 10.0: [0.10, 0.14]}
+    claim = claim_check(_sweep_rows(margins, ops=0.5, effective_ops={5.0: 1.01}), [0, 5, 10])
+    assert claim["ops_at_most_baseline"] and not claim["effective_ops_at_most_baseline"]
+    assert claim["effective_ops_per_sample"]["statnf_e2s"] == [0.5, 1.01, 0.5]
+    assert claim["synaptic_ops_per_sample"]["lif_histogram"] == [1.0, 1.0, 1.0]
+    assert not claim["holds"]
+    section = "\n".join(claim_section(claim))
+    assert "| 5 | 0.5 / 1 | 1.01 / 1 |" in section
+    assert "- SOPs + effective MACs at most the baseline's at every rate: False" in section
+    equal = claim_check(_sweep_rows(margins, ops=0.5, effective_ops={5.0: 1.0}), [0, 5, 10])
+    assert equal["effective_ops_at_most_baseline"] and equal["holds"]  # "same" is allowed
 
 
 def test_sweep_label_names_rate_and_seed():

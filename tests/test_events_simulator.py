@@ -39,6 +39,22 @@ def test_brightening_pixel_emits_one_on_event_per_threshold_crossed():
     assert np.all(np.diff(events["t"]) > 0) and events["t"].max() <= 1000
 
 
+def test_crossing_times_are_interpolated_within_the_frame_interval():
+    """Log intensity ramps 0 -> 1.0 over 0-1000 us, then down to 0.3 by 2000 us, threshold 0.2.
+    A level L is crossed where the linear ramp between the frames reaches it: t = t0 + (L -
+    start) / (end - start) (t1 - t0). Evenly spaced times k / (n + 1) (which passed every test
+    before, 2026-12-07 audit) give 167, 333, ... and 1250, 1500, 1750 instead."""
+    params = DVSParams(threshold=0.2, sigma_threshold=0.0, refractory_us=0)
+    frames, times = np.array([0.0, 1.0, 0.3]).reshape(3, 1, 1), np.array([0, 1000, 2000])
+    events = log_frames_to_events(frames, times, params, np.random.default_rng(0))
+    on_levels = 0.2 * np.arange(1, 6)  # 0.2 .. 1.0 crossed on the way up
+    off_levels = 1.0 - 0.2 * np.arange(1, 4)  # 0.8, 0.6, 0.4 on the way down to 0.3
+    expected = np.r_[on_levels / 1.0 * 1000, 1000 + (off_levels - 1.0) / (0.3 - 1.0) * 1000]
+    assert events["p"].tolist() == [1] * 5 + [0] * 3
+    np.testing.assert_allclose(events["t"], expected, atol=1.0)  # times are whole us
+    assert events["t"][5:].tolist() == [1285, 1571, 1857]
+
+
 def test_refractory_period_suppresses_events_closer_than_it():
     frames = np.log(np.array([[[0.5]], [[0.5 * np.exp(1.0)]]]))
     params = DVSParams(threshold=0.2, sigma_threshold=0.0, refractory_us=400)

@@ -16,6 +16,7 @@ COLUMNS = (
     "map50",
     "map",
     "sops_per_sample",
+    "effective_ops_per_sample",
     "macs_per_sample",
     "synaptic_ops_per_sample",
     "energy_uj",

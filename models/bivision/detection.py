@@ -16,6 +16,14 @@ prior tuning, no anchor matching). Per cell of the stride-``s`` grid the head gi
 Decoding: sigmoid heatmap, local maxima by 3x3 max-pool (CenterNet's NMS replacement), the
 ``top_k`` peaks above ``min_score``. mAP@0.5 and COCO mAP@[.5:.95] come from pycocotools'
 COCOeval.
+
+Scoring (``sensor_map``): ground truth and detections both pass through
+``neuroedge.events.generate.keep_boxes`` first, clipped to the sensor and dropped under 3 px,
+the rule the generated ground truth was made with. Before, only the ground truth followed it,
+so a correct detection of a car sliver at the sensor edge (whose box the ground truth drops)
+counted as a false positive (2026-12-07 audit: STATNF + E2S map50 0.243 -> 0.263 with the
+rule on both sides, LIF + histogram unchanged); Prophesee's Gen1 evaluation filters both sides
+alike too.
 """
 
 from __future__ import annotations
@@ -155,3 +163,16 @@ def coco_map(truth: Sequence[np.ndarray], found: Sequence[np.ndarray]) -> dict[s
         "map50": max(float(evaluator.stats[1]), 0.0),
         "map": max(float(evaluator.stats[0]), 0.0),
     }
+
+
+def sensor_map(
+    truth: Sequence[np.ndarray], found: Sequence[np.ndarray], width: float, height: float
+) -> dict[str, float]:
+    """``coco_map`` on a ``width`` x ``height`` sensor, with ground truth and detections both
+    clipped to the sensor and boxes under 3 px dropped (``keep_boxes``, one rule for both)."""
+    from neuroedge.events.generate import keep_boxes
+
+    return coco_map(
+        [keep_boxes(t, width, height) for t in truth],
+        [keep_boxes(f, width, height) for f in found],
+    )

@@ -171,12 +171,19 @@ def _trained_net(
 
 
 def _cost_metrics(ops: Any) -> dict[str, Measurement]:
-    """SOPs, MACs, their sum, firing rate and energy per sample from the counted ``ops``."""
+    """SOPs, MACs, their sum, firing rate and energy per sample from the counted ``ops``.
+
+    Two totals: ``synaptic_ops_per_sample`` = SOPs + MACs with every element of a non-binary
+    input charged (a dense accelerator's cost), and ``effective_ops_per_sample`` = SOPs +
+    MACs on nonzero inputs only (NeuroBench's Effective_ACs + Effective_MACs; the histogram
+    baseline's first layer reads mostly zero bins, which this count does not charge)."""
     from neuroedge.bench.energy import HOROWITZ_45NM
 
     return {
         "sops_per_sample": Measurement(ops.sops_per_sample, "SOP", "counted"),
+        "effective_ops_per_sample": Measurement(ops.effective_ops_per_sample, "op", "counted"),
         "macs_per_sample": Measurement(ops.macs_per_sample, "MAC", "counted"),
+        "effective_macs_per_sample": Measurement(ops.effective_macs_per_sample, "MAC", "counted"),
         "sops_per_sample_no_first": Measurement(ops.sops_per_sample_no_first, "SOP", "counted"),
         "synaptic_ops_per_sample": Measurement(
             ops.sops_per_sample + ops.macs_per_sample, "op", "counted"

@@ -167,12 +167,14 @@ def predict(net: BiSNet, x: np.ndarray, batch: int = 64) -> tuple[np.ndarray, np
 def task_metrics(
     logits: np.ndarray, maps: np.ndarray, data: EventSet, task: str
 ) -> dict[str, float]:
-    """``accuracy`` for classification; ``map50`` and ``map`` (COCO) for detection."""
-    from neuroedge.models.bivision.detection import coco_map, decode
+    """``accuracy`` for classification; ``map50`` and ``map`` (COCO) for detection, both sides
+    clipped to the sensor (the inputs' width and height) and boxes under 3 px dropped."""
+    from neuroedge.models.bivision.detection import decode, sensor_map
 
     if task == "classification":
         return {"accuracy": float((logits.argmax(-1) == data.labels).mean())}
-    return coco_map(data.boxes, decode(maps, stride=4))
+    height, width = data.x.shape[-2:]
+    return sensor_map(data.boxes, decode(maps, stride=4), width, height)
 
 
 def train(

@@ -190,6 +190,7 @@ SPEC = ModelSpec(
     ),
     efficiency=Efficiency("FLOP"),
     train=train,
+    seed_sweep=True,
     bench="neuroedge.models.cadre.bench:bench",
     # train: train.fit's keys (train.DEFAULTS less "threshold", which training never reads;
     # train.py imports torch) plus n and checkpoint; bench: all of train.DEFAULTS, n, the

@@ -59,6 +59,29 @@ def random_object(
     return MovingObject(kind, cx - vx * mid, cy - vy * mid, w, h, vx, vy, contrast)
 
 
+def keep_boxes(boxes: np.ndarray, width: float, height: float) -> np.ndarray:
+    """The boxes of ``boxes`` ((n, 4 + k): x, y, w, h in pixels, then any columns such as a
+    score, kept as they are) clipped to the ``width`` x ``height`` sensor, without those
+    narrower or lower than ``MIN_BOX_PIXELS`` after clipping (or not finite).
+
+    The one rule for both sides of detection scoring: the generated ground truth is made with
+    it (a car that has mostly left the sensor gets no box), and detections pass through it
+    before mAP, so a detector is not charged a false positive for a car sliver the ground truth
+    leaves out (Prophesee's Gen1 ``filter_boxes`` likewise filters both sides alike). A box
+    already inside the sensor keeps its coordinates bit for bit."""
+    out = np.array(boxes, np.float64)  # a copy: the caller's boxes are left as they are
+    out = out.reshape(-1, out.shape[-1] if out.ndim == 2 else 4)
+    finite = np.isfinite(out[:, :4]).all(1)
+    out[~finite, :4] = 0.0  # dropped below; zeroed so the clipping has no inf - inf
+    for lo, size, limit in ((0, 2, width), (1, 3, height)):
+        start, end = out[:, lo], out[:, lo] + out[:, size]
+        outside = (start < 0) | (end > limit)
+        clipped = np.minimum(end, limit) - np.maximum(start, 0.0)
+        out[:, size] = np.where(outside, clipped, out[:, size])
+        out[:, lo] = np.where(outside, np.maximum(start, 0.0), start)
+    return out[finite & (np.minimum(out[:, 2], out[:, 3]) >= MIN_BOX_PIXELS)]
+
+
 def _params(cfg: GeneratorConfig) -> DVSParams:
     return DVSParams(noise_rate_hz=cfg.noise_rate_hz, hot_pixels=cfg.hot_pixels)
 
@@ -117,8 +140,11 @@ def make_gen1_like(
             events = simulate(
                 objects, sensor, cfg.duration_us, _params(cfg), int(rng.integers(1 << 31))
             )
-            boxes = [o.box_at(cfg.duration_us, sensor) for o in objects if o.kind == "car"]
-            boxes = [b for b in boxes if min(b[2], b[3]) >= MIN_BOX_PIXELS]
+            boxes = keep_boxes(
+                [o.box_at(cfg.duration_us, sensor) for o in objects if o.kind == "car"],
+                sensor.width,
+                sensor.height,
+            )
             table = np.zeros(len(boxes), BOX_DTYPE)
             for j, (x, y, w, h) in enumerate(boxes):
                 table[j] = (cfg.duration_us, x, y, w, h, CAR_CLASS, 1.0, j)
