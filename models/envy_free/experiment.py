@@ -3,7 +3,9 @@
 Every number is measured in the run that prints it: tau_90 (queries per item and agent for 90%
 envy-free success over ``trials`` fresh hard instances) against m and Delta, with the log-log
 slopes; success at the Thm 5 budget tau* and at tau*/1000; and the threshold rule on exact
-values against the brute-force optimum for small m.
+values against the brute-force optimum for small m. ``claim`` in report.json (and its report.md
+section) reads the issue's thresholds: slope of tau_90 vs m in [1.1, 1.9], vs Delta in
+[-2.8, -1.6], success >= 0.95 at tau* in every budget case; it holds only if all three do.
 """
 
 from __future__ import annotations
@@ -234,6 +236,61 @@ def rows_from(sweeps: Mapping[str, Any]) -> list[Report]:
     return rows
 
 
+CLAIM_SLOPE_M = (1.1, 1.9)  # d log tau_90 / d log m (the paper's q ~ m^2.5, q = m tau)
+CLAIM_SLOPE_DELTA = (-2.8, -1.6)  # d log tau_90 / d log Delta (the paper's Delta^-2)
+CLAIM_SUCCESS = 0.95  # envy-free success at the Thm 5 budget tau*, every budget case
+
+
+def _within(value: float, bounds: tuple[float, float]) -> bool:
+    return bool(bounds[0] <= value <= bounds[1])  # NaN fails
+
+
+def claim(sweeps: Mapping[str, Any]) -> dict[str, Any]:
+    """The issue's claim read from the sweeps: slope of tau_90 vs m in CLAIM_SLOPE_M, vs Delta
+    in CLAIM_SLOPE_DELTA, and success >= CLAIM_SUCCESS at tau* in every budget case; each part
+    with its value, bounds and ``holds``; ``holds`` only when every part holds."""
+    success = {f"m{c['m']}_d{c['delta']}": c["success"] for c in sweeps["budget"]}
+    out: dict[str, Any] = {
+        "slope_tau_vs_m": {
+            "value": sweeps["slope_tau_vs_m"],
+            "bounds": list(CLAIM_SLOPE_M),
+            "holds": _within(sweeps["slope_tau_vs_m"], CLAIM_SLOPE_M),
+        },
+        "slope_tau_vs_delta": {
+            "value": sweeps["slope_tau_vs_delta"],
+            "bounds": list(CLAIM_SLOPE_DELTA),
+            "holds": _within(sweeps["slope_tau_vs_delta"], CLAIM_SLOPE_DELTA),
+        },
+        "success_at_tau_star": {
+            "value": success,
+            "min": CLAIM_SUCCESS,
+            "holds": bool(success) and all(v >= CLAIM_SUCCESS for v in success.values()),
+        },
+    }
+    out["holds"] = all(part["holds"] for part in out.values())
+    return out
+
+
+def claim_section(c: Mapping[str, Any]) -> list[str]:
+    """report.md lines: each part of the claim, its value and whether it holds."""
+
+    def mark(ok: bool) -> str:
+        return "holds" if ok else "**NOT met**"
+
+    m, d, s = c["slope_tau_vs_m"], c["slope_tau_vs_delta"], c["success_at_tau_star"]
+    rates = ", ".join(f"{k}: {v:.3f}" for k, v in s["value"].items())
+    return [
+        "## Claim",
+        "",
+        f"- slope of tau_90 vs m: {m['value']:.3f} in {m['bounds']} -> {mark(m['holds'])}",
+        f"- slope of tau_90 vs Delta: {d['value']:.3f} in {d['bounds']} -> {mark(d['holds'])}",
+        f"- success at tau* >= {s['min']}: {rates} -> {mark(s['holds'])}",
+        "",
+        f"All: {'hold' if c['holds'] else 'NOT met'}.",
+        "",
+    ]
+
+
 def sweep_plot(doc: dict[str, Any], path: Path) -> Path:
     """Log-log plot of tau_90 against m and against Delta, with fitted slopes."""
     from neuroedge.bench.report import finish_figure, pyplot
@@ -269,8 +326,14 @@ def bench(
     sweeps = run_sweeps(cfg)
     sweeps["m_sweep_delta"] = cfg["m_sweep_delta"]
     columns = ["slope", "success_rate", "success_rate_tau_over_1000", "tau_star", "envy_gap_to_opt"]
+    verdict = claim(sweeps)
     doc = build_document(
-        "alloc.envy_free", rows_from(sweeps), config=cfg, sweeps=sweeps, columns=columns
+        "alloc.envy_free",
+        rows_from(sweeps),
+        config=cfg,
+        sweeps=sweeps,
+        columns=columns,
+        claim=verdict,
     )
     write_report(
         doc,
@@ -279,6 +342,7 @@ def bench(
         plots=[sweep_plot],
         history=history,
         sections=[
+            *claim_section(verdict),
             (
                 f"tau_90 vs Delta at m={cfg['delta_sweep_m']}: "
                 f"{dict(zip(sweeps['deltas'], sweeps['tau90_vs_delta']))}"

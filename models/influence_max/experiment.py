@@ -1,5 +1,11 @@
 """The graph.influence_max benchmark: cumulative regret of UCB, epsilon-greedy and random.
 
+Policies: ``ucb`` (optimistic node-level GLM-UCB at config ``rho``), ``ucb_rho0`` (the same
+learner at rho = 0, greedy on the MLE: an ablation showing what optimism does), epsilon-greedy
+(epsilon = 0.1) on the MLE, and random; every UCB row's note gives its rho. ``claim`` in
+report.json (and its report.md section) reads the issue's thresholds on UCB per graph: log-log
+regret slope < 0.6 and regret < 0.25 x random's at the horizon; it holds only if all parts do.
+
 Graphs: a random sparse graph (n = 20, 1-3 in-neighbours, p ~ U(0.05, 0.5), the notes' setting),
 networkx's karate club and Les Miserables (both directions, weighted cascade p = 1/indeg(v)), and
 any user edge list (``config edges=PATH``). Regret is the pseudo-regret against the oracle's set on
@@ -40,7 +46,9 @@ DEFAULTS: dict[str, Any] = {
     "seed": 0,
     "edges": None,
 }
-POLICIES = ("ucb", "epsilon_greedy", "random")
+POLICIES = ("ucb", "ucb_rho0", "epsilon_greedy", "random")
+# ucb_rho0: the same learner with rho = 0, greedy on the MLE (no optimism), as an ablation
+CLAIM_SLOPE, CLAIM_RATIO = 0.6, 0.25  # UCB: log-log regret slope < 0.6, regret < 0.25 x random
 BUILTIN = ("random20", "karate", "lesmis")
 MAX_HORIZON = 10**6  # rounds per graph
 MAX_WORLDS = 10**5  # live-edge worlds drawn at once (reach is worlds x n x n; its memory at a
@@ -159,6 +167,7 @@ def run_graph(name: str, graph: F.ICGraph, cfg: Mapping[str, Any]) -> dict[str, 
     worlds = F.Worlds.draw(graph, cfg["worlds"], cfg["seed"] + 2)
     policies = {
         "ucb": L.ucb_policy(cfg["k"], worlds, cfg["rho"]),
+        "ucb_rho0": L.ucb_policy(cfg["k"], worlds, 0.0),
         "epsilon_greedy": L.epsilon_greedy_policy(cfg["k"], worlds),
         "random": L.random_policy(cfg["k"]),
     }
@@ -174,6 +183,7 @@ def run_graph(name: str, graph: F.ICGraph, cfg: Mapping[str, Any]) -> dict[str, 
         "horizon": horizon,
         "best_set": list(ref.best),
         "best_spread": ref.best_value,
+        "rho": {"ucb": float(cfg["rho"]), "ucb_rho0": 0.0},
         "regret": curves,
     }
 
@@ -202,13 +212,78 @@ def policy_row(name: str, policy: str, res: Mapping[str, Any]) -> Report:
         f"n={res['n']} E={res['edges']} T={res['horizon']} "
         f"sigma(S*)={res['best_spread']:.3f} S*={res['best_set']}"
     )
+    rho = res.get("rho", {}).get(policy)
+    if rho is not None:
+        note += f" rho={rho:g}" + (" (greedy on the MLE, no optimism)" if rho == 0 else "")
     return Report(
         NAME, "host", f"{name}/{policy}", metrics=metrics, rejections=rejections, notes=(note,)
     )
 
 
 def rows_from(results: Mapping[str, Any]) -> list[Report]:
-    return [policy_row(name, p, res) for name, res in results.items() for p in POLICIES]
+    return [policy_row(name, p, res) for name, res in results.items() for p in ran(res)]
+
+
+def ran(res: Mapping[str, Any]) -> list[str]:
+    """The policies of ``POLICIES`` that a graph's result holds curves for, in that order."""
+    return [p for p in POLICIES if p in res["regret"]]
+
+
+def verdict(parts: Sequence[bool | None]) -> bool | None:
+    """False when any part fails, else None when any is unmeasured, else True."""
+    if False in parts:
+        return False
+    return None if None in parts else True
+
+
+def claim(results: Mapping[str, Any]) -> dict[str, Any]:
+    """The issue's claim per graph, on UCB's curve: log-log regret slope over [T/4, T] below
+    CLAIM_SLOPE and final regret below CLAIM_RATIO x random's. The ratio part is None (not
+    measured) when random's regret is at or below RATIO_FLOOR per round; ``holds`` is True only
+    when every part of every graph holds, False when any fails."""
+    graphs: dict[str, Any] = {}
+    for name, res in results.items():
+        ucb, rnd = np.asarray(res["regret"]["ucb"]), float(res["regret"]["random"][-1])
+        slope = loglog_slope(ucb)
+        ratio = float(ucb[-1] / rnd) if rnd > RATIO_FLOOR * len(ucb) else None
+        cell = {
+            "horizon": len(ucb),
+            "rho": res.get("rho", {}).get("ucb"),
+            "slope": slope,
+            "slope_holds": bool(slope < CLAIM_SLOPE),
+            "regret_vs_random": ratio,
+            "ratio_holds": None if ratio is None else bool(ratio < CLAIM_RATIO),
+        }
+        cell["holds"] = verdict([cell["slope_holds"], cell["ratio_holds"]])
+        graphs[name] = cell
+    return {
+        "bounds": {"slope_below": CLAIM_SLOPE, "regret_vs_random_below": CLAIM_RATIO},
+        "graphs": graphs,
+        "holds": verdict([c["holds"] for c in graphs.values()]) if graphs else None,
+    }
+
+
+def claim_section(c: Mapping[str, Any]) -> list[str]:
+    """report.md lines: the claim per graph (UCB's slope and ratio to random)."""
+    mark = {True: "yes", False: "**no**", None: "not measured"}
+    lines = [
+        "## Claim",
+        "",
+        f"UCB per graph: log-log regret slope over [T/4, T] < {CLAIM_SLOPE} and regret < "
+        f"{CLAIM_RATIO} x random's at the horizon.",
+        "",
+        "| graph | T | rho | slope | slope holds | regret / random | ratio holds | holds |",
+        "|" + "---|" * 8,
+    ]
+    for name, g in c["graphs"].items():
+        ratio = "undefined" if g["regret_vs_random"] is None else f"{g['regret_vs_random']:.4f}"
+        lines.append(
+            f"| {name} | {g['horizon']} | {g['rho']} | {g['slope']:.3f} | "
+            f"{mark[g['slope_holds']]} | {ratio} | {mark[g['ratio_holds']]} | "
+            f"{mark[g['holds']]} |"
+        )
+    overall = {True: "hold", False: "NOT met", None: "not all measured, none failed"}
+    return [*lines, "", f"All: {overall[c['holds']]}.", ""]
 
 
 def regret_plot(doc: dict[str, Any], path: Path) -> Path:
@@ -220,7 +295,7 @@ def regret_plot(doc: dict[str, Any], path: Path) -> Path:
     results = doc["results"]
     fig, axes = plt.subplots(1, len(results), figsize=(4.5 * len(results), 3.8), squeeze=False)
     for ax, (name, res) in zip(axes[0], results.items()):
-        for policy in POLICIES:
+        for policy in ran(res):
             curve = np.maximum(np.asarray(res["regret"][policy]), 1e-3)
             ax.loglog(np.arange(1, len(curve) + 1), curve, label=policy)
         t = np.arange(1, res["horizon"] + 1)
@@ -252,6 +327,16 @@ def bench(
         cfg["graphs"] = [cfg["graphs"]]
     results = {name: run_graph(name, graph, cfg) for name, graph in graphs.items()}
     columns = ["regret", "regret_slope", "regret_vs_random", "regret_per_round"]
-    doc = build_document(NAME, rows_from(results), config=cfg, results=results, columns=columns)
-    write_report(doc, out_dir, columns=columns, plots=[regret_plot], history=history)
+    claimed = claim(results)
+    doc = build_document(
+        NAME, rows_from(results), config=cfg, results=results, columns=columns, claim=claimed
+    )
+    write_report(
+        doc,
+        out_dir,
+        columns=columns,
+        sections=claim_section(claimed),
+        plots=[regret_plot],
+        history=history,
+    )
     return doc
