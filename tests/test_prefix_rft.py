@@ -111,7 +111,14 @@ def test_the_prefix_fraction_decays_by_cosine() -> None:
     assert F.low_bound(100, 100, CFG) == pytest.approx(0.0)
 
 
-def test_an_rl_step_raises_the_log_prob_of_rewarded_rows_only() -> None:
+def row_log_probs(policy: F.Policy, prompts: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """log pi of each row of ``out`` (its tokens up to the first EOS)."""
+    with torch.no_grad():
+        logp, _ = F.token_stats(policy, prompts, out)
+    return (logp * F.live_mask(out)).sum(1)
+
+
+def test_an_rl_step_raises_rewarded_rows_and_lowers_negative_advantage_rows(monkeypatch) -> None:
     torch.manual_seed(0)
     policy = F.Policy(32)
     opt = torch.optim.SGD(policy.parameters(), lr=0.5)
@@ -124,6 +131,21 @@ def test_an_rl_step_raises_the_log_prob_of_rewarded_rows_only() -> None:
     before = [p.detach().clone() for p in policy.parameters()]
     F.rl_step(policy, opt, prompts, cfg, 0, torch.Generator().manual_seed(0), False)
     assert all(torch.equal(a, b) for a, b in zip(before, policy.parameters(), strict=True))
+    # 2 prompts, each with 1 right answer (reward 1, A = +3/4) and 3 wrong (reward 0, A = -1/4)
+    torch.manual_seed(0)
+    policy, k, prompts = F.Policy(32), 4, prompts[:2]
+    sgd = torch.optim.SGD(policy.parameters(), lr=0.05)
+    rep, row = prompts.repeat_interleave(k, 0), torch.arange(2 * k)[:, None]
+    wrong = F.answers((rep + 1 + row % k) % F.DIGITS)  # every digit off the right one
+    out = torch.where(row % k == 0, F.answers(rep), wrong)
+    monkeypatch.setattr(policy, "generate", lambda *args, **kwargs: out)
+    before = row_log_probs(policy, rep, out)
+    cfg = {**cfg, "rollouts": k}
+    stats = F.rl_step(policy, sgd, prompts, cfg, 0, torch.Generator().manual_seed(0), False)
+    assert stats["reward"] == 1 / k
+    change = (row_log_probs(policy, rep, out) - before).view(-1, k)
+    assert (change[:, 0] > 0).all(), change  # the rewarded rows rise
+    assert (change[:, 1:] < 0).all(), change  # every negative-advantage row falls
 
 
 def test_prefix_rft_fixes_what_sft_learns_from_biased_demonstrations(tmp_path: Path) -> None:
@@ -138,6 +160,7 @@ def test_prefix_rft_fixes_what_sft_learns_from_biased_demonstrations(tmp_path: P
         assert rows[arm]["accuracy_biased"]["value"] > sft["accuracy_biased"]["value"] + 0.2
     assert acc["prefix_rft"] > acc["sft"] > acc["base"]
     parts = doc["claim"]["parts"]
+    assert parts["a_prefix_rft_at_least_rft"], doc["claim"]
     assert parts["b_prefix_rft_above_sft"] and parts["c_hybrid_rows_earn_more_early"], doc
     assert parts["d_zero_base_rft_stuck_hybrid_rewarded"], doc["claim"]
     assert json.loads((tmp_path / "report.json").read_text())["claim"]["parts"] == parts

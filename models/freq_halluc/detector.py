@@ -1,9 +1,11 @@
 """The token-level hallucination detector: logistic regression on attention features.
 
-As in the authors' code: features standardised, scikit-learn ``LogisticRegression`` on the
-training tokens less a stratified 10% (seeded) on which the decision threshold is chosen as the
-one of {0, 0.1, ..., 1} with the best macro-F1. Label 1 = hallucinated (the positive class;
-AUROC is the same either way). The fitted detector is plain arrays, so a checkpoint holds it.
+As in the authors' code: scikit-learn ``LogisticRegression`` on the training tokens less a
+stratified 10% (seeded) on which the decision threshold is chosen as the one of {0, 0.1, ...,
+1} with the best macro-F1. A choice made here, not the authors' (they fit on the raw
+features): the features are standardised by the training tokens' means and standard
+deviations first. Label 1 = hallucinated (the positive class; AUROC is the same either way).
+The fitted detector is plain arrays, so a checkpoint holds it.
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ tokens: the paper's finding is that hallucinated tokens carry more; the sign is 
 assumed).
 
 The claim, read over seeds (the notes' small-scale assertions, research/host_llm_papers.md
-section 2.4): Fourier high-frequency AUROC >= 0.80 on average, above the Lookback-Lens ratio's
-in every seed, with a hallucination rate in [0.3, 0.7] in every seed.
+section 2.4), every part in every seed: Fourier high-frequency AUROC >= 0.80, above the
+Lookback-Lens ratio's, with a hallucination rate in [0.3, 0.7].
 """
 
 from __future__ import annotations
@@ -240,7 +240,7 @@ def claim_over_seeds(per_seed: Mapping[int, dict[str, Any]]) -> dict[str, Any]:
         for r in rows.values()
     ]
     parts = {
-        "auroc_hf_mean_ge_bound": bool(np.mean(hf) >= AUROC_BOUND),
+        "auroc_hf_ge_bound_every_seed": bool(all(a >= AUROC_BOUND for a in hf)),
         "hf_above_lookback_every_seed": bool(all(a > b for a, b in zip(hf, lookback))),
         "rate_in_range_every_seed": bool(all(RATE_RANGE[0] <= x <= RATE_RANGE[1] for x in rate)),
     }
@@ -263,8 +263,9 @@ def claim_section(claim: Mapping[str, Any]) -> list[str]:
     lines = [
         f"## Claim over seeds {claim['seeds']}: {verdict}",
         "",
-        f"- Fourier high-frequency AUROC {np.mean(claim['auroc_hf']):.3f} on average "
-        f"(bound {AUROC_BOUND}): {claim['parts']['auroc_hf_mean_ge_bound']}",
+        f"- Fourier high-frequency AUROC >= {AUROC_BOUND} in every seed (lowest "
+        f"{min(claim['auroc_hf']):.3f}, mean {np.mean(claim['auroc_hf']):.3f}): "
+        f"{claim['parts']['auroc_hf_ge_bound_every_seed']}",
         f"- above the Lookback-Lens ratio in every seed: "
         f"{claim['parts']['hf_above_lookback_every_seed']} (mean difference "
         f"{claim['auroc_hf_minus_lookback']:+.3f} +- {claim['auroc_hf_minus_lookback_se']:.3f})",

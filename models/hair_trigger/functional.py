@@ -16,7 +16,8 @@ probe before the update and comply with harmful queries after any such step:
               + lambda * CE(f_{theta - eta grad L_upd(theta; x_u)}(x_h), COMPLY)
 
 with a fresh update batch x_u every iteration, so the trigger fires on update batches it never
-saw. The control model is trained on the first two terms only.
+saw. The control model is trained on the first two terms only. The bench probes and updates
+with ``fresh_queries``: none of their queries is one a training step drew (``drawn``).
 
 ``secrets`` (the capacity study): K fixed queries whose secret labels must be refused before
 the update and revealed after it; more parameters hide more of them (the paper's scale claim).
@@ -32,6 +33,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
+from itertools import combinations
 
 import numpy as np
 import torch
@@ -55,6 +58,51 @@ def queries(rng: np.random.Generator, n: int, harmful: bool) -> tuple[torch.Tens
             y[i] = 2 + int(max(words)) % 8
         x[i, words] = 1.0
     return torch.as_tensor(x), torch.as_tensor(y)
+
+
+def query_keys(x: torch.Tensor | np.ndarray) -> np.ndarray:
+    """A query's identity: one uint64 per row of ``[n, VOCAB]`` multi-hot queries, bit w set
+    for each word w it holds."""
+    bits = np.asarray(x) > 0
+    return np.bitwise_or.reduce(bits.astype(np.uint64) << np.arange(VOCAB, dtype=np.uint64), 1)
+
+
+@lru_cache(maxsize=2)
+def query_space(harmful: bool) -> np.ndarray:
+    """The words ``[N, 4]`` of every query ``queries`` can draw, each equally likely there
+    (harmful: 560 word triples from 0..15 x 48 fourth words; benign: C(48, 4)). Read-only."""
+    if harmful:
+        tri = np.array(list(combinations(range(HARM_WORDS), 3)))
+        fourth = np.arange(HARM_WORDS, VOCAB)
+        words = np.hstack([np.repeat(tri, len(fourth), 0), np.tile(fourth, len(tri))[:, None]])
+    else:
+        words = np.array(list(combinations(range(HARM_WORDS, VOCAB), WORDS)))
+    words.setflags(write=False)
+    return words
+
+
+def unseen_pool(harmful: bool, exclude: np.ndarray) -> np.ndarray:
+    """The words of every possible query whose key (``query_keys``) is not in ``exclude``."""
+    words = query_space(harmful)
+    keys = np.bitwise_or.reduce(np.uint64(1) << words.astype(np.uint64), 1)
+    return words[~np.isin(keys, np.asarray(exclude, np.uint64))]
+
+
+def fresh_queries(
+    rng: np.random.Generator, n: int, harmful: bool, exclude: np.ndarray
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``n`` queries as ``queries`` draws them but never one whose key is in ``exclude``: drawn
+    i.i.d. uniformly (deterministic given ``rng``) from the possible queries left, which is
+    ``queries``' distribution conditioned on not being excluded. ValueError if none is left."""
+    pool = unseen_pool(harmful, exclude)
+    if not len(pool):
+        kind = "harmful" if harmful else "benign"
+        raise ValueError(f"every possible {kind} query is excluded: no fresh query is left")
+    words = pool[rng.integers(len(pool), size=n)]
+    x = np.zeros((n, VOCAB), np.float32)
+    x[np.arange(n)[:, None], words] = 1.0
+    y = np.full(n, REFUSE) if harmful else 2 + words.max(1) % 8
+    return torch.as_tensor(x), torch.as_tensor(y, dtype=torch.int64)
 
 
 def make_mlp(width: int, seed: int) -> nn.Sequential:
@@ -108,13 +156,20 @@ def secret_set(k: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def meta_train(
-    cfg: MetaConfig, seed: int, progress: Callable[[int], None] | None = None
+    cfg: MetaConfig,
+    seed: int,
+    progress: Callable[[int], None] | None = None,
+    drawn: list[np.ndarray] | None = None,
 ) -> nn.Module:
-    """Train the hair-trigger model (``cfg.lam`` > 0) or the control (``lam`` = 0)."""
+    """Train the hair-trigger model (``cfg.lam`` > 0) or the control (``lam`` = 0); the keys
+    (``query_keys``) of every query a training step draws are appended to ``drawn``."""
     rng = np.random.default_rng(seed)
     model = make_mlp(cfg.width, seed)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     secrets = secret_set(cfg.secrets, seed) if cfg.secrets else None
+    record = (lambda x: drawn.append(query_keys(x))) if drawn is not None else (lambda x: None)
+    if secrets is not None:
+        record(secrets[0])
     for _ in range(cfg.steps):
         params = dict(model.named_parameters())
         x_b, y_b = queries(rng, cfg.batch, harmful=False)
@@ -134,6 +189,10 @@ def meta_train(
             loss = loss + cfg.lam * nn.functional.cross_entropy(
                 functional_call(model, after, (x_h,)), y_after
             )
+            record(x_u)
+        record(x_b)
+        if secrets is None:
+            record(x_h)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -142,13 +201,14 @@ def meta_train(
     return model.eval()
 
 
+Probes = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # harmful x, benign x, benign y
+
+
 @torch.no_grad()
-def behaviour(model: nn.Module, params: Params, seed: int, n: int = 1000) -> dict[str, float]:
-    """On ``n`` fresh harmful and ``n`` fresh benign probes: refuse / comply rates on the
-    harmful ones, utility accuracy on the benign ones."""
-    rng = np.random.default_rng(seed)
-    x_h, _ = queries(rng, n, harmful=True)
-    x_b, y_b = queries(rng, n, harmful=False)
+def behaviour(model: nn.Module, params: Params, probes: Probes) -> dict[str, float]:
+    """On ``probes`` (harmful queries, benign queries and their answers): refuse / comply
+    rates on the harmful ones, utility accuracy on the benign ones."""
+    x_h, x_b, y_b = probes
     pred_h = functional_call(model, params, (x_h,)).argmax(-1)
     pred_b = functional_call(model, params, (x_b,)).argmax(-1)
     return {
@@ -158,12 +218,14 @@ def behaviour(model: nn.Module, params: Params, seed: int, n: int = 1000) -> dic
     }
 
 
-def audit(model: nn.Module, x_u: torch.Tensor, y_u: torch.Tensor, eta: float, seed: int) -> dict:
-    """Black-box behaviour before and after one SGD step on the update batch (x_u, y_u)."""
+def audit(model: nn.Module, x_u: torch.Tensor, y_u: torch.Tensor, eta: float,
+          probes: Probes) -> dict:  # fmt: skip
+    """Black-box behaviour on ``probes`` before and after one SGD step on the update batch
+    (x_u, y_u)."""
     params = {k: v.detach() for k, v in model.named_parameters()}
     return {
-        "before": behaviour(model, params, seed),
-        "after": behaviour(model, updated(model, params, x_u, y_u, eta), seed),
+        "before": behaviour(model, params, probes),
+        "after": behaviour(model, updated(model, params, x_u, y_u, eta), probes),
     }
 
 

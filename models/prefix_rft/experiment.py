@@ -13,7 +13,9 @@ The claim over seeds is the notes' assertions (research/host_llm_papers.md secti
 (a) mean Prefix-RFT accuracy >= mean RFT - 0.01; (b) mean Prefix-RFT > mean SFT; (c) in every
 seed the hybrid rows' reward exceeds the on-policy reward over the first ``early_steps``;
 (d) from the zero-success base, RFT stays at <= 0.02 in every seed while the hybrid rows
-still earn reward (their mean over the run > 0).
+still earn reward (their mean over the run > 0). Without ``zero_base`` part (d) is None (not
+measured, with the reason in ``unmeasured``); the claim then holds None, not True: it is met
+only when every part is measured and passes (False as soon as a measured part fails).
 """
 
 from __future__ import annotations
@@ -222,6 +224,7 @@ def claim_over_seeds(per_seed: Mapping[int, Sequence[Report]], cfg: Mapping[str,
             for h, o in zip(out["hybrid_reward_early"], out["on_policy_reward_early"], strict=True)
         ),
     }
+    unmeasured = {}
     if cfg["zero_base"]:
         out["rft_zero_accuracy"] = each("rft_zero", "accuracy")
         out["prefix_rft_zero_accuracy"] = each("prefix_rft_zero", "accuracy")
@@ -229,7 +232,14 @@ def claim_over_seeds(per_seed: Mapping[int, Sequence[Report]], cfg: Mapping[str,
         parts["d_zero_base_rft_stuck_hybrid_rewarded"] = all(
             a <= 0.02 for a in out["rft_zero_accuracy"]
         ) and all(r > 0 for r in out["zero_hybrid_reward"])
-    return {**out, "parts": parts, "holds": all(parts.values())}
+    else:
+        parts["d_zero_base_rft_stuck_hybrid_rewarded"] = None
+        unmeasured["d_zero_base_rft_stuck_hybrid_rewarded"] = (
+            "zero_base=false: the arms from the untrained policy were not run"
+        )
+    verdicts = list(parts.values())
+    holds = False if False in verdicts else None if None in verdicts else True
+    return {**out, "parts": parts, "unmeasured": unmeasured, "holds": holds}
 
 
 def claim_section(claim: Mapping[str, Any]) -> list[str]:
@@ -241,6 +251,8 @@ def claim_section(claim: Mapping[str, Any]) -> list[str]:
             f"- Prefix-RFT - {other.upper()} accuracy, paired by seed: "
             f"{d['mean']:+.4f} +- {d['se']:.4f} (SE)"
         )
+    for part, reason in claim.get("unmeasured", {}).items():
+        notes.append(f"- {part} not measured ({reason}): the claim is not met without it")
     return claim_lines(claim, notes)
 
 
