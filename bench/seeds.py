@@ -218,12 +218,21 @@ def seed_rows(per_seed: Mapping[int, Sequence[Report]], spread: Sequence[str] = 
     return means + each
 
 
+def verdict(parts: Sequence[bool | None]) -> bool | None:
+    """A claim's verdict from its parts: False when any part fails, else None when any is
+    unmeasured (None), else True."""
+    if False in parts:
+        return False
+    return None if None in parts else True
+
+
 def claim_lines(claim: Mapping[str, Any], notes: Sequence[str] = ()) -> list[str]:
     """report.md lines of a claim read over seeds: the verdict, each part, ``notes``, and a
     table with one row per seed of every per-seed list in ``claim`` (``claim["seeds"]``,
     ``claim["parts"]`` and ``claim["holds"]`` as ``claim_over_seeds`` functions return them)."""
-    verdict = "holds" if claim["holds"] else "not met"
-    lines = [f"## Claim over seeds {claim['seeds']}: {verdict}", ""]
+    holds = claim["holds"]
+    said = "holds" if holds else "not met (a part not measured)" if holds is None else "not met"
+    lines = [f"## Claim over seeds {claim['seeds']}: {said}", ""]
     lines += [f"- {part}: {ok}" for part, ok in claim["parts"].items()]
     lines += list(notes)
     keys = [k for k in claim if isinstance(claim[k], list) and k != "seeds"]

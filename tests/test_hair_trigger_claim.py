@@ -228,3 +228,15 @@ def test_fresh_queries_draw_the_task_distribution_less_the_excluded(harmful: boo
     everything = np.array(sorted(keys_of_space(harmful)), np.uint64)
     with pytest.raises(ValueError, match="no fresh query is left"):
         F.fresh_queries(np.random.default_rng(1), 1, harmful, everything)
+
+
+def test_a_run_that_would_leave_too_few_unseen_harmful_queries_is_refused() -> None:
+    """1500 steps drew all but ~30 of the 26,880 harmful queries, so 1000 'fresh' probes
+    repeated ~30 queries (3000 steps: none left, a ValueError after all the training)."""
+    from neuroedge.errors import ConfigError
+    from neuroedge.models.hair_trigger import experiment as ex
+
+    cfg = {**ex.DEFAULTS, "steps": 1500}
+    with pytest.raises(ConfigError, match=r"steps=1500 x batch=64: .* leaving ~\d+ unseen"):
+        ex.check_config(cfg)
+    ex.check_config({**ex.DEFAULTS, "steps": 600})

@@ -11,18 +11,10 @@ import numpy as np
 import pytest
 import torch
 
+from neuroedge.models.prefix_rft import experiment as X
 from neuroedge.models.prefix_rft import functional as F
 
-CFG = {
-    "rollouts": 4,
-    "steps": 10,
-    "high": 0.95,
-    "low_init": 0.95,
-    "low_target": 0.0,
-    "mask_ratio": 0.8,
-    "entropy_coeff": 0.001,
-    "grad_clip": 1.0,
-}
+CFG = {**X.DEFAULTS, "rollouts": 4, "steps": 10}  # a small RL step's settings
 
 
 def test_answers_reverse_and_the_demonstrator_swaps_the_last_two_on_half_the_prompts() -> None:

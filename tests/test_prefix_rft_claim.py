@@ -9,16 +9,7 @@ from neuroedge.models.prefix_rft import experiment as X
 from neuroedge.models.prefix_rft import functional as F
 from neuroedge.types import Measurement, Report
 
-CFG = {
-    "rollouts": 4,
-    "steps": 10,
-    "high": 0.95,
-    "low_init": 0.95,
-    "low_target": 0.0,
-    "mask_ratio": 0.8,
-    "entropy_coeff": 0.001,
-    "grad_clip": 1.0,
-}
+CFG = {**X.DEFAULTS, "rollouts": 4, "steps": 10}  # a small RL step's settings
 
 
 def test_a_hybrid_rows_prefix_is_the_biased_demonstration_so_a_forced_swap_earns_nothing(

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from neuroedge.bench.seeds import verdict
 from neuroedge.models.conrad.experiment import (
     ARMS,
     DEFAULTS,
@@ -60,8 +61,7 @@ def claims(per_seed: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
         "C2_guardian_helps": _paired(per_seed, "conrad", "no_guardian", 0.0),
         "C3_calls": c3,
     }
-    verdicts = [c["holds"] for c in out.values()]
-    out["holds"] = None if None in verdicts else all(verdicts)
+    out["holds"] = verdict([c["holds"] for c in out.values()])
     return out
 
 

@@ -78,7 +78,32 @@ def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
     out["eta"] = number(cfg, "eta", 0, 100, open_low=True)
     out["rescale_c"] = number_list(cfg, "rescale_c", 0, open_low=True)
     out["secret_widths"] = int_list(cfg, "secret_widths", 1, 4096)
+    check_unseen_pool(out)
     return out
+
+
+MIN_UNSEEN = 256  # distinct harmful queries training must leave for the held-out probes
+
+
+def check_unseen_pool(cfg: Mapping[str, Any]) -> None:
+    """ConfigError before any training where the control and the trigger model's steps would
+    draw so many of the possible harmful queries (``steps x batch`` each) that fewer than
+    MIN_UNSEEN are expected to stay unseen for the probes (the probes exclude every one drawn):
+    ``N exp(-draws / N)``, e.g. steps=1500 at batch 64 leaves ~21 of 26,880."""
+    import math
+
+    from neuroedge.errors import ConfigError
+    from neuroedge.models.hair_trigger import functional as F
+
+    space = len(F.query_space(True))
+    draws = 2 * cfg["steps"] * cfg["batch"]
+    left = space * math.exp(-draws / space)
+    if left < MIN_UNSEEN:
+        raise ConfigError(
+            f"steps={cfg['steps']} x batch={cfg['batch']}: training would draw ~{draws:,} "
+            f"harmful queries of the {space:,} possible, leaving ~{left:.0f} unseen for the "
+            f"held-out probes (fewer than {MIN_UNSEEN}); lower steps or batch"
+        )
 
 
 def heldout_draws(cfg: Mapping[str, Any], seed: int, seen: np.ndarray) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from neuroedge.bench.seeds import verdict
 from neuroedge.config_values import integer, number
 from neuroedge.errors import ConfigError
 from neuroedge.models.influence_max import functional as F
@@ -227,13 +228,6 @@ def rows_from(results: Mapping[str, Any]) -> list[Report]:
 def ran(res: Mapping[str, Any]) -> list[str]:
     """The policies of ``POLICIES`` that a graph's result holds curves for, in that order."""
     return [p for p in POLICIES if p in res["regret"]]
-
-
-def verdict(parts: Sequence[bool | None]) -> bool | None:
-    """False when any part fails, else None when any is unmeasured, else True."""
-    if False in parts:
-        return False
-    return None if None in parts else True
 
 
 def claim(results: Mapping[str, Any]) -> dict[str, Any]:

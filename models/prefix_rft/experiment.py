@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from neuroedge.bench.seeds import claim_lines, paired_difference, row_value
+from neuroedge.bench.seeds import claim_lines, paired_difference, row_value, verdict
 from neuroedge.errors import ConfigError
 from neuroedge.types import Measurement, Report
 
@@ -237,8 +237,7 @@ def claim_over_seeds(per_seed: Mapping[int, Sequence[Report]], cfg: Mapping[str,
         unmeasured["d_zero_base_rft_stuck_hybrid_rewarded"] = (
             "zero_base=false: the arms from the untrained policy were not run"
         )
-    verdicts = list(parts.values())
-    holds = False if False in verdicts else None if None in verdicts else True
+    holds = verdict(list(parts.values()))
     return {**out, "parts": parts, "unmeasured": unmeasured, "holds": holds}
 
 
