@@ -81,11 +81,13 @@ class MeasuredBackend:
 
     def profile(self, artifact: Artifact, inputs: Mapping[str, Any], repeats: int = 50) -> Report:
         from neuroedge.bench.latency import measure_latency
+        from neuroedge.seeding import one_thread
 
         symbols = bind_inputs(artifact.spec, inputs)
-        timing = measure_latency(
-            lambda: self.run(artifact, inputs), repeats=repeats, batch=symbols.get("batch", 1)
-        )
+        with one_thread():  # torch on one intra-op thread, as ONNX Runtime's sessions and bench
+            timing = measure_latency(
+                lambda: self.run(artifact, inputs), repeats=repeats, batch=symbols.get("batch", 1)
+            )
         return Report(
             model=artifact.spec.name,
             backend=self.name,

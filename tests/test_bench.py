@@ -142,3 +142,27 @@ def test_host_and_onnxrt_are_timed_on_one_torch_thread(monkeypatch: pytest.Monke
     finally:
         torch.set_num_threads(before)
     assert seen == [1]
+
+
+def test_profile_times_torch_on_one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ne.profile`` / ``ne.deploy`` time as ``neuroedge bench`` does: torch on one thread."""
+    import neuroedge as ne
+    import torch
+    from neuroedge.bench import latency
+
+    seen: list[int] = []
+    timed = latency.measure_latency
+
+    def spy(*args: object, **kwargs: object) -> object:
+        seen.append(torch.get_num_threads())
+        return timed(*args, **kwargs)
+
+    monkeypatch.setattr(latency, "measure_latency", spy)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        ne.deploy("snn.lif_convnet", "host", config={"untrained": True}, repeats=2)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    assert seen == [1]
