@@ -116,53 +116,50 @@ def test_speedup_is_the_host_p50_over_each_row_p50() -> None:
     assert ratios == {"default/host": 1.0, "default/onnxrt": 4.0}
 
 
-def test_host_and_onnxrt_are_timed_on_one_torch_thread(monkeypatch: pytest.MonkeyPatch) -> None:
-    """ONNX Runtime's sessions run one intra-op thread; the host row ran torch's default
-    (every core), so the two rows timed different thread counts."""
+def _threads_while_timed(monkeypatch: pytest.MonkeyPatch, module: object, timer: str, run) -> list:
+    """torch's thread count inside each call of ``module.timer`` while ``run()`` runs with the
+    caller at 2 threads (and that count restored afterwards)."""
     import torch
-    from neuroedge.bench import runner
-    from neuroedge.registry import get_model
 
     seen: list[int] = []
-    timed = runner.measure_side_by_side
+    timed = getattr(module, timer)
 
     def spy(*args: object, **kwargs: object) -> object:
         seen.append(torch.get_num_threads())
         return timed(*args, **kwargs)
 
-    monkeypatch.setattr(runner, "measure_side_by_side", spy)
+    monkeypatch.setattr(module, timer, spy)
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
+        run()
+        assert torch.get_num_threads() == 2  # the caller's count is restored
+    finally:
+        torch.set_num_threads(before)
+    return seen
+
+
+def test_host_and_onnxrt_are_timed_on_one_torch_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ONNX Runtime's sessions run one intra-op thread; the host row ran torch's default
+    (every core), so the two rows timed different thread counts."""
+    from neuroedge.bench import runner
+    from neuroedge.registry import get_model
+
+    def run() -> None:
         spec = get_model("snn.lif_convnet")
         runner.bench_model(
             spec, ["host", "onnxrt"], config={"untrained": True}, repeats=2, progress=False
         )
-        assert torch.get_num_threads() == 2  # the caller's count is restored
-    finally:
-        torch.set_num_threads(before)
-    assert seen == [1]
+
+    assert _threads_while_timed(monkeypatch, runner, "measure_side_by_side", run) == [1]
 
 
 def test_profile_times_torch_on_one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
     """``ne.profile`` / ``ne.deploy`` time as ``neuroedge bench`` does: torch on one thread."""
     import neuroedge as ne
-    import torch
     from neuroedge.bench import latency
 
-    seen: list[int] = []
-    timed = latency.measure_latency
-
-    def spy(*args: object, **kwargs: object) -> object:
-        seen.append(torch.get_num_threads())
-        return timed(*args, **kwargs)
-
-    monkeypatch.setattr(latency, "measure_latency", spy)
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
+    def run() -> None:
         ne.deploy("snn.lif_convnet", "host", config={"untrained": True}, repeats=2)
-        assert torch.get_num_threads() == 2
-    finally:
-        torch.set_num_threads(before)
-    assert seen == [1]
+
+    assert _threads_while_timed(monkeypatch, latency, "measure_latency", run) == [1]
