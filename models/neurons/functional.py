@@ -9,6 +9,9 @@ of length ``dt``::
     v'    = v_pre - v_th * z                       # reset "subtract"
 
 The leaky integrator (LI, a readout without spikes) is the same without threshold and reset.
+Every parameter but ``reset``/``dt``/``alpha`` may be a float or a 1-D per-channel tensor (or
+array): one value per channel, applied along dim 1 of the state (batch, C, ...), so a conv
+population (batch, C, H, W) reads it as (C, 1, 1), as NIR export does (neuroedge.export.nir).
 Training uses the SuperSpike surrogate gradient ``1 / (alpha * |v_pre - v_th| + 1)^2``; in
 inference, tracing and ONNX export the spike is the plain Heaviside ``(v_pre - v_th) > 0``.
 """
@@ -23,11 +26,11 @@ RESETS = ("zero", "subtract")
 
 
 class LIFParams(NamedTuple):
-    tau_mem: float = 2e-3  # membrane time constant, seconds
+    tau_mem: Any = 2e-3  # membrane time constant, seconds
     v_th: Any = 1.0  # threshold: float or per-channel tensor, volts (arbitrary units)
-    v_leak: float = 0.0  # leak (resting) potential
-    v_reset: float = 0.0  # potential after a spike when reset == "zero"
-    r: float = 1.0  # input resistance
+    v_leak: Any = 0.0  # leak (resting) potential
+    v_reset: Any = 0.0  # potential after a spike when reset == "zero"
+    r: Any = 1.0  # input resistance
     reset: str = "zero"  # "zero" or "subtract"
     dt: float = 1e-3  # step length, seconds
     alpha: float = 10.0  # surrogate gradient sharpness
@@ -57,12 +60,38 @@ def heaviside(x: torch.Tensor, alpha: float = 10.0) -> torch.Tensor:
     return (x > 0).to(x.dtype)
 
 
+def per_channel(value: Any, like: torch.Tensor, name: str = "parameter") -> Any:
+    """``value`` shaped to broadcast per channel against a population ``like`` (batch, C, ...).
+
+    Scalars and tensors of any other rank pass unchanged. A 1-D tensor or array holds one value
+    per channel (dim 1): it becomes (C, 1, ..., 1), since plain broadcasting would apply it
+    along the *last* axis (W of a conv population: a crash if C != W, per column if C == W)."""
+    if getattr(value, "ndim", 0) != 1 or like.dim() < 2:
+        return value
+    if not isinstance(value, torch.Tensor):
+        value = torch.as_tensor(value, dtype=like.dtype, device=like.device)
+    if value.numel() not in (1, like.shape[1]):
+        raise ValueError(
+            f"per-channel {name} has {value.numel()} values but the population "
+            f"{tuple(like.shape)} has {like.shape[1]} channels (dim 1)"
+        )
+    return value.reshape(-1, *([1] * (like.dim() - 2)))
+
+
+def _bound(p: LIFParams, i: torch.Tensor, v: torch.Tensor) -> LIFParams:
+    """``p`` with every neuron parameter shaped per channel for the population of ``i``/``v``."""
+    like = i if i.dim() > v.dim() else v
+    names = ("tau_mem", "v_th", "v_leak", "v_reset", "r")
+    return p._replace(**{n: per_channel(getattr(p, n), like, n) for n in names})
+
+
 def lif_step(
     i: torch.Tensor, state: LIFState, p: LIFParams = LIFParams()
 ) -> tuple[torch.Tensor, LIFState]:
     """One Euler step of a LIF population; returns spikes and the new state."""
     if p.reset not in RESETS:
         raise ValueError(f"reset {p.reset!r} is not one of {RESETS}")
+    p = _bound(p, i, state.v)
     v_pre = state.v + (p.dt / p.tau_mem) * (p.v_leak - state.v + p.r * i)
     z = heaviside(v_pre - p.v_th, p.alpha)
     if p.reset == "zero":
@@ -76,5 +105,6 @@ def li_step(
     i: torch.Tensor, state: LIFState, p: LIFParams = LIFParams()
 ) -> tuple[torch.Tensor, LIFState]:
     """One Euler step of a leaky integrator (no spikes); returns the potential and state."""
+    p = _bound(p, i, state.v)
     v_new = state.v + (p.dt / p.tau_mem) * (p.v_leak - state.v + p.r * i)
     return v_new, LIFState(v_new)
