@@ -13,7 +13,8 @@ One set of sentences (all references, or all candidates: each set gets its own I
    ``idf(u) = log((N + 1) / (df(u) + 1)) + 1`` with ``N`` the sentences of the set.
 4. per sentence with content tokens ``u_1..u_n``: ``tf_i = sum_j S_uu[u_i, u_j]^2``,
    ``w_i = tf_i idf(u_i)`` scaled to mean 1; [CLS] gets ``max w`` and [SEP] ``min w``. A
-   sentence with no content token keeps weight 1 on both (the authors' code divides by zero).
+   sentence with no content token keeps weight 1 on both (so do the authors': the mean of the
+   empty body is nan, but dividing the empty tensor by it leaves it empty, max = min = 1).
 5. the encoder runs on ``w * E`` (``inputs_embeds``): mean pooling, L2 norm.
 
 Scores, ``N`` clips with ``R`` references each: ``M = mean_r(c^ r^_r^T) * penalty`` (candidate
