@@ -90,7 +90,10 @@ def test_state_anchors_are_checked_and_replace_drops_by_tag(doc: Document) -> No
     state.update("second", 2, 2, tags=["b"])
     state.update("third", 3, 3, tags=["a"], action="replace")
     assert [e.content for e in state.entries] == ["second", "third"]
-    assert state.grounded(doc.lines[2].split()[0]) and not state.grounded("zzz-not-there")
+    word = doc.lines[2].split()[0]
+    assert not state.grounded(word)  # the span shows it, but no entry states it
+    state.update(f"{word} was there.", 3, 3)
+    assert state.grounded(word) and not state.grounded("zzz-not-there")
 
 
 @pytest.mark.parametrize("index", range(12))

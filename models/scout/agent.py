@@ -48,7 +48,7 @@ class Result:
     ledger: Ledger
     turns: int
     stopped: str  # answer, sufficient, insufficient, first_update, max_turns, policy_error
-    grounded: bool  # the answer occurs verbatim inside an anchored span of E_T
+    grounded: bool  # an entry of E_T states the answer and its anchored span shows it
     usage: Mapping[str, int] = field(default_factory=dict)
     errors: int = 0
     policy_error: str = ""  # why the policy gave no usable action (stopped == policy_error)
@@ -59,9 +59,8 @@ class Result:
         return estimate_tokens(self.state.render())
 
 
-def _error(action: Action, err: Exception) -> Observation:
-    text = f"error in {action.kind}: {err}"
-    return Observation("error", dict(action.args), (), text, estimate_tokens(text))
+def _error(tools: Tools, action: Action, err: Exception) -> Observation:
+    return tools.note("error", action.args, f"error in {action.kind}: {err}")
 
 
 def _step(tools: Tools, state: EpistemicState, action: Action) -> Observation:
@@ -73,8 +72,7 @@ def _step(tools: Tools, state: EpistemicState, action: Action) -> Observation:
         entry = state.update(**args)
     except TypeError as err:  # unknown or missing argument names
         raise ScoutError(f"{action.kind}: bad arguments {sorted(args)}: {err}") from err
-    text = f"recorded {entry.render()}"
-    return Observation("update", args, (), text, estimate_tokens(text))
+    return tools.note("update", args, f"recorded {entry.render()}")
 
 
 def _evaluate(tools: Tools, state: EpistemicState, policy: Policy) -> Verdict:
@@ -121,12 +119,12 @@ def forage(
                 stopped = "sufficient" if verdict.sufficient else "insufficient"
                 break
             body = f"insufficient; missing: {'; '.join(verdict.missing) or 'unspecified'}"
-            last = Observation("evaluate", {}, (), body, estimate_tokens(body))
+            last = tools.note("evaluate", {}, body)
         else:
             try:
                 last = _step(tools, state, action)
             except ScoutError as err:
-                last, errors = _error(action, err), errors + 1
+                last, errors = _error(tools, action, err), errors + 1
         history.append(last)
         if not evaluate and last.tool == "update":
             stopped = "first_update"

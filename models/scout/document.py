@@ -38,8 +38,10 @@ def split_long_line(line: str, limit: int = MAX_LINE_CHARS) -> list[str]:
     while len(line) > limit:
         window, tail_from = line[:limit], int(limit * 0.8)
         cut = 0
-        for match in _SENTENCE_END.finditer(window, tail_from):
-            cut = match.start() + 1
+        # one character past the window: "$" is the end of the line, never the cut's end
+        for match in _SENTENCE_END.finditer(line[: limit + 1], tail_from):
+            if match.start() < limit:
+                cut = match.start() + 1
         if not cut:
             cut = max(window.rfind(" ", tail_from), window.rfind(",", tail_from)) + 1
         if cut <= 0:

@@ -13,14 +13,17 @@ else a GGUF file or model folder), the keyword forager with that model writing e
 * ``react``: the same foraging as ``scout``, answered from the history H_T (no E_t);
 * ``full_context``: the first ``window_tokens`` of the document in one prompt.
 
-A question is answered right when its gold value occurs in the answer as a whole token
-(case-insensitive). Tokens are the offline estimate of ``document.estimate_tokens``: for the
-loop, every tool observation plus every state render the evaluator and answer model read; for
-``react``, the foraging plus the history given to the answer model; for ``full_context``, the
-window. With a chat policy, ``llm_prompt_tokens`` / ``llm_completion_tokens`` are the server's
-counts per question (for ``react``: its answer call only; its foraging is SCOUT's run).
-``provenance`` is the fraction of right SCOUT answers whose value occurs verbatim inside an
-anchored span of E_T.
+A question is answered right when the answer names its gold value as a whole token
+(case-insensitive) and no other value of that kind: not the revoked value, and no other number
+(vault codes, radio channels) or call sign (``right``). Tokens are the offline estimate of
+``document.estimate_tokens``: for the loop, every observation shown to the forager (tool
+results, Update confirmations, Evaluate feedback, errors) plus every state render the
+evaluator and answer model read; for ``react``, the foraging plus the history given to the
+answer model; for ``full_context``, the window. With a chat policy, ``llm_prompt_tokens`` /
+``llm_completion_tokens`` are the server's counts per question (for ``react``: its answer call
+only; its foraging is SCOUT's run).
+``provenance`` is the fraction of right SCOUT answers whose value occurs as a whole token in an
+entry of E_T and in that entry's anchored span (``EpistemicState.grounded``).
 
 The claims read (the research notes' offline checks, section 1.4 of host_llm_papers.md): C1
 SCOUT reads <= 1/8 of the full-context tokens at every size >= 256k (not measured, holds None,
@@ -64,6 +67,7 @@ def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """Every value the bench reads, before any work (ConfigError naming the key)."""
     from neuroedge.config_values import choice, int_list, integer
     from neuroedge.errors import ConfigError
+    from neuroedge.models.scout.corpus import TOKENS_PER_QUESTION
 
     out = dict(cfg)
     out["seed"] = integer(cfg, "seed", 0, 2**31 - 1)
@@ -82,8 +86,10 @@ def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
     out["local_role"] = choice(cfg, "local_role", ("answer", "all"))
     if out["endpoint"] and out["local_model"]:
         raise ConfigError("endpoint and local_model: give one answer model, not both")
-    if out["sizes"][0] < 100 * out["questions"]:
-        raise ConfigError(f"sizes={out['sizes']}: each must be >= 100 x questions")
+    if out["sizes"][0] < TOKENS_PER_QUESTION * out["questions"]:
+        raise ConfigError(
+            f"sizes={out['sizes']}: each must be >= {TOKENS_PER_QUESTION} x questions"
+        )
     return out
 
 
@@ -127,8 +133,27 @@ def window_for(make: Callable[[], Any], cfg: Mapping[str, Any]) -> int:
     return min(cfg["window_tokens"], context // 2) if context else cfg["window_tokens"]
 
 
-def right(answer: str, gold: str) -> bool:
-    return re.search(rf"(?<![\w-]){re.escape(gold)}(?![\w-])", answer, re.I) is not None
+def _token(value: str) -> str:
+    return rf"(?<![\w-]){re.escape(value)}(?![\w-])"
+
+
+def right(answer: str, gold: str, others: Sequence[str] = ()) -> bool:
+    """True when ``answer`` names ``gold`` and no other value of its kind: ``gold`` occurs as a
+    whole token (not joined to a letter, digit or hyphen; case-insensitive), none of ``others``
+    (the question's revoked value) occurs so, and every value-like token of ``gold``'s shape
+    (``corpus.value_shape``: any number for a numeric gold, any SIGN-N call sign for a call
+    sign) is ``gold`` itself. An answer that hedges ("7825 or 5083"), lists ("channels 12, 19,
+    42") or names the revoked value beside the gold is wrong; "The radio channel of agent
+    SIERRA-57 is 96." is right for 96 (SIERRA-57 is an agent id, not a number)."""
+    from neuroedge.models.scout.corpus import value_shape
+
+    if re.search(_token(gold), answer, re.I) is None:
+        return False
+    if any(o and o.lower() != gold.lower() and re.search(_token(o), answer, re.I) for o in others):
+        return False
+    shape = value_shape(gold)
+    found = re.findall(shape, answer, re.I) if shape else []
+    return all(v.lower() == gold.lower() for v in found)
 
 
 def _usage(u: Mapping[str, int]) -> tuple[int, int]:
@@ -144,7 +169,7 @@ def one_question(doc: Any, q: Any, make: Callable[[], Any], cfg: Mapping[str, An
     for method, evaluate in (("scout", True), ("no_evaluate", False)):
         t0 = time.perf_counter()
         r = agent.forage(doc, q.question, make(), max_turns=cfg["max_turns"], evaluate=evaluate)
-        ok = right(r.answer, q.answer)
+        ok = right(r.answer, q.answer, (q.revoked,))
         out[method] = {
             "right": ok,
             "answer": r.answer,
@@ -162,7 +187,7 @@ def one_question(doc: Any, q: Any, make: Callable[[], Any], cfg: Mapping[str, An
     policy = make()
     answer, read = agent.answer_from_history(scout, policy)
     out["react"] = {
-        "right": right(answer, q.answer),
+        "right": right(answer, q.answer, (q.revoked,)),
         "answer": answer,
         "tokens": scout.ledger.observed + read,
         "answer_tokens": read,
@@ -173,7 +198,7 @@ def one_question(doc: Any, q: Any, make: Callable[[], Any], cfg: Mapping[str, An
     policy = make()
     answer, read = agent.full_context(doc, q.question, policy, cfg["window_tokens"])
     out["full_context"] = {
-        "right": right(answer, q.answer),
+        "right": right(answer, q.answer, (q.revoked,)),
         "answer": answer,
         "tokens": read,
         "answer_tokens": read,
@@ -183,6 +208,7 @@ def one_question(doc: Any, q: Any, make: Callable[[], Any], cfg: Mapping[str, An
     out["meta"] = {
         "question": q.question,
         "gold": q.answer,
+        "revoked": q.revoked,
         "hops": q.hops,
         "distractor": q.distractor,
         "q_tokens": estimate_tokens(q.question),

@@ -1,12 +1,13 @@
 """The epistemic state E_t: anchored statements, changed only by Update (``update``).
 
 Anchors are checked against the document when an entry is written (a range outside the file
-is refused, naming it), and ``grounded`` tells whether a string occurs verbatim inside one of
-the anchored spans: the provenance check of an answer.
+is refused, naming it), and ``grounded`` tells whether a string is stated by an entry and
+shown, as a whole token, inside that entry's anchored span: the provenance check of an answer.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -48,8 +49,14 @@ class EpistemicState:
         return f"Question: {self.question}\nEvidence:\n{body}"
 
     def grounded(self, text: str) -> bool:
-        """True when ``text`` occurs verbatim (case-insensitive) inside an anchored span."""
-        needle = text.strip().lower()
+        """True when ``text`` occurs as a whole token (not joined to a letter, digit or
+        hyphen; case-insensitive) both in an entry's content and in that entry's anchored
+        span: the entry states it and its anchor shows it."""
+        needle = text.strip()
         if not needle:
             return False
-        return any(needle in self.doc.text(e.start, e.end).lower() for e in self.entries)
+        token = re.compile(rf"(?<![\w-]){re.escape(needle)}(?![\w-])", re.I)
+        return any(
+            token.search(e.content) and token.search(self.doc.text(e.start, e.end))
+            for e in self.entries
+        )

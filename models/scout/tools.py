@@ -8,15 +8,18 @@
 * ``scan(offset, limit, stride)``: every ``stride``-th line of ``limit`` <= 2000 lines
   (coarse).
 
-The ledger counts the tokens of every observation the forager is shown (``observed``) and of
-every state render given to the evaluator or the answer model (``state``): together the
-tokens a language model would have had to read, counted the same way for every method.
+The ledger counts the tokens of every observation the forager is shown (``observed``: tool
+results, and through ``note`` the loop's Update confirmations, Evaluate feedback and error
+messages) and of every state render given to the evaluator or the answer model (``state``):
+together the tokens a language model would have had to read, counted the same way for every
+method.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,10 +59,18 @@ class Tools:
         self.doc, self.ledger = doc, ledger or Ledger()
 
     def _observe(self, tool: str, args: dict[str, Any], lines: list, text: str) -> Observation:
+        self.ledger.calls[tool] += 1
+        return self.note(tool, args, text, lines)
+
+    def note(
+        self, kind: str, args: Mapping[str, Any], text: str, lines: Sequence = ()
+    ) -> Observation:
+        """An observation shown to the forager, its tokens counted in ``observed``: a tool's
+        result, or one the loop writes (an Update's confirmation, an Evaluate's feedback, an
+        error), which is not counted as a tool call."""
         tokens = estimate_tokens(text)
         self.ledger.observed += tokens
-        self.ledger.calls[tool] += 1
-        return Observation(tool, dict(args), tuple(lines), text, tokens)
+        return Observation(kind, dict(args), tuple(lines), text, tokens)
 
     def file_info(self) -> Observation:
         d = self.doc
