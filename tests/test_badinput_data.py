@@ -76,13 +76,22 @@ def test_caption_file_refuses_empty_strings(tmp_path: Path, row: dict, message: 
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("0.1;0.2\n", r"line 1 column 0: '0.1;0.2' is numbers separated by ';'; .* commas"),
-        ("0.1\t0.2\n", r"line 1 column 0: '0.1\\t0.2' is numbers separated by a tab"),
-        ("0.1 0.2 0.3\n", r"line 1 column 0: .* is numbers separated by spaces"),
-        ("a;b\n1;2\n", r"line 2 column 0: '1;2' is not a number \(numbers separated by ';'"),
-        ("1_0,2\n", r"line 1 column 0: '1_0' is not a plain number .*no underscores"),
-        ("a,b\n1,2_5\n", r"line 2 column 1: '2_5' is not a plain number"),
-        ("1,\u0661\n", r"line 1 column 1: '\u0661' is not a plain number"),  # Arabic-Indic 1
+        (
+            "0.1;0.2\n",
+            r"line 1 column 0 \(0-based\): '0.1;0.2' is numbers separated by ';'; .* com",
+        ),
+        ("0.1\t0.2\n", r"line 1 column 0 \(0-based\): '0.1\\t0.2' is numbers separated by a tab"),
+        ("0.1 0.2 0.3\n", r"line 1 column 0 \(0-based\): .* is numbers separated by spaces"),
+        (
+            "a;b\n1;2\n",
+            r"line 2 column 0 \(0-based\): '1;2' is not a number \(numbers separated by",
+        ),
+        ("1_0,2\n", r"line 1 column 0 \(0-based\): '1_0' is not a plain number .*no underscores"),
+        ("a,b\n1,2_5\n", r"line 2 column 1 \(0-based\): '2_5' is not a plain number"),
+        (
+            "1,\u0661\n",
+            r"line 1 column 1 \(0-based\): '\u0661' is not a plain number",
+        ),  # Arabic-Indic 1
     ],
 )
 def test_csv_other_separators_and_underscores_are_named(tmp_path, text, message) -> None:

@@ -95,8 +95,8 @@ def test_host_program_allocates_and_reports_estimated_envy():
     [
         ("0.5,0.5\n0.2\n", "line 2 has 1 fields"),
         ("0.5,0.5\nnan,0.1\n", "line 2 column 0.*not finite"),
-        ("0.5,0.5\n0.3,-0.1\n", "line 2 column 1 \\(agent b\\) value -0.1 is outside"),
-        ("0.5,0.5\n0.3,abc\n", "line 2 column 1: 'abc' is not a number"),
+        ("0.5,0.5\n0.3,-0.1\n", "line 2 column 1 \\(0-based, agent b\\) value -0.1 is outside"),
+        ("0.5,0.5\n0.3,abc\n", r"line 2 column 1 \(0-based\): 'abc' is not a number"),
     ],
 )
 def test_bad_valuation_files_name_the_row(tmp_path, text, match):

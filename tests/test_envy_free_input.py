@@ -14,7 +14,7 @@ def test_out_of_range_value_names_the_file_line_not_the_parsed_row(tmp_path):
     with pytest.raises(ValueError) as err:
         load_valuations(path)
     assert str(path) in str(err.value)
-    assert "line 4 column 1 (agent b) value 1.5 is outside [0, 1]" in str(err.value)
+    assert "line 4 column 1 (0-based, agent b) value 1.5 is outside [0, 1]" in str(err.value)
 
 
 def test_line_numbers_skip_the_header_and_blank_lines(tmp_path):

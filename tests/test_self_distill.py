@@ -104,7 +104,7 @@ def test_bad_inputs_are_refused(tmp_path):
         F.RidgeSVD.fit(np.zeros((4, 2)), np.zeros(5))
     path = tmp_path / "data.csv"
     path.write_text("x1,x2,y\n1,2,3\n4,,6\n")
-    with pytest.raises(ValueError, match="line 3 column 1: '' is not a number"):
+    with pytest.raises(ValueError, match=r"line 3 column 1 \(0-based\): '' is not a number"):
         load_regression_csv(path)
     path.write_text("1,2,3\n4,5\n")
     with pytest.raises(ValueError, match="line 2 has 2 fields, expected 3"):

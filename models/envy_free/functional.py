@@ -69,7 +69,7 @@ def check_valuations(
         agent = f"agent {'ab'[col]}"
         if lines is None:
             return f"row {row} (0-based) {agent}"
-        return f"line {int(lines[row])} column {col} ({agent})"
+        return f"line {int(lines[row])} column {col} (0-based, {agent})"
 
     bad = ~np.isfinite(arr)
     if bad.any():

@@ -101,13 +101,13 @@ def _check_header(fields: list[str], file: Path, what: str) -> None:
         sep = _other_separator(text)
         if sep is not None:
             raise ValueError(
-                f"{what} {file}: line 1 column {col}: {text.strip()!r} is numbers separated "
-                f"by {sep}; separate the fields of a row with commas"
+                f"{what} {file}: line 1 column {col} (0-based): {text.strip()!r} is numbers "
+                f"separated by {sep}; separate the fields of a row with commas"
             )
 
 
 def _parse(text: str, file: Path, line_no: int, col: int, what: str) -> float:
-    where = f"{what} {file}: line {line_no} column {col}: {text.strip()!r}"
+    where = f"{what} {file}: line {line_no} column {col} (0-based): {text.strip()!r}"
     try:
         value = float(text)
     except ValueError:
@@ -121,7 +121,7 @@ def _parse(text: str, file: Path, line_no: int, col: int, what: str) -> float:
         )
     if not math.isfinite(value):
         raise ValueError(
-            f"{what} {file}: line {line_no} column {col}: value {text.strip()!r} "
+            f"{what} {file}: line {line_no} column {col} (0-based): value {text.strip()!r} "
             "is not finite (NaN or inf)"
         )
     return value
