@@ -66,7 +66,7 @@ every rate), so the grid was not the reason: what the claim needs is a detector 
 holds under noise as its classifier's accuracy does (0.953 / 0.960 / 0.951 / 0.945). The
 defaults stay.
 
-Training protocol (config ``train_noise``). "same" (the default until the confirmation below): each rate's nets are
+Training protocol (config ``train_noise``). "same" (formerly default): each rate's nets are
 trained on that rate's training split and tested on its test split. Its map50 steps are
 dominated by training scatter, not by the inputs: per seed (24-29), STATNF + E2S map50 moves by
 up to 0.16 between 0 and 5 Hz (seed 24: 0.666 -> 0.504), while its E2S input at 5 Hz differs
