@@ -8,7 +8,11 @@ Rows ``recurrent@L=...``, ``parallel@L=...``, ``chunked@L=...`` carry ``throughp
 recurrent form, achieved GFLOP/s (matmul FLOPs counted from the shapes, ``layer_flops``, over
 the measured p50) and its fraction of the roofline: this machine's fp32 1024 x 1024 matmul
 GFLOP/s in the same run and thread count, the faster of PyTorch's and (where onnxruntime is
-installed) ONNX Runtime's, so neither backend's rows can pass 100% by a faster matmul. With
+installed) ONNX Runtime's, so neither backend's rows pass 100% by a faster matmul library.
+It is the fastest of ten calls, measured once before the rows: on a loaded machine those calls
+can all meet a busier moment than a row's, and a row can then read above 1 (an audit run on a
+shared 2-core machine: roofline 124 GFLOP/s, against ~200-220 quiet, and ORT's parallel
+form at L=2048 1.21 of it); compare fractions only within a quiet run. With
 ``onnxrt`` among the backends, the streaming step and the dynamic-length parallel export are
 timed against the host too; the step is built from the config's variant, d_model, heads,
 head_dim and seed like every other row, and ``block`` is the chunked form's block size. The
