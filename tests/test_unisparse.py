@@ -30,11 +30,12 @@ TINY = {
 
 
 def _spiking_net(seed: int = 0, masked: bool = True) -> SpikingResNet:
-    """A random mini-ResNet with nontrivial BN statistics, affine and (optionally) masks."""
+    """A random mini-ResNet with nontrivial BN statistics, affine and (optionally) masks; every
+    BN feeding a threshold is randomised, the projection shortcuts' too (fold must keep them)."""
     gen = torch.Generator().manual_seed(seed)
     net = SpikingResNet(MINI)
     with torch.no_grad():
-        for bn in net.spike_bns():
+        for bn in net.threshold_bns():
             bn.running_mean.uniform_(-0.2, 0.2, generator=gen)
             bn.running_var.uniform_(0.5, 2.0, generator=gen)
             bn.gamma_raw.normal_(0.5, 0.3, generator=gen)

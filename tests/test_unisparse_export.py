@@ -12,11 +12,15 @@ from neuroedge.models.unisparse.module import MINI, SpikingResNet, fold
 
 
 def _folded(seed: int = 0) -> torch.nn.Module:
-    """A random folded mini-ResNet that fires (BN beta raised) with half its weights masked."""
+    """A random folded mini-ResNet that fires (BN beta raised) with half its weights masked;
+    every BN feeding a threshold (projection shortcuts' included) has its own statistics."""
     gen = torch.Generator().manual_seed(seed)
     net = SpikingResNet(MINI)
     with torch.no_grad():
-        for bn in net.spike_bns():
+        for bn in net.threshold_bns():
+            bn.running_mean.uniform_(-0.2, 0.2, generator=gen)
+            bn.running_var.uniform_(0.5, 2.0, generator=gen)
+            bn.gamma_raw.normal_(0.5, 0.3, generator=gen)
             bn.beta.uniform_(0.6, 1.2, generator=gen)
         for layer in net.masked_layers().values():
             layer.mask_fixed.copy_(

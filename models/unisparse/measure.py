@@ -11,7 +11,10 @@ Counting conventions (NeuroBench effective ACs, as neuroedge.bench.sops counts t
   generic bench's metric of that name (it never counts MACs), so the history's
   ``sops_per_sample`` means one thing for every model; with direct encoding the first layer
   receives no spikes, so it equals ``sops_per_sample_no_first`` here.
-* ``energy_uj = 4.6 pJ * MACs + 0.9 pJ * SOPs_no_first`` (estimated, Horowitz 45 nm).
+* ``energy_uj = 4.6 pJ * MACs + E_AC * SOPs_no_first`` (estimated, Horowitz 45 nm) and
+  ``energy_budgeted_uj = E_AC * SOPs_no_first``, ``E_AC`` the ``energy`` model's
+  accumulate: 0.9 pJ by default, the config's ``e_ac_pj`` in ``pipeline.measure_variant``
+  (the constant the training constraint prices its budget with).
 
 ``BatchSummedSopCounter`` counts the same pairs from each layer's input summed over batch and
 time, with one convolution per layer at the end (convolution is linear, so

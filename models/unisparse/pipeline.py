@@ -15,11 +15,12 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from neuroedge.bench.energy import HOROWITZ_45NM, EnergyModel
 from neuroedge.config_values import integer, number
 from neuroedge.distributed import lead_value
 from neuroedge.errors import ConfigError, NeuroedgeError
@@ -216,6 +217,12 @@ def resolve_target(cfg: Mapping[str, Any], dense_uj: float) -> float:
     return target
 
 
+def energy_model(cfg: Mapping[str, Any]) -> EnergyModel:
+    """Horowitz 45 nm with the accumulate priced at ``cfg["e_ac_pj"]`` (default 0.9 pJ, as
+    ``train.DEFAULTS``); the MAC of the analog first layer stays at 4.6 pJ (no config key)."""
+    return replace(HOROWITZ_45NM, e_ac_pj=float(cfg.get("e_ac_pj", HOROWITZ_45NM.e_ac_pj)))
+
+
 def measure_variant(
     name: str,
     net: SpikingResNet,
@@ -224,9 +231,19 @@ def measure_variant(
     cfg: Mapping[str, Any],
     target_uj: float | None,
 ) -> VariantResult:
-    """Fold, count and score ``net``; check the measured energy against the target."""
+    """Fold, count and score ``net``; check the measured energy against the target.
+
+    The energy is priced at ``cfg["e_ac_pj"]`` per SOP, the constant the training constraint
+    uses (``constraint.constrained_terms``), so the dense energy that sets the target, the
+    constraint and the ``budget_met`` check are in one currency."""
+    energy = energy_model(cfg)
     metrics, layers = evaluate_folded(
-        fold(net), data.x_test, data.y_test, int(cfg["steps"]), device=str(cfg.get("device", "cpu"))
+        fold(net),
+        data.x_test,
+        data.y_test,
+        int(cfg["steps"]),
+        energy=energy,
+        device=str(cfg.get("device", "cpu")),
     )
     seconds = [log["seconds"] for log in logs]
     per_epoch = float(np.mean(seconds)) if seconds else math.nan  # no epochs (epochs=0): none

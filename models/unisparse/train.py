@@ -206,11 +206,15 @@ def train_dense(
 
 
 def random_masks(net: SpikingResNet, densities: Mapping[str, float], seed: int) -> None:
-    """Fixed random masks with the given per-layer densities (the matched-budget control)."""
+    """Fixed random masks with the given per-layer densities (the matched-budget control):
+    each layer keeps exactly ``round(density * size)`` weights, drawn by a seeded permutation
+    (a Bernoulli draw per weight missed it by up to 7% relative on the mini-ResNet)."""
     gen = torch.Generator().manual_seed(seed)
     for name, layer in net.masked_layers().items():
-        keep = torch.rand(layer.mask_fixed.shape, generator=gen) < float(densities[name])
-        layer.mask_fixed.copy_(keep.to(layer.mask_fixed.dtype))
+        size = layer.mask_fixed.numel()
+        keep = torch.zeros(size)
+        keep[torch.randperm(size, generator=gen)[: round(float(densities[name]) * size)]] = 1.0
+        layer.mask_fixed.copy_(keep.view_as(layer.mask_fixed))
         layer.set_mode("fixed")
 
 
