@@ -87,6 +87,11 @@ def doc(corpus) -> Document:
         ("The code is 1942.", "42", (), False),
         ("The call sign is HARBOR-60.", "HARBOR-6", (), False),
         ("Agent ZETA-42 has none.", "42", (), False),
+        ("The vault code of agent ZETA-17 is 7825 (line 4023).", "7825", (), True),
+        ("4023: The vault code of agent ZETA-17 is 7825.", "7825", (), True),
+        ("7825 (stated on lines 120 and 121)", "7825", (), True),
+        ("The channel is on line 42.", "42", (), False),
+        ("4023: The vault code was 5083, now 7825.", "7825", (), False),
     ],
 )
 def test_right_needs_the_gold_and_no_other_value_of_its_kind(answer, gold, others, ok) -> None:

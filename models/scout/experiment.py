@@ -133,8 +133,8 @@ def window_for(make: Callable[[], Any], cfg: Mapping[str, Any]) -> int:
     return min(cfg["window_tokens"], context // 2) if context else cfg["window_tokens"]
 
 
-def _token(value: str) -> str:
-    return rf"(?<![\w-]){re.escape(value)}(?![\w-])"
+# A line reference: a history or window line's "4023: " prefix, or "line(s) 120, 121 / 12-14".
+LINE_REFERENCE = re.compile(r"(?mi)^\s*\d+:\s|\blines?\s+\d+(?:\s*(?:-|and|,)\s*\d+)*")
 
 
 def right(answer: str, gold: str, others: Sequence[str] = ()) -> bool:
@@ -144,12 +144,17 @@ def right(answer: str, gold: str, others: Sequence[str] = ()) -> bool:
     (``corpus.value_shape``: any number for a numeric gold, any SIGN-N call sign for a call
     sign) is ``gold`` itself. An answer that hedges ("7825 or 5083"), lists ("channels 12, 19,
     42") or names the revoked value beside the gold is wrong; "The radio channel of agent
-    SIERRA-57 is 96." is right for 96 (SIERRA-57 is an agent id, not a number)."""
+    SIERRA-57 is 96." is right for 96 (SIERRA-57 is an agent id, not a number). Line references
+    (``LINE_REFERENCE``: a copied "4023: " line prefix, "(line 4023)", "lines 120 and 121") are
+    not values: they are dropped first, so an answer citing its line is judged like one citing an
+    anchor ``[L12-L12]``, and a line number never counts as the gold."""
     from neuroedge.models.scout.corpus import value_shape
+    from neuroedge.models.scout.state import whole_token
 
-    if re.search(_token(gold), answer, re.I) is None:
+    answer = LINE_REFERENCE.sub(" ", answer)
+    if whole_token(gold).search(answer) is None:
         return False
-    if any(o and o.lower() != gold.lower() and re.search(_token(o), answer, re.I) for o in others):
+    if any(o and o.lower() != gold.lower() and whole_token(o).search(answer) for o in others):
         return False
     shape = value_shape(gold)
     found = re.findall(shape, answer, re.I) if shape else []

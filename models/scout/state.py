@@ -15,6 +15,11 @@ from neuroedge.models.scout.document import Document
 from neuroedge.models.scout.protocol import Entry, ScoutError, Verdict
 
 
+def whole_token(value: str) -> re.Pattern[str]:
+    """``value`` as a whole token: not joined to a letter, digit or hyphen; case-insensitive."""
+    return re.compile(rf"(?<![\w-]){re.escape(value)}(?![\w-])", re.I)
+
+
 @dataclass
 class EpistemicState:
     question: str
@@ -55,7 +60,7 @@ class EpistemicState:
         needle = text.strip()
         if not needle:
             return False
-        token = re.compile(rf"(?<![\w-]){re.escape(needle)}(?![\w-])", re.I)
+        token = whole_token(needle)
         return any(
             token.search(e.content) and token.search(self.doc.text(e.start, e.end))
             for e in self.entries
