@@ -88,8 +88,10 @@ def tau_from_decay(decay: Any, dt: float) -> Any:
 def _full(value: Any, shape: tuple[int, ...]) -> np.ndarray:
     arr = value.detach().cpu().numpy() if hasattr(value, "detach") else np.asarray(value)
     arr = arr.astype(np.float32)
-    if arr.ndim == 1 and len(shape) == 3 and arr.shape[0] == shape[0]:
-        arr = arr[:, None, None]  # per-channel value of a (C, H, W) population
+    if arr.ndim == 1 and len(shape) >= 2 and arr.shape[0] == shape[0]:
+        # per-channel value of a (C, ...) population, as the host neuron reads it (dim 1 of
+        # its (batch, C, ...) state: neuroedge.models.neurons.functional.per_channel)
+        arr = arr.reshape(-1, *[1] * (len(shape) - 1))
     return np.ascontiguousarray(np.broadcast_to(arr, shape))
 
 

@@ -15,6 +15,7 @@ from neuroedge.models.neurons.functional import (
     heaviside,
     li_step,
     lif_step,
+    per_channel,
 )
 
 T = 50
@@ -173,3 +174,14 @@ def test_require_nonzero_state_refuses_all_zero_final_states():
         require_nonzero_state(reference)
     require_nonzero_state({**reference, "v2_final": np.array([[0.0, 0.0, -1e-3]] * 2)})
     require_nonzero_state({"logits": np.zeros(3)})  # stateless: nothing to require
+
+
+@pytest.mark.parametrize("length", [3, 5])
+def test_nir_reads_a_per_channel_parameter_of_a_1d_population_as_the_host(length: int) -> None:
+    from neuroedge.export.nir import _full
+
+    th = np.array([0.5, 1.0, 2.0], np.float32)  # (C,) on a (C, L) population
+    host = per_channel(torch.as_tensor(th), torch.zeros(1, 3, length), "v_th")
+    expect = host.expand(3, length).numpy()
+    np.testing.assert_array_equal(_full(th, (3, length)), expect)  # was along L, or a crash
+    np.testing.assert_array_equal(_full(th, (3,)), th)  # a flat population: one per neuron
