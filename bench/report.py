@@ -108,6 +108,14 @@ def markdown_table(doc: dict[str, Any], columns: Sequence[str] = DEFAULT_COLUMNS
     return "\n".join(lines)
 
 
+def doc_columns(doc: dict[str, Any]) -> list[str]:
+    """The document's own ``columns``, else every metric its rows carry, in first-seen order
+    (benches that write report.md with their own list and keep none in the document)."""
+    if doc.get("columns"):
+        return list(doc["columns"])
+    return list(dict.fromkeys(c for r in doc["rows"] for c in r["metrics"]))
+
+
 def text_table(doc: dict[str, Any], columns: Sequence[str] = DEFAULT_COLUMNS) -> str:
     """The same table aligned for a terminal."""
     header = ["variant", "backend", *columns]

@@ -130,3 +130,16 @@ def test_lava_empty_time_axis_onnxrt_wrong_width_and_a_bad_seed_are_clear(tmp_pa
         get_backend("onnxrt").run(loaded, narrow)
     with pytest.raises(ValueError, match="seed='abc': expected an integer >= 0"):
         bivision.build({"smoke": True, "seed": "abc"})
+
+
+def test_the_console_table_shows_the_rows_metrics_when_the_document_names_no_columns() -> None:
+    from neuroedge.bench.report import doc_columns, text_table
+
+    rows = [
+        {"variant": "a", "backend": "host", "metrics": {"accuracy": {"value": 0.5, "how": "m"}}},
+        {"variant": "b", "backend": "host", "metrics": {"tokens": {"value": 3, "how": "m"}}},
+    ]
+    assert doc_columns({"rows": rows}) == ["accuracy", "tokens"]  # first seen, each once
+    assert doc_columns({"rows": rows, "columns": ["tokens"]}) == ["tokens"]
+    header = text_table({"rows": rows}, doc_columns({"rows": rows})).splitlines()[0].split()
+    assert header == ["variant", "backend", "accuracy", "tokens"]  # was variant, backend only
