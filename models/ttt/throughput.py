@@ -1,22 +1,19 @@
 """``neuroedge bench ttt.linear_attention``: forward throughput of the three forms, side by side.
 
-For each sequence length L the recurrent (token loop), parallel (masked) and chunked
-(prefix-scan) forms of the same token-level layer are timed interleaved in one run
+For each sequence length L the recurrent (token loop), parallel (masked) and chunked (prefix-
+scan) forms of the same token-level layer are timed interleaved in one run
 (``measure_side_by_side``), so machine load hits them alike and their ratio means something.
 Rows ``recurrent@L=...``, ``parallel@L=...``, ``chunked@L=...`` carry ``throughput_per_s``
 (tokens/s at the p50 latency: medians resist a shared machine's bursts), the speedup over the
 recurrent form, achieved GFLOP/s (matmul FLOPs counted from the shapes, ``layer_flops``, over
 the measured p50) and its fraction of the roofline: this machine's fp32 1024 x 1024 matmul
 GFLOP/s in the same run and thread count, the faster of PyTorch's and (where onnxruntime is
-installed) ONNX Runtime's, so neither backend's rows pass 100% by a faster matmul library.
-It is the fastest of ten calls, measured once before the rows: on a loaded machine those calls
-can all meet a busier moment than a row's, and a row can then read above 1 (an audit run on a
-shared 2-core machine: roofline 124 GFLOP/s, against ~200-220 quiet, and ORT's parallel
-form at L=2048 1.21 of it); compare fractions only within a quiet run. With
-``onnxrt`` among the backends, the streaming step and the dynamic-length parallel export are
-timed against the host too; the step is built from the config's variant, d_model, heads,
-head_dim and seed like every other row, and ``block`` is the chunked form's block size. The
-config is checked before any work (bench_checks.check_bench_config).
+installed) ONNX Runtime's, measured once before the rows (the fastest of ten calls): on a
+loaded machine a row can read above 1 (ORT's L=2048 parallel form: 1.21 of a 124 GFLOP/s
+roofline, ~200-220 quiet). With ``onnxrt`` among the backends, the streaming step and the
+dynamic-length parallel export are timed against the host too; the step is built from the
+config's variant, d_model, heads, head_dim and seed like every other row, and ``block`` is the
+chunked form's block size. The config is checked first (bench_checks.check_bench_config).
 """
 
 from __future__ import annotations
