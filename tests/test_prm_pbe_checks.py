@@ -163,7 +163,9 @@ def test_ppo_updates_raise_pass_at_1_on_the_tasks_they_train_on(warm) -> None:
         batch = [fresh[i] for i in pick.choice(len(fresh), 32)]
         O.ppo_update(new, policy, opt, batch, None, dict(PPO, ppo_epochs=4), gen)
     before, after = P.pass_at_1(policy, fresh).mean(), P.pass_at_1(new, fresh).mean()
-    assert after > before + 0.1, (before, after)
+    # +0.30 here, +0.08 to +0.30 over 8 other seeds (training is chaotic in float rounding, so
+    # another machine is another seed); a flipped advantage sign takes pass@1 to ~0
+    assert after > before + 0.03, (before, after)
 
 
 def test_pairs_are_oriented_by_value_and_carry_each_childs_own_feedback(warm) -> None:
