@@ -108,14 +108,6 @@ def markdown_table(doc: dict[str, Any], columns: Sequence[str] = DEFAULT_COLUMNS
     return "\n".join(lines)
 
 
-def doc_columns(doc: dict[str, Any]) -> list[str]:
-    """The document's own ``columns``, else every metric its rows carry, in first-seen order
-    (benches that write report.md with their own list and keep none in the document)."""
-    if doc.get("columns"):
-        return list(doc["columns"])
-    return list(dict.fromkeys(c for r in doc["rows"] for c in r["metrics"]))
-
-
 def text_table(doc: dict[str, Any], columns: Sequence[str] = DEFAULT_COLUMNS) -> str:
     """The same table aligned for a terminal."""
     header = ["variant", "backend", *columns]
@@ -210,9 +202,12 @@ def write_report(
     plots: Sequence[Callable[[dict[str, Any], Path], Path | None]] = (),
     history: str | os.PathLike[str] | None = None,
 ) -> dict[str, Path]:
-    """Write report.json, report.md and plots into ``out_dir``; add a row to the history."""
+    """Write report.json, report.md and plots into ``out_dir``; add a row to the history.
+    ``doc`` keeps the table's ``columns`` (set if it names none), so report.json and the
+    console table show what report.md shows."""
     from neuroedge.bench.history import record
 
+    doc.setdefault("columns", list(columns))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     before = _plots_written_before(out / "report.json")

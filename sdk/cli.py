@@ -182,7 +182,7 @@ def _bench_world(spec: Any, bench: Any) -> Any:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from neuroedge.atomic import check_writable
-    from neuroedge.bench.report import build_document, doc_columns, text_table, write_report
+    from neuroedge.bench.report import build_document, text_table, write_report
     from neuroedge.bench.runner import bench_model, speedups
     from neuroedge.paths import home
 
@@ -214,7 +214,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 bench(out_dir=out, backends=backends, config=config, history=history)
             return 0
         doc = bench(out_dir=args.out, backends=backends, config=config, history=args.history)
-        print(text_table(doc, doc_columns(doc)))
+        print(text_table(doc, doc.get("columns", ())))
         print(f"\nreport: {args.out}/report.json, report.md")
         return 0
     repeats = DEFAULT_REPEATS if args.repeats is None else args.repeats

@@ -3,6 +3,7 @@ check, half-precision SOP sums and the timing arguments. Each failed on the code
 
 from __future__ import annotations
 
+import json
 import math
 import sqlite3
 from pathlib import Path
@@ -132,14 +133,13 @@ def test_lava_empty_time_axis_onnxrt_wrong_width_and_a_bad_seed_are_clear(tmp_pa
         bivision.build({"smoke": True, "seed": "abc"})
 
 
-def test_the_console_table_shows_the_rows_metrics_when_the_document_names_no_columns() -> None:
-    from neuroedge.bench.report import doc_columns, text_table
+def test_a_report_keeps_its_tables_columns_for_the_console(tmp_path: Path) -> None:
+    from neuroedge.bench.report import text_table, write_report
 
-    rows = [
-        {"variant": "a", "backend": "host", "metrics": {"accuracy": {"value": 0.5, "how": "m"}}},
-        {"variant": "b", "backend": "host", "metrics": {"tokens": {"value": 3, "how": "m"}}},
-    ]
-    assert doc_columns({"rows": rows}) == ["accuracy", "tokens"]  # first seen, each once
-    assert doc_columns({"rows": rows, "columns": ["tokens"]}) == ["tokens"]
-    header = text_table({"rows": rows}, doc_columns({"rows": rows})).splitlines()[0].split()
-    assert header == ["variant", "backend", "accuracy", "tokens"]  # was variant, backend only
+    rows = [{"variant": "a", "backend": "host", "metrics": {"tokens": {"value": 3, "unit": "", "how": "m"}}}]
+    doc = {"model": "m", "created": "now", "machine": "here", "rows": rows}
+    write_report(doc, tmp_path, columns=["tokens"])  # a bench that keeps no columns in doc
+    assert doc["columns"] == ["tokens"]  # the console printed variant and backend only
+    assert json.loads((tmp_path / "report.json").read_text())["columns"] == ["tokens"]
+    header = text_table(doc, doc["columns"]).splitlines()[0].split()
+    assert header == ["variant", "backend", "tokens"]
