@@ -218,6 +218,10 @@ def seed_rows(per_seed: Mapping[int, Sequence[Report]], spread: Sequence[str] = 
     return means + each
 
 
+# "All: ..." in report.md for each ``verdict``
+VERDICT_WORDS = {True: "hold", False: "NOT met", None: "not all measured, none failed"}
+
+
 def verdict(parts: Sequence[bool | None]) -> bool | None:
     """A claim's verdict from its parts: False when any part fails, else None when any is
     unmeasured (None), else True."""

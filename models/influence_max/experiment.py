@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from neuroedge.bench.seeds import verdict
+from neuroedge.bench.seeds import VERDICT_WORDS, verdict
 from neuroedge.config_values import integer, number
 from neuroedge.errors import ConfigError
 from neuroedge.models.influence_max import functional as F
@@ -276,8 +276,7 @@ def claim_section(c: Mapping[str, Any]) -> list[str]:
             f"{mark[g['slope_holds']]} | {ratio} | {mark[g['ratio_holds']]} | "
             f"{mark[g['holds']]} |"
         )
-    overall = {True: "hold", False: "NOT met", None: "not all measured, none failed"}
-    return [*lines, "", f"All: {overall[c['holds']]}.", ""]
+    return [*lines, "", f"All: {VERDICT_WORDS[c['holds']]}.", ""]
 
 
 def regret_plot(doc: dict[str, Any], path: Path) -> Path:

@@ -80,8 +80,10 @@ def per_channel(value: Any, like: torch.Tensor, name: str = "parameter") -> Any:
 
 def _bound(p: LIFParams, i: torch.Tensor, v: torch.Tensor) -> LIFParams:
     """``p`` with every neuron parameter shaped per channel for the population of ``i``/``v``."""
-    like = i if i.dim() > v.dim() else v
     names = ("tau_mem", "v_th", "v_leak", "v_reset", "r")
+    if all(getattr(getattr(p, n), "ndim", 0) != 1 for n in names):
+        return p  # scalars (the usual case, every time step): nothing to reshape
+    like = i if i.dim() > v.dim() else v
     return p._replace(**{n: per_channel(getattr(p, n), like, n) for n in names})
 
 

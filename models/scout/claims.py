@@ -108,8 +108,9 @@ def claim_section(doc: Mapping[str, Any]) -> list[str]:
                 value += f"; full context at the largest: {cell['full_context_largest']:.3g}"
             why = f" ({cell['reason']})" if "reason" in cell else ""
             lines.append(f"- {key}: {value} -> {_mark(cell['holds'])}{why}")
-    overall = {True: "hold", False: "NOT met", None: "not all measured, none failed"}
-    lines += ["", f"All: {overall[c['holds']]}.", ""]
+    from neuroedge.bench.seeds import VERDICT_WORDS
+
+    lines += ["", f"All: {VERDICT_WORDS[c['holds']]}.", ""]
     return lines
 
 
