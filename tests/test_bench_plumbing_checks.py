@@ -136,7 +136,13 @@ def test_lava_empty_time_axis_onnxrt_wrong_width_and_a_bad_seed_are_clear(tmp_pa
 def test_a_report_keeps_its_tables_columns_for_the_console(tmp_path: Path) -> None:
     from neuroedge.bench.report import text_table, write_report
 
-    rows = [{"variant": "a", "backend": "host", "metrics": {"tokens": {"value": 3, "unit": "", "how": "m"}}}]
+    rows = [
+        {
+            "variant": "a",
+            "backend": "host",
+            "metrics": {"tokens": {"value": 3, "unit": "", "how": "m"}},
+        }
+    ]
     doc = {"model": "m", "created": "now", "machine": "here", "rows": rows}
     write_report(doc, tmp_path, columns=["tokens"])  # a bench that keeps no columns in doc
     assert doc["columns"] == ["tokens"]  # the console printed variant and backend only
