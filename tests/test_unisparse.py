@@ -19,6 +19,8 @@ from neuroedge.models.unisparse.pipeline import (
     run_variants,
 )
 
+from unisparse_nets import random_net
+
 TINY = {
     **train.DEFAULTS,
     "train_subset": 192,
@@ -30,23 +32,8 @@ TINY = {
 
 
 def _spiking_net(seed: int = 0, masked: bool = True) -> SpikingResNet:
-    """A random mini-ResNet with nontrivial BN statistics, affine and (optionally) masks; every
-    BN feeding a threshold is randomised, the projection shortcuts' too (fold must keep them)."""
-    gen = torch.Generator().manual_seed(seed)
-    net = SpikingResNet(MINI)
-    with torch.no_grad():
-        for bn in net.threshold_bns():
-            bn.running_mean.uniform_(-0.2, 0.2, generator=gen)
-            bn.running_var.uniform_(0.5, 2.0, generator=gen)
-            bn.gamma_raw.normal_(0.5, 0.3, generator=gen)
-            bn.beta.uniform_(0.3, 1.2, generator=gen)
-        if masked:
-            for layer in net.masked_layers().values():
-                layer.mask_fixed.copy_(
-                    (torch.rand(layer.mask_fixed.shape, generator=gen) < 0.5).float()
-                )
-                layer.set_mode("fixed")
-    return net.eval()
+    """A random mini-ResNet that fires, with half its weights masked (``masked``)."""
+    return random_net(seed, keep=0.5 if masked else None)
 
 
 def test_bn_threshold_identity_gives_identical_spikes() -> None:

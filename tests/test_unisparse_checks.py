@@ -12,23 +12,12 @@ from neuroedge.models.unisparse.data import ImageSplit, direct_encoding
 from neuroedge.models.unisparse.module import MINI, THETA, SparseLinear, SpikingResNet, fold
 from neuroedge.models.unisparse.pipeline import BUDGET_SLACK, mask_densities, measure_variant
 
+from unisparse_nets import random_net
+
 
 def _net(seed: int = 0, masked: bool = True) -> SpikingResNet:
-    """A random mini-ResNet that fires: every threshold BN randomised, optional random masks
-    with a different density per layer."""
-    gen = torch.Generator().manual_seed(seed)
-    net = SpikingResNet(MINI)
-    with torch.no_grad():
-        for bn in net.threshold_bns():
-            bn.running_mean.uniform_(-0.2, 0.2, generator=gen)
-            bn.running_var.uniform_(0.5, 2.0, generator=gen)
-            bn.gamma_raw.normal_(0.5, 0.3, generator=gen)
-            bn.beta.uniform_(0.3, 1.2, generator=gen)
-        for i, layer in enumerate(net.masked_layers().values() if masked else ()):
-            keep = torch.rand(layer.mask_fixed.shape, generator=gen) < 0.2 + 0.1 * i
-            layer.mask_fixed.copy_(keep.float())
-            layer.set_mode("fixed")
-    return net.eval()
+    """A random mini-ResNet that fires, with a different mask density per layer (``masked``)."""
+    return random_net(seed, keep=(lambda i: 0.2 + 0.1 * i) if masked else None)
 
 
 def _data(n: int = 48) -> ImageSplit:

@@ -8,26 +8,14 @@ import numpy as np
 import pytest
 import torch
 from neuroedge.models.unisparse import spec as spec_mod
-from neuroedge.models.unisparse.module import MINI, SpikingResNet, fold
+from neuroedge.models.unisparse.module import fold
+
+from unisparse_nets import random_net
 
 
 def _folded(seed: int = 0) -> torch.nn.Module:
-    """A random folded mini-ResNet that fires (BN beta raised) with half its weights masked;
-    every BN feeding a threshold (projection shortcuts' included) has its own statistics."""
-    gen = torch.Generator().manual_seed(seed)
-    net = SpikingResNet(MINI)
-    with torch.no_grad():
-        for bn in net.threshold_bns():
-            bn.running_mean.uniform_(-0.2, 0.2, generator=gen)
-            bn.running_var.uniform_(0.5, 2.0, generator=gen)
-            bn.gamma_raw.normal_(0.5, 0.3, generator=gen)
-            bn.beta.uniform_(0.6, 1.2, generator=gen)
-        for layer in net.masked_layers().values():
-            layer.mask_fixed.copy_(
-                (torch.rand(layer.mask_fixed.shape, generator=gen) < 0.5).float()
-            )
-            layer.set_mode("fixed")
-    return fold(net.eval())
+    """A random folded mini-ResNet that fires (beta raised) with half its weights masked."""
+    return fold(random_net(seed, beta=(0.6, 1.2)))
 
 
 def test_onnx_step_export_agrees_with_host_on_every_spike(tmp_path: Path, require) -> None:
