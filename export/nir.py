@@ -223,7 +223,12 @@ def write_nir(graph: Any, path: str | os.PathLike[str]) -> Path:
     )
     with atomic_path(path) as tmp:
         nir.write(str(tmp), graph, compression=None if scalar else "gzip")
-    read_nir(path)  # what was written must read back
+        try:  # what was written must read back, before it replaces an older file
+            read_nir(tmp)
+        except ArtifactError as err:
+            raise ArtifactError(
+                f"{path}: not written: the graph does not read back ({err})"
+            ) from err
     return Path(path)
 
 

@@ -32,8 +32,7 @@ def load_inputs(path: str | os.PathLike[str], spec: ModelSpec) -> dict[str, Any]
     Raises ``InputError`` naming the file: missing, a folder, another format, unreadable (a
     corrupt archive, pickled objects), or arrays that do not fit the spec's inputs.
     """
-    import numpy as np
-
+    from neuroedge.npyfile import load_npy, load_npz
     from neuroedge.shapes import bind_inputs, check_input_names
 
     p = Path(path)
@@ -67,11 +66,9 @@ def load_inputs(path: str | os.PathLike[str], spec: ModelSpec) -> dict[str, Any]
         raise InputError(f"{p}: not an {suffix} file: it is {found}")
     try:
         if suffix == ".npy":
-            arrays = {names[0]: np.load(p, allow_pickle=False)}
-        else:
-            with np.load(p, allow_pickle=False) as archive:
-                check_input_names(spec, archive.files)  # before reading any array
-                arrays = {key: archive[key] for key in archive.files}
+            arrays = {names[0]: load_npy(p)}
+        else:  # the names are checked before any array is read
+            arrays = load_npz(p, lambda files: check_input_names(spec, files))
         bind_inputs(spec, arrays)
     except InputError as err:  # names, shapes, dtypes, values: the spec's words, and the file
         raise InputError(f"{p}: {err}") from err

@@ -34,6 +34,11 @@ def read_objects(path: str | Path) -> list[tuple[int, Any]]:
             out.append((no, json.loads(line)))
         except json.JSONDecodeError as err:
             raise ValueError(f"{path}:{no}: not JSON ({err.msg} at column {err.colno})") from err
+        except RecursionError:  # json's decoder recurses once per nested array or object
+            raise ValueError(
+                f"{path}:{no}: JSON nested too deeply to read (arrays or objects inside one "
+                "another beyond Python's recursion limit)"
+            ) from None
     return out
 
 

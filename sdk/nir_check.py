@@ -160,13 +160,13 @@ def _nir_input_array(
     """The (T, batch, *shape) float32 input: loaded from ``inputs``, else random spikes."""
     import numpy as np
 
+    from neuroedge.npyfile import load_npy
+
     if inputs is None:
         x = np.random.default_rng(seed).random((steps, batch, *shape)) < density
         return x.astype(np.float32)
     try:
-        loaded = np.load(inputs, allow_pickle=False)
-        if not isinstance(loaded, np.ndarray):  # an .npz archive: several arrays, which one?
-            raise ValueError(f"an .npz archive of {list(loaded.files)}, not one .npy array")
+        loaded = load_npy(inputs)  # an .npz archive is refused: several arrays, which one?
         if not (np.issubdtype(loaded.dtype, np.number) or loaded.dtype == bool):
             raise ValueError(f"dtype {loaded.dtype}")
         if np.iscomplexobj(loaded):  # astype would drop the imaginary part with a warning

@@ -74,3 +74,10 @@ def test_bom_is_stripped_and_non_utf8_names_the_file(tmp_path: Path) -> None:
     path.write_bytes(b"a,b\n1,2\n3,4\xe9\n")
     with pytest.raises(InputError, match=r"latin\.csv: line 3: byte b'\\xe9' is not UTF-8"):
         read_csv_series(path)
+
+
+def test_stray_quote_past_the_csv_field_limit_is_an_input_error(tmp_path: Path) -> None:
+    path = tmp_path / "q.csv"
+    path.write_text("a,b\n1,2\n" + '"3,4\n' + "5,6\n" * 40_000)  # a 160 KB field
+    with pytest.raises(InputError, match=r"q\.csv: line 3: the record starting there is not CSV"):
+        read_csv_series(path)

@@ -74,6 +74,12 @@ def test_candidates_cover_the_library_and_name_bad_input() -> None:
         ops.candidates("x = 1")
     with pytest.raises(ValueError, match="does not parse: line 1"):
         ops.candidates("def (:")
+    # CPython's parser runs out of stack (MemoryError) or recursion on deep nesting, and a
+    # tree it does build can be too deep for copy.deepcopy and ast.unparse
+    with pytest.raises(ValueError, match="nests too deeply .* to parse .MemoryError"):
+        ops.parse_function("def f(x):\n    return " + "-" * 200_000 + "x\n")
+    with pytest.raises(ValueError, match="nests 404 syntax levels deep; at most 100"):
+        ops.parse_function("def f(x):\n    return " + "-" * 400 + "x\n")
     with pytest.raises(ValueError, match="unknown shapes"):
         ops.candidates(src, ("rewrite_all",))
 

@@ -196,6 +196,95 @@ def test_packet_that_is_not_an_event_packet_is_corrupt(tmp_path):
     assert err.value.offset == packet - 8
 
 
+def test_lowered_event_count_is_corrupt_not_fewer_events(tmp_path):
+    """The event vector is the first object a FlatBuffers builder writes, so it ends at the
+    buffer's end; a lowered length left the rest of the events unread, without an error."""
+    events = make_events(np.arange(40), np.ones(40), np.ones(40), np.zeros(40))
+    path, raw = _uncompressed(tmp_path, events)
+    length_at = len(raw) - 40 * 16 - 4  # the vector's length, before its first event
+    assert struct.unpack_from("<I", raw, length_at)[0] == 40
+    struct.pack_into("<I", raw, length_at, 39)
+    path.write_bytes(bytes(raw))
+    with pytest.raises(
+        EventFormatError, match="vector of 39 events .* ends 16 bytes before"
+    ) as err:
+        read_events(path)
+    assert err.value.offset == length_at - 28 - 8  # the packet: its header, then its buffer
+
+
+def _with_packet(tmp_path: Path, compression: str, packet: bytes) -> Path:
+    """A one-stream file whose only packet is ``packet`` (already compressed)."""
+    path = tmp_path / "p.aedat4"
+    head = aedat4.encode(np.zeros(0, EVENT_DTYPE), SensorSize(8, 8), compression=compression)
+    path.write_bytes(head + struct.pack("<ii", 0, len(packet)) + packet)  # no events: no packet
+    return path
+
+
+@pytest.mark.parametrize("compression", ["LZ4", "ZSTD"])
+def test_packet_inflating_past_its_size_prefix_is_refused(tmp_path, compression):
+    body = struct.pack("<I", 100) + bytes(1 << 20)  # says 100 bytes, inflates to 1 MiB
+    path = _with_packet(tmp_path, compression, aedat4.compress(body, compression))
+    with pytest.raises(
+        EventFormatError,
+        match=f"{compression} packet decompresses to more "
+        "than the 100 bytes its FlatBuffer size prefix declares",
+    ):
+        read_events(path)
+
+
+def _zstd_unsized(body: bytes) -> bytes:
+    """A ZSTD frame that does not declare its content size (as streaming writers make)."""
+    import zstandard
+
+    frame = zstandard.ZstdCompressor(write_content_size=False).compress(body)
+    assert zstandard.get_frame_parameters(frame).content_size == zstandard.CONTENTSIZE_UNKNOWN
+    return frame
+
+
+@pytest.mark.parametrize("frame", ["LZ4", "ZSTD", "ZSTD without its size"])
+def test_decompression_bomb_stops_at_the_packet_cap(tmp_path, monkeypatch, frame):
+    import tracemalloc
+
+    from neuroedge.events import aedat4_compression
+
+    monkeypatch.setattr(aedat4_compression, "MAX_PACKET_BYTES", 1 << 20)
+    body = struct.pack("<I", (1 << 31) - 4) + bytes(64 << 20)  # 64 MiB of zeros
+    compression = frame.split()[0]
+    packet = _zstd_unsized(body) if " " in frame else aedat4.compress(body, compression)
+    path = _with_packet(tmp_path, compression, packet)
+    del body
+    tracemalloc.start()
+    try:
+        with pytest.raises(EventFormatError, match=f"more than {1 << 20} bytes, the most a pa"):
+            read_events(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 24 << 20, f"{peak} bytes allocated decompressing past a 1 MiB cap"
+
+
+def test_zstd_frames_without_a_declared_size_read_back_whole_cut_or_followed(tmp_path):
+    events = make_events(np.arange(3000), np.arange(3000) % 8, np.ones(3000), np.zeros(3000))
+    buffer = aedat4._event_packet_buffer(events)  # the packet's size-prefixed FlatBuffer
+    path = _with_packet(tmp_path, "ZSTD", _zstd_unsized(buffer))
+    np.testing.assert_array_equal(read_events(path), events)
+    path = _with_packet(tmp_path, "ZSTD", _zstd_unsized(buffer) + b"junk")
+    with pytest.raises(EventFormatError, match="has 4 bytes after the end of its frame"):
+        read_events(path)
+    path = _with_packet(tmp_path, "ZSTD", _zstd_unsized(buffer)[:-9])
+    with pytest.raises(EventFormatError, match="stop before the end of the frame"):
+        read_events(path)
+
+
+def test_io_header_size_over_the_cap_is_refused_before_reading(tmp_path, monkeypatch):
+    monkeypatch.setattr(aedat4, "MAX_IO_HEADER", 100)
+    path = tmp_path / "h.aedat4"
+    path.write_bytes(aedat4.encode(make_events(*np.zeros((4, 1), int)), SensorSize(8, 8)))
+    with pytest.raises(EventFormatError, match="IOHeader size .* is over 100 bytes") as err:
+        aedat4.read_header(path)
+    assert err.value.offset == 14
+
+
 # ---- writer ---------------------------------------------------------------------------------
 
 

@@ -54,6 +54,12 @@ def test_huge_node_id_is_refused_without_allocating_the_range(tmp_path):
     assert "ids [2, 3, 4, 5, 6, 7, 8, 9, 10, 11] and 999999999988 more appear in no edge" in text
 
 
+def test_id_past_pythons_digit_limit_names_the_file_and_line(tmp_path):
+    path = write(tmp_path, "0,1\n1," + "9" * 5000 + "\n")
+    with pytest.raises(ValueError, match=r"edges\.csv: line 2: target of 5000 characters is too"):
+        load_edge_list(path)
+
+
 def test_gap_ids_are_listed_exactly(tmp_path):
     with pytest.raises(ValueError, match=r"ids \[0, 3\] appear in no edge"):
         load_edge_list(write(tmp_path, "1 2\n2 4\n"))

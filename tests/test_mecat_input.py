@@ -168,6 +168,25 @@ def test_safetensors_errors_name_file_and_tensor(tmp_path: Path) -> None:
             read_safetensors(path)
 
 
+@pytest.mark.parametrize(
+    ("header", "message"),
+    [
+        ({"w": {"dtype": "F32", "shape": [2]}}, r"'w': header entry lacks \['data_offsets'\]"),
+        ({"w": {"dtype": "F32", "data_offsets": [0, 8]}}, r"'w': header entry lacks \['shape'\]"),
+        ({"w": ["F32"]}, "'w': header entry is a JSON list; expected an object"),
+        ([1], "header at offset 8 is a JSON list, not an object"),
+        ({"w": {"dtype": ["F32"], "shape": [2], "data_offsets": [0, 8]}}, "unsupported dtype"),
+        ({"w": {"dtype": "F32", "shape": "2", "data_offsets": [0, 8]}}, "shape '2' is not a"),
+        ({"w": {"dtype": "F32", "shape": [2], "data_offsets": [8]}}, r"data_offsets \[8\] is n"),
+    ],
+)
+def test_safetensors_header_entries_of_the_wrong_json_type_are_named(tmp_path, header, message):
+    path = tmp_path / "m.safetensors"
+    path.write_bytes(safetensors_bytes(header, b"\0" * 8))  # was KeyError, AttributeError...
+    with pytest.raises(ValueError, match=f"m.safetensors: .*{message}"):
+        read_safetensors(path)
+
+
 def test_model_folder_errors(tmp_path: Path) -> None:
     from neuroedge.models.mecat.experiment import bench
 

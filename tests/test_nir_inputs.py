@@ -179,3 +179,19 @@ def test_silent_reference_is_flagged_in_the_comparison():
     assert rows["a"]["warning"].startswith("reference output silent")
     assert "proves nothing" in rows["a"]["warning"] and "dt" in rows["a"]["warning"]
     assert not rows["b"]["reference_silent"] and "warning" not in rows["b"]
+
+
+def test_graph_that_does_not_read_back_leaves_the_older_file(tmp_path, monkeypatch):
+    from neuroedge.export import nir as nir_export
+
+    path = nir_export.write_nir(chain(np.eye(2)), tmp_path / "g.nir")
+    before = path.read_bytes()
+
+    def unreadable(written):
+        raise ArtifactError(f"{written}: unreadable NIR file (a writer bug)")
+
+    monkeypatch.setattr(nir_export, "read_nir", unreadable)  # the read-back check fails
+    with pytest.raises(ArtifactError, match=r"g\.nir: not written: the graph does not read back"):
+        nir_export.write_nir(chain(2 * np.eye(2)), path)
+    assert path.read_bytes() == before  # was: replaced by the file that failed the check
+    assert [p.name for p in tmp_path.iterdir()] == ["g.nir"]

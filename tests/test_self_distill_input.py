@@ -66,6 +66,17 @@ def test_feature_file_with_a_bom_loads(tmp_path):
     assert x.tolist() == [[1.0], [3.0]] and y.tolist() == [2.0, 4.0]
 
 
+def test_stray_quote_in_a_large_csv_names_the_line_it_opens(tmp_path):
+    from neuroedge.models.self_distill.data import read_numeric_csv
+
+    rows = ["x1,x2,y"] + [f"{i * 0.001:.6f},{i * 0.002:.6f},{i % 7}" for i in range(8000)]
+    rows[4] = '"' + rows[4]  # the quote runs to the end of the file: past csv's field limit
+    path = tmp_path / "features.csv"
+    path.write_text("\n".join(rows) + "\n")
+    with pytest.raises(ValueError, match=r"features.csv: line 5: the record starting there is not"):
+        read_numeric_csv(path)
+
+
 @pytest.mark.parametrize(
     ("key", "value", "message"),
     [

@@ -51,6 +51,16 @@ def test_truncated_cifar_batch_names_the_file(cifar_dir: Path) -> None:
         load_cifar10(cifar_dir)
 
 
+def test_cifar_batch_with_a_corrupt_dtype_string_names_the_file(cifar_dir: Path) -> None:
+    path = cifar_dir / "test_batch"
+    raw = bytearray(path.read_bytes())
+    at = raw.index(b"\x8c\x02u1")  # the pickled dtype('u1') of b"data"
+    raw[at + 2 : at + 4] = b",1"  # numpy parses ',1' and raised SyntaxError
+    path.write_bytes(bytes(raw))
+    with pytest.raises(ValueError, match="test_batch: not a CIFAR-10 .*dtype string that does"):
+        load_cifar10(cifar_dir)
+
+
 def test_wrong_cifar_layout_is_refused(cifar_dir: Path) -> None:
     (cifar_dir / "data_batch_2").write_bytes(
         pickle.dumps({b"data": np.zeros((4, 10), np.uint8), b"labels": [0, 1, 2, 3]})

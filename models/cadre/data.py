@@ -17,8 +17,6 @@ Generator (after the paper's setting; every constant is a decision recorded here
 
 from __future__ import annotations
 
-import csv
-import io
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -139,14 +137,13 @@ def read_csv_series(
 
 def _csv_rows(path: Path) -> list[tuple[int, list[str]]]:
     """(1-based file row, fields) of every non-blank row of ``path``, read as UTF-8."""
-    from neuroedge.models.self_distill.data import read_text
+    from neuroedge.models.self_distill.data import csv_records, read_text
 
-    try:
-        text = read_text(path, "series")
-    except ValueError as err:  # not UTF-8: the message names the file, line and byte
+    try:  # not UTF-8, not CSV: the message names the file, line and byte or record
+        records = csv_records(read_text(path, "series"), path, "series")
+        return [(line, row) for line, row in records if any(f.strip() for f in row)]
+    except ValueError as err:
         raise InputError(str(err)) from None
-    reader = csv.reader(io.StringIO(text, newline=""))
-    return [(reader.line_num, row) for row in reader if any(f.strip() for f in row)]
 
 
 def _cell(

@@ -36,6 +36,10 @@ SHAPES = (
 )
 FLIPS = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt}
 GUARD_LITERALS = ("None", "''", "0", "[]", "{}")
+# Deepest syntax tree of a function that is read (levels of AST nodes, the def being 1): the
+# rewrites copy, compare and print trees recursively, and copy.deepcopy passes Python's
+# default recursion limit near 300 levels; real functions stay well under 40.
+MAX_DEPTH = 100
 SHAPE_TEXT = {  # edit_think's options, in words an LLM can match against a plan
     "slice_bound": "change the end of a slice by one",
     "none_guard": "return early when an argument is None",
@@ -64,10 +68,32 @@ def parse_function(src: str) -> ast.FunctionDef:
         tree = ast.parse(src)
     except SyntaxError as err:
         raise ValueError(f"function source does not parse: line {err.lineno}: {err.msg}") from err
+    except (MemoryError, RecursionError) as err:  # CPython's parser on e.g. 10**4 unary '-'
+        raise ValueError(
+            f"function source nests too deeply (or is too large) to parse "
+            f"({type(err).__name__}); functions may nest at most {MAX_DEPTH} syntax levels"
+        ) from None
     if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef):
         kinds = [type(n).__name__ for n in tree.body]
         raise ValueError(f"expected one function definition, got {kinds}")
+    depth = _depth(tree.body[0])
+    if depth > MAX_DEPTH:
+        raise ValueError(
+            f"function {tree.body[0].name!r} nests {depth} syntax levels deep; at most "
+            f"{MAX_DEPTH} are read (the rewrites copy and print trees recursively)"
+        )
     return tree.body[0]
+
+
+def _depth(tree: ast.AST) -> int:
+    """Levels of the deepest node under ``tree`` (``tree`` is level 1), walked without
+    recursion."""
+    deepest, todo = 0, [(tree, 1)]
+    while todo:
+        node, level = todo.pop()
+        deepest = max(deepest, level)
+        todo += [(child, level + 1) for child in ast.iter_child_nodes(node)]
+    return deepest
 
 
 def _params(fn: ast.FunctionDef) -> list[str]:

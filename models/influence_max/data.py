@@ -41,7 +41,13 @@ def _field_int(text: str, file: Path, line_no: int, what: str) -> int:
             f"edge list {file}: line {line_no}: {what} {text!r} is not an integer node id "
             "(ASCII digits 0-9 only)"
         )
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:  # over Python's int-string digit limit (4300)
+        raise ValueError(
+            f"edge list {file}: line {line_no}: {what} of {len(text)} characters is too "
+            f"large to be a node id (starts {text[:20]!r})"
+        ) from None
     if value < 0:
         raise ValueError(f"edge list {file}: line {line_no}: {what} {value} is negative")
     return value

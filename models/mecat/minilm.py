@@ -56,26 +56,54 @@ def read_safetensors(path: str | Path) -> dict[str, torch.Tensor]:
         raise ValueError(f"{path}: header length {n} runs past the end of the file ({len(raw)})")
     try:
         header = json.loads(raw[8 : 8 + n])
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
         raise ValueError(f"{path}: header at offset 8 is not JSON ({err})") from err
+    if not isinstance(header, dict):
+        raise ValueError(
+            f"{path}: header at offset 8 is a JSON {type(header).__name__}, not an object"
+        )
     data, out = raw[8 + n :], {}
     for name, info in header.items():
         if name == "__metadata__":
             continue
-        dtype = DTYPES.get(info.get("dtype"))
-        if dtype is None:
-            raise ValueError(f"{path}: tensor {name!r} has unsupported dtype {info.get('dtype')}")
-        start, end = info["data_offsets"]
-        shape = tuple(info["shape"])
-        size = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-        if not 0 <= start <= end <= len(data) or end - start != size:
-            raise ValueError(
-                f"{path}: tensor {name!r} offsets [{start}, {end}) do not hold {shape} "
-                f"{info['dtype']} ({size} bytes; data section {len(data)} bytes)"
-            )
-        array = np.frombuffer(data, dtype, count=size // np.dtype(dtype).itemsize, offset=start)
+        dtype, start, shape = _entry(path, name, info, len(data))
+        array = np.frombuffer(data, dtype, count=math.prod(shape), offset=start)
         out[name] = torch.from_numpy(array.reshape(shape).copy())
     return out
+
+
+def _entry(path: Path, name: str, info: Any, data_bytes: int) -> tuple[Any, int, tuple]:
+    """dtype, data start offset and shape of the header entry of tensor ``name``, checked to be of
+    the right JSON types and to fit the data section (``data_bytes`` long)."""
+    want = "an object with dtype, shape and data_offsets"
+    if not isinstance(info, dict):
+        kind = type(info).__name__
+        raise ValueError(f"{path}: tensor {name!r}: header entry is a JSON {kind}; expected {want}")
+    missing = [k for k in ("dtype", "shape", "data_offsets") if k not in info]
+    if missing:
+        raise ValueError(f"{path}: tensor {name!r}: header entry lacks {missing}; expected {want}")
+    code, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
+    dtype = DTYPES.get(code) if isinstance(code, str) else None
+    if dtype is None:
+        raise ValueError(f"{path}: tensor {name!r} has unsupported dtype {code}")
+    if not (isinstance(shape, list) and all(_is_count(d) for d in shape)):
+        raise ValueError(f"{path}: tensor {name!r}: shape {shape!r} is not a list of sizes >= 0")
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(map(_is_count, offsets))):
+        raise ValueError(
+            f"{path}: tensor {name!r}: data_offsets {offsets!r} is not [start, end] (ints >= 0)"
+        )
+    start, end = offsets
+    size = math.prod(shape) * np.dtype(dtype).itemsize
+    if not start <= end <= data_bytes or end - start != size:
+        raise ValueError(
+            f"{path}: tensor {name!r} offsets [{start}, {end}) do not hold {tuple(shape)} "
+            f"{code} ({size} bytes; data section {data_bytes} bytes)"
+        )
+    return dtype, start, tuple(shape)
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 class MiniLM:

@@ -13,6 +13,7 @@ import csv
 import io
 import math
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -41,9 +42,7 @@ def read_numeric_csv_lines(
         raise FileNotFoundError(f"{what} file {file} does not exist")
     rows: list[list[float]] = []
     lines: list[int] = []
-    reader = csv.reader(io.StringIO(read_text(file, what), newline=""))
-    for fields in reader:
-        line_no = reader.line_num
+    for line_no, fields in csv_records(read_text(file, what), file, what):
         if not fields or all(not f.strip() for f in fields):
             continue
         if not rows and line_no == 1 and not any(_is_number(f) for f in fields):
@@ -59,6 +58,26 @@ def read_numeric_csv_lines(
     if not rows:
         raise ValueError(f"{what} {file}: no data rows")
     return np.asarray(rows, dtype=np.float64), np.asarray(lines, dtype=np.int64)
+
+
+def csv_records(text: str, file: Path, what: str) -> Iterator[tuple[int, list[str]]]:
+    """``(line the record ends on, its fields)`` of each CSV record of ``text``; a ValueError
+    naming the file and the line where a record that does not read as CSV starts (one stray
+    quote runs a field on to the end of the file, past csv's field size limit)."""
+    reader = csv.reader(io.StringIO(text, newline=""))
+    start = 1
+    while True:
+        try:
+            fields = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as err:
+            raise ValueError(
+                f"{what} {file}: line {start}: the record starting there is not CSV ({err}; "
+                "an unclosed '\"' quote?)"
+            ) from None
+        yield reader.line_num, fields
+        start = reader.line_num + 1
 
 
 def read_text(file: Path, what: str) -> str:

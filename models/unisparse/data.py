@@ -65,8 +65,11 @@ def _read_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
         AttributeError,
         OverflowError,  # a length field past the largest size
         MemoryError,  # a length field too large to allocate
+        SyntaxError,  # numpy parsing a corrupt dtype string (b"u1" -> b",1")
     ) as err:
         why = str(err) or f"{type(err).__name__} (a length field too large to allocate)"
+        if isinstance(err, SyntaxError):
+            why = f"an array dtype string that does not parse ({err.msg})"
         raise ValueError(
             f"{path}: not a CIFAR-10 python batch ({path.stat().st_size} bytes): {why}"
         ) from err

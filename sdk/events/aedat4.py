@@ -51,6 +51,9 @@ EVENT_STRUCT = np.dtype(
     }
 )
 PACKET_HEADER = struct.Struct("<ii")  # stream id, byte size of the (compressed) packet
+# Largest IOHeader read: its info XML describes a few streams in a few KB (DV's sample: 2.3 KB);
+# a larger size prefix is corrupt and is refused before the bytes are read.
+MAX_IO_HEADER = 1 << 24
 
 
 @dataclass(frozen=True)
@@ -89,10 +92,15 @@ def read_header(path: str | os.PathLike[str]) -> AedatHeader:
             )
         prefix = fh.read(4)
         size = int.from_bytes(prefix, "little")
-        body = fh.read(min(size, os.fstat(fh.fileno()).st_size))  # a corrupt size reads no more
+        left = os.fstat(fh.fileno()).st_size - fh.tell()
+        if len(prefix) == 4 and size > MAX_IO_HEADER and size <= left:
+            raise EventFormatError(
+                path, at, f"IOHeader size {size} is over {MAX_IO_HEADER} bytes: corrupt header"
+            )
+        body = fh.read(size) if size <= left else b""  # a corrupt size reads nothing
     if len(prefix) < 4 or len(body) < size:
         problem = (
-            f"the IOHeader declares {size} bytes, the file holds {len(body)}"
+            f"the IOHeader declares {size} bytes, the file holds {left}"
             if len(prefix) == 4
             else "the file ends inside the IOHeader size prefix"
         )
@@ -239,6 +247,18 @@ def decode_events(path: str | os.PathLike[str], data: bytes, offset: int) -> np.
             f"event packet: {err.problem} (byte {err.offset} "
             f"of the {len(data)} decompressed bytes)",
         ) from err
+    # FlatBuffers builders write the packet's one vector first, at the buffer's end, so only
+    # alignment padding (< one 16-byte event) may follow it: more means a lowered length
+    # that would drop events without a word
+    after = len(data) - (start + count * EVENT_STRUCT.itemsize) if start else 0
+    if after >= EVENT_STRUCT.itemsize:
+        raise EventFormatError(
+            path,
+            offset,
+            f"event packet: its vector of {count} events (length at byte {start - 4} of the "
+            f"{len(data)} decompressed bytes) ends {after} bytes before the buffer's end, more "
+            f"than alignment padding (< {EVENT_STRUCT.itemsize}): a corrupt vector length",
+        )
     raw = np.frombuffer(data, EVENT_STRUCT, count=count, offset=start)
     if (raw["on"] > 1).any():
         i = int(np.flatnonzero(raw["on"] > 1)[0])

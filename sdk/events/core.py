@@ -10,7 +10,6 @@ from __future__ import annotations
 import numbers
 import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -267,7 +266,10 @@ def read_header(path: str | os.PathLike[str], data: bytes | None = None) -> tupl
     after the last one (or after ``% end``). A ``%`` byte that starts binary data (no text up
     to a newline) is the body's.
     """
-    raw = Path(path).read_bytes()[: 1 << 16] if data is None else data
+    raw = data
+    if raw is None:  # the header's bytes only: the file may be gigabytes of events
+        with open(path, "rb") as fh:
+            raw = fh.read(1 << 16)
     fields: dict[str, str] = {}
     pos = 0
     while raw.startswith(b"%", pos) and _text_line(raw, pos):

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 from neuroedge.atomic import atomic_path
 from neuroedge.events.core import EventFormatError
+from neuroedge.npyfile import load_npy
 
 BOX_DTYPE = np.dtype(
     [
@@ -82,7 +83,7 @@ def read_boxes(path: str | os.PathLike[str]) -> np.ndarray:
     """
     path = Path(path)
     try:
-        raw = np.load(path, allow_pickle=False)
+        raw = load_npy(path)
     except (ValueError, OSError, EOFError) as err:
         raise EventFormatError(path, 0, f"not a readable .npy box file ({err})") from err
     names = raw.dtype.names or ()

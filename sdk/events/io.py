@@ -133,7 +133,9 @@ def _body_start(path: Path, codec: Codec) -> int:
     # a DAT header (any Version) is followed by the event type and size bytes, as Prophesee's
     # dat_events_tools and expelliarmus read it; only a file without header lacks them
     if codec.name == "dat" and start > 0:
-        head = path.read_bytes()[start : start + 2] if path.stat().st_size > start else b""
+        with open(path, "rb") as fh:  # two bytes, not the whole file
+            fh.seek(start)
+            head = fh.read(2)
         if len(head) < 2:
             raise EventFormatError(path, start, "DAT file ends before its event type/size bytes")
         if head[1] != 8:
