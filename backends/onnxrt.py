@@ -24,6 +24,7 @@ from neuroedge.backends.base import (
     unroll,
 )
 from neuroedge.errors import ArtifactError, ConfigError
+from neuroedge.npyfile import load_npz
 from neuroedge.export.tensorrt import VARIANTS as PRECISIONS  # int8: Q/DQ, calibrated
 from neuroedge.paths import artifact_dir
 from neuroedge.shapes import bind_inputs
@@ -316,12 +317,15 @@ def _read_state_file(side: Path, session: Any, state_names: tuple[str, ...]) -> 
     inputs = {i.name: i for i in session.get_inputs()}
     if not zipfile.is_zipfile(side):  # np.load would call it pickled data
         raise ArtifactError(f"{side}: not a state file (an .npz archive); export the model again")
+
+    def check(names: list[str]) -> None:
+        missing = [n for n in state_names if n not in names]
+        if missing:
+            raise ArtifactError(f"{side}: no initial state for {missing}")
+
     try:
-        with np.load(side, allow_pickle=False) as saved:
-            missing = [n for n in state_names if n not in saved]
-            if missing:
-                raise ArtifactError(f"{side}: no initial state for {missing}")
-            arrays = [saved[n] for n in state_names]
+        saved = load_npz(side, check)
+        arrays = [saved[n] for n in state_names]
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as err:
         raise ArtifactError(f"{side}: not a readable state file (.npz): {err}") from None
     for name, a in zip(state_names, arrays):

@@ -103,6 +103,13 @@ def test_state_files_are_found_after_a_rename_and_checked(tmp_path: Path) -> Non
         np.savez(tmp_path / "m.state.npz", **arrays)
         with pytest.raises(ArtifactError, match=f"m.state.npz: state '{name}' {message}"):
             backend.load(path, spec)
+    np.savez_compressed(tmp_path / "m.state.npz", **good)
+    raw = bytearray((tmp_path / "m.state.npz").read_bytes())
+    name_len, extra_len = int.from_bytes(raw[26:28], "little"), int.from_bytes(raw[28:30], "little")
+    raw[30 + name_len + extra_len] ^= 0xFF  # the first member's deflate stream (zlib.error)
+    (tmp_path / "m.state.npz").write_bytes(bytes(raw))
+    with pytest.raises(ArtifactError, match=r"m.state.npz: not a readable state file .*Error -3"):
+        backend.load(path, spec)
     (tmp_path / "m.state.npz").write_text("garbage")
     with pytest.raises(ArtifactError, match=r"m.state.npz: not a state file \(an .npz archive\)"):
         backend.load(path, spec)

@@ -149,6 +149,16 @@ def test_reads_user_mesh_and_fields(tmp_path: object) -> None:
     np.savez(tmp_path / "f.npz", fields=fields)
     with pytest.raises(ValueError, match=r"fields\[1, 7, 0\]"):
         read_fields(tmp_path / "f.npz", 36)
+    np.savez(tmp_path / "g.npz", other=fields)
+    with pytest.raises(ValueError, match=r"g.npz: no 'fields' array \(found \['other'\]\)"):
+        read_fields(tmp_path / "g.npz", 36)
+    np.savez_compressed(tmp_path / "h.npz", fields=np.zeros((3, 36, 2)))
+    raw = bytearray((tmp_path / "h.npz").read_bytes())
+    name_len, extra_len = int.from_bytes(raw[26:28], "little"), int.from_bytes(raw[28:30], "little")
+    raw[30 + name_len + extra_len] ^= 0xFF  # the deflate stream's first byte (zlib.error)
+    (tmp_path / "h.npz").write_bytes(bytes(raw))
+    with pytest.raises(ValueError, match="h.npz: member 'fields.npy': error: Error -3"):
+        read_fields(tmp_path / "h.npz", 36)
 
 
 def test_bench_models_are_the_same_in_every_run_whatever_the_rng_state() -> None:

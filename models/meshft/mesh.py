@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 from neuroedge.errors import NeuroedgeError
+from neuroedge.npyfile import load_npz
 
 
 class MeshError(NeuroedgeError, ValueError):
@@ -200,10 +201,16 @@ def read_fields(path: str | os.PathLike[str], n_nodes: int) -> np.ndarray:
     """Fields [T, N, 2] (q, p per node) from an NPZ or HDF5 file's ``fields`` array."""
     path = Path(path)
     if path.suffix == ".npz":
-        with np.load(path) as npz:
-            if "fields" not in npz:
-                raise ValueError(f"{path}: no 'fields' array (found {sorted(npz.files)})")
-            fields = np.asarray(npz["fields"], dtype=np.float64)
+
+        def need_fields(names: list[str]) -> None:
+            if "fields" not in names:
+                raise ValueError(f"no 'fields' array (found {sorted(names)})")
+
+        try:
+            npz = load_npz(path, need_fields)
+        except ValueError as err:
+            raise ValueError(f"{path}: {err}") from err
+        fields = np.asarray(npz["fields"], dtype=np.float64)
     elif path.suffix in (".h5", ".hdf5"):
         import h5py
 

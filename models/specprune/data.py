@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 from neuroedge.atomic import write_bytes
 from neuroedge.errors import ArtifactError
+from neuroedge.npyfile import load_npz
 from neuroedge.models.specprune.sim import ACTION_DIM, TASKS, ManipulationEnv
 from neuroedge.paths import home
 
@@ -136,9 +137,9 @@ def load_or_generate(tasks: tuple[str, ...], episodes: int, seed: int = 0) -> De
     path = cache_path(tasks, episodes, seed)
     if path.is_file():
         try:
-            with np.load(path) as f:
-                return Demos(**{k: f[k] for k in Demos.__dataclass_fields__})
-        except (OSError, KeyError, ValueError) as err:
+            f = load_npz(path)
+            return Demos(**{k: f[k] for k in Demos.__dataclass_fields__})
+        except (OSError, KeyError, ValueError, TypeError) as err:
             raise ArtifactError(
                 f"{path}: unreadable demonstration cache ({err}); delete it to regenerate"
             ) from err
