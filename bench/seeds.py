@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from neuroedge.config_values import check_seed_keys
 from neuroedge.types import Measurement, Report
 
 
@@ -28,7 +29,7 @@ def seed_list(cfg: Mapping[str, Any], default: Sequence[int] | None = None) -> l
     seeds = cfg.get("seeds")
     if isinstance(seeds, (list, tuple)) and not seeds:
         raise ValueError("seeds=[]: expected a non-empty list of integers")
-    if seeds in (None, ""):
+    if seeds is None:  # only absent: an empty --config seeds= is an error, not the default
         seeds = list(default) if default is not None and "seed" not in cfg else [cfg["seed"]]
     if not isinstance(seeds, (list, tuple)) or any(
         isinstance(s, bool) or not isinstance(s, int) for s in seeds
@@ -113,6 +114,7 @@ def run_over_seeds(
     each seed checked as ``seed`` is; ``fn({**cfg, "seed": s, "progress": one seed only})`` per
     seed, ``workers`` at a time.
     Returns the checked config (with its ``seeds``), the seeds and ``{seed: result}``."""
+    check_seed_keys(user)
     cfg = check({**defaults, **user})
     seeds = seed_list(user, defaults.get("seeds"))
     for s in seeds:

@@ -168,7 +168,8 @@ def export_onnx(
     """Export ``program`` in ``form`` to ``path`` (atomically), check it, infer its shapes.
 
     Raises ``ExportRefused`` when the module hides state; ``ValueError`` for opset < 17 or an
-    unknown form.
+    unknown form. A stateful program's initial state goes beside it (``state_file``); a
+    stateless one removes the state file an earlier export to ``path`` left there.
     """
     import onnx
     import torch
@@ -213,8 +214,7 @@ def export_onnx(
             entry = model.metadata_props.add()
             entry.key, entry.value = STATE_KEY, state_file(path).name
         onnx.save(model, str(tmp))
-        if program.stateful:  # before the .onnx lands: never a new graph beside an old state
-            _save_initial_state(program, Path(path))
+        _save_initial_state(program, Path(path))  # before the .onnx lands
     return Path(path)
 
 
@@ -230,10 +230,16 @@ def state_file(onnx_path: str | os.PathLike[str]) -> Path:
 
 
 def _save_initial_state(program: TorchProgram, path: Path) -> None:
+    """A stateful program's initial state beside its graph at ``path`` (``state_file``): never
+    a new graph beside an old state. A stateless one removes the state file an earlier export
+    of a stateful model to ``path`` left there (it would pass for this graph's)."""
     import io
 
     import numpy as np
 
+    if not program.stateful:
+        state_file(path).unlink(missing_ok=True)
+        return
     buf = io.BytesIO()
     init = program.init_state(1)
     np.savez(buf, **{n: s.detach().numpy() for n, s in zip(program.state_names, init)})

@@ -40,6 +40,9 @@ def ready_backend(name: str, backend: str) -> Any:
     return be
 
 
+UNTRAINED_NOTE = "weights: untrained (random initialisation)"
+
+
 def deploy(
     name: str,
     backend: str = "host",
@@ -68,6 +71,8 @@ def deploy(
     example = spec.example_for(0, cfg) if inputs is None else inputs
     report = be.profile(artifact, example, repeats)
     metrics, notes = _reference_metrics(program, spec, artifact, example)
+    if (getattr(program, "meta", None) or {}).get("trained") is False:  # as the bench notes it
+        notes = (UNTRAINED_NOTE, *notes)  # train_if_missing=false ran random weights unsaid
     return artifact, Report(
         report.model,
         report.backend,

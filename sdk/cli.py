@@ -10,8 +10,11 @@ import tempfile
 from collections.abc import Sequence
 from typing import Any
 
+from neuroedge.cli_args import add_config_options, backend_items
+from neuroedge.cli_args import bench_backends as _bench_backends
 from neuroedge.cli_args import config_items as _config
-from neuroedge.cli_run import add_run_parser
+from neuroedge.cli_run import add_run_parser, seed_value
+from neuroedge.config_values import check_seed_keys
 from neuroedge.errors import NeuroedgeError, PluginError
 from neuroedge.registry import available_backends, get_model, model_names
 
@@ -98,20 +101,26 @@ def cmd_train(args: argparse.Namespace) -> int:
 def _check_train_destination(spec: Any, config: dict[str, Any], out: str | None) -> None:
     """Refuse an unwritable checkpoint destination before training: ``--out`` ('' too, not
     the default path), else the config's ``checkpoint`` where training writes there (checked
-    by ``resolve_checkpoint``: an empty or non-path value is refused), else the default. A
-    model that saves no checkpoint (its build reads none: the TTT ladder writes a results
-    folder) checks its own destination in its train hook."""
+    by ``resolve_checkpoint``: an empty or non-path value is refused), else the default; and
+    ``--out`` with another ``checkpoint`` (only --out was written). A model that saves no
+    checkpoint (its build reads none: the TTT ladder writes a results folder) checks its own
+    destination in its train hook."""
     from neuroedge.atomic import check_writable
     from neuroedge.checkpoints import resolve_checkpoint
 
     if "checkpoint" not in (spec.valid_config_keys("build") or set()):
         return
-    if out is not None:
-        check_writable(out)
-        return
     named = "checkpoint" in (spec.valid_config_keys("train") or ()) and "checkpoint" in config
     given = {"checkpoint": config["checkpoint"]} if named else {}
-    check_writable(resolve_checkpoint(given, spec.name, check=False))
+    if out is not None:
+        check_writable(out)
+    path = resolve_checkpoint(given, spec.name, check=False)
+    if out is not None and named and os.path.abspath(out) != os.path.abspath(path):
+        raise NeuroedgeError(
+            f"--out {out} and --config checkpoint={config['checkpoint']}: two destinations "
+            "for the one checkpoint training writes; give one of them"
+        )
+    check_writable(path if out is None else out)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -131,38 +140,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 DEFAULT_REPEATS = 100
-
-
-def _asked_backends(args: argparse.Namespace) -> list[str]:
-    """The --backend names (comma lists allowed), each a registered backend, checked before
-    any work; --repeats, when given, >= 1."""
-    from neuroedge.errors import UnknownNameError
-    from neuroedge.registry import backend_table
-
-    asked = args.backend or ["host,onnxrt"]
-    backends = [b.strip() for arg in asked for b in arg.split(",") if b.strip()]
-    if not backends:
-        raise NeuroedgeError(f"--backend {asked}: no backend named")
-    for name in backends:
-        if name not in backend_table():
-            raise UnknownNameError("backend", name, list(backend_table()))
-    if args.repeats is not None and args.repeats < 1:
-        raise NeuroedgeError(f"--repeats {args.repeats}: must be >= 1")
-    return backends
-
-
-def _bench_backends(spec: Any, asked: list[str], explicit: bool) -> list[str]:
-    """The backends a model's own benchmark runs: the default ones it measures, or every one
-    asked for, refusing any it does not measure (it would leave them out of the report)."""
-    if not explicit:
-        return [b for b in asked if b in spec.bench_backends]
-    other = [b for b in asked if b not in spec.bench_backends]
-    if other:
-        raise NeuroedgeError(
-            f"{spec.name}'s benchmark measures the backends "
-            f"{', '.join(spec.bench_backends)}; not {', '.join(other)}"
-        )
-    return asked
+CLAIM_WORDS = {True: "holds", False: "NOT met", None: "not all measured, none failed"}
 
 
 def _bench_world(spec: Any, bench: Any) -> Any:
@@ -180,18 +158,51 @@ def _bench_world(spec: Any, bench: Any) -> Any:
     return w
 
 
+def _own_bench(args: argparse.Namespace, spec: Any, bench: Any, w: Any, config: dict) -> int:
+    """A model's own benchmark (its ``bench`` hook) on the backends it measures; under
+    torchrun every rank runs its seeds and rank 0 reports. Prints the table and the claim's
+    verdict, where the bench reads one (exit 0 either way: the bench ran)."""
+    from neuroedge.bench.report import text_table
+
+    asked = backend_items(args.backend, args.repeats)
+    backends = _bench_backends(spec, asked, explicit=bool(args.backend))
+    if not backends:
+        raise NeuroedgeError(f"{spec.name}: none of {asked} is measured")
+    if args.repeats is not None:
+        raise NeuroedgeError(
+            f"{spec.name} has its own benchmark, which sets its own "
+            "repetitions (a --config key of that benchmark); --repeats "
+            "applies to the generic latency bench only"
+        )
+    if not w.lead:  # under torchrun: every rank runs its seeds, rank 0 reports
+        with tempfile.TemporaryDirectory(prefix=f"neuroedge-rank{w.rank}-") as tmp:
+            out, history = (os.path.join(tmp, f) for f in ("report", "history.sqlite"))
+            bench(out_dir=out, backends=backends, config=config, history=history)
+        return 0
+    doc = bench(out_dir=args.out, backends=backends, config=config, history=args.history)
+    print(text_table(doc, doc.get("columns", ())))
+    if isinstance(doc.get("claim"), dict) and "holds" in doc["claim"]:
+        holds = doc["claim"]["holds"]
+        print(f"\nclaim: {CLAIM_WORDS.get(holds, holds)} (its parts in report.md)")
+    print(f"\nreport: {args.out}/report.json, report.md")
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from neuroedge.atomic import check_writable
-    from neuroedge.bench.report import build_document, text_table, write_report
+    from neuroedge.bench.history import check as check_history
+    from neuroedge.bench.report import begin_run, build_document, text_table, write_report
     from neuroedge.bench.runner import bench_model, speedups
     from neuroedge.paths import home
 
+    begin_run()  # files under --out changed from now on are this run's (report.json lists them)
     spec = get_model(args.name)
-    backends = _asked_backends(args)
+    backends = backend_items(args.backend, args.repeats)
     config = _config(args.config)
     bench = spec.hook("bench")
     spec.check_config(config, "build" if bench is None else "bench")
-    from neuroedge.bench.history import check as check_history
+    if spec.seed_sweep:  # its seeds are read through bench.seeds
+        check_seed_keys(config)
 
     w = _bench_world(spec, bench)
     if w.lead:  # the rank that writes them (other machines may lack these paths)
@@ -199,24 +210,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         check_history(args.history)  # a bad history path fails now, not after the run
         check_writable(args.out, folder=True)  # and so does a report folder that is a file
     if bench is not None:
-        backends = _bench_backends(spec, backends, explicit=bool(args.backend))
-        if not backends:
-            raise NeuroedgeError(f"{spec.name}: none of {_asked_backends(args)} is measured")
-        if args.repeats is not None:
-            raise NeuroedgeError(
-                f"{spec.name} has its own benchmark, which sets its own "
-                "repetitions (a --config key of that benchmark); --repeats "
-                "applies to the generic latency bench only"
-            )
-        if not w.lead:  # under torchrun: every rank runs its seeds, rank 0 reports
-            with tempfile.TemporaryDirectory(prefix=f"neuroedge-rank{w.rank}-") as tmp:
-                out, history = (os.path.join(tmp, f) for f in ("report", "history.sqlite"))
-                bench(out_dir=out, backends=backends, config=config, history=history)
-            return 0
-        doc = bench(out_dir=args.out, backends=backends, config=config, history=args.history)
-        print(text_table(doc, doc.get("columns", ())))
-        print(f"\nreport: {args.out}/report.json, report.md")
-        return 0
+        return _own_bench(args, spec, bench, w, config)
     repeats = DEFAULT_REPEATS if args.repeats is None else args.repeats
     rows = bench_model(spec, backends, config=config, repeats=repeats)
     ratios = speedups(rows)
@@ -285,8 +279,15 @@ def cmd_nir(args: argparse.Namespace) -> int:
     return 0
 
 
+EXIT_CODES = (
+    "exit status: 0 ran (a bench whose claim is not met ran: 0 too), 1 internal error (a "
+    "traceback), 2 bad input or refused, 130 interrupted; NEUROEDGE_DEBUG=1 shows the "
+    "traceback of an error that would exit 2"
+)
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="neuroedge", description=__doc__)
+    p = argparse.ArgumentParser(prog="neuroedge", description=__doc__, epilog=EXIT_CODES)
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="registered models").set_defaults(fn=cmd_list)
     s = sub.add_parser("info", help="one model's spec")
@@ -336,27 +337,18 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--steps", type=int, default=20)
     s.add_argument("--batch", type=int, default=2)
     s.add_argument("--density", type=float, default=0.3, help="random spike input density")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--seed", type=seed_value, default=0, help="of the random spike input")
     s.add_argument("--input-scale", type=float, help="fixed_pt 1..255; default 1, or 255 if graded")
     s.add_argument("--out", default=None, help="write the comparison as JSON")
     s.set_defaults(fn=cmd_nir)
-    _add_config_options(sub)
+    add_config_options(sub)
     return p
-
-
-def _add_config_options(sub: Any) -> None:
-    """``--config KEY=VALUE ...`` (``cli_args.add_config_option``) on the commands that build
-    or run a model."""
-    from neuroedge.cli_args import add_config_option
-
-    for action in sub.choices.values():
-        if action.prog.split()[-1] in ("train", "export", "bench", "run"):
-            add_config_option(action)
 
 
 # 128 + SIGPIPE: what a shell reports for a Unix tool whose reader left (`yes | head -1`),
 # so a `set -o pipefail` script treats neuroedge as it treats those; 2 stays "you erred"
 EXIT_READER_GONE = 141
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a tool stopped by Ctrl-C
 
 
 def _stdout_reader_gone() -> bool:
@@ -374,13 +366,23 @@ def _stdout_reader_gone() -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command's exit status (EXIT_CODES); with NEUROEDGE_DEBUG set (not 0) an error is
+    raised with its traceback instead of printed as one line."""
     args = parser().parse_args(argv)
+    debug = os.environ.get("NEUROEDGE_DEBUG", "") not in ("", "0")
     try:
         code = int(args.fn(args))
         sys.stdout.flush()  # a reader gone shows here, not at exit past every handler
         return code
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print("\nneuroedge: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except BrokenPipeError as err:
         if not _stdout_reader_gone():
+            if debug:
+                raise
             print(f"neuroedge: error: {err}", file=sys.stderr)
             return 2
         # Python's recommended pattern (signal docs, "Note on SIGPIPE"): stdout to devnull,
@@ -388,6 +390,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_READER_GONE
     except (NeuroedgeError, ValueError, OSError) as err:  # OSError: paths the user gave
+        if debug:
+            raise
         print(f"neuroedge: error: {err}", file=sys.stderr)
         return 2
 

@@ -1,4 +1,5 @@
-"""Parsing of the command line's ``--config``, ``--option`` (key=value) and ``--crop`` items."""
+"""Parsing of the command line's ``--config``, ``--option`` (key=value), ``--crop`` and
+``--backend`` items."""
 
 from __future__ import annotations
 
@@ -16,6 +17,14 @@ def add_config_option(parser: Any, help: str = "model config (repeatable)") -> N
     parser.add_argument(
         "--config", action="extend", nargs="+", metavar="KEY=VALUE", default=None, help=help
     )
+
+
+def add_config_options(sub: Any) -> None:
+    """``--config KEY=VALUE ...`` (``add_config_option``) on the subcommands of ``sub`` that
+    build or run a model."""
+    for action in sub.choices.values():
+        if action.prog.split()[-1] in ("train", "export", "bench", "run"):
+            add_config_option(action)
 
 
 def _pairs(items: Sequence[str] | None, flag: str, example: str) -> dict[str, str]:
@@ -70,3 +79,38 @@ def crop_items(text: str) -> tuple[int, int, int]:
     if x0 < 0 or y0 < 0 or side < 1:
         raise InputError(f"--crop {text!r}: expected X0, Y0 >= 0 and SIDE >= 1")
     return x0, y0, side
+
+
+def backend_items(asked: Sequence[str] | None, repeats: int | None) -> list[str]:
+    """The --backend names (comma lists allowed; default host,onnxrt), each a registered
+    backend, checked before any work; --repeats, when given, >= 1."""
+    from neuroedge.errors import NeuroedgeError, UnknownNameError
+    from neuroedge.registry import backend_table
+
+    asked = asked or ["host,onnxrt"]
+    backends = [b.strip() for arg in asked for b in arg.split(",") if b.strip()]
+    if not backends:
+        raise NeuroedgeError(f"--backend {asked}: no backend named")
+    for name in backends:
+        if name not in backend_table():
+            raise UnknownNameError("backend", name, list(backend_table()))
+    if repeats is not None and repeats < 1:
+        raise NeuroedgeError(f"--repeats {repeats}: must be >= 1")
+    return backends
+
+
+def bench_backends(spec: Any, asked: list[str], explicit: bool) -> list[str]:
+    """The backends a model's own benchmark runs: the default ones it measures, or every one
+    asked for (``explicit``), refusing any it does not measure (it would leave them out of the
+    report)."""
+    from neuroedge.errors import NeuroedgeError
+
+    if not explicit:
+        return [b for b in asked if b in spec.bench_backends]
+    other = [b for b in asked if b not in spec.bench_backends]
+    if other:
+        raise NeuroedgeError(
+            f"{spec.name}'s benchmark measures the backends "
+            f"{', '.join(spec.bench_backends)}; not {', '.join(other)}"
+        )
+    return asked

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from neuroedge.cli_args import config_items, crop_items, option_items
 from neuroedge.errors import InputError
+from neuroedge.paths import refuse_empty
 
 
 def _as_text(arr: Any, max_lines: int = 40) -> str:
@@ -89,6 +91,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise InputError(f"--seed picks the generated example input; with {given[0]} it has no use")
     if args.events is None and (args.crop is not None or args.max_windows is not None):
         raise InputError("--crop and --max-windows apply to an event recording: add --events FILE")
+    for flag in given:  # '' was the folder '.', named as if the user had given it
+        refuse_empty(getattr(args, flag[2:]), flag, "name a file", InputError)
+    if args.events is not None and os.path.isdir(args.events):  # was "no such event file"
+        raise InputError(f"--events {args.events}: is a directory, not an event recording file")
     if args.output is not None:  # '' too: a bad --output fails now, not after the run
         check_output_path(args.output)
     options = option_items(args.option)
@@ -123,6 +129,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print("  ".join(f"{k} {report.metrics[k].value:.4g}" for k in shown))
     for note in (*report.fallbacks, *(n for n in report.notes if n.startswith("parity:"))):
         print(f"{args.backend}: {note}")
+    for note in (n for n in report.notes if n.startswith("weights:")):  # untrained: say so
+        print(note)
     if args.output is not None:
         print(f"outputs written to {save_outputs(args.output, outputs)}")
     return 0

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from neuroedge.errors import ConfigError
@@ -40,7 +40,7 @@ def number(
 ) -> float:
     """``cfg[key]`` as a finite float in [low, high] (``open_low``: (low, high])."""
     value = cfg[key]
-    ok = not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
+    ok = not isinstance(value, bool) and isinstance(value, numbers.Real) and _finite(value)
     if ok and low is not None:
         ok = value > low if open_low else value >= low
     if ok and high is not None:
@@ -117,6 +117,20 @@ def mapping(cfg: Mapping[str, Any], key: str) -> dict[str, Any]:
     if not isinstance(value, Mapping):
         raise ConfigError(f"{key}={value!r}: expected a mapping of keys to values (a JSON object)")
     return dict(value)
+
+
+def train_config(model: str, config: Any, keys: Iterable[str]) -> dict[str, Any]:
+    """A build's or bench's ``train_config`` (None: empty) as a dict of ``keys`` only:
+    ConfigError for a value that is no mapping or a key training does not read (it would be
+    ignored without a word)."""
+    config, keys = mapping({"train_config": config}, "train_config"), list(keys)
+    unknown = sorted(set(config) - set(keys))
+    if unknown:
+        raise ConfigError(
+            f"{model} training does not read {', '.join(map(repr, unknown))}; its keys: "
+            f"{', '.join(keys)}"
+        )
+    return config
 
 
 # the switches every model's build reads the same way
@@ -203,6 +217,15 @@ def set_fields(record: Any, **values: Any) -> None:
         object.__setattr__(record, name, value)
 
 
+def _finite(value: numbers.Real) -> bool:
+    """``math.isfinite``, false for an int too large for a float (10**400 from JSON raised
+    OverflowError, a traceback instead of the key's message)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def _fits(value: Any, least: int | None, most: int | None) -> bool:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         return False
@@ -227,3 +250,13 @@ def check_repeats(repeats: Any) -> int:
             f"repeats={repeats!r}: expected an integer >= 1 (the timed calls after the warm-up)"
         )
     return int(repeats)
+
+
+def check_seed_keys(user: Mapping[str, Any]) -> None:
+    """ConfigError when the user's config (not merged with defaults) gives both ``seed`` and
+    ``seeds`` (``bench.seeds.seed_list`` read the seeds while report.json recorded the seed)."""
+    if "seed" in user and "seeds" in user:
+        raise ConfigError(
+            f"seed={user['seed']!r} and seeds={user['seeds']!r}: give one (seed=S runs one "
+            "seed, seeds=[...] several)"
+        )

@@ -37,6 +37,14 @@ def check_nir(
     from neuroedge.export.nir_run import run_nir
     from neuroedge.types import NIRProgram
 
+    from neuroedge.errors import ArtifactError
+    from neuroedge.paths import refuse_empty
+
+    refuse_empty(path, "NIR file", "name a .nir file", ArtifactError)  # '' was the folder '.'
+    if Path(path).is_dir():  # was "no such NIR file", of a folder that exists
+        raise ArtifactError(f"{path}: is a directory, not a NIR file")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
+        raise ValueError(f"seed={seed!r}: expected an integer in [0, 2**32) (numpy's seeds)")
     graph = read_nir(path)
     dt = _nir_check_args(graph, path, backend, dt, steps, batch, density)
     name, shape = _nir_input(graph, path)

@@ -20,6 +20,19 @@ def test_seed_list_takes_seeds_or_the_single_seed_and_refuses_bad_lists() -> Non
     for empty in ([], ()):  # was silently the default list
         with pytest.raises(ValueError, match="non-empty"):
             seed_list({"seeds": empty}, (0, 1))
+    with pytest.raises(ValueError, match="seeds must be a list of integers, got ''"):
+        seed_list({"seeds": ""}, (0, 1))  # --config seeds= ran the default list
+
+
+def test_seed_with_seeds_is_refused_before_any_check_or_run() -> None:
+    from neuroedge.bench.seeds import run_over_seeds
+    from neuroedge.errors import ConfigError
+
+    def never(cfg):
+        pytest.fail("ran: seed=7 with seeds=[5] ran seed 5 and reported seed 7")
+
+    with pytest.raises(ConfigError, match=r"seed=7 and seeds=\[5\]: give one"):
+        run_over_seeds("m", {"seeds": [5], "seed": 7}, {"seed": 0, "workers": 1}, never, never)
 
 
 def test_mean_report_averages_each_metric_and_adds_the_named_spreads() -> None:

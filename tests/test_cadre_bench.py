@@ -83,3 +83,15 @@ def test_a_user_series_is_trained_once_and_refuses_seeds(tmp_path: Path) -> None
     assert "claim" not in doc and "seeds" not in doc["config"]
     with pytest.raises(ConfigError, match="seeds=.*only read on the synthetic generator"):
         B.bench(str(tmp_path / "no"), ["host"], {**TINY, "series": str(series), "seeds": [0]})
+
+
+def test_a_missing_or_folder_series_names_the_key_and_path(tmp_path: Path, capsys) -> None:
+    from neuroedge.cli import main
+
+    missing = tmp_path / "missing.csv"
+    for path, what in ((missing, "no such file"), (tmp_path, "a directory")):
+        out = tmp_path / "out"
+        assert main(["bench", "causal.cadre", "--out", str(out), "--config", f"series={path}"])
+        err = capsys.readouterr().err  # was a bare "[Errno 2] No such file or directory"
+        assert f"series='{path}': {what}; expected a CSV or NetCDF file" in err
+        assert not out.exists()

@@ -9,8 +9,8 @@ import pytest
 from neuroedge.cli import main
 
 CASES = [
-    ("ttt.linear_attention", ["d_model=[32]"], "d_model=[32]: expected an integer >= 1"),
-    ("ttt.linear_attention", ["d_model=32.5"], "d_model=32.5: expected an integer >= 1"),
+    ("ttt.linear_attention", ["d_model=[32]"], "d_model=[32]: expected an integer in 1..4096"),
+    ("ttt.linear_attention", ["d_model=32.5"], "d_model=32.5: expected an integer in 1..4096"),
     ("vla.specprune", ["smoke=true", "seed=[1]"], "seed=[1]: expected an integer"),
     ("vla.specprune", ["smoke=true", "seed=1.5"], "seed=1.5: expected an integer"),  # ran as 1
     ("event.bivision", ["smoke=true", "variant=[1]"], "variant=[1]: expected one of"),

@@ -305,3 +305,34 @@ def test_staged_repairer_delegates_each_stage_and_counts_its_calls(corpus) -> No
     assert staged.calls == a.calls == 4 and locate.calls == 2 and edit.calls == 2
     with pytest.raises(ConradError, match="lm_stages must be a non-empty list"):
         check_config({"lm_stages": ["guess"]})
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"timeout_s": 99999999999}, r"timeout_s=99999999999: .* in \(0, 86400\]"),
+        ({"timeout_s": 10**400}, r"timeout_s=1000.*: expected a finite number"),  # OverflowError
+        ({"seeds": [0, 0]}, r"seeds=\[0, 0\]: a seed is given twice"),  # ran seed 0 once
+        ({"seeds": [5], "seed": 7}, r"seed=7 and seeds=\[5\]: give one"),  # seed won
+        ({"seeds": [2**32]}, r"seeds=\[4294967296\]: .* not integers in 0\.\.4294967295"),
+        ({"endpoint": []}, r"endpoint=\[\]: expected a non-empty string"),  # a scripted run
+        ({"llm_model": {}}, r"llm_model=\{\}: expected a non-empty string"),
+        ({"endpoint": ""}, r"endpoint='': expected a non-empty string"),
+    ],
+)
+def test_config_values_are_bounded_and_conflicts_refused(config, message) -> None:
+    from neuroedge.models.conrad.experiment import check_config
+
+    with pytest.raises(ValueError, match=message):  # ConradError or ConfigError
+        check_config(config)
+
+
+def test_the_bench_refuses_a_huge_timeout_before_any_work(tmp_path: Path, capsys) -> None:
+    from neuroedge.cli import main
+
+    out = tmp_path / "r"
+    assert main(["bench", "apr.conrad", "--out", str(out), "--config", "timeout_s=99999999999"])
+    assert "timeout_s=99999999999: expected a finite number in (0, 86400]" in (
+        capsys.readouterr().err
+    )  # was an OverflowError traceback after the first seed's corpus
+    assert not out.exists()

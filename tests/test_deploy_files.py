@@ -167,3 +167,19 @@ def test_a_benchs_own_graph_is_replaced_on_a_rerun_and_reduced_state_is_guarded(
     (tmp_path / "m.fp16.state.npz").write_bytes(b"theirs")
     with pytest.raises(ConfigError, match=r"m.fp16.state.npz already there"):
         _refuse_existing(tmp_path / "m.onnx", "fp16", stateful=True)
+
+
+def test_a_stateless_export_removes_the_state_an_earlier_stateful_one_left(tmp_path: Path):
+    import torch
+    from neuroedge.api import export
+    from neuroedge.export.onnx import export_onnx, state_file
+    from neuroedge.registry import get_model
+    from neuroedge.types import TorchProgram
+
+    path = tmp_path / "m.onnx"
+    export(NAME, "onnx", str(path), {})  # stateful: m.onnx and m.state.npz
+    assert state_file(path).is_file()
+    linear = TorchProgram(torch.nn.Linear(4, 2).eval(), ("x",), ("y",))
+    x = {"x": np.zeros((1, 4), np.float32)}
+    export_onnx(linear, get_model(NAME), path, example=x)  # over it, as export --out does
+    assert path.is_file() and not state_file(path).exists()  # was left, passing for its state

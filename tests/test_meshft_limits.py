@@ -90,3 +90,29 @@ def test_training_pairs_and_fit_iterations_are_bounded():
     for key in ("iters", "mgn_iters"):
         with pytest.raises(ConfigError, match=f"{key}=100000000"):
             bench_config({key: 10**8})
+
+
+def test_training_stops_before_a_learned_metric_needs_too_many_substeps(monkeypatch) -> None:
+    """lr=10 passed the check at the initial metric (1 sub-step); one AdamW step later the CFL
+    guard split the step into ~26,000 sub-steps, all kept for autograd (> 8 GB RSS in 7 s).
+    The cap now holds before every step: here 100 sub-steps of a 4 x 4 grid (monkeypatched
+    cap), with a spy that fails if a forward pass goes past it."""
+    from neuroedge.models.meshft.module import MeshFT
+
+    mesh = periodic_grid(4, 4)
+    per_sub = spec.TRAIN_BATCH * (mesh.n_nodes + mesh.n_edges) * spec.AUTOGRAD_BYTES
+    monkeypatch.setattr(spec, "MAX_AUTOGRAD_BYTES", 100 * per_sub)
+    substeps = F.substeps
+
+    def capped(omega: float, dt: float, cfl: float = 1.0) -> int:
+        n = substeps(omega, dt, cfl)
+        assert n <= 100, f"a training step of {n:,} sub-steps ran past the cap"
+        return n
+
+    monkeypatch.setattr(F, "substeps", capped)
+    data = T.plane_wave_pairs(mesh, 16, 0.002, seed=0)
+    model = MeshFT(mesh, "learn_geom").float()
+    assert spec.check_train_substeps(model, 0.002, 30) == 1  # the initial metric passes
+    with pytest.raises(ConfigError, match=r"^lr=10\.0: after \d+ AdamW steps? .* into [\d,]+ KDK"):
+        T.fit(model, data, 30, 10.0)
+    assert len(T.fit(MeshFT(mesh, "learn_geom").float(), data, 30, 3e-3)) == 30  # default lr

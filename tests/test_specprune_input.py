@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 import pytest
+import torch
 from neuroedge.errors import ConfigError
 from neuroedge.models.specprune import bench
 from neuroedge.models.specprune.bench_checks import check_baseline_budget, check_bench_config
@@ -24,11 +25,13 @@ HOST, BOTH = ("host",), ("host", "onnxrt")
         ({"baseline_budget": "8"}, HOST, r"baseline_budget='8': expected an integer >= 1"),
         ({"repeats": 0}, HOST, r"repeats=0: expected an integer >= 1"),
         ({"episodes": 0}, HOST, r"episodes=0: expected an integer >= 1"),
-        ({"threads": 0}, HOST, r"threads=0: expected an integer >= 1"),
+        ({"threads": 0}, HOST, r"threads=0: expected an integer in 1\.\.4096"),
+        ({"threads": 3_000_000_000}, HOST, r"threads=3000000000: expected an integer in 1\.\."),
         ({"workers": -1}, HOST, r"workers=-1: expected an integer >= 1"),
         ({"eval_backend": "foo"}, BOTH, r"eval_backend='foo': expected one of host, onnxrt"),
         ({"eval_backend": "onnxrt"}, HOST, r"--backend is host: pass --backend host,onnxrt"),
-        ({"seed0": "x"}, HOST, r"seed0='x': expected an integer \(the first layout seed\)"),
+        ({"seed0": "x"}, HOST, r"seed0='x': expected an integer in 0\.\.4294967295 \(the first"),
+        ({"seed0": -1}, HOST, r"seed0=-1: expected an integer in 0\.\.4294967295"),  # trained
         ({"budgets": 8}, HOST, r"budgets=8: expected a non-empty list of integers"),
         ({"blank_views": ["nose"]}, HOST, r"blank_views \['nose'\] are not cameras"),
         ({"candidates": [{"bogus": 1}]}, HOST, r"\['bogus'\] are not PruneConfig fields"),
@@ -101,3 +104,58 @@ def test_build_refuses_method_and_mode_before_the_checkpoint(tmp_path, config, e
     missing = {"checkpoint": str(tmp_path / "missing.pt"), "train_if_missing": False}
     with pytest.raises(ConfigError, match=expected):
         build({**missing, **config})
+
+
+def _no_training(monkeypatch: pytest.MonkeyPatch) -> None:
+    from neuroedge.models.specprune import data, train
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the expert demos or training started before the config check")
+
+    monkeypatch.setattr(data, "load_or_generate", refuse)
+    monkeypatch.setattr(train, "run_phase", refuse)
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        (["seed=abc"], "seed='abc': expected an integer in 0..4294967295"),
+        (["seed=-7"], "seed=-7: expected an integer in 0..4294967295"),
+        (["seed=3"], "seed=3: seed draws the untrained weights of smoke=true only"),
+        (["train_config=5"], "train_config=5: expected a mapping"),
+        (['train_config={"bogus": 1}'], "vla.specprune training does not read 'bogus'"),
+        (['train_config={"threads": 3000000000}'], "threads=3000000000: expected an integer in"),
+        (['train_config={"dim": 4096, "depth": 1024}'], "parameters, above 100,000,000"),
+    ],
+)
+def test_run_checks_seed_and_train_config_before_training(monkeypatch, capsys, config, expected):
+    """Each went straight into the demos and training (~75 minutes), or crashed (TypeError for
+    train_config=5); a seed without smoke had no effect. No checkpoint in the test's home."""
+    from neuroedge.cli import main
+
+    _no_training(monkeypatch)
+    assert main(["run", "vla.specprune", "--repeats", "1", "--config", *config]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and "Traceback" not in err
+
+
+def test_bench_checks_seed0_and_train_config_before_training(monkeypatch, tmp_path, capsys):
+    from neuroedge.cli import main
+
+    _no_training(monkeypatch)
+    for config, expected in (
+        (["seed0=-1"], "seed0=-1: expected an integer in 0..4294967295"),
+        (['train_config={"bogus": 1}'], "vla.specprune training does not read 'bogus'"),
+    ):
+        out = tmp_path / "out"
+        assert main(["bench", "vla.specprune", "--out", str(out), "--config", *config]) == 2
+        assert expected in capsys.readouterr().err and not out.exists()
+
+
+def test_smoke_build_takes_its_seed() -> None:
+    from neuroedge.models.specprune.spec import build
+
+    nets = [build({"smoke": True, "seed": s}).module for s in (1, 1, 2)]
+    first = [p.detach() for p in nets[0].parameters()]
+    assert all(torch.equal(a, b) for a, b in zip(first, nets[1].parameters(), strict=True))
+    assert not all(torch.equal(a, b) for a, b in zip(first, nets[2].parameters(), strict=True))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -72,3 +74,24 @@ def test_training_refuses_negative_step_counts_and_too_few_samples():
     cfg, policy, tensors = tiny_training_setup()
     with pytest.raises(ValueError, match="fewer than one batch"):
         run_phase(policy, [t[:2] for t in tensors], cfg, 1e-3, 1, "test")
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ({"episodes": 99999999999}, "episodes=99999999999: expected an integer in 1..2000"),
+        ({"shift": 99999999999}, "shift=99999999999: expected an integer in 0..64"),
+        ({"seed": 2**32}, "seed=4294967296: expected an integer in 0..4294967295"),
+        ({"ffn": 99999999999}, "ffn=99999999999: expected an integer in 1..16384"),
+        ({"dim": 2048, "depth": 64}, "a policy of 1,217,335,300 parameters"),  # allocated at once
+        ({"bogus": 1}, "vla.specprune training does not read 'bogus'; its keys: tasks,"),
+    ],
+)
+def test_training_bounds_sizes_that_would_exhaust_memory(config, expected):
+    """They passed the check and crashed (or filled memory) after 11-20 minutes of demos."""
+    from neuroedge.errors import ConfigError
+    from neuroedge.models.specprune.train import training_config
+
+    with pytest.raises(ConfigError, match=re.escape(expected)):
+        training_config(config)
+    assert training_config({})["dim"] == 128  # the defaults pass

@@ -15,7 +15,7 @@ from neuroedge.cli import main
         ("lr=-1", "lr=-1: expected a finite number > 0"),
         ("batch=0", "batch=0: expected an integer >= 1"),
         ("heads=3", "dim=128 heads=3: each head needs an even width"),
-        ("threads=0", "threads=0: expected an integer >= 1"),
+        ("threads=0", "threads=0: expected an integer in 1..4096"),
         ("init=/no/such.pt", "init='/no/such.pt': expected the path of a checkpoint file"),
     ],
 )

@@ -46,20 +46,27 @@ def test_the_exported_step_has_the_configured_width_and_state(tmp_path):
         ("lengths", 16, r"lengths=16: expected a non-empty list"),
         ("lengths", [], r"lengths=\[\]: expected a non-empty list"),
         ("lengths", [16, 2.5], r"\[2.5\] are not integers >= 1"),
-        ("threads", 0, r"threads=0: expected an integer >= 1"),
-        ("stream_steps", 0, r"stream_steps=0: expected an integer >= 1"),
+        ("threads", 0, r"threads=0: expected an integer in 1..4096"),
+        ("stream_steps", 0, r"stream_steps=0: expected an integer in 1..65536"),
         ("onnx_length", 0, r"onnx_length=0: expected an integer >= 1"),
         ("batch", 0, r"batch=0: expected an integer >= 1"),
-        ("block", 0, r"block=0: expected an integer >= 1"),
-        ("block", -1, r"block=-1: expected an integer >= 1"),
-        ("repeats", 0, r"repeats=0: expected an integer >= 1"),
+        ("block", 0, r"block=0: expected an integer in 1..65536"),
+        ("block", -1, r"block=-1: expected an integer in 1..65536"),
+        ("repeats", 0, r"repeats=0: expected an integer in 1..10000"),
         ("heads", True, r"heads=True: expected an integer >= 1"),
-        ("seed", -1, r"seed=-1: expected an integer >= 0"),
+        ("seed", -1, r"seed=-1: expected an integer in 0..4294967295"),
         ("variant", "v2", r"variant='v2'.*v6, la_momentum"),
         ("variant", "bogus", r"variant='bogus'"),
         ("head_dim", 100000, r"head_dim=100000 needs .*MAX_LAYER_PARAMETERS"),
         ("lengths", [10**6], r"lengths=1000000: the parallel form .*MAX_SCORE_ENTRIES"),
         ("onnx_length", 10**6, r"onnx_length=1000000: the parallel form"),
+        # no upper bound: a 46 TiB stream input, an overflow in torch, a run without end
+        ("stream_steps", 99999999999, r"stream_steps=99999999999: .* in 1..65536 \(tokens"),
+        ("threads", 3000000000, r"threads=3000000000: .* in 1..4096 \(torch takes"),
+        ("repeats", 99999999999, r"repeats=99999999999: .* in 1..10000"),
+        ("block", 99999999999, r"block=99999999999: .* in 1..65536"),
+        ("seed", 2**32, r"seed=4294967296: .* in 0..4294967295"),
+        ("d_model", 99999999999, r"d_model=99999999999: .* in 1..4096 \(MAX_D_MODEL"),
     ],
 )
 def test_bad_bench_config_values_name_key_value_and_expectation(key, value, expected):
@@ -107,7 +114,7 @@ def test_the_chunked_form_runs_the_configured_block():
 @pytest.mark.parametrize(
     ("key", "value", "expected"),
     [
-        ("steps", 2.5, "steps=2.5: expected an integer >= 1"),  # ran 2 steps
+        ("steps", 2.5, "steps=2.5: expected an integer in 1..1000000"),  # ran 2 steps
         ("steps", 0, "steps=0"),  # wrote an untrained ladder
         ("seed", 1.5, "seed=1.5"),
         ("seed", 10**9, "seed=1000000000"),  # would reach the evaluation seeds
@@ -115,6 +122,15 @@ def test_the_chunked_form_runs_the_configured_block():
         ("order", "both", "order='both'"),
         ("inner_steps", [1, 0], "inner_steps"),
         ("d_model", True, "d_model=True"),
+        # no upper bound: allocation errors of terabytes, an overflow in torch
+        ("batch", 99999999999, r"batch=99999999999: .* in 1..8192 \(sequences per step"),
+        ("chunk", 99999999999, r"chunk=99999999999: .* in 1..24 \(at most the sequence"),
+        ("keys", 99999999999, r"keys=99999999999: .* in 1..8192"),
+        ("values", 99999999999, r"values=99999999999: .* in 1..8192"),
+        ("d_model", 99999999999, r"d_model=99999999999: .* in 1..4096"),
+        ("threads", 3000000000, r"threads=3000000000: .* in 1..4096"),
+        ("steps", 99999999999, r"steps=99999999999: .* in 1..1000000"),
+        ("head_dim", 100000, r"head_dim=100000 needs .*MAX_LAYER_PARAMETERS"),
     ],
 )
 def test_the_ladder_refuses_bad_values_before_training(tmp_path, monkeypatch, key, value, expected):
@@ -136,3 +152,11 @@ def test_the_step_program_refuses_a_fractional_seed():
 
     with pytest.raises(ConfigError, match="seed=1.5"):  # ran as seed 1
         ne.model("ttt.linear_attention").build({"seed": 1.5})
+
+
+def test_run_refuses_a_huge_width_before_the_example_is_allocated(capsys):
+    from neuroedge.cli import main
+
+    args = ["run", "ttt.linear_attention", "--repeats", "1", "--config", "d_model=99999999999"]
+    assert main(args) == 2  # was numpy's _ArrayMemoryError (23.3 TiB), a traceback
+    assert "d_model=99999999999: expected an integer in 1..4096" in capsys.readouterr().err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -256,3 +257,37 @@ def test_bench_lava_rows_agree_with_host(tmp_path: Path, require) -> None:
         )
         assert all(kappas[k] < per_layer[k] for k in kappas if per_layer[k] < 1), kappas
         assert kappas[stem] > 0.9, (variant, kappas)
+
+
+@pytest.mark.parametrize("seeds", [[5], [3, 4]])
+def test_exported_rows_overhead_and_checkpoints_use_the_trained_seed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seeds: list[int]
+) -> None:
+    """``seeds=[5]`` trained seed 0, and the ONNX rows, the SOP counter's overhead and the
+    saved checkpoints' config read ``seed`` (0 by default), not the seed of the reported nets
+    (seed 0's test digits are 81% seed 3's training digits). No epochs: nothing trains."""
+    import torch
+    from neuroedge.models.unisparse import data, measure, pipeline
+
+    trained: list[tuple[int, str]] = []
+    deployed: list[tuple[int, str]] = []
+    load = data.load_digits
+
+    def spy(into: list[tuple[int, str]]):
+        def load_digits(seed: int = 0):
+            into.append((seed, sys._getframe(1).f_code.co_name))
+            return load(seed)
+
+        return load_digits
+
+    monkeypatch.setattr(pipeline, "load_digits", spy(trained))
+    monkeypatch.setattr(data, "load_digits", spy(deployed))  # export_parity, bench overhead
+    monkeypatch.setattr(measure, "counter_overhead", lambda *args: {})  # its timing: 5 s
+    none = {"dense_epochs": 0, "sparse_epochs": 0, "finetune_epochs": 0, "variants": ["dense"]}
+    none["energy_target_uj"] = 1.0  # an untrained net is silent: no dense energy to scale
+    run_bench(str(tmp_path), ["host", "onnxrt"], {**none, "seeds": seeds})
+    assert [seed for seed, _ in trained] == seeds
+    scored = {(seed, caller) for seed, caller in deployed if caller != "example"}
+    assert scored == {(seeds[0], "onnx_rows"), (seeds[0], "_extra_blocks")}  # not seed 0's
+    saved = torch.load(tmp_path / "checkpoints" / "dense.pt", weights_only=True)
+    assert saved["config"]["seed"] == seeds[0]

@@ -46,7 +46,8 @@ BAD_VALUES = [
     ("spike_grad", "atan", "surrogate, model"),
     ("mask_gate", "foo", "ste, anneal"),
     ("arch", "resnet50", "mini, resnet18"),
-    ("steps", 0, "integer >= 1"),
+    ("steps", 0, r"integer in 1\.\.256"),
+    ("steps", 99999999999, r"integer in 1\.\.256"),  # std::bad_alloc
     ("batch", 0, "integer >= 1"),
     ("batch", 16.5, "integer >= 1"),
     ("dense_epochs", -1, "integer >= 0"),
@@ -54,8 +55,13 @@ BAD_VALUES = [
     ("finetune_epochs", 1.5, "integer >= 0"),
     ("train_subset", -5, "integer >= 1 or None"),
     ("train_subset", 0, "integer >= 1 or None"),
-    ("threads", 0, "integer >= 1"),
-    ("seed", -1, "integer >= 0"),
+    ("threads", 0, r"integer in 1\.\.4096"),
+    ("threads", 3_000_000_000, r"integer in 1\.\.4096"),  # torch: Overflow
+    ("seed", -1, r"integer in 0\.\.4294967295"),
+    ("seed", 5_000_000_000, r"integer in 0\.\.4294967295"),  # sklearn's message
+    ("seeds", [-1], r"\[-1\] are not integers in 0\.\.4294967295"),
+    ("seeds", [3, 2**32], r"\[4294967296\] are not integers in 0\.\.4294967295"),
+    ("seeds", "3", "non-empty list of integers"),
     ("lr", 0.0, "> 0"),
     ("kd_weight", 1.5, r"in \[0, 1\]"),
     ("augment", "yes", "true or false"),
@@ -124,6 +130,48 @@ def test_bench_refuses_before_training_and_writes_nothing(no_training, tmp_path:
     with pytest.raises(ConfigError, match="both given"):
         run_bench(str(tmp_path / "out"), ["host"], {"energy_target_uj": 1, "budget_ratio": 0.5})
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        (["seeds=[-1]"], "seeds=[-1]: [-1] are not integers in 0..4294967295"),
+        (["seeds=[4294967296]"], "[4294967296] are not integers in 0..4294967295"),
+        (["steps=99999999999"], "steps=99999999999: expected an integer in 1..256"),
+        (["threads=3000000000"], "threads=3000000000: expected an integer in 1..4096"),
+        (["seed=5000000000"], "seed=5000000000: expected an integer in 0..4294967295"),
+    ],
+)
+def test_bench_cli_refuses_seeds_and_unbounded_counts_before_training(
+    no_training, tmp_path: Path, capsys, config: list[str], expected: str
+) -> None:
+    """``seeds=[-1]`` and ``[4294967296]`` trained (seed 0, unchecked); steps=99999999999
+    was std::bad_alloc, threads=3e9 an overflow, seed=5e9 sklearn's error."""
+    from neuroedge.cli import main
+
+    out = tmp_path / "out"
+    assert main(["bench", "snn.unisparse", "--out", str(out), "--config", *config]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and "Traceback" not in err and not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("train_config", "expected"),
+    [
+        ('train_config={"bogus": 1}', "snn.unisparse training does not read 'bogus'; its keys:"),
+        ("train_config=5", "train_config=5: expected a mapping"),
+        ('train_config={"steps": 99999999999}', "steps=99999999999: expected an integer in"),
+    ],
+)
+def test_build_checks_its_train_config_before_training(
+    no_training, capsys, train_config: str, expected: str
+) -> None:
+    """A key training does not read in ``train_config`` was ignored and training started."""
+    from neuroedge.cli import main
+
+    # no checkpoint in the test's NEUROEDGE_HOME: train_if_missing (the default) would train
+    assert main(["run", "snn.unisparse", "--config", train_config]) == 2
+    assert expected in capsys.readouterr().err
 
 
 def test_train_refuses_bad_values_and_a_folder_as_checkpoint(no_training, tmp_path: Path):

@@ -21,6 +21,7 @@ which is then checked for even spacing and not modelled as a variable.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -97,6 +98,10 @@ def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
         check_workers(cfg.get("workers", 1))
     except ValueError as err:
         raise ConfigError(f"workers={cfg.get('workers')!r}: {err}") from None
+    series = cfg.get("series")  # a non-empty string (TR.check_config)
+    if series is not None and not os.path.isfile(series):  # was a bare "[Errno 2]", no key
+        what = "a directory" if os.path.isdir(series) else "no such file"
+        raise ConfigError(f"series={series!r}: {what}; expected a CSV or NetCDF file")
     return out
 
 

@@ -90,7 +90,8 @@ def model_config(args: argparse.Namespace) -> dict:
 
         raise ConradError(f"--endpoint and --model {args.model}: give one stage model")
     cfg = {"model": model, "decode": args.decode}
-    cfg.update(endpoint=args.endpoint, llm_model=args.llm_model)
+    given = {"endpoint": args.endpoint, "llm_model": args.llm_model}
+    cfg.update({k: v for k, v in given.items() if v})  # "" is the flags' default: not given
     return check_config(cfg)
 
 

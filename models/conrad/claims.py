@@ -15,7 +15,6 @@ from typing import Any
 from neuroedge.bench.seeds import verdict
 from neuroedge.models.conrad.experiment import (
     ARMS,
-    DEFAULTS,
     NAME,
     UNITS,
     check_config,
@@ -143,7 +142,7 @@ def bench(
     from neuroedge.bench.seeds import seed_rows
     from tqdm import tqdm
 
-    cfg = check_config({**DEFAULTS, **(config or {})})
+    cfg = check_config(config or {})  # the user's: seed with seeds is refused, not dropped
     per_seed: dict[int, dict[str, Any]] = {}
     with tqdm(total=len(cfg["seeds"]) * cfg["targets"], desc=NAME) as bar:
         for seed in cfg["seeds"]:

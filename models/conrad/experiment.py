@@ -37,6 +37,9 @@ from neuroedge.models.conrad.repair import ScriptedRepairer, StagedRepairer, rep
 from neuroedge.models.conrad.sandbox import Sandbox, all_pass, diagnose
 
 NAME = "apr.conrad"
+# The longest run of one test file a config may set: a day, where the generated functions' tests
+# take milliseconds (default 30 s); 99999999999 overflowed subprocess's timeout, a traceback.
+MAX_TIMEOUT_S = 86_400.0
 ARMS = ("baseline", "conrad", "no_guardian", "forward")
 DEFAULTS: dict[str, Any] = {
     "seeds": [0, 1, 2, 3, 4],
@@ -120,20 +123,24 @@ def usage_of(model: Any) -> dict[str, int]:
 
 def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """The config with every value checked (ConfigError / ConradError naming key and value)."""
-    from neuroedge.config_values import int_list, integer, number
+    from neuroedge.config_values import integer, number
 
     out = {**DEFAULTS, **dict(cfg)}
     unknown = sorted(set(out) - set(DEFAULTS) - {"seed"})
     if unknown:
         raise ConradError(f"unknown config keys {unknown}; expected some of {sorted(DEFAULTS)}")
-    if "seed" in out:
-        out["seeds"] = [integer(out, "seed", 0)]
-        del out["seed"]
-    out["seeds"] = int_list(out, "seeds", 0)
+    out["seeds"] = _seeds(cfg)
+    out.pop("seed", None)
     for key in ("targets", "top_k", "samples"):
         out[key] = integer(out, key, 1)
     out["temperature"] = number(out, "temperature", 0.0, open_low=True)
-    out["timeout_s"] = number(out, "timeout_s", 0.0, open_low=True)
+    out["timeout_s"] = number(out, "timeout_s", 0.0, MAX_TIMEOUT_S, open_low=True)
+    for key in ("endpoint", "llm_model"):  # [] or {} read as "not given", a scripted run
+        if key in cfg and (not isinstance(cfg[key], str) or not cfg[key]):
+            raise ConradError(
+                f"{key}={cfg[key]!r}: expected a non-empty string (with model=endpoint); "
+                "leave the key out for the scripted model"
+            )
     for key, known in (("lm_stages", STAGES), ("arms", ARMS)):
         value = out[key]
         if not isinstance(value, list | tuple) or not value or set(value) - set(known):
@@ -158,6 +165,24 @@ def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
             "llm_model, and those keys need model=endpoint"
         )
     return out
+
+
+def _seeds(cfg: Mapping[str, Any]) -> list[int]:
+    """The user's ``seeds`` (distinct integers) or ``[seed]``, the default seeds when neither
+    is given; both together are refused (one of them was silently dropped)."""
+    from neuroedge.config_values import int_list, integer
+
+    if "seed" in cfg and "seeds" in cfg:
+        raise ConradError(
+            f"seed={cfg['seed']!r} and seeds={cfg['seeds']!r}: give one (seed=S runs one seed, "
+            "seeds=[...] several)"
+        )
+    if "seed" in cfg:
+        return [integer(cfg, "seed", 0, 2**32 - 1)]
+    seeds = int_list({**DEFAULTS, **cfg}, "seeds", 0, 2**32 - 1)  # each seed's corpus, numpy's
+    if len(set(seeds)) != len(seeds):  # [0, 0] ran seed 0 once and reported one seed
+        raise ConradError(f"seeds={seeds!r}: a seed is given twice; give each once")
+    return seeds
 
 
 def history_of(corpus: Corpus, timeout: float = 30.0) -> list[Exemplar]:

@@ -29,18 +29,9 @@ def check_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
     """The training config over DEFAULTS, every value checked before any work (ConfigError
     naming key and value): 2.5 epochs is not 2, and 0 epochs would save untrained weights as a
     trained checkpoint."""
-    from neuroedge.config_values import integer, mapping, number
+    from neuroedge.config_values import integer, number, train_config
 
-    config = mapping({"train_config": config}, "train_config")
-    unknown = sorted(set(config) - set(DEFAULTS))
-    if unknown:
-        from neuroedge.errors import ConfigError
-
-        raise ConfigError(
-            f"snn.lif_convnet training does not read {', '.join(map(repr, unknown))}; its keys: "
-            f"{', '.join(DEFAULTS)}"
-        )
-    cfg = {**DEFAULTS, **config}
+    cfg = {**DEFAULTS, **train_config("snn.lif_convnet", config, DEFAULTS)}
     for key, least, most in (
         ("steps", 1, 10_000),
         ("epochs", 1, 100_000),

@@ -11,6 +11,7 @@ path to a meshio file; ``hodge``, ``steps``, ``dt``, ``checkpoint``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -64,17 +65,13 @@ def train_values(cfg: Mapping[str, Any]) -> tuple[int, int, float, float]:
 def check_train_substeps(model: Any, dt: float, iters: int) -> int:
     """The CFL sub-steps of a training step at ``dt`` (at the initial metric), after refusing
     with ConfigError train_iters x sub-steps above MAX_STEPS, or sub-steps whose autograd
-    activations would exceed MAX_AUTOGRAD_BYTES; the message names dt and the sub-steps."""
-    import torch
+    activations would exceed MAX_AUTOGRAD_BYTES; the message names dt and the sub-steps.
+    During training ``check_fit_substeps`` bounds the same memory as the metric moves."""
     from neuroedge.errors import ConfigError
     from neuroedge.models.meshft import functional as F
 
-    with torch.no_grad():
-        m, w = model.hodge()
-    omega = F.omega_max(m, w, model.tensors.edges)
+    omega, per_sub, size = _autograd_per_substep(model, TRAIN_BATCH)
     n_sub = F.check_substeps(omega, dt, iters, MAX_STEPS, "train_iters", model.cfl)
-    size = model.tensors.n_nodes + len(model.tensors.edges)
-    per_sub = TRAIN_BATCH * size * AUTOGRAD_BYTES
     if n_sub * per_sub > MAX_AUTOGRAD_BYTES:
         fits = MAX_AUTOGRAD_BYTES // per_sub
         raise ConfigError(
@@ -85,6 +82,42 @@ def check_train_substeps(model: Any, dt: float, iters: int) -> int:
             f"{MAX_AUTOGRAD_BYTES / 2**30:.0f} GiB cap; use dt <= {fits * model.cfl / omega:.3g}"
         )
     return n_sub
+
+
+def check_fit_substeps(model: Any, dt: float, lr: float, done: int, pairs: int) -> int:
+    """The CFL sub-steps of the next training step (``pairs`` pairs at ``dt``) at the metric
+    that ``done`` AdamW steps at ``lr`` have learned, after refusing with ConfigError, before
+    that step, sub-steps whose autograd activations would exceed MAX_AUTOGRAD_BYTES: a large
+    lr can raise omega_max by orders of magnitude in one step (lr=10: 1 -> 26,340 sub-steps,
+    39 GiB, on the 16 x 16 grid), which the check at the initial metric cannot see."""
+    from neuroedge.errors import ConfigError
+
+    omega, per_sub, _ = _autograd_per_substep(model, pairs)
+    ratio = omega * dt / model.cfl
+    if math.isfinite(ratio) and max(1, math.ceil(ratio)) * per_sub <= MAX_AUTOGRAD_BYTES:
+        return max(1, math.ceil(ratio))
+    implied = f"{math.ceil(ratio):,}" if math.isfinite(ratio) else f"{ratio}"
+    raise ConfigError(
+        f"lr={lr!r}: after {done} AdamW step{'s' * (done != 1)} the learned metric's omega_max "
+        f"is {omega:.4g}, so the CFL guard would split the next training step (dt={dt!r}) into "
+        f"{implied} KDK sub-steps; backpropagating through them keeps about "
+        f"{ratio * per_sub / 2**30:.1f} GiB of activations, above the "
+        f"{MAX_AUTOGRAD_BYTES / 2**30:.0f} GiB cap: training stopped; use a smaller lr "
+        f"(default {DEFAULTS['lr']:g})"
+    )
+
+
+def _autograd_per_substep(model: Any, pairs: int) -> tuple[float, int, int]:
+    """(omega_max of the model's current metric, autograd bytes a sub-step keeps for
+    ``pairs`` pairs, nodes + edges)."""
+    import torch
+    from neuroedge.models.meshft import functional as F
+
+    with torch.no_grad():
+        m, w = model.hodge()
+    omega = F.omega_max(m, w, model.tensors.edges)
+    size = model.tensors.n_nodes + len(model.tensors.edges)
+    return omega, pairs * size * AUTOGRAD_BYTES, size
 
 
 def make_mesh(name: str) -> Any:

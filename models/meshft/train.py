@@ -90,14 +90,20 @@ def fit(
     seed: int = 0,
     desc: str = "train",
 ) -> list[float]:
-    """AdamW (weight decay 1e-6, grad-clip 1.0) on the one-step loss; returns the loss trace."""
+    """AdamW (weight decay 1e-6, grad-clip 1.0) on the one-step loss; returns the loss trace.
+    A MeshFT's CFL sub-steps are bounded before every step (``spec.check_fit_substeps``): the
+    learned metric may grow until one step would keep GBs of autograd activations."""
+    from neuroedge.models.meshft.module import MeshFT
+    from neuroedge.models.meshft.spec import check_fit_substeps
     from tqdm import tqdm
 
     torch.manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-6)
     gen = torch.Generator().manual_seed(seed)
-    losses = []
+    losses: list[float] = []
     for _ in tqdm(range(iters), desc=desc, leave=False):
+        if isinstance(model, MeshFT):
+            check_fit_substeps(model, batch.dt, lr, len(losses), batch_size)
         idx = torch.randint(len(batch.q0), (batch_size,), generator=gen)
         loss = one_step_loss(model, batch, idx)
         opt.zero_grad()

@@ -61,8 +61,8 @@ def check_bench_config(cfg: dict[str, Any], backends: Sequence[str]) -> None:
     from neuroedge.models.specprune.functional import LOOKBACKS, PruneConfig, lookback_choices
 
     for key in POSITIVE_KEYS:
-        if key in cfg:
-            integer(cfg, key, 1)
+        if key in cfg:  # threads: torch's count is a C int (3e9 overflowed)
+            integer(cfg, key, 1, 4096 if key == "threads" else None)
     if "tasks" in cfg:
         check_tasks(cfg["tasks"])
     if "baseline_budget" in cfg:
@@ -77,7 +77,8 @@ def check_bench_config(cfg: dict[str, Any], backends: Sequence[str]) -> None:
             "(the dynamic set's reference frame)"
         )
     if "seed0" in cfg:
-        integer(cfg, "seed0", hint=" (the first layout seed)")
+        # layouts seed0.. seed numpy's generator: 0..2**32-1 (-1 failed after the training)
+        integer(cfg, "seed0", 0, 2**32 - 1, hint=" (the first layout seed)")
     if cfg.get("budgets", []) != []:  # an empty list: no budget sweep
         int_list(cfg, "budgets")
     try:

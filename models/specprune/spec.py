@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from neuroedge.models.specprune.data import vocabulary
 from neuroedge.models.specprune.train import DEFAULTS as TRAIN_DEFAULTS
-from neuroedge.config_values import integer
+from neuroedge.config_values import flag, integer
 from neuroedge.errors import ConfigError
 from neuroedge.seeding import seeded
 from neuroedge.types import Efficiency, IOSpec, ModelSpec, Paper, TorchProgram
@@ -35,7 +35,8 @@ def load_trained(config: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
                 f"{path}: no trained vla.specprune checkpoint; run "
                 "`neuroedge train vla.specprune` first"
             )
-        train.train(config.get("train_config"), out=path)
+        # a non-mapping or a key training does not read, before the demos (train checks too)
+        train.train(train.training_config(config.get("train_config")), out=path)
     return train.load_policy_checkpoint(path)
 
 
@@ -44,6 +45,7 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
     from neuroedge.models.specprune.functional import PruneConfig, check_mode
     from neuroedge.models.specprune.module import METHODS
 
+    seed = _build_seed(config)  # before a checkpoint is trained (about 75 minutes)
     method, mode = str(config.get("method", "specprune")), str(config.get("mode", "coarse"))
     if method not in METHODS:  # before a checkpoint is trained (minutes) or loaded
         raise ConfigError(f"method={method!r}: expected one of {list(METHODS)}")
@@ -51,8 +53,8 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
         check_mode(mode)
     except ValueError as err:
         raise ConfigError(f"mode={mode!r}: {err}") from err
-    if config.get("smoke"):
-        with seeded(integer({"seed": 0, **config}, "seed", 0, 2**32 - 1)):  # 1.5 ran as 1
+    if flag(config, "smoke"):
+        with seeded(seed):
             model, trained = train.make_policy(train.DEFAULTS).eval(), False
     else:
         model, trained = load_trained(config)[0], True
@@ -64,6 +66,19 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
         ("actions", "scores"),
         meta={"trained": trained, "mode": mode},
     )
+
+
+def _build_seed(config: Mapping[str, Any]) -> int:
+    """Config ``seed`` (default 0), an integer in 0..2**32-1 (1.5 ran as 1), of a ``smoke``
+    build only: it draws the untrained weights; a trained build's are its checkpoint's."""
+    seed = integer({"seed": 0, **config}, "seed", 0, 2**32 - 1)
+    if "seed" in config and not flag(config, "smoke"):
+        raise ConfigError(
+            f"seed={config['seed']!r}: seed draws the untrained weights of smoke=true only; a "
+            "trained build takes its checkpoint's weights, so the seed would be ignored (to "
+            'train with it: train_config={"seed": N}; or add smoke=true)'
+        )
+    return seed
 
 
 def example(seed: int = 0, config: Mapping[str, Any] | None = None) -> dict[str, np.ndarray]:

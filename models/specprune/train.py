@@ -74,6 +74,41 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+# Integer keys: (least, greatest or None). Upper bounds where a huge value would crash or
+# exhaust memory before any message: the seed (32-bit, as every neuroedge seed), threads
+# (torch's count is a C int), demonstration episodes per task (each holds up to 60 samples of
+# two 64x64 RGB frames, 1.5 MB, all in memory and stacked once more at the end: 2,000 x 3 tasks
+# are up to 18 GB; the default is 300), the random shift (it pads both views by that many
+# pixels; the frames are 64 wide) and the network's sizes (allocated at once; their product
+# is bounded by MAX_PARAMS).
+INT_BOUNDS: dict[str, tuple[int, int | None]] = {
+    "episodes": (1, 2_000),
+    "batch": (1, None),
+    "dim": (1, 4096),
+    "heads": (1, 256),
+    "depth": (1, 1024),
+    "ffn": (1, 16384),
+    "threads": (1, 4096),
+    "seed": (0, 2**32 - 1),
+    "vit_depth": (0, 64),
+    "shift": (0, 64),
+    "steps": (0, None),
+    "finetune_steps": (0, None),
+}
+# Parameters of the policy: AdamW keeps four float32 copies (weights, gradients, two moments),
+# 1.6 GB at 100 M; the default network has 1.7 M.
+MAX_PARAMS = 100_000_000
+
+
+def training_config(config: Any) -> dict[str, Any]:
+    """A training config (``train_config`` of a build or bench: a mapping of ``DEFAULTS``
+    keys) over DEFAULTS, checked by ``check_train_config``; ConfigError naming a value that
+    is no mapping or a key training does not read (it would be ignored)."""
+    from neuroedge.config_values import train_config
+
+    return check_train_config({**DEFAULTS, **train_config(MODEL, config, DEFAULTS)})
+
+
 def check_train_config(cfg: dict[str, Any]) -> dict[str, Any]:
     """Every training value, checked before the expert demos are generated (11-20 min):
     ConfigError naming the key (bad values failed only after them, some as raw tracebacks)."""
@@ -82,10 +117,8 @@ def check_train_config(cfg: dict[str, Any]) -> dict[str, Any]:
     from neuroedge.models.specprune.bench_checks import check_tasks
 
     cfg = {**cfg, "tasks": check_tasks(cfg["tasks"])}
-    for key in ("episodes", "batch", "dim", "heads", "depth", "ffn", "threads"):
-        integer(cfg, key, 1)
-    for key in ("seed", "vit_depth", "shift", "steps", "finetune_steps"):
-        integer(cfg, key, 0)
+    for key, (least, most) in INT_BOUNDS.items():
+        integer(cfg, key, least, most)
     for key in ("lr", "finetune_lr"):
         number(cfg, key, 0.0, open_low=True)
     number(cfg, "max_minutes", 0.0)
@@ -94,12 +127,28 @@ def check_train_config(cfg: dict[str, Any]) -> dict[str, Any]:
             f"dim={cfg['dim']} heads={cfg['heads']}: each head needs an even width "
             "(dim / heads, rotary positions pair its dimensions)"
         )
+    params = policy_parameters(cfg)
+    if params > MAX_PARAMS:
+        raise ConfigError(
+            f"dim={cfg['dim']} depth={cfg['depth']} ffn={cfg['ffn']} vit_depth="
+            f"{cfg['vit_depth']}: a policy of {params:,} parameters, above {MAX_PARAMS:,} "
+            "(AdamW holds four float32 copies); the default has 1.7 M"
+        )
     if cfg["steps"] + cfg["finetune_steps"] == 0:
         raise ConfigError("nothing to train: steps and finetune_steps are both 0")
     init = cfg.get("init") or ""
     if not isinstance(init, str) or (init and not Path(init).is_file()):
         raise ConfigError(f'init={init!r}: expected the path of a checkpoint file, or ""')
     return cfg
+
+
+def policy_parameters(config: Mapping[str, Any]) -> int:
+    """The parameter count of ``make_policy(config)``, built on torch's meta device (shapes
+    only, no memory), so a network too large to allocate is refused before it is."""
+    import torch
+
+    with torch.device("meta"):
+        return sum(p.numel() for p in make_policy(config).parameters())
 
 
 def make_policy(config: Mapping[str, Any]) -> Any:
@@ -151,7 +200,7 @@ def train(
     import torch
     from neuroedge.models.specprune.data import load_or_generate
 
-    cfg = check_train_config({**DEFAULTS, **(config or {})})  # before the demos (minutes)
+    cfg = training_config(config)  # before the demos (minutes)
     torch.set_num_threads(int(cfg["threads"]))  # 2 threads on a loaded 2-core box spin: 5-10x
     torch.manual_seed(int(cfg["seed"]))
     demos = load_or_generate(cfg["tasks"], int(cfg["episodes"]), int(cfg["seed"]))

@@ -17,17 +17,16 @@ from neuroedge.config_values import int_list, integer
 from neuroedge.errors import ConfigError
 
 MAX_SCORE_ENTRIES = 2**30  # batch * heads * L * L of the parallel form: 4 GiB of fp32 scores
-POSITIVE_KEYS = (
-    "d_model",
-    "heads",
-    "head_dim",
-    "batch",
-    "repeats",
-    "threads",
-    "stream_steps",
-    "onnx_length",
-    "block",
-)
+# The largest value of each count, and why (batch, onnx_length and lengths: MAX_SCORE_ENTRIES;
+# d_model, heads, head_dim: module.check_sizes); 99999999999 was a 46 TiB stream input or a
+# run that never ended, now refused by name before any work.
+SCORED_KEYS = ("batch", "onnx_length")  # bounded by the parallel form's scores (_scores)
+LIMITS: dict[str, tuple[int, str]] = {
+    "repeats": (10_000, "timed calls per form and length; the default is 5"),
+    "threads": (4096, "torch takes any count >= 1; the cap catches typos"),
+    "stream_steps": (2**16, "tokens streamed through the step graph; the default is 256"),
+    "block": (2**16, "tokens per block of the chunked form; no block is longer than a sequence"),
+}
 
 
 def _variant(value: Any) -> None:
@@ -54,19 +53,16 @@ def _scores(key: str, value: int, rows: int, heads: int) -> None:
 def check_bench_config(cfg: Mapping[str, Any]) -> None:
     """Every value of the merged bench config (BENCH_DEFAULTS under the user's), before any
     work; ConfigError names the key, the value and what is expected."""
-    from neuroedge.models.ttt.module import check_layer_size
+    from neuroedge.models.ttt.module import check_sizes
     from neuroedge.models.ttt.variants import get_variant
 
-    for key in POSITIVE_KEYS:
+    for key in SCORED_KEYS:
         integer(cfg, key, 1)
-    integer(cfg, "seed", 0)
+    for key, (most, why) in LIMITS.items():
+        integer(cfg, key, 1, most, f" ({why})")
+    integer(cfg, "seed", 0, 2**32 - 1, " (numpy's and torch's seed range)")
     lengths = int_list(cfg, "lengths", 1)  # tokens per sequence
     _variant(cfg["variant"])
-    try:
-        check_layer_size(
-            cfg["d_model"], cfg["heads"], cfg["head_dim"], get_variant(cfg["variant"]).kernel
-        )
-    except ValueError as err:
-        raise ConfigError(f"config: {err}") from None
+    check_sizes(cfg, get_variant(cfg["variant"]).kernel)
     _scores("lengths", max(lengths), cfg["batch"], cfg["heads"])
     _scores("onnx_length", cfg["onnx_length"], 1, cfg["heads"])

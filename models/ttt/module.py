@@ -17,6 +17,7 @@ Decisions the paper leaves open, and why:
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -58,6 +59,29 @@ def check_layer_size(
             f"weights ({4 * count / 2**30:.1f} GiB fp32); at most {MAX_LAYER_PARAMETERS:,} "
             "(MAX_LAYER_PARAMETERS, 1 GiB) are allowed: make them smaller"
         )
+
+
+# The widest d_model a config may ask for: 128x the registered layer's 32, and the one size the
+# layer's weight cap (MAX_LAYER_PARAMETERS) leaves near-unbounded (heads = head_dim = 1 allows
+# 6.7e7), while the example input and the bench's stream hold T x batch x d_model values.
+MAX_D_MODEL = 4096
+
+
+def check_sizes(cfg: Any, kernel: str = "linear") -> None:
+    """ConfigError naming ``d_model``, ``heads`` or ``head_dim`` of the config ``cfg``: each an
+    integer >= 1, d_model <= MAX_D_MODEL, the layer within MAX_LAYER_PARAMETERS weights;
+    before anything is allocated (d_model=99999999999 was a 23 TiB example input)."""
+    from neuroedge.config_values import integer
+    from neuroedge.errors import ConfigError
+
+    hint = " (MAX_D_MODEL: 128x the registered layer's 32; inputs grow with it)"
+    integer(cfg, "d_model", 1, MAX_D_MODEL, hint)
+    integer(cfg, "heads", 1)
+    integer(cfg, "head_dim", 1)  # both bounded by the weight count, next
+    try:
+        check_layer_size(cfg["d_model"], cfg["heads"], cfg["head_dim"], kernel)
+    except ValueError as err:
+        raise ConfigError(f"config: {err}") from None
 
 
 class TTTLayer(nn.Module):

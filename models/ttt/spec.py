@@ -24,14 +24,24 @@ DEFAULTS: dict[str, Any] = {"variant": "v6", "d_model": 32, "heads": 2, "head_di
 EXAMPLE_STEPS, EXAMPLE_BATCH = 16, 2
 
 
+def check_build(config: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``config`` over DEFAULTS with the sizes and seed checked (``module.check_sizes``; seed
+    0..2**32-1, numpy's and torch's seed range: 1.5 ran as seed 1), before any allocation."""
+    from neuroedge.config_values import integer
+    from neuroedge.models.ttt.module import check_sizes
+
+    cfg = {**DEFAULTS, **(config or {})}
+    check_sizes(cfg)
+    integer(cfg, "seed", 0, 2**32 - 1)
+    return cfg
+
+
 def make_layer(config: Mapping[str, Any]) -> Any:
     """The seeded token-level layer described by ``config`` (merged over DEFAULTS)."""
     from neuroedge.models.ttt.module import TTTLayer
 
-    from neuroedge.config_values import integer
-
-    cfg = {**DEFAULTS, **config}
-    with seeded(integer(cfg, "seed", 0, 2**32 - 1)):  # 1.5 ran as seed 1
+    cfg = check_build(config)
+    with seeded(cfg["seed"]):
         return TTTLayer(
             cfg["d_model"],
             cfg["heads"],
@@ -67,9 +77,7 @@ def example(seed: int = 0, config: Mapping[str, Any] | None = None) -> dict[str,
     """A (T=16, batch=2, d_model) float32 sequence of Gaussian tokens (d_model from
     ``config``, else the default 32)."""
     rng = np.random.default_rng(seed)
-    from neuroedge.config_values import integer
-
-    width = integer({**DEFAULTS, **(config or {})}, "d_model", 1)  # before build sees it
+    width = check_build(config)["d_model"]  # before build sees it, and before allocating
     x = rng.standard_normal((EXAMPLE_STEPS, EXAMPLE_BATCH, width))
     return {"x": x.astype(np.float32)}
 

@@ -44,6 +44,20 @@ DEFAULTS: dict[str, Any] = {
     "threads": 1,
 }
 EVAL_SEED = 10**9  # evaluation sequences never appear in training (training seeds < 1e9)
+# The largest value of each size the ladder reads, and why: far above the CPU-sized defaults,
+# so a typo is refused by name before any training (99999999999 was an allocation error of
+# terabytes, or a run of years). d_model, heads and head_dim: module.check_sizes.
+LIMITS: dict[str, tuple[int, str]] = {
+    "pairs": (4096, "a sequence is 3 * pairs tokens, and the recurrent forms loop over them"),
+    "keys": (8192, "every sequence draws batch x keys numbers; the vocabulary is keys + values"),
+    "values": (8192, "the vocabulary, keys + values, sizes the embedding and the output layer"),
+    "layers": (64, "each layer is a TTT block; the default is 2"),
+    "window": (3 * 4096, "the sliding window spans at most the longest sequence, 3 * pairs"),
+    "steps": (10**6, "optimizer steps per model; the default 300 takes minutes on a CPU"),
+    "batch": (8192, "sequences per step; each draws keys numbers"),
+    "eval_batch": (8192, "held-out sequences, scored in one forward pass"),
+    "threads": (4096, "torch takes any count >= 1; the cap catches typos"),
+}
 
 
 def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
@@ -53,12 +67,14 @@ def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
     from neuroedge.config_values import choice, int_list, integer, number
     from neuroedge.errors import ConfigError
 
+    from neuroedge.models.ttt.module import check_sizes
+
     out = dict(cfg)
-    for key in (
-        "pairs", "keys", "values", "d_model", "layers", "heads", "head_dim", "chunk",
-        "window", "steps", "batch", "eval_batch", "threads",
-    ):  # fmt: skip
-        out[key] = integer(cfg, key, 1)
+    for key, (most, why) in LIMITS.items():
+        out[key] = integer(cfg, key, 1, most, f" ({why})")
+    check_sizes(cfg)
+    tokens = 3 * out["pairs"]  # the chunked form pads the sequence to whole chunks
+    out["chunk"] = integer(cfg, "chunk", 1, tokens, f" (at most the sequence, 3 * pairs={tokens})")
     out["seed"] = integer(cfg, "seed", 0, EVAL_SEED - 1)
     out["lr"] = number(cfg, "lr", 0, 10, open_low=True)
     out["order"] = choice(cfg, "order", ORDERS)

@@ -21,27 +21,31 @@ from typing import Any
 
 import numpy as np
 from neuroedge.bench.energy import HOROWITZ_45NM, EnergyModel
-from neuroedge.config_values import integer, number
+from neuroedge.config_values import int_list, integer, number
 from neuroedge.distributed import lead_value
 from neuroedge.errors import ConfigError, NeuroedgeError
 from neuroedge.models.unisparse import train
 from neuroedge.models.unisparse.data import ImageSplit, load_cifar10, load_digits
 from neuroedge.models.unisparse.measure import LayerStats, evaluate_folded
 from neuroedge.models.unisparse.module import ARCHS, SpikingResNet, fold
+from neuroedge.models.unisparse.spec import MAX_STEPS, SEED_MAX
 from neuroedge.types import Measurement
 
 ORDER = ("dense", "unisparse", "spike_only", "weight_only", "random_mask")
 BUDGET_SLACK = 0.05  # measured energy may exceed the target by 5% (test set vs training batches)
-# integer keys and their least value
-INT_KEYS = {
-    "steps": 1,
-    "batch": 1,
-    "dense_epochs": 0,
-    "sparse_epochs": 0,
-    "finetune_epochs": 0,
-    "seed": 0,
-    "threads": 1,
-    "lava_samples": 1,
+# integer keys: (least value, greatest value or None). Upper bounds where a huge value would
+# crash or exhaust memory before any message: time steps and the seed (spec.MAX_STEPS and
+# spec.SEED_MAX give the reasons), threads (torch's count is a C int: 3e9 overflowed).
+MAX_THREADS = 4096
+INT_KEYS: dict[str, tuple[int, int | None]] = {
+    "steps": (1, MAX_STEPS),
+    "batch": (1, None),
+    "dense_epochs": (0, None),
+    "sparse_epochs": (0, None),
+    "finetune_epochs": (0, None),
+    "seed": (0, SEED_MAX),
+    "threads": (1, MAX_THREADS),
+    "lava_samples": (1, None),
 }
 # number keys: (least value, whether it is excluded, greatest value or None)
 NUMBER_KEYS: dict[str, tuple[float, bool, float | None]] = {
@@ -100,9 +104,11 @@ def check_config(
             f"{given['budget_ratio']!r} both given: set one budget only (energy_target_uj in uJ "
             "per sample, or budget_ratio as a fraction of the dense energy)"
         )
-    for key, least in INT_KEYS.items():
+    for key, (least, most) in INT_KEYS.items():
         if key in out:
-            integer(out, key, least)
+            integer(out, key, least, most)
+    if out.get("seeds") not in (None, ""):  # each seed of a bench under seed's rule
+        int_list(out, "seeds", *INT_KEYS["seed"])
     if out.get("train_subset") is not None:
         integer(out, "train_subset", 1, hint=" or None (every training image)")
     for key, bounds in NUMBER_KEYS.items():

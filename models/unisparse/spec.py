@@ -61,6 +61,10 @@ from neuroedge.seeding import seeded
 from neuroedge.types import Efficiency, IOSpec, Measurement, ModelSpec, Paper, TorchProgram
 
 STEPS = 4
+# Upper bounds of the seed (numpy's and sklearn's seeds are 32-bit) and of the time steps
+# (BPTT keeps every step's activations, measured 9 MB a step at batch 64 on the mini-ResNet:
+# 256 steps are 2.5 GB; the paper's T is 4); ``pipeline.check_config`` applies them.
+SEED_MAX, MAX_STEPS = 2**32 - 1, 256
 NEURONS = 16 * 64 * 3 + 32 * 16 * 2 + 64 * 4 * 2  # LIF neurons of the digits mini-ResNet
 STATE_NAMES = ("v_stem", "v_b0a", "v_b0b", "v_b1a", "v_b1b", "v_b2a", "v_b2b")
 # The keys of train.DEFAULTS, and those the training pipeline reads beyond them.
@@ -102,12 +106,12 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
 
     from neuroedge.config_values import flag, integer, mapping
 
-    seed = integer({"seed": config.get("seed", 0)}, "seed", 0)
+    seed = integer({"seed": config.get("seed", 0)}, "seed", 0, SEED_MAX)
     train_config = mapping(config, "train_config")
     fresh = flag(config, "smoke") or flag(config, "untrained")
     path = resolve_checkpoint(config, SPEC.name, check=not fresh)
     if not fresh and not path.is_file() and flag(config, "train_if_missing"):
-        _train(train_config, str(path))
+        _train(train_config, str(path))  # refuses a key training does not read, first
     trained = bool(not fresh and path.is_file())
     cfg = dict(train.DEFAULTS)
     if trained:
@@ -163,7 +167,7 @@ def data_settings(config: Mapping[str, Any] | None = None) -> tuple[int, int]:
         if path.is_file():
             saved = saved_config(load_checkpoint(path, required=("state_dict", "config")), path)
     settled = {"seed": 0, "steps": STEPS, **{k: saved[k] for k in ("seed", "steps") if k in saved}}
-    return integer(settled, "seed", 0), integer(settled, "steps", 1)
+    return integer(settled, "seed", 0, SEED_MAX), integer(settled, "steps", 1, MAX_STEPS)
 
 
 def folded_program(
@@ -208,10 +212,12 @@ def evaluate(
 
 
 def _train(config: Mapping[str, Any] | None = None, out: str | None = None) -> dict[str, Any]:
-    """Dense phase then the unisparse variant at the default budget; saves the checkpoint."""
+    """Dense phase then the unisparse variant at the default budget; saves the checkpoint.
+    A key training does not read (a build's ``train_config={"bogus": 1}``) is refused first."""
+    from neuroedge.config_values import train_config
     from neuroedge.models.unisparse.pipeline import train_and_save
 
-    return train_and_save(config or {}, out)
+    return train_and_save(train_config(SPEC.name, config, SPEC.config_keys["train"]), out)
 
 
 SPEC = ModelSpec(
