@@ -233,5 +233,4 @@ def bench(
         history=history,
     )
     print("\n".join(summary))
-    print(f"claim (margins grow with noise, {len(seeds)} seed(s)): {claim['holds']}")
     return doc
