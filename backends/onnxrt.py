@@ -324,7 +324,7 @@ def _read_state_file(side: Path, session: Any, state_names: tuple[str, ...]) -> 
             raise ArtifactError(f"{side}: no initial state for {missing}")
 
     try:
-        saved = load_npz(side, check)
+        saved = load_npz(side, check, only=state_names)
         arrays = [saved[n] for n in state_names]
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as err:
         raise ArtifactError(f"{side}: not a readable state file (.npz): {err}") from None

@@ -5,13 +5,7 @@ report.json::
     {"model": str, "created": ISO time, "machine": str,
      "rows": [{"variant": str, "backend": str,
                "metrics": {NAME: {"value": float, "unit": str, "how": "measured"|"counted"|
-                                  "estimated"}}, "fallbacks": [...], "rejections": [...]}],
-     "manifest": [{"path": str, "bytes": int, "mtime_ns": int}], "stale_removed": [str]}
-
-``manifest`` lists every file under the report folder that this run wrote (modified since the
-run began), report.json aside. A later report into the same folder removes the files of that
-list it did not write again (unchanged since), so a folder never mixes two runs; files no
-report listed (the user's own) are never touched.
+                                  "estimated"}}, "fallbacks": [...], "rejections": [...]}]}
 """
 
 from __future__ import annotations
@@ -21,10 +15,8 @@ import json
 import math
 import os
 import platform
-import stat
-import time
 from collections.abc import Callable, Sequence
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from neuroedge.atomic import atomic_path, write_text
@@ -56,21 +48,6 @@ STANDARD_METRICS = (
     "spike_agreement",
     "max_abs_err",
 )
-
-
-# A file's mtime may lag the clock that marks a run's start (the kernel's coarse clock; FAT's
-# 2-second steps): files modified up to this long before the start count as the run's.
-CLOCK_SLACK_S = 2.0
-# Before a CLI bench (one process, one run) writes anything: it imports this module first.
-_RUN_START = {"time": time.time()}
-
-
-def begin_run() -> float:
-    """Mark now as the start of a bench run, for a process that runs several (the CLI's
-    ``main`` called again, a notebook): ``write_report`` takes the files under its folder
-    modified since as this run's. Without it, the run began when this module was imported."""
-    _RUN_START["time"] = time.time()
-    return _RUN_START["time"]
 
 
 def machine_description() -> str:
@@ -169,11 +146,6 @@ def write_markdown(
                 lines.append(f"- {row['variant']}/{row['backend']} {label[:-1]}: {item}")
     for where in doc.get("non_finite", []):
         lines.append(f"- not finite, written as null (n/a): {where}")
-    if doc.get("stale_removed"):
-        lines.append(
-            f"- removed {len(doc['stale_removed'])} file(s) an earlier report in this folder "
-            f"listed and this run did not write: {', '.join(doc['stale_removed'])}"
-        )
     lines += ["", *sections]
     write_text(path, "\n".join(lines) + "\n")
 
@@ -229,21 +201,16 @@ def write_report(
     sections: Sequence[str] = (),
     plots: Sequence[Callable[[dict[str, Any], Path], Path | None]] = (),
     history: str | os.PathLike[str] | None = None,
-    started: float | None = None,
 ) -> dict[str, Path]:
     """Write report.json, report.md and plots into ``out_dir``; add a row to the history.
     ``doc`` keeps the table's ``columns`` (set if it names none), so report.json and the
-    console table show what report.md shows. report.json's ``manifest`` lists the files under
-    ``out_dir`` modified since the run ``started`` (epoch seconds; default: ``begin_run``);
-    the files an earlier report's manifest listed that this run did not write are removed."""
+    console table show what report.md shows."""
     from neuroedge.bench.history import record
 
     doc.setdefault("columns", list(columns))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    base = out.resolve()
-    since_ns = int(((_RUN_START["time"] if started is None else started) - CLOCK_SLACK_S) * 1e9)
-    earlier = _earlier_manifest(out / "report.json")  # read before anything is replaced
+    before = _plots_written_before(out / "report.json")
     written: dict[str, Path] = {}
     for plot in (latency_plot, *plots):
         name = getattr(plot, "__name__", "plot").removesuffix("_plot")
@@ -254,107 +221,23 @@ def write_report(
     plain = finite_json(doc, found=found)
     if found:
         plain["non_finite"] = found  # where a value was NaN or infinite (null in the rows)
-    plain["plots"] = [p.name for p in written.values()]  # (all a pre-manifest report cleaned)
-    json.dumps(plain, allow_nan=False)  # a document that cannot be written removes nothing
-    removed = _remove_stale(base, earlier, since_ns)  # the run succeeded: its report follows
-    if removed:
-        plain["stale_removed"] = removed
-    write_markdown(plain, out / "report.md", columns, sections)
-    plain["manifest"] = _run_files(base, since_ns)
+    plain["plots"] = [p.name for p in written.values()]  # what the next run may replace
     text = json.dumps(plain, indent=2, allow_nan=False) + "\n"
-    written = {"json": write_text(out / "report.json", text), **written, "md": out / "report.md"}
-    record(plain, history, out_dir=str(base))
+    written = {"json": write_text(out / "report.json", text), **written}
+    write_markdown(plain, out / "report.md", columns, sections)
+    written["md"] = out / "report.md"
+    for stale in set(before) - set(plain["plots"]):  # an earlier report's plot, not this one's
+        (out / stale).unlink(missing_ok=True)
+    record(plain, history, out_dir=str(out.resolve()))
     return written
 
 
-def _earlier_manifest(path: Path) -> dict[str, tuple[int, int] | None]:
-    """The files the report already at ``path`` says its run wrote: relative path -> (bytes,
-    mtime_ns) as they were then; a report older than manifests gives its ``plots`` (None: no
-    stat). Read defensively: a missing or unreadable report, or a malformed entry, gives
-    nothing to remove."""
+def _plots_written_before(path: Path) -> list[str]:
+    """The plot files an earlier report in this folder listed (``plots`` in its report.json):
+    those a new report removes when it does not write them again, so a folder never mixes
+    an old run's plot with a new run's numbers. Other files in the folder are left alone."""
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):  # missing, unreadable, not UTF-8, not JSON
-        return {}
-    if not isinstance(doc, dict):
-        return {}
-    entries = doc.get("manifest")
-    if isinstance(entries, list):
-        return {
-            e["path"]: (e["bytes"], e["mtime_ns"])
-            for e in entries
-            if isinstance(e, dict)
-            and isinstance(e.get("path"), str)
-            and all(type(e.get(k)) is int for k in ("bytes", "mtime_ns"))
-        }
-    plots = doc.get("plots")
-    return {
-        n: None
-        for n in (plots if isinstance(plots, list) else [])
-        if isinstance(n, str) and n.endswith(".png")
-    }
-
-
-def _inside(base: Path, rel: str) -> Path | None:
-    """``base / rel`` when ``rel`` is a relative path inside ``base`` (the resolved folder)
-    through no symlink, not absolute, with no '..'; else None (never a path outside)."""
-    parts = PurePosixPath(rel).parts
-    if not parts or os.path.isabs(rel) or PurePosixPath(rel).is_absolute() or ".." in parts:
-        return None
-    path = base
-    for part in parts:
-        path = path / part
-        if path.is_symlink():
-            return None
-    return path if path.resolve().is_relative_to(base) and path != base else None
-
-
-def _remove_stale(
-    base: Path, earlier: dict[str, tuple[int, int] | None], since_ns: int
-) -> list[str]:
-    """Remove the files of an earlier manifest this run did not write: a regular file, not
-    modified since this run began and, where the manifest kept its size and mtime, unchanged
-    since that report (else someone else's now); then the folders they leave empty."""
-    removed = []
-    for rel, then in sorted(earlier.items()):
-        path = _inside(base, rel)
-        if path is None or PurePosixPath(rel).as_posix() in ("report.json", "report.md"):
-            continue  # outside the folder, or the report this call writes again
-        try:
-            now = path.lstat()
-        except OSError:  # gone already
-            continue
-        if not stat.S_ISREG(now.st_mode) or now.st_mtime_ns >= since_ns:
-            continue  # not a file, or this run's
-        if then is not None and (now.st_size, now.st_mtime_ns) != then:
-            continue  # changed after that report: not that run's file any more
-        try:
-            path.unlink()
-        except OSError:
-            continue
-        removed.append(rel)
-        folder = path.parent
-        while folder != base:  # the folders it leaves empty (rmdir refuses any other)
-            try:
-                folder.rmdir()
-            except OSError:
-                break
-            folder = folder.parent
-    return removed
-
-
-def _run_files(base: Path, since_ns: int) -> list[dict[str, Any]]:
-    """Every regular file under ``base`` (symlinks neither listed nor followed) modified since
-    this run began, report.json aside: the manifest a later report may clean."""
-    files = []
-    for root, _, names in os.walk(base):
-        for name in names:
-            path = Path(root, name)
-            try:
-                st = path.lstat()
-            except OSError:
-                continue
-            rel = path.relative_to(base).as_posix()
-            if stat.S_ISREG(st.st_mode) and st.st_mtime_ns >= since_ns and rel != "report.json":
-                files.append({"path": rel, "bytes": st.st_size, "mtime_ns": st.st_mtime_ns})
-    return sorted(files, key=lambda f: f["path"])
+        names = json.loads(path.read_text()).get("plots", [])
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [n for n in names if isinstance(n, str) and n.endswith(".png") and "/" not in n]

@@ -191,11 +191,10 @@ def _own_bench(args: argparse.Namespace, spec: Any, bench: Any, w: Any, config: 
 def cmd_bench(args: argparse.Namespace) -> int:
     from neuroedge.atomic import check_writable
     from neuroedge.bench.history import check as check_history
-    from neuroedge.bench.report import begin_run, build_document, text_table, write_report
+    from neuroedge.bench.report import build_document, text_table, write_report
     from neuroedge.bench.runner import bench_model, speedups
     from neuroedge.paths import home
 
-    begin_run()  # files under --out changed from now on are this run's (report.json lists them)
     spec = get_model(args.name)
     backends = backend_items(args.backend, args.repeats)
     config = _config(args.config)

@@ -15,7 +15,7 @@ import os
 import tokenize
 import zipfile
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import IO
 
 import numpy as np
@@ -67,18 +67,26 @@ def read_npy(fh: IO[bytes], size: int) -> np.ndarray:
 
 
 def load_npz(
-    path: str | os.PathLike[str], check_names: Callable[[list[str]], None] | None = None
+    path: str | os.PathLike[str],
+    check_names: Callable[[list[str]], None] | None = None,
+    only: Iterable[str] | None = None,
 ) -> dict[str, np.ndarray]:
     """The arrays of the .npz file ``path`` by name (member names without ``.npy``), read
-    member by member; ``check_names(names)`` runs before any array is read. ValueError
-    naming the member and what is wrong with its bytes; what ``check_names`` raises as is."""
+    member by member, only the names in ``only`` where given (other members may be anything);
+    ``check_names(names)`` runs before any array is read. ValueError naming the member and
+    what is wrong with its bytes; what ``check_names`` raises as is."""
+    wanted = None if only is None else set(only)
     try:
         with zipfile.ZipFile(path) as zf:
             infos = zf.infolist()
             names = [info.filename.removesuffix(".npy") for info in infos]
             if check_names is not None:
                 check_names(names)
-            return {name: _member(zf, info) for name, info in zip(names, infos)}
+            return {
+                name: _member(zf, info)
+                for name, info in zip(names, infos)
+                if wanted is None or name in wanted
+            }
     except ZIP_ERRORS as err:
         raise ValueError(f"a corrupt zip archive ({type(err).__name__}: {err})") from err
 

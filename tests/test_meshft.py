@@ -3,6 +3,8 @@ the theory metric, and the unstructured baseline's drift."""
 
 from __future__ import annotations
 
+import zipfile
+
 import numpy as np
 import pytest
 import torch
@@ -149,6 +151,11 @@ def test_reads_user_mesh_and_fields(tmp_path: object) -> None:
     np.savez(tmp_path / "f.npz", fields=fields)
     with pytest.raises(ValueError, match=r"fields\[1, 7, 0\]"):
         read_fields(tmp_path / "f.npz", 36)
+    good = np.zeros((3, 36, 2))
+    np.savez(tmp_path / "e.npz", fields=good, meta=np.array([{"a": 1}], dtype=object))
+    with zipfile.ZipFile(tmp_path / "e.npz", "a") as zf:
+        zf.writestr("README.txt", "other members are the user's business")
+    assert read_fields(tmp_path / "e.npz", 36).shape == (3, 36, 2)  # only 'fields' is read
     np.savez(tmp_path / "g.npz", other=fields)
     with pytest.raises(ValueError, match=r"g.npz: no 'fields' array \(found \['other'\]\)"):
         read_fields(tmp_path / "g.npz", 36)

@@ -156,3 +156,13 @@ def test_streaming_reads_the_header_not_the_whole_file(tmp_path, fmt) -> None:
     finally:
         tracemalloc.stop()
     assert peak < 2 << 20, f"{peak} bytes traced reading the header of an 8 MiB file"
+
+
+@pytest.mark.parametrize("version", [(1, 0), (2, 0), (3, 0)])
+def test_every_npy_header_version_reads(tmp_path, version) -> None:
+    from neuroedge.npyfile import load_npy
+
+    array = np.arange(12, dtype=np.float32).reshape(3, 4)
+    with open(tmp_path / "a.npy", "wb") as fh:
+        np.lib.format.write_array(fh, array, version=version)
+    np.testing.assert_array_equal(load_npy(tmp_path / "a.npy"), array)

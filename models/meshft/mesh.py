@@ -207,7 +207,7 @@ def read_fields(path: str | os.PathLike[str], n_nodes: int) -> np.ndarray:
                 raise ValueError(f"no 'fields' array (found {sorted(names)})")
 
         try:
-            npz = load_npz(path, need_fields)
+            npz = load_npz(path, need_fields, only=["fields"])
         except ValueError as err:
             raise ValueError(f"{path}: {err}") from err
         fields = np.asarray(npz["fields"], dtype=np.float64)

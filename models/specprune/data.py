@@ -137,7 +137,7 @@ def load_or_generate(tasks: tuple[str, ...], episodes: int, seed: int = 0) -> De
     path = cache_path(tasks, episodes, seed)
     if path.is_file():
         try:
-            f = load_npz(path)
+            f = load_npz(path, only=Demos.__dataclass_fields__)
             return Demos(**{k: f[k] for k in Demos.__dataclass_fields__})
         except (OSError, KeyError, ValueError, TypeError) as err:
             raise ArtifactError(

@@ -244,7 +244,7 @@ def run_bench(
         ]
     else:
         sections = [*summary_sections(claim, target, extra), *layer_sections(results)]
-    for name, r in results.items():  # before the report, which lists this run's files
+    for name, r in results.items():
         _save(out / "checkpoints" / f"{name}.pt", r, cfg)
     write_report(
         doc,

@@ -257,7 +257,9 @@ def decode_events(path: str | os.PathLike[str], data: bytes, offset: int) -> np.
             offset,
             f"event packet: its vector of {count} events (length at byte {start - 4} of the "
             f"{len(data)} decompressed bytes) ends {after} bytes before the buffer's end, more "
-            f"than alignment padding (< {EVENT_STRUCT.itemsize}): a corrupt vector length",
+            f"than alignment padding (< {EVENT_STRUCT.itemsize}): a corrupt vector length (DV and "
+            f"neuroedge put the vector at the buffer's end; a packet with other data after it is "
+            f"not read)",
         )
     raw = np.frombuffer(data, EVENT_STRUCT, count=count, offset=start)
     if (raw["on"] > 1).any():
