@@ -58,7 +58,15 @@ def test_a_bench_prints_its_claims_verdict_and_exits_0(tmp_path, monkeypatch, ca
 
 
 @pytest.mark.parametrize(
-    "model", ["transfer.grad_transformer", "causal.cadre", "safety.hair_trigger"]
+    "model",  # the last three merge their config before reading seeds: the CLI's check alone
+    [
+        "transfer.grad_transformer",
+        "causal.cadre",
+        "safety.hair_trigger",
+        "event.bivision",
+        "snn.unisparse",
+        "uq.last_layer",
+    ],
 )
 def test_seed_with_seeds_is_refused_naming_both(tmp_path, capsys, model) -> None:
     out = tmp_path / "r"
