@@ -95,7 +95,7 @@ def test_training_pairs_and_fit_iterations_are_bounded():
 def test_training_stops_before_a_learned_metric_needs_too_many_substeps(monkeypatch) -> None:
     """lr=10 passed the check at the initial metric (1 sub-step); one AdamW step later the CFL
     guard split the step into ~26,000 sub-steps, all kept for autograd (> 8 GB RSS in 7 s).
-    The cap now holds before every step: here 100 sub-steps of a 4 x 4 grid (monkeypatched
+    The cap now holds in every step's forward: here 100 sub-steps of a 4 x 4 grid (monkeypatched
     cap), with a spy that fails if a forward pass goes past it."""
     from neuroedge.models.meshft.module import MeshFT
 

@@ -104,6 +104,15 @@ class Hodge(nn.Module):
         )
 
 
+class SubstepCapError(RuntimeError):
+    """A training step whose CFL sub-steps exceed ``MeshFT.substep_cap`` (``train.fit`` turns
+    it into a ConfigError naming lr)."""
+
+    def __init__(self, omega: float, ratio: float) -> None:
+        super().__init__(f"omega_max {omega:.4g}: {ratio:.4g} sub-steps")
+        self.omega, self.ratio = omega, ratio
+
+
 class MeshFT(nn.Module):
     """Structure-preserving step: KDK with the learned metrics and optional Rayleigh damping."""
 
@@ -121,6 +130,7 @@ class MeshFT(nn.Module):
         self.tensors = MeshTensors(mesh)
         self.hodge = Hodge(self.tensors, hodge, c)
         self.damping, self.cfl = damping, cfl
+        self.substep_cap: int | None = None  # set by train.fit: the autograd memory bound
         if damping == "global":
             self.raw_r = nn.Parameter(torch.tensor(-6.0))
         elif damping == "diag":
@@ -136,7 +146,11 @@ class MeshFT(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         m, w = self.hodge()
         edges, r = self.tensors.edges, self.rate()
-        n_sub = F.substeps(F.omega_max(m, w, edges), dt, self.cfl)
+        omega = F.omega_max(m, w, edges)
+        ratio = omega * dt / self.cfl
+        if self.substep_cap is not None and not ratio <= self.substep_cap:  # NaN refused too
+            raise SubstepCapError(omega, ratio)
+        n_sub = F.substeps(omega, dt, self.cfl)
         for _ in range(n_sub):
             q, p = F.kdk_step(q, p, m, w, edges, dt / n_sub, r)
         return q, p

@@ -66,7 +66,7 @@ def check_train_substeps(model: Any, dt: float, iters: int) -> int:
     """The CFL sub-steps of a training step at ``dt`` (at the initial metric), after refusing
     with ConfigError train_iters x sub-steps above MAX_STEPS, or sub-steps whose autograd
     activations would exceed MAX_AUTOGRAD_BYTES; the message names dt and the sub-steps.
-    During training ``check_fit_substeps`` bounds the same memory as the metric moves."""
+    During training ``fit_substep_cap`` bounds the same memory as the metric moves."""
     from neuroedge.errors import ConfigError
     from neuroedge.models.meshft import functional as F
 
@@ -84,23 +84,26 @@ def check_train_substeps(model: Any, dt: float, iters: int) -> int:
     return n_sub
 
 
-def check_fit_substeps(model: Any, dt: float, lr: float, done: int, pairs: int) -> int:
-    """The CFL sub-steps of the next training step (``pairs`` pairs at ``dt``) at the metric
-    that ``done`` AdamW steps at ``lr`` have learned, after refusing with ConfigError, before
-    that step, sub-steps whose autograd activations would exceed MAX_AUTOGRAD_BYTES: a large
-    lr can raise omega_max by orders of magnitude in one step (lr=10: 1 -> 26,340 sub-steps,
-    39 GiB, on the 16 x 16 grid), which the check at the initial metric cannot see."""
+def fit_substep_cap(model: Any, pairs: int) -> int:
+    """The most CFL sub-steps a training step of ``pairs`` pairs may take: those whose autograd
+    activations fit MAX_AUTOGRAD_BYTES. ``train.fit`` sets it as ``model.substep_cap``, which
+    the forward checks at the metric it computes anyway: a large lr can raise omega_max by
+    orders of magnitude in one step (lr=10: 1 -> 26,340 sub-steps, 39 GiB, on the 16 x 16
+    grid), which the check at the initial metric cannot see."""
+    return max(1, MAX_AUTOGRAD_BYTES // _autograd_per_substep(model, pairs)[1])
+
+
+def fit_substep_refusal(err: Any, model: Any, dt: float, lr: float, done: int, pairs: int) -> Any:
+    """The ConfigError for a training step past ``fit_substep_cap`` (``err``: the forward's
+    SubstepCapError), after ``done`` AdamW steps at ``lr``."""
     from neuroedge.errors import ConfigError
 
-    omega, per_sub, _ = _autograd_per_substep(model, pairs)
-    ratio = omega * dt / model.cfl
-    if math.isfinite(ratio) and max(1, math.ceil(ratio)) * per_sub <= MAX_AUTOGRAD_BYTES:
-        return max(1, math.ceil(ratio))
+    per_sub, ratio = _autograd_per_substep(model, pairs)[1], err.ratio
     implied = f"{math.ceil(ratio):,}" if math.isfinite(ratio) else f"{ratio}"
-    raise ConfigError(
+    return ConfigError(
         f"lr={lr!r}: after {done} AdamW step{'s' * (done != 1)} the learned metric's omega_max "
-        f"is {omega:.4g}, so the CFL guard would split the next training step (dt={dt!r}) into "
-        f"{implied} KDK sub-steps; backpropagating through them keeps about "
+        f"is {err.omega:.4g}, so the CFL guard would split the next training step (dt={dt!r}) "
+        f"into {implied} KDK sub-steps; backpropagating through them keeps about "
         f"{ratio * per_sub / 2**30:.1f} GiB of activations, above the "
         f"{MAX_AUTOGRAD_BYTES / 2**30:.0f} GiB cap: training stopped; use a smaller lr "
         f"(default {DEFAULTS['lr']:g})"

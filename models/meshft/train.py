@@ -91,26 +91,33 @@ def fit(
     desc: str = "train",
 ) -> list[float]:
     """AdamW (weight decay 1e-6, grad-clip 1.0) on the one-step loss; returns the loss trace.
-    A MeshFT's CFL sub-steps are bounded before every step (``spec.check_fit_substeps``): the
-    learned metric may grow until one step would keep GBs of autograd activations."""
-    from neuroedge.models.meshft.module import MeshFT
-    from neuroedge.models.meshft.spec import check_fit_substeps
+    A MeshFT's CFL sub-steps are bounded in every step's forward (``spec.fit_substep_cap``):
+    the learned metric may grow until one step would keep GBs of autograd activations."""
+    from neuroedge.models.meshft.module import MeshFT, SubstepCapError
+    from neuroedge.models.meshft.spec import fit_substep_cap, fit_substep_refusal
     from tqdm import tqdm
 
     torch.manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-6)
     gen = torch.Generator().manual_seed(seed)
     losses: list[float] = []
-    for _ in tqdm(range(iters), desc=desc, leave=False):
-        if isinstance(model, MeshFT):
-            check_fit_substeps(model, batch.dt, lr, len(losses), batch_size)
-        idx = torch.randint(len(batch.q0), (batch_size,), generator=gen)
-        loss = one_step_loss(model, batch, idx)
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        losses.append(loss.item())
+    meshft = isinstance(model, MeshFT)
+    if meshft:
+        model.substep_cap = fit_substep_cap(model, batch_size)
+    try:
+        for _ in tqdm(range(iters), desc=desc, leave=False):
+            idx = torch.randint(len(batch.q0), (batch_size,), generator=gen)
+            loss = one_step_loss(model, batch, idx)
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            losses.append(loss.item())
+    except SubstepCapError as err:
+        raise fit_substep_refusal(err, model, batch.dt, lr, len(losses), batch_size) from None
+    finally:
+        if meshft:
+            model.substep_cap = None
     return losses
 
 
