@@ -126,22 +126,15 @@ def _check_crc(path: Path) -> None:
     wrong weight (0.208 read as 7.1e37) without a word; check every member's CRC first (one
     read of the file; torch checkpoints are stored uncompressed)."""
     import zipfile
-    import zlib
+
+    from neuroedge.npyfile import ZIP_ERRORS
 
     try:
         if not zipfile.is_zipfile(path):  # it raises BadZipFile on a multi-disk zip64 record
             return  # a legacy (non-zip) file or garbage: torch.load names it
         with zipfile.ZipFile(path) as zf:
             bad = zf.testzip()
-    except (
-        zipfile.BadZipFile,
-        OSError,
-        EOFError,
-        ValueError,
-        zlib.error,  # a damaged deflate stream
-        NotImplementedError,  # an unknown compression method or zip version
-        RuntimeError,  # a member flagged as encrypted
-    ) as err:
+    except (*ZIP_ERRORS, OSError, ValueError) as err:
         raise ArtifactError(f"{path}: not a readable checkpoint ({err})") from err
     if bad is not None:
         raise ArtifactError(
