@@ -116,3 +116,17 @@ def test_stopping_a_run_with_sigterm_ends_its_worker_processes() -> None:
         run.kill()
         for w in children_of(run.pid):
             __import__("os").kill(w, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("name", ["event.bivision", "snn.unisparse", "uq.last_layer"])
+def test_the_python_bench_hooks_refuse_seed_with_seeds_too(tmp_path, name) -> None:
+    """These merge their config before reading the seeds: called from Python (not the CLI,
+    which checks first) they ran the seeds and recorded the seed."""
+    import neuroedge as ne
+    from neuroedge.errors import ConfigError
+
+    bench = ne.model(name).hook("bench")
+    out = tmp_path / "r"
+    with pytest.raises(ConfigError, match=r"seed=7 and seeds=\[5\]: give one"):
+        bench(out_dir=str(out), backends=["host"], config={"seeds": [5], "seed": 7})
+    assert not out.exists()

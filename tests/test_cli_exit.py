@@ -58,7 +58,7 @@ def test_a_bench_prints_its_claims_verdict_and_exits_0(tmp_path, monkeypatch, ca
 
 
 @pytest.mark.parametrize(
-    "model",  # the last three merge their config before reading seeds: the CLI's check alone
+    "model",  # the last three also refuse it in their bench hooks (tests/test_bench_seeds.py)
     [
         "transfer.grad_transformer",
         "causal.cadre",

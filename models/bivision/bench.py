@@ -143,6 +143,7 @@ from pathlib import Path
 from typing import Any
 
 from neuroedge.bench.seeds import check_workers, map_seeds, seed_list
+from neuroedge.config_values import check_seed_keys
 from neuroedge.distributed import world
 from neuroedge.models.bivision.bench_settings import (  # public names, kept importable from here
     COLUMNS,
@@ -187,6 +188,7 @@ def bench(
     report.json/md and the PNG."""
     from neuroedge.bench.report import build_document, write_report
 
+    check_seed_keys(config or {})  # the user's own keys: seed and seeds together are ambiguous
     cfg = check_values({**SWEEP_DEFAULTS, **(config or {})}, bench=True)
     seeds = seed_list(config or {}, DEFAULT_SEEDS)
     for seed in seeds:

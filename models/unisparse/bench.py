@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from neuroedge.bench.seeds import seed_list, seed_rows
+from neuroedge.config_values import check_seed_keys
 from neuroedge.models.unisparse import seeds as seeds_mod
 from neuroedge.models.unisparse.seeds import CLAIM_DROP_PTS, CLAIM_REDUCTION, RIVALS
 from neuroedge.models.unisparse import train
@@ -209,6 +210,7 @@ def run_bench(
     import torch
     from neuroedge.bench.report import build_document, write_report
 
+    check_seed_keys(config)  # the user's own keys: seed and seeds together are ambiguous
     cfg = check_config({**train.DEFAULTS, **config}, config)  # every value, before any training
     torch.set_num_threads(int(cfg.get("threads", 1)))
     out = Path(out_dir)

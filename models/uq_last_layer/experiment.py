@@ -255,7 +255,9 @@ def bench(
     a time): mean rows plus ``<row>@seed=S``, and the claim read over the seeds."""
     from neuroedge.bench.report import build_document, write_report
     from neuroedge.bench.seeds import check_workers, map_seeds, seed_list, seed_rows
+    from neuroedge.config_values import check_seed_keys
 
+    check_seed_keys(config or {})  # the user's own keys: seed and seeds together are ambiguous
     cfg = check_config({**DEFAULTS, **(config or {})})
     seeds = seed_list(cfg)
     for seed in seeds:
