@@ -115,6 +115,20 @@ def _build(spec: Any, config: dict[str, Any] | None) -> tuple[dict[str, Any], An
     return cfg, program, weights
 
 
+def _untrained_hint(model: str) -> str:
+    """Why the weights are untrained and, where the model's build can load a checkpoint
+    (it reads ``train_if_missing``), how to measure trained ones."""
+    from neuroedge.registry import get_model
+
+    if "train_if_missing" not in (get_model(model).valid_config_keys("build") or set()):
+        return f"untrained weights: {model}'s build loads no checkpoint (it has none to train)"
+    return (
+        "untrained weights: the config asks for them (smoke, untrained) or there is no "
+        f"checkpoint, and this bench trains none (`neuroedge train {model}`, or "
+        "--config train_if_missing=true, first)"
+    )
+
+
 def _check_counts(calibration: int, samples: int, repeats: int) -> None:
     """ValueError for a count below 1, or held-out seeds that would reach the calibration
     seeds (CALIBRATION_SEED on)."""
@@ -222,11 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{result['samples']} held-out examples (seeds {first}-{last})"
     )
     if result["weights"] == "untrained":
-        print(
-            "untrained weights: the config asks for them (smoke, untrained) or there is no "
-            f"checkpoint, and this bench trains none (`neuroedge train {result['model']}`, or "
-            "--config train_if_missing=true, first)"
-        )
+        print(_untrained_hint(result["model"]))
     for variant, per in result["outputs"].items():
         for name, row in per.items():
             line = f"{variant:<5} {name:<12} {row['metric']:<16} {row['value']:.4f}"

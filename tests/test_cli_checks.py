@@ -124,6 +124,17 @@ def test_the_precision_bench_reads_every_config_group(monkeypatch, capsys) -> No
     assert seen == {"smoke": True, "seed": 3}
 
 
+def test_the_precision_bench_offers_train_if_missing_only_where_the_build_reads_it() -> None:
+    """ttt.linear_attention's build loads no checkpoint: its hint offered a key it refuses."""
+    from neuroedge.bench.precision import _untrained_hint
+    from neuroedge.registry import get_model
+
+    for name in ("snn.lif_convnet", "ttt.linear_attention"):
+        reads = "train_if_missing" in (get_model(name).valid_config_keys("build") or set())
+        assert ("train_if_missing=true" in _untrained_hint(name)) is reads, name
+    assert "loads no checkpoint" in _untrained_hint("ttt.linear_attention")
+
+
 def test_the_run_history_refuses_an_empty_home(monkeypatch) -> None:
     from neuroedge.bench.history import default_path
 
