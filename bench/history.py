@@ -60,8 +60,7 @@ def _open(path: Path) -> sqlite3.Connection:
     except sqlite3.Error as exc:
         raise ArtifactError(f"history {path}: cannot be opened ({exc})") from exc
     try:
-        _check_tables(db, path)
-        db.executescript(SCHEMA)
+        _make_tables(db, path)
     except (sqlite3.DatabaseError, ArtifactError) as exc:
         db.close()
         if isinstance(exc, ArtifactError):
@@ -70,8 +69,29 @@ def _open(path: Path) -> sqlite3.Connection:
     return db
 
 
-def _check_tables(db: sqlite3.Connection, path: Path) -> None:
-    """An empty database, or one whose runs and metrics tables are neuroedge's."""
+def _make_tables(db: sqlite3.Connection, path: Path) -> None:
+    """Check the tables, then make the missing ones, in one write transaction: another
+    process opening the same new file at once sees both tables or none, never ``runs``
+    alone (``executescript`` committed each CREATE on its own). A history that already has
+    them all is only read (no write lock), so a read-only one can still be listed."""
+    index = "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = 'metrics_by_name'"
+    if _check_tables(db, path) and db.execute(index).fetchone():
+        return
+    db.execute("BEGIN IMMEDIATE")  # waits (connect's timeout) for another process's CREATEs
+    try:
+        if not _check_tables(db, path):  # checked again under the lock
+            for statement in SCHEMA.split(";"):
+                if statement.strip():
+                    db.execute(statement)
+        db.commit()
+    finally:
+        if db.in_transaction:  # refused or failed: nothing made
+            db.rollback()
+
+
+def _check_tables(db: sqlite3.Connection, path: Path) -> bool:
+    """An empty database (False), or one whose runs and metrics tables are neuroedge's
+    (True when both are there); ArtifactError for any other."""
     from neuroedge.errors import ArtifactError
 
     tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -87,6 +107,7 @@ def _check_tables(db: sqlite3.Connection, path: Path) -> None:
             f"history {path}: a SQLite database with other tables {sorted(tables)}, not a "
             "neuroedge history (give a new file or an existing history)"
         )
+    return bool(tables)
 
 
 def _path(db_path: str | os.PathLike[str] | None) -> Path:

@@ -202,40 +202,54 @@ def write_report(
     plots: Sequence[Callable[[dict[str, Any], Path], Path | None]] = (),
     history: str | os.PathLike[str] | None = None,
 ) -> dict[str, Path]:
-    """Write report.json, report.md and plots into ``out_dir``; add a row to the history.
-    ``doc`` keeps the table's ``columns`` (set if it names none), so report.json and the
-    console table show what report.md shows."""
+    """Write the plots, report.md, then report.json into ``out_dir``; add a row to the
+    history. ``doc`` keeps the table's ``columns`` (set if it names none), so report.json and
+    the console table show what report.md shows.
+
+    report.json is written last: it commits the folder. An earlier report there is first
+    taken out (its plots, then its report.json and report.md), so a run stopped at any point
+    leaves either no report.json or one whose report.md and plots are its own."""
     from neuroedge.bench.history import record
 
     doc.setdefault("columns", list(columns))
+    found: list[str] = []
+    plain = finite_json(doc, found=found)
+    if found:
+        plain["non_finite"] = found  # where a value was NaN or infinite (null in the rows)
+    json.dumps(plain, allow_nan=False)  # a document JSON cannot hold fails before any removal
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    before = _plots_written_before(out / "report.json")
+    _remove_earlier_report(out)
     written: dict[str, Path] = {}
     for plot in (latency_plot, *plots):
         name = getattr(plot, "__name__", "plot").removesuffix("_plot")
         made = plot(doc, out / f"{name}.png")
         if made is not None:
             written[name] = Path(made)
-    found: list[str] = []
-    plain = finite_json(doc, found=found)
-    if found:
-        plain["non_finite"] = found  # where a value was NaN or infinite (null in the rows)
     plain["plots"] = [p.name for p in written.values()]  # what the next run may replace
-    text = json.dumps(plain, indent=2, allow_nan=False) + "\n"
-    written = {"json": write_text(out / "report.json", text), **written}
     write_markdown(plain, out / "report.md", columns, sections)
-    written["md"] = out / "report.md"
-    for stale in set(before) - set(plain["plots"]):  # an earlier report's plot, not this one's
-        (out / stale).unlink(missing_ok=True)
+    text = json.dumps(plain, indent=2, allow_nan=False) + "\n"
+    written = {"json": write_text(out / "report.json", text), **written, "md": out / "report.md"}
     record(plain, history, out_dir=str(out.resolve()))
     return written
 
 
+def _remove_earlier_report(out: Path) -> None:
+    """Take an earlier report in ``out`` away before this one writes anything. Its plots go
+    first (a reused folder keeps none: the new run writes its own again): a stop there
+    leaves the earlier report.json naming missing plots, never the new run's, and the next
+    run still reads from it which to remove. Its report.md goes with its report.json, so a
+    folder never shows an earlier run's report.md beside the new run's plots."""
+    for stale in _plots_written_before(out / "report.json"):
+        (out / stale).unlink(missing_ok=True)
+    (out / "report.json").unlink(missing_ok=True)
+    (out / "report.md").unlink(missing_ok=True)
+
+
 def _plots_written_before(path: Path) -> list[str]:
     """The plot files an earlier report in this folder listed (``plots`` in its report.json):
-    those a new report removes when it does not write them again, so a folder never mixes
-    an old run's plot with a new run's numbers. Other files in the folder are left alone."""
+    those a new report removes before it writes its own, so a folder never mixes an old
+    run's plot with a new run's numbers. Other files in the folder are left alone."""
     try:
         names = json.loads(path.read_text()).get("plots", [])
     except (OSError, ValueError, AttributeError):
