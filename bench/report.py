@@ -150,14 +150,29 @@ def write_markdown(
     write_text(path, "\n".join(lines) + "\n")
 
 
-def pyplot() -> Any:
-    """matplotlib.pyplot on the file-only Agg backend (no display needed)."""
-    import matplotlib
+class _FilePlots:
+    """The two pyplot calls the plots make, ``subplots`` and ``close``, on figures of their
+    own with an Agg canvas: no display needed, and the caller's pyplot (its backend, its open
+    figures) is left alone, as a library in a notebook must (``matplotlib.use("Agg")``
+    switched the caller's backend)."""
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    @staticmethod
+    def subplots(nrows: int = 1, ncols: int = 1, *, figsize: Any = None, **kw: Any) -> Any:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
 
-    return plt
+        fig = Figure(figsize=figsize)
+        FigureCanvasAgg(fig)
+        return fig, fig.subplots(nrows, ncols, **kw)
+
+    @staticmethod
+    def close(fig: Any) -> None:
+        """Nothing to do: the figure is in no registry, it goes with its last reference."""
+
+
+def pyplot() -> _FilePlots:
+    """What the plots use of matplotlib.pyplot (``subplots``, ``close``), file-only."""
+    return _FilePlots()
 
 
 def save_figure(fig: Any, path: Path) -> Path:
