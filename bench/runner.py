@@ -74,6 +74,9 @@ def bench_model(
     refusing backends give rows with the reason."""
     cfg = {**spec.default_config, **(config or {})}
     program = spec.build(cfg)
+    # the example and evaluate follow what the build settled (its meta["config"]: e.g. the
+    # checkpoint's split), not the checkpoint file read again: another process may replace it
+    cfg = {**cfg, **((getattr(program, "meta", None) or {}).get("config") or {})}
     host = get_backend("host")
     host_art = host.compile(program, spec)
     example = spec.example_for(0, cfg)

@@ -191,3 +191,23 @@ def test_cli_run_with_a_checkpoint_on_null_and_host(ckpt: Path, capsys) -> None:
         )
         assert code == 0, capsys.readouterr().err
     assert "[16, 1, 8, 8, 8]" in capsys.readouterr().out.replace("(", "[").replace(")", "]")
+
+
+def test_a_train_config_that_contradicts_the_checkpoint_is_refused(
+    ckpt: Path, tmp_path: Path, capsys
+) -> None:
+    from neuroedge.cli import main
+
+    asked = {"checkpoint": str(ckpt), "train_config": {"epochs": 2, "seed": 1}}
+    message = rf"train_config epochs=2 contradicts the checkpoint {ckpt} \(trained with epochs=20"
+    with pytest.raises(ConfigError, match=message):
+        lif_spec.build(asked)
+    with pytest.raises(ConfigError, match=message):
+        lif_spec.SPEC.example_for(0, asked)
+    config = ["--config", f"checkpoint={ckpt}", 'train_config={"seed": 1}']
+    out = ["--out", str(tmp_path / "bench")]
+    assert main(["bench", "snn.lif_convnet", "--backend", "host", *out, *config]) == 2
+    err = capsys.readouterr().err
+    assert f"train_config seed=1 contradicts the checkpoint {ckpt} (trained with seed=3" in err
+    agreeing = {"checkpoint": str(ckpt), "train_config": {"seed": 3, "epochs": 20}}
+    assert lif_spec.build(agreeing).meta["trained"]

@@ -22,6 +22,8 @@ from neuroedge.types import Efficiency, IOSpec, Measurement, ModelSpec, TorchPro
 STEPS = 8  # the default time steps (train.DEFAULTS["steps"])
 # train keys that fix the built net (and its examples); build reads them too
 NET_KEYS = ("steps", "seed", "channels1", "channels2")
+# the key of a build's meta["config"] holding the training settings of the net it built
+BUILT = "built_net"
 
 
 def checked_seed(config: Mapping[str, Any]) -> int:
@@ -84,6 +86,24 @@ def _training_request(config: Mapping[str, Any]) -> dict[str, Any]:
     return {**own, **asked}
 
 
+def _asked_as_trained(config: Mapping[str, Any], saved: Mapping[str, Any], path: Path) -> None:
+    """ConfigError unless each ``train_config`` value is the one the checkpoint at ``path``
+    was trained with (``saved``): with a checkpoint, train_config would be ignored silently."""
+    from neuroedge.config_values import mapping
+    from neuroedge.errors import ConfigError
+    from neuroedge.models.lif_convnet import train
+
+    asked = mapping({"train_config": config.get("train_config")}, "train_config")
+    wanted = train.check_config(asked)
+    for key in asked:
+        if wanted[key] != saved[key]:
+            raise ConfigError(
+                f"train_config {key}={asked[key]!r} contradicts the checkpoint {path} (trained "
+                f"with {key}={saved[key]!r}; train_config is what train_if_missing trains with):"
+                " drop it or name another checkpoint"
+            )
+
+
 def _settle(config: Mapping[str, Any]) -> tuple[Path, dict[str, Any] | None, dict[str, Any]]:
     """(checkpoint path, loaded checkpoint or None, settled training settings): see
     ``net_config``."""
@@ -105,6 +125,7 @@ def _settle(config: Mapping[str, Any]) -> tuple[Path, dict[str, Any] | None, dic
                 f"{key}={config[key]!r} contradicts the checkpoint {path} (trained with "
                 f"{key}={saved[key]!r}): drop {key} or name another checkpoint"
             )
+    _asked_as_trained(config, saved, path)
     return path, ckpt, saved
 
 
@@ -112,9 +133,30 @@ def net_config(config: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The training settings (``train.DEFAULTS`` keys) of the net a build with ``config``
     takes: the checkpoint's saved ones (read once), else what ``train_if_missing`` would train
     with, else the config's ``NET_KEYS`` over the defaults. A config ``steps``, ``seed``,
-    ``channels1`` or ``channels2`` that contradicts the checkpoint is refused (ConfigError):
-    the checkpoint's would win silently."""
-    return _settle(dict(config or {}))[2]
+    ``channels1`` or ``channels2``, or a ``train_config`` value, that contradicts the
+    checkpoint is refused (ConfigError): the checkpoint's would win silently.
+
+    A build's ``meta["config"]`` holds the settings of the net it built under ``BUILT``: they
+    are taken as they are, without reading the checkpoint file again (another process, e.g.
+    ``neuroedge train``, may have replaced it since: its split is not this net's)."""
+    from neuroedge.errors import ConfigError
+    from neuroedge.models.lif_convnet import train
+
+    cfg = dict(config or {})
+    if BUILT not in cfg:
+        return _settle(cfg)[2]
+    checked_seed(cfg)
+    if not isinstance(cfg[BUILT], Mapping):
+        raise ConfigError(f"{BUILT}={cfg[BUILT]!r}: expected the settings of a built net")
+    built = train.check_config(cfg[BUILT])
+    own = train.check_config({k: cfg[k] for k in NET_KEYS if k in cfg})
+    for key in NET_KEYS:
+        if key in cfg and own[key] != built[key]:
+            raise ConfigError(
+                f"{key}={cfg[key]!r} contradicts the built net ({BUILT} {key}={built[key]!r})"
+                f": drop {key}"
+            )
+    return built
 
 
 def build(config: Mapping[str, Any]) -> TorchProgram:
@@ -150,7 +192,12 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
             "trained": trained,
             "checkpoint": str(path) if trained else None,
             # what example_for and evaluate read to follow this net (ONNX export, calibration)
-            "config": {**config, **settled, **({"checkpoint": str(path)} if trained else {})},
+            "config": {
+                **config,
+                **settled,
+                **({"checkpoint": str(path)} if trained else {}),
+                BUILT: dict(cfg),
+            },
             "axes": {"channels1": net.channels[0], "channels2": net.channels[1]},
         },
     )
