@@ -61,6 +61,7 @@ from neuroedge.backends.lava_processes import (  # public names, kept importable
     packing_matrix,  # noqa: F401
     unpack_spikes,
 )
+from neuroedge.log_handlers import handlers_kept
 from neuroedge.errors import BackendUnavailable, ConfigError, ExportRefused
 from neuroedge.shapes import bind_inputs
 from neuroedge.types import (
@@ -314,11 +315,15 @@ class LavaNetwork:
         if net is not None and self.recurrent:  # spikes of the last run's tail would circle
             net["source"].stop()  # back into step 0: a fresh network per call
             net = None
-        if net is None:
-            net = self._built[key] = build_processes(self, batch, data, steps)
-        else:
-            net["source"].data.set(data)
-        net["source"].run(condition=RunSteps(num_steps=steps + depth), run_cfg=self._run_cfg())
+        # Lava adds a root handler per process it makes (Process.__init__) and one to its
+        # compiler's logger per compile: kept while it runs (its errors show), then removed
+        with handlers_kept("", "lava.magma.compiler.compiler"):
+            if net is None:
+                net = self._built[key] = build_processes(self, batch, data, steps)
+            else:
+                net["source"].data.set(data)
+            cond = RunSteps(num_steps=steps + depth)
+            net["source"].run(condition=cond, run_cfg=self._run_cfg())
         pops = self._collect(net, steps, batch)
         if every_population:
             return pops

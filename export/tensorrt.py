@@ -123,7 +123,7 @@ def quantize_int8(
         def get_next(self) -> dict[str, Any] | None:
             return next(self._it, None)
 
-    with atomic_path(dst) as tmp, _quiet_root_logger():
+    with atomic_path(dst) as tmp, quiet_root_logger():
         quantize_static(
             str(src),
             str(tmp),
@@ -149,14 +149,20 @@ def quantize_int8(
 
 
 @contextlib.contextmanager
-def _quiet_root_logger() -> Iterator[None]:
-    """ONNX Runtime's quantizer logs its pre-processing advice on the root logger at WARNING
-    (for every export); raise the root level to ERROR for the call only."""
+def quiet_root_logger() -> Iterator[None]:
+    """ONNX Runtime's quantizers log their pre-processing advice on every call with the
+    module-level ``logging.warning``: on the root logger at WARNING, and, where root has no
+    handler yet, through ``logging.basicConfig()``, which adds a stderr handler for good (the
+    caller's own ``basicConfig`` later does nothing). For the call only: the root level at
+    ERROR at least; on exit the caller's level is back and any handler added meanwhile gone."""
+    from neuroedge.log_handlers import handlers_kept
+
     root = logging.getLogger()
     level = root.level
     root.setLevel(max(level, logging.ERROR))
     try:
-        yield
+        with handlers_kept(""):
+            yield
     finally:
         root.setLevel(level)
 

@@ -13,12 +13,27 @@ from pathlib import Path
 
 
 def _read_umask() -> int:
-    mask = os.umask(0)  # the only way to read it; done once, at import (umask is per process)
+    mask = os.umask(0)  # the portable way to read it: set and put back (not thread-safe)
     os.umask(mask)
     return mask
 
 
-_UMASK = _read_umask()
+_UMASK = _read_umask()  # the import-time value: the fallback where /proc is absent
+_PROC_STATUS = "/proc/self/status"  # its Umask line: the umask now, read without changing it
+
+
+def _current_umask() -> int:
+    """The process umask now (a caller may tighten it after importing neuroedge), read from
+    /proc/self/status (no set-and-restore race with other threads); the import-time value
+    where that is unavailable."""
+    try:
+        with open(_PROC_STATUS, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return _UMASK
 
 
 def _check_kinds(path: str | os.PathLike[str], folder: bool) -> tuple[Path, Path]:
@@ -75,7 +90,8 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
         yield tmp_path
         with open(tmp_path, "rb+") as fh:
             os.fsync(fh.fileno())
-        os.chmod(tmp_path, 0o666 & ~_UMASK)  # mkstemp makes 0600; a file gets the usual mode
+        # mkstemp makes 0600; a file gets the usual mode under the caller's umask of now
+        os.chmod(tmp_path, 0o666 & ~_current_umask())
         os.replace(tmp_path, target)
     finally:
         tmp_path.unlink(missing_ok=True)

