@@ -23,6 +23,8 @@ from neuroedge.backends.base import (
     int_option,
     unroll,
 )
+from neuroedge.backends.export_folders import export_once
+from neuroedge.backends.export_folders import refuse_existing as _refuse_existing
 from neuroedge.errors import ArtifactError, ConfigError
 from neuroedge.npyfile import load_npz
 from neuroedge.export.tensorrt import VARIANTS as PRECISIONS  # int8: Q/DQ, calibrated
@@ -87,9 +89,13 @@ class OnnxRuntimeBackend(MeasuredBackend):
         if "path" in options:  # the user's file name: never over files already there
             path = Path(options.pop("path"))
             _refuse_existing(path, precision, program.stateful)
-        else:
-            path = artifact_dir(spec.name, self.name) / f"{form}.onnx"
-        return self.compile_at(program, spec, path, form, precision, options)
+            return self.compile_at(program, spec, path, form, precision, options)
+        # a folder of its own named by its files' hash: runs at once never mix graph and state
+        name = form if precision == "fp32" else f"{form}.{precision}"
+        write = lambda work: self._export(program, spec, work / f"{form}.onnx", form, precision)
+        path = export_once(artifact_dir(spec.name, self.name), name, write)
+        artifact = self.load(path, spec, options)
+        return replace(artifact, meta={**artifact.meta, **axes_meta(program)})
 
     def compile_at(
         self,
@@ -100,15 +106,20 @@ class OnnxRuntimeBackend(MeasuredBackend):
         precision: str,
         options: Mapping[str, str],
     ) -> Artifact:
-        """Export to ``path`` (replacing a file there: neuroedge's own artifact folders and
-        the TensorRT backend's sources), reduce to ``precision``, load."""
+        """Export to ``path`` (replacing a file there: the caller's own folder), reduce to
+        ``precision``, load."""
+        path = self._export(program, spec, path, form, precision)
+        artifact = self.load(path, spec, options)
+        return replace(artifact, meta={**artifact.meta, **axes_meta(program)})
+
+    def _export(
+        self, program: TorchProgram, spec: ModelSpec, path: Path, form: str, precision: str
+    ) -> Path:
+        """The graph to load: the export at ``path``, or its ``precision`` graph beside it."""
         from neuroedge.export.onnx import export_onnx
 
         export_onnx(program, spec, path, form=form)
-        if precision != "fp32":
-            path = self._reduced(path, precision, program, spec)
-        artifact = self.load(path, spec, options)
-        return replace(artifact, meta={**artifact.meta, **axes_meta(program)})
+        return path if precision == "fp32" else self._reduced(path, precision, program, spec)
 
     def _reduced(self, path: Path, precision: str, program: TorchProgram, spec: ModelSpec) -> Path:
         """The fp16 or int8 graph of the float32 export at ``path``, beside it (the graphs the
@@ -268,10 +279,11 @@ def _session_run(session: Any, fetch: list[str], feed: dict[str, Any], path: Any
 def _provider_options(provider: str, model_path: Path) -> dict[str, str]:
     """TensorRT EP: cache engines beside the model (else every session rebuilds them), in a
     folder named by the graph's content hash: ONNX Runtime's engine id hashes the file name and
-    tensor names but not the weights, and an export's path is fixed per model, so a retrained
-    model would otherwise run the old engine. The timing cache (per layer shape and GPU, not
-    per weight) stays shared. CUDA EP: no TF32, so float32 parity with the host reference
-    means float32."""
+    tensor names but not the weights, and a file at one path may be exported again with other
+    weights (a default export has a folder per content, ``export_folders``, but a path of the
+    caller's own does not), which would otherwise run the old engine. The timing cache (per
+    layer shape and GPU, not per weight) is shared beside the model. CUDA EP: no TF32, so
+    float32 parity with the host reference means float32."""
     if provider == "TensorrtExecutionProvider":
         from neuroedge.backends.tensorrt_cache import file_sha256
 
@@ -289,24 +301,6 @@ def _provider_options(provider: str, model_path: Path) -> dict[str, str]:
     if provider == "CUDAExecutionProvider":
         return {"use_tf32": "0"}
     return {}
-
-
-def _refuse_existing(path: Path, precision: str, stateful: bool) -> None:
-    """ConfigError when a file the export at the user's ``path`` writes is already there: the
-    graph, its initial state (stateful models) and the reduced-precision graph beside it."""
-    from neuroedge.export.onnx import state_file
-
-    written = [path, *([state_file(path)] if stateful else [])]
-    if precision != "fp32":
-        reduced = path.with_name(f"{path.stem}.{precision}.onnx")
-        written += [reduced, *([state_file(reduced)] if stateful else [])]
-    there = [str(p) for p in written if p.exists()]
-    if there:
-        raise ConfigError(
-            f"backend 'onnxrt' option path={str(path)!r}: {', '.join(there)} already there; path "
-            "names the new file the export is written to (with its state and reduced graph "
-            "beside it), and it would replace what is there: give another name, or delete it"
-        )
 
 
 def _read_state_file(side: Path, session: Any, state_names: tuple[str, ...]) -> list[Any]:

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from neuroedge.backends.base import MeasuredBackend, check_options
+from neuroedge.backends.export_folders import export_once
 from neuroedge.backends.tensorrt_cache import EngineCache, EngineKey, file_sha256
 from neuroedge.errors import ArtifactError, BackendUnavailable
 from neuroedge.export.tensorrt import CALIBRATION_SAMPLES, VARIANTS
@@ -219,8 +220,9 @@ class TensorRTBackend(MeasuredBackend):
         """Options: variant (fp32|fp16|int8), form, max_batch, workspace_mb,
         optimization_level, calibration_samples (int8: examples of seeds from the onnxrt
         backend's CALIBRATION_SEED, disjoint from the seed 0 that `neuroedge run` and the GPU
-        check compare on), dir (the working folder: its ONNX sources are rebuilt and replaced
-        on each compile, engines cached under dir/engines), engine_path."""
+        check compare on), dir (the working folder: the ONNX source and the prepared graph are
+        rebuilt on each compile and kept in dir/<form>.<variant>-<hash of the files>, reused
+        when the same; engines cached under dir/engines), engine_path."""
         from neuroedge.backends.onnxrt import OnnxRuntimeBackend, calibration_seeds
         from neuroedge.export.tensorrt import calibration_feeds, prepare_precision
 
@@ -232,21 +234,24 @@ class TensorRTBackend(MeasuredBackend):
         if variant not in VARIANTS:
             raise ValueError(f"TensorRT variant {variant!r} is not one of {', '.join(VARIANTS)}")
         folder = Path(opts.get("dir") or artifact_dir(spec.name, self.name))
-        source = OnnxRuntimeBackend().compile_at(
-            program,
-            spec,
-            # the backend's working folder (``dir``, default its artifact folder): the ONNX
-            # source and reduced graphs there are rebuilt, replaced, on every compile
-            folder / f"{opts['form']}.onnx",
-            opts["form"],
-            "fp32",
-            {"providers": "CPUExecutionProvider"},
-        )
-        # int8 calibrates on seeds disjoint from the example parity is measured on
-        seeds = calibration_seeds(variant, int(opts["calibration_samples"]))
-        examples = [spec.built_example(s, program) for s in seeds]
-        feeds = calibration_feeds(source.handle, source.meta, examples)
-        prepared = prepare_precision(source.path, variant, folder, feeds, check=False)
+        form = str(opts["form"])
+        made: list[Any] = []  # the float32 source and its calibration feeds
+
+        def write(work: Path) -> Path:
+            cpu = {"providers": "CPUExecutionProvider"}
+            source = OnnxRuntimeBackend().compile_at(
+                program, spec, work / f"{form}.onnx", form, "fp32", cpu
+            )
+            # int8 calibrates on seeds disjoint from the example parity is measured on
+            seeds = calibration_seeds(variant, int(opts["calibration_samples"]))
+            examples = [spec.built_example(s, program) for s in seeds]
+            made.extend([source, calibration_feeds(source.handle, source.meta, examples)])
+            return prepare_precision(source.path, variant, work, made[1], check=False)
+
+        # the ONNX source and the graph the engine is built from, in a folder of their own
+        # named by their hash (``export_folders``): a run at once never swaps them
+        prepared = export_once(folder, f"{form}.{variant}", write)
+        source, feeds = made
         return self._engine_artifact(spec, source, prepared, feeds[0], variant, opts)
 
     def _engine_artifact(

@@ -135,8 +135,8 @@ def _trt_ep_options(monkeypatch: pytest.MonkeyPatch, path: str) -> dict[str, str
 
 
 def test_ort_tensorrt_engine_cache_differs_when_the_weights_do(monkeypatch, tmp_path) -> None:
-    # ONNX Runtime's engine id hashes names, not weights; a retrained model is re-exported
-    # to the same default path
+    # ONNX Runtime's engine id hashes names, not weights; each default export (a folder of
+    # its own, named by its files' hash) keeps its engines beside it
     monkeypatch.setenv("NEUROEDGE_HOME", str(tmp_path))
     spec, backend = get_model(LIF), get_backend("onnxrt")
     options, paths = [], []
@@ -145,11 +145,11 @@ def test_ort_tensorrt_engine_cache_differs_when_the_weights_do(monkeypatch, tmp_
         art = backend.compile(program, spec, {"providers": "CPUExecutionProvider"})
         paths.append(art.path)
         options.append(_trt_ep_options(monkeypatch, art.path))
-    assert len(set(paths)) == 1 and str(tmp_path) in paths[0]
+    assert paths[0] != paths[1] == paths[2] and str(tmp_path) in paths[0]
     engines = [o["trt_engine_cache_path"] for o in options]
     assert engines[0] != engines[1] and engines[1] == engines[2]  # same weights: same cache
-    assert all(Path(e).parent == Path(paths[0]).parent / "trt_ep_cache" for e in engines)
-    assert {o["trt_timing_cache_path"] for o in options} == {str(Path(engines[0]).parent)}
+    assert all(Path(e).parent == Path(p).parent / "trt_ep_cache" for e, p in zip(engines, paths))
+    assert [o["trt_timing_cache_path"] for o in options] == [str(Path(e).parent) for e in engines]
     # ORT makes each folder with a non-recursive create_directory: both must exist already
     assert all(Path(e).is_dir() for e in engines)
 
