@@ -199,6 +199,7 @@ def test_sweep_train_noise_clean_trains_once_and_matches_same_at_zero(tmp_path, 
 def test_sweep_defaults_read_the_claim_over_seeds_and_seed_picks_one(monkeypatch, tmp_path):
     """The default sweep runs seeds 0-5 (the claim is read over seeds) with nets trained on
     clean data; ``--config seed=S`` alone runs that one seed, not the default list."""
+    from neuroedge.errors import ConfigError
     from neuroedge.models.bivision import bench as bb
 
     assert bb.SWEEP_DEFAULTS["train_noise"] == "clean"
@@ -214,11 +215,13 @@ def test_sweep_defaults_read_the_claim_over_seeds_and_seed_picks_one(monkeypatch
     for config, want in (
         ({"seed": 7}, [7]),
         ({}, [0, 1, 2, 3, 4, 5]),
-        ({"seed": 7, "seeds": [1, 2]}, [1, 2]),
+        ({"seeds": [1, 2]}, [1, 2]),
     ):
         with pytest.raises(RuntimeError, match="stop"):
             bb.bench(str(tmp_path), config=config, progress=False)
         assert seen[-1] == want, config
+    with pytest.raises(ConfigError, match="give one"):  # ran the seeds, recorded the seed
+        bb.bench(str(tmp_path), config={"seed": 7, "seeds": [1, 2]}, progress=False)
 
 
 @pytest.mark.parametrize(
