@@ -8,10 +8,7 @@ per seed, keeps every seed's row and adds the mean; two methods are compared pai
 
 from __future__ import annotations
 
-import contextlib
-import signal
-import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -69,22 +66,29 @@ def map_seeds(
 
         def local(share: dict[int, Any]) -> dict[int, Any]:
             label = f"{desc} (rank {w.rank} of {w.size})"
-            return _map_local(fn, share, workers, label, progress and w.lead)
+            return map_local(fn, share, workers, label, progress and w.lead)
 
         return distributed.map_sharded(local, cfgs, w)
-    return _map_local(fn, cfgs, workers, desc, progress)
+    return map_local(fn, cfgs, workers, desc, progress)
 
 
-def _map_local(
-    fn: Callable[[Any], Any], cfgs: Mapping[int, Any], workers: int, desc: str, progress: bool
-) -> dict[int, Any]:
-    """``map_seeds`` in this process and ``workers`` spawned ones."""
-    import multiprocessing
-
+def map_local(
+    fn: Callable[[Any], Any],
+    cfgs: Mapping[Any, Any],
+    workers: int,
+    desc: str,
+    progress: bool,
+    noun: str = "seed",
+) -> dict[Any, Any]:
+    """``{key: fn(cfgs[key])}`` in the order of ``cfgs``: here when ``workers`` is 1, else in
+    ``workers`` spawned processes (``map_seeds`` without torchrun). A worker that dies raises
+    WorkerDied naming the ``noun`` it ran; the workers end with the call, however it ends."""
     from tqdm import tqdm
 
+    from neuroedge.bench.pool import map_pool
+
     bar = tqdm(total=len(cfgs), desc=desc, disable=not progress)
-    out: dict[int, Any] = {}
+    out: dict[Any, Any] = {}
     if not cfgs:  # a rank with no share of the seeds
         pass
     elif workers == 1 or len(cfgs) == 1:
@@ -92,12 +96,7 @@ def _map_local(
             out[seed] = fn(cfg)
             bar.update()
     else:
-        ctx = multiprocessing.get_context("spawn")
-        with _sigterm_exits(), ctx.Pool(min(workers, len(cfgs))) as pool:  # exit: terminate
-            pending = {seed: pool.apply_async(fn, (cfg,)) for seed, cfg in cfgs.items()}
-            for seed in cfgs:
-                out[seed] = pending[seed].get()
-                bar.update()
+        out = map_pool(fn, cfgs, min(workers, len(cfgs)), bar, desc, noun)
     bar.close()
     return out
 
@@ -123,24 +122,6 @@ def run_over_seeds(
     jobs = {s: {**cfg, "seed": s, "progress": len(seeds) == 1} for s in seeds}
     per_seed = map_seeds(fn, jobs, workers, f"{name} seeds", progress=len(seeds) > 1)
     return {**cfg, "seeds": seeds}, seeds, per_seed
-
-
-@contextlib.contextmanager
-def _sigterm_exits() -> Iterator[None]:
-    """Inside, SIGTERM raises SystemExit (so ``with`` blocks unwind and a worker pool is
-    terminated) instead of killing the process on the spot; outside the main thread, no-op."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def stop(signum: int, frame: Any) -> None:
-        raise SystemExit(128 + signum)
-
-    before = signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, before)
 
 
 def row_value(rows: Sequence[Report], variant: str, name: str) -> float:

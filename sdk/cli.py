@@ -17,6 +17,7 @@ from neuroedge.cli_run import add_run_parser, seed_value
 from neuroedge.config_values import check_seed_keys
 from neuroedge.errors import NeuroedgeError, PluginError
 from neuroedge.registry import available_backends, get_model, model_names
+from neuroedge.signals import EXIT_TERMINATED, Terminated, sigterm_exits, stdout_reader_gone
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -280,8 +281,8 @@ def cmd_nir(args: argparse.Namespace) -> int:
 
 EXIT_CODES = (
     "exit status: 0 ran (a bench whose claim is not met ran: 0 too), 1 internal error (a "
-    "traceback), 2 bad input or refused, 130 interrupted; NEUROEDGE_DEBUG=1 shows the "
-    "traceback of an error that would exit 2"
+    "traceback), 2 bad input or refused, 130 interrupted (Ctrl-C), 143 stopped by SIGTERM; "
+    "NEUROEDGE_DEBUG=1 shows the traceback of an error that would exit 2"
 )
 
 
@@ -350,36 +351,26 @@ EXIT_READER_GONE = 141
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a tool stopped by Ctrl-C
 
 
-def _stdout_reader_gone() -> bool:
-    """Whether stdout is a pipe whose reader has closed (``neuroedge list | head -1``), as
-    against a BrokenPipeError from elsewhere (a socket to a model's LLM endpoint)."""
-    import select
-
-    try:
-        fd = sys.stdout.fileno()
-    except (OSError, ValueError):  # a stdout with no descriptor (replaced by a caller)
-        return False
-    poller = select.poll()
-    poller.register(fd, select.POLLOUT)
-    return any(events & select.POLLERR for _, events in poller.poll(0))
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """The command's exit status (EXIT_CODES); with NEUROEDGE_DEBUG set (not 0) an error is
     raised with its traceback instead of printed as one line."""
     args = parser().parse_args(argv)
     debug = os.environ.get("NEUROEDGE_DEBUG", "") not in ("", "0")
     try:
-        code = int(args.fn(args))
-        sys.stdout.flush()  # a reader gone shows here, not at exit past every handler
+        with sigterm_exits():  # SIGTERM unwinds as Ctrl-C does: temp files go, workers end
+            code = int(args.fn(args))
+            sys.stdout.flush()  # a reader gone shows here, not at exit past every handler
         return code
     except KeyboardInterrupt:
         if debug:
             raise
         print("\nneuroedge: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except Terminated:
+        print("neuroedge: terminated (SIGTERM)", file=sys.stderr)
+        return EXIT_TERMINATED
     except BrokenPipeError as err:
-        if not _stdout_reader_gone():
+        if not stdout_reader_gone():
             if debug:
                 raise
             print(f"neuroedge: error: {err}", file=sys.stderr)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from neuroedge.bench.seeds import mean_report, paired_difference, seed_label, seed_list
@@ -88,34 +90,124 @@ def alive(pid: int) -> bool:
         return False
 
 
-@pytest.mark.skipif(not __import__("sys").platform.startswith("linux"), reason="reads /proc")
-def test_stopping_a_run_with_sigterm_ends_its_worker_processes() -> None:
+def stop_when_started(code: str, sig: int) -> tuple[int, set[int]]:
+    """Run ``code`` (a pool of two workers, or more), send ``sig`` to it once they run; its exit
+    status and its children then (a resource tracker, the workers)."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    run = subprocess.Popen([sys.executable, "-c", code], cwd=os.path.dirname(__file__))
+    workers: set[int] = set()
+    try:
+        deadline = time.monotonic() + 60
+        while len(workers := children_of(run.pid)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.2)  # spawn start-up: a resource tracker and the two workers
+        assert len(workers) >= 3, "the pool never started"
+        time.sleep(1.0)
+        run.send_signal(sig)
+        return run.wait(timeout=30), workers
+    finally:
+        run.kill()
+        for pid in workers:
+            if alive(pid):
+                os.kill(pid, 9)
+
+
+def gone(pids: set[int], within: float = 15.0) -> bool:
+    """Whether every process of ``pids`` has ended ``within`` seconds."""
+    import time
+
+    deadline = time.monotonic() + within
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return not any(alive(p) for p in pids)
+
+
+LINUX = pytest.mark.skipif(not __import__("sys").platform.startswith("linux"), reason="/proc")
+
+
+@LINUX
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])  # what `timeout` and `kill` send; Ctrl-C
+def test_stopping_a_run_with_sigterm_ends_its_worker_processes(sig) -> None:
+    code = (
+        "import time; from neuroedge.bench.seeds import map_seeds; "
+        "map_seeds(time.sleep, {0: 120, 1: 120}, workers=2, progress=False)"
+    )
+    rc, workers = stop_when_started(code, getattr(__import__("signal"), sig))
+    assert rc != 0
+    assert gone(workers), "workers outlived the run"
+
+
+def slow_cell(job: tuple) -> dict:
+    """A closed-loop cell of vla.specprune that takes a minute (spawned workers import it)."""
+    __import__("time").sleep(60)
+    return {}
+
+
+@LINUX
+def test_sigterm_to_a_specprune_cell_pool_ends_its_workers() -> None:
+    """Its ProcessPoolExecutor had no SIGTERM handler: the parent died on the spot and its
+    workers went on running their cells, orphaned."""
+    code = (
+        "from neuroedge.models.specprune import bench\n"
+        "from neuroedge.models.specprune.functional import PruneConfig\n"
+        "import test_bench_seeds\n"
+        "bench.evaluate_job = test_bench_seeds.slow_cell\n"
+        "bench.evaluate_all({'a': 'x'}, 'host', {'a': PruneConfig()}, ('t1', 't2'), 1, 2)\n"
+    )
+    rc, workers = stop_when_started(code, __import__("signal").SIGTERM)
+    assert rc == 143  # was -15: killed on the spot
+    assert gone(workers), "workers outlived the run"
+
+
+def test_a_pool_gives_each_seeds_result_in_the_order_of_the_seeds_and_raises_a_seeds_error():
+    from neuroedge.bench.seeds import map_seeds
+
+    got = map_seeds(abs, {3: -3, 1: -1, 2: -2, 0: 5}, workers=2, progress=False)
+    assert list(got.items()) == [(3, 3), (1, 1), (2, 2), (0, 5)]
+    with pytest.raises(ZeroDivisionError):
+        map_seeds(eval, {0: "1", 1: "1/0", 2: "2"}, workers=2, progress=False)
+
+
+KILL_SELF = "__import__('os').kill(__import__('os').getpid(), 9)"  # as the OOM killer does
+
+
+def test_a_worker_that_dies_is_an_error_naming_it_at_once_not_a_hang() -> None:
+    """A worker killed (SIGKILL, what the out-of-memory killer sends) left multiprocessing.Pool
+    waiting for its result forever; the error names the seed, the signal and what is left, and
+    the other worker (a minute's work) is ended with the run."""
+    import os
     import signal
     import subprocess
     import sys
     import time
 
     code = (
-        "import time; from neuroedge.bench.seeds import map_seeds; "
-        "map_seeds(time.sleep, {0: 120, 1: 120}, workers=2, progress=False)"
+        "import sys; from neuroedge.bench.seeds import map_seeds\n"
+        f"cfgs = {{0: {KILL_SELF!r}, 1: '__import__(\"time\").sleep(60)'}}\n"
+        "try:\n"
+        "    map_seeds(eval, cfgs, workers=2, desc='b seeds', progress=False)\n"
+        "except ChildProcessError as err:\n"
+        "    sys.exit(str(err))\n"
     )
-    run = subprocess.Popen([sys.executable, "-c", code])
+    start = time.monotonic()
+    run = subprocess.Popen(
+        [sys.executable, "-c", code], stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
-        deadline = time.monotonic() + 60
-        while len(workers := children_of(run.pid)) < 2 and time.monotonic() < deadline:
-            time.sleep(0.2)  # spawn start-up: a resource tracker and the two workers
-        assert len(workers) >= 2, "the pool never started"
-        time.sleep(1.0)
-        run.send_signal(signal.SIGTERM)  # what `timeout` and `kill` send
-        assert run.wait(timeout=30) != 0
-        deadline = time.monotonic() + 15
-        while any(alive(w) for w in workers) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert not any(alive(w) for w in workers), "workers outlived the run"
+        _, err = run.communicate(timeout=30)  # the old pool: still waiting after 40 s
     finally:
-        run.kill()
-        for w in children_of(run.pid):
-            __import__("os").kill(w, signal.SIGKILL)
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    assert run.returncode == 1 and time.monotonic() - start < 20  # the sleeping worker ended
+    assert re.fullmatch(
+        r"b seeds: a worker process \(pid \d+\) running seed 0 was killed by signal SIGKILL "
+        r"\(as the kernel's out-of-memory killer does: fewer workers use less memory\); "
+        r"seeds not finished: \[0, 1\]",
+        err.strip(),
+    ), err
 
 
 @pytest.mark.parametrize("name", ["event.bivision", "snn.unisparse", "uq.last_layer"])

@@ -212,27 +212,17 @@ def evaluate_all(
     processes (spawned: each owns its EGL context) when ``workers`` > 1."""
     from dataclasses import asdict
 
-    from tqdm import tqdm
+    from neuroedge.bench.seeds import map_local
 
     jobs = [
         (sources[m], backend, m, asdict(configs[m]), t, episodes, seed0)
         for m in configs
         for t in tasks
     ]
-    with tqdm(total=len(jobs), desc=f"closed-loop cells ({episodes} episodes each)") as bar:
-        cells = []
-        if workers <= 1:
-            for job in jobs:
-                cells.append(evaluate_job(job))
-                bar.update(1)
-        else:
-            import multiprocessing as mp
-            from concurrent.futures import ProcessPoolExecutor
-
-            with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
-                for cell in pool.map(evaluate_job, jobs):
-                    cells.append(cell)
-                    bar.update(1)
+    # the seeds' worker pool: a dead worker raises WorkerDied; SIGTERM and Ctrl-C end them all
+    desc = f"closed-loop cells ({episodes} episodes each)"
+    by_index = map_local(evaluate_job, dict(enumerate(jobs)), max(workers, 1), desc, True, "cell")
+    cells = list(by_index.values())
     if len(cells) != len(jobs):
         raise RuntimeError(f"{len(jobs) - len(cells)} of {len(jobs)} evaluation cells are missing")
     results: dict[str, dict[str, Any]] = {}

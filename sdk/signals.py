@@ -1,0 +1,55 @@
+"""Stop signals as exceptions, so ``with`` and ``finally`` blocks unwind on the way out.
+
+SIGTERM (what ``timeout``, ``kill`` and batch schedulers send) kills a process on the spot by
+default: an ``atomic_path`` temp file (``.NAME.*.part``) stays behind and a seed pool's workers
+go on computing on their own. Inside ``sigterm_exits`` it raises ``Terminated`` instead, as
+Ctrl-C raises KeyboardInterrupt, and the process exits with 143 (128 + SIGTERM) as a shell
+reports a tool stopped by it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+EXIT_TERMINATED = 128 + signal.SIGTERM  # 143
+
+
+class Terminated(SystemExit):
+    """SIGTERM received inside ``sigterm_exits``: a SystemExit with status 143."""
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated(128 + signum)
+
+
+@contextlib.contextmanager
+def sigterm_exits() -> Iterator[None]:
+    """Inside, SIGTERM raises ``Terminated`` instead of killing the process on the spot;
+    outside the main thread (where no handler can be set), a no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def stdout_reader_gone() -> bool:
+    """Whether stdout is a pipe whose reader has closed (``neuroedge list | head -1``), as
+    against a BrokenPipeError from elsewhere (a socket to a model's LLM endpoint)."""
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError):  # a stdout with no descriptor (replaced by a caller)
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poller.poll(0))
