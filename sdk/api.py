@@ -52,36 +52,58 @@ def deploy(
     repeats: int = 50,
 ) -> tuple[Artifact, Report]:
     """Build ``name``, compile it for ``backend`` and profile it on ``inputs`` (default: the
-    model's example input; see ``neuroedge.arrays.load_inputs`` for a user's own), timed over
-    ``repeats`` calls after the warm-up.
+    built net's example input; see ``neuroedge.arrays.load_inputs`` for a user's own), timed
+    over ``repeats`` calls after the warm-up.
 
     The report has the latency percentiles and throughput, the SOPs, MACs and energy
     estimate counted on the host reference for that input (torch models), and, off the host,
     parity with it: ``max_abs_err``, ``max_rel_err``, ``spike_agreement``,
     ``within_tolerance`` against the model's tolerance, with a "parity: ..." note per breach.
     """
+    artifact, report, _ = deploy_with_inputs(name, backend, config, options, inputs, repeats)
+    return artifact, report
+
+
+def deploy_with_inputs(
+    name: str,
+    backend: str = "host",
+    config: Mapping[str, Any] | None = None,
+    options: Mapping[str, str] | None = None,
+    inputs: Mapping[str, Any] | None = None,
+    repeats: int = 50,
+    seed: int = 0,
+) -> tuple[Artifact, Report, Mapping[str, Any]]:
+    """``deploy``, also returning the inputs it profiled: ``inputs``, else the example for
+    ``seed`` of the net the build made (``ModelSpec.built_example``: its settings as the build
+    settled them, e.g. a checkpoint's split, not the checkpoint file read again, which another
+    process may have replaced since)."""
     repeats = check_repeats(repeats)
     spec, be = get_model(name), ready_backend(name, backend)
     spec.check_config(config, "build")
     cfg = {**spec.default_config, **(config or {})}
     program = spec.build(cfg)
     artifact = be.compile(program, spec, options)
-    # the config travels with the artifact, so ``profile`` builds the same example input
-    artifact = dataclasses.replace(artifact, meta={**artifact.meta, "build_config": cfg})
-    example = spec.example_for(0, cfg) if inputs is None else inputs
+    # what the build settled travels with the artifact: ``profile`` builds the same example
+    settled = {**cfg, **((getattr(program, "meta", None) or {}).get("config") or {})}
+    artifact = dataclasses.replace(artifact, meta={**artifact.meta, "build_config": settled})
+    example = spec.built_example(seed, program, cfg) if inputs is None else inputs
     report = be.profile(artifact, example, repeats)
     metrics, notes = _reference_metrics(program, spec, artifact, example)
     if (getattr(program, "meta", None) or {}).get("trained") is False:  # as the bench notes it
         notes = (UNTRAINED_NOTE, *notes)  # train_if_missing=false ran random weights unsaid
-    return artifact, Report(
-        report.model,
-        report.backend,
-        report.variant,
-        report.device,
-        {**report.metrics, **metrics},
-        report.fallbacks,
-        report.rejections,
-        (*report.notes, *notes),
+    return (
+        artifact,
+        Report(
+            report.model,
+            report.backend,
+            report.variant,
+            report.device,
+            {**report.metrics, **metrics},
+            report.fallbacks,
+            report.rejections,
+            (*report.notes, *notes),
+        ),
+        example,
     )
 
 
@@ -224,7 +246,8 @@ def profile(
     artifact: Artifact, inputs: Mapping[str, Any] | None = None, repeats: int = 50
 ) -> Report:
     """Latency of ``artifact`` on its backend (by default the spec's example input for the
-    config ``deploy`` built it with); ``deploy`` adds the counted ops and the parity."""
+    config ``deploy`` built it with, as the build settled it: the built net's); ``deploy`` adds
+    the counted ops and the parity."""
     repeats = check_repeats(repeats)
     if inputs is None:
         inputs = artifact.spec.example_for(0, artifact.meta.get("build_config"))

@@ -60,24 +60,25 @@ def _recording_inputs(args: argparse.Namespace, config: dict[str, Any]) -> dict[
     return inputs
 
 
-def _inputs(args: argparse.Namespace, config: dict[str, Any]) -> dict[str, Any]:
-    """The run's inputs: from ``--events``, ``--input`` or the model's generated example."""
+def _inputs(args: argparse.Namespace, config: dict[str, Any]) -> dict[str, Any] | None:
+    """The run's inputs from ``--events`` or ``--input``; None for the model's generated
+    example, which ``deploy`` makes for the net it built (not from the config before the
+    build: a checkpoint replaced in between would give the example of another net)."""
     from neuroedge.arrays import load_inputs
     from neuroedge.registry import get_model
 
     if args.events is not None:
         return _recording_inputs(args, config)
-    spec = get_model(args.name)
     if args.input is None:
-        return spec.example_for(args.seed or 0, {**spec.default_config, **config})
-    inputs = load_inputs(args.input, spec)
+        return None
+    inputs = load_inputs(args.input, get_model(args.name))
     shapes = ", ".join(f"{k} {list(v.shape)}" for k, v in inputs.items())
     print(f"input {args.input}: {shapes}")
     return inputs
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from neuroedge.api import deploy, ready_backend
+    from neuroedge.api import deploy_with_inputs, ready_backend
     from neuroedge.arrays import check_output_path, save_outputs
     from neuroedge.registry import get_backend
 
@@ -102,8 +103,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     source = args.input if args.input is not None else args.events
     inputs = _inputs(args, config)
     try:
-        artifact, report = deploy(
-            args.name, args.backend, config, options, inputs=inputs, repeats=args.repeats
+        artifact, report, inputs = deploy_with_inputs(
+            args.name, args.backend, config, options, inputs, args.repeats, args.seed or 0
         )
         outputs = get_backend(args.backend).run(artifact, inputs)
     except InputError as err:  # what only the built model knows (a width): name the file too

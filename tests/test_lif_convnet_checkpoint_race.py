@@ -20,8 +20,8 @@ from neuroedge.models.lif_convnet import train
 from neuroedge.models.lif_convnet.data import load_digits_split
 
 
-def _save(path: Path, seed: int) -> Path:
-    cfg = train.check_config({"seed": seed, "channels1": 4, "channels2": 4})
+def _save(path: Path, seed: int, steps: int = 8) -> Path:
+    cfg = train.check_config({"seed": seed, "steps": steps, "channels1": 4, "channels2": 4})
     net = train.make_net(cfg)
     return save_checkpoint(path, {"state_dict": net.state_dict(), "config": cfg})
 
@@ -70,3 +70,64 @@ def test_the_built_example_follows_the_built_net_not_the_file(tmp_path) -> None:
     x = lif_spec.SPEC.built_example(0, program)["x"]
     assert x[0, 0].tobytes() in _rows(load_digits_split(0).x_test)
     assert lif_spec.net_config(program.meta["config"])["seed"] == 0
+
+
+def _racing_spec(path: Path, other: bytes, before: bool, seen: list[np.ndarray]):
+    """snn.lif_convnet whose build finds the checkpoint at ``path`` replaced by ``other`` (a
+    train in another shell) just ``before`` it reads it, else just after; ``seen`` records each
+    example made."""
+
+    def build_racing(config):
+        if before:
+            path.write_bytes(other)
+        program = lif_spec.build(config)
+        if not before:
+            path.write_bytes(other)
+        return program
+
+    def example(seed=0, config=None):
+        x = lif_spec.example(seed, config)
+        seen.append(x["x"])
+        return x
+
+    return dataclasses.replace(lif_spec.SPEC, build=build_racing, example=example)
+
+
+def _example_of(checkpoint: Path, seed: int, steps: int) -> np.ndarray:
+    """The example ``seed`` of the net saved at ``checkpoint`` (its split, for its steps)."""
+    x = lif_spec.example(seed, {"checkpoint": str(checkpoint)})["x"]
+    assert x.shape[0] == steps
+    return x
+
+
+def test_deploy_profiles_the_example_of_the_net_it_built(tmp_path, monkeypatch) -> None:
+    import neuroedge as ne
+    from neuroedge import api
+
+    path = _save(tmp_path / "lif.pt", seed=0)
+    built = _example_of(_save(tmp_path / "s0.pt", seed=0), 0, 8)
+    other = _save(tmp_path / "s3.pt", seed=3, steps=16)
+    seen: list[np.ndarray] = []
+    spec = _racing_spec(path, other.read_bytes(), before=False, seen=seen)
+    monkeypatch.setattr(api, "get_model", lambda name: spec)
+    artifact, report = ne.deploy("snn.lif_convnet", "host", {"checkpoint": str(path)}, repeats=1)
+    assert report.metrics["latency_p50_ms"].value > 0
+    ne.profile(artifact, repeats=1)  # its default example follows the built net too
+    assert len(seen) == 2 and all(np.array_equal(x, built) for x in seen)
+
+
+def test_cli_run_runs_the_example_of_the_net_it_built(tmp_path, monkeypatch, capsys) -> None:
+    from neuroedge import api, registry
+    from neuroedge.cli import main
+
+    path = _save(tmp_path / "lif.pt", seed=0)
+    other = _save(tmp_path / "s3.pt", seed=3, steps=16)
+    built = _example_of(other, 5, 16)  # replaced before the build read it: the seed-3 net
+    seen: list[np.ndarray] = []
+    spec = _racing_spec(path, other.read_bytes(), before=True, seen=seen)
+    monkeypatch.setattr(api, "get_model", lambda name: spec)
+    monkeypatch.setattr(registry, "get_model", lambda name: spec)
+    argv = ["run", "snn.lif_convnet", "--seed", "5", "--repeats", "1", "--config"]
+    assert main([*argv, f"checkpoint={path}"]) == 0, capsys.readouterr().err
+    assert len(seen) == 1 and np.array_equal(seen[0], built)
+    assert "logits         shape [16, 1, 10]" in capsys.readouterr().out

@@ -174,11 +174,10 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
     if ckpt is None and not _fresh(config) and flag(config, "train_if_missing"):
         train.train(_training_request(config), out=path)
         path, ckpt, cfg = _settle(config)
+    with seeded(cfg["seed"]):  # the init draws: untrained weights, or overwritten by the
+        net = train.make_net(cfg)  # checkpoint's; either way the caller's generator stays put
     if ckpt is not None:
-        net = load_weights(train.make_net(cfg), ckpt["state_dict"], path)
-    else:
-        with seeded(cfg["seed"]):
-            net = train.make_net(cfg)
+        net = load_weights(net, ckpt["state_dict"], path)
     net.eval()
     trained = ckpt is not None
     settled = {k: cfg[k] for k in NET_KEYS}

@@ -13,6 +13,7 @@ from neuroedge.checkpoints import save_checkpoint
 from neuroedge.models.lif_convnet.data import direct_encoding, load_digits_split
 from neuroedge.models.lif_convnet.module import LIFConvNet
 from neuroedge.paths import checkpoint_path
+from neuroedge.seeding import seeded
 
 DEFAULTS: dict[str, Any] = {
     "steps": 8,
@@ -65,33 +66,34 @@ def train(
     from tqdm import tqdm
 
     cfg = check_config(config)
-    torch.manual_seed(int(cfg["seed"]))
-    rng = np.random.default_rng(int(cfg["seed"]))
-    data = load_digits_split(int(cfg["seed"]))
-    net = make_net(cfg)
-    opt = torch.optim.Adam(net.parameters(), lr=float(cfg["lr"]))
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=int(cfg["epochs"]))
-    steps, batch = int(cfg["steps"]), int(cfg["batch"])
-    start = time.perf_counter()
-    bar = tqdm(range(int(cfg["epochs"])), desc="train snn.lif_convnet", disable=not progress)
-    for _ in bar:
-        net.train()
-        order = rng.permutation(len(data.y_train))
-        for first in range(0, len(order), batch):
-            idx = order[first : first + batch]
-            xs = torch.from_numpy(direct_encoding(data.x_train[idx], steps))
-            loss = torch.nn.functional.cross_entropy(
-                net.forward_sequence(xs), torch.from_numpy(data.y_train[idx])
+    # seeded: the caller's torch generator is left where it was (a deploy that trains)
+    with seeded(int(cfg["seed"])):
+        rng = np.random.default_rng(int(cfg["seed"]))
+        data = load_digits_split(int(cfg["seed"]))
+        net = make_net(cfg)
+        opt = torch.optim.Adam(net.parameters(), lr=float(cfg["lr"]))
+        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=int(cfg["epochs"]))
+        steps, batch = int(cfg["steps"]), int(cfg["batch"])
+        start = time.perf_counter()
+        bar = tqdm(range(int(cfg["epochs"])), desc="train snn.lif_convnet", disable=not progress)
+        for _ in bar:
+            net.train()
+            order = rng.permutation(len(data.y_train))
+            for first in range(0, len(order), batch):
+                idx = order[first : first + batch]
+                xs = torch.from_numpy(direct_encoding(data.x_train[idx], steps))
+                loss = torch.nn.functional.cross_entropy(
+                    net.forward_sequence(xs), torch.from_numpy(data.y_train[idx])
+                )
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            sched.step()
+            net.eval()
+            bar.set_postfix(
+                loss=f"{loss.item():.3f}",
+                test_acc=f"{accuracy(net, data.x_test, data.y_test, steps):.3f}",
             )
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        sched.step()
-        net.eval()
-        bar.set_postfix(
-            loss=f"{loss.item():.3f}",
-            test_acc=f"{accuracy(net, data.x_test, data.y_test, steps):.3f}",
-        )
     seconds = time.perf_counter() - start
     acc = accuracy(net, data.x_test, data.y_test, steps)
     path = Path(out) if out else checkpoint_path("snn.lif_convnet")

@@ -65,6 +65,9 @@ STEPS = 4
 # (BPTT keeps every step's activations, measured 9 MB a step at batch 64 on the mini-ResNet:
 # 256 steps are 2.5 GB; the paper's T is 4); ``pipeline.check_config`` applies them.
 SEED_MAX, MAX_STEPS = 2**32 - 1, 256
+# the key of a build's meta["config"] holding the data settings (split seed, steps) of the net
+# it built: example and evaluate follow them, not the checkpoint file read again
+BUILT = "built_net"
 NEURONS = 16 * 64 * 3 + 32 * 16 * 2 + 64 * 4 * 2  # LIF neurons of the digits mini-ResNet
 STATE_NAMES = ("v_stem", "v_b0a", "v_b0b", "v_b1a", "v_b1b", "v_b2a", "v_b2b")
 # The keys of train.DEFAULTS, and those the training pipeline reads beyond them.
@@ -117,6 +120,7 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
     if trained:
         ckpt = load_checkpoint(path, required=("state_dict", "config"))
         cfg.update(saved_config(ckpt, path))
+    data = _data(ckpt["config"] if trained else train_config)  # the split this net takes
     with seeded(seed):  # untrained weights follow the seed; folding
         net = train.make_net(cfg)  # draws too (fresh layers, then overwritten)
         if trained:
@@ -128,8 +132,8 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
     meta = {
         "trained": trained,
         "checkpoint": str(path) if trained else None,
-        # what example_for reads to follow this net (ONNX export, int8 calibration)
-        "config": {**config, **({"checkpoint": str(path)} if trained else {})},
+        # what example_for and evaluate read to follow this net (ONNX export, int8 calibration)
+        "config": {**config, **({"checkpoint": str(path)} if trained else {}), BUILT: data},
     }
     return folded_program(folded, meta, nir=lambda: export.to_nir(folded))
 
@@ -153,21 +157,43 @@ def saved_config(ckpt: Mapping[str, Any], path: Any) -> dict[str, Any]:
     return dict(saved)
 
 
+def _data(saved: Mapping[str, Any]) -> dict[str, int]:
+    """``{"seed", "steps"}`` of the data a net trained with ``saved`` takes (the defaults 0 and
+    ``STEPS`` for a key it lacks), each checked (ConfigError naming it)."""
+    from neuroedge.config_values import integer
+
+    settled = {"seed": 0, "steps": STEPS, **{k: saved[k] for k in ("seed", "steps") if k in saved}}
+    return {
+        "seed": integer(settled, "seed", 0, SEED_MAX),
+        "steps": integer(settled, "steps", 1, MAX_STEPS),
+    }
+
+
 def data_settings(config: Mapping[str, Any] | None = None) -> tuple[int, int]:
     """(split seed, time steps) of the net a build with ``config`` takes: a checkpoint's saved
     ``seed`` and ``steps`` (it was trained on that split), else ``train_config``'s (what
-    ``train_if_missing`` trains with), else the defaults (0, ``STEPS``)."""
+    ``train_if_missing`` trains with), else the defaults (0, ``STEPS``).
+
+    A build's ``meta["config"]`` holds the settings of the net it built under ``BUILT``: they
+    are taken as they are, without reading the checkpoint file again (another process, e.g.
+    ``neuroedge train``, may have replaced it since: its split is not this net's)."""
     from neuroedge.checkpoints import load_checkpoint, resolve_checkpoint
-    from neuroedge.config_values import flag, integer, mapping
+    from neuroedge.config_values import flag, mapping
+    from neuroedge.errors import ConfigError
 
     cfg = dict(config or {})
+    if BUILT in cfg:
+        if not isinstance(cfg[BUILT], Mapping):
+            raise ConfigError(f"{BUILT}={cfg[BUILT]!r}: expected the data settings of a built net")
+        built = _data(cfg[BUILT])
+        return built["seed"], built["steps"]
     saved: Mapping[str, Any] = mapping(cfg, "train_config")
     if not (flag(cfg, "smoke") or flag(cfg, "untrained")):
         path = resolve_checkpoint(cfg, SPEC.name, check=False)
         if path.is_file():
             saved = saved_config(load_checkpoint(path, required=("state_dict", "config")), path)
-    settled = {"seed": 0, "steps": STEPS, **{k: saved[k] for k in ("seed", "steps") if k in saved}}
-    return integer(settled, "seed", 0, SEED_MAX), integer(settled, "steps", 1, MAX_STEPS)
+    data = _data(saved)
+    return data["seed"], data["steps"]
 
 
 def folded_program(
