@@ -90,6 +90,22 @@ def quantize_int8(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> P
     return Path(dst)
 
 
+def export_pair(enc: MiniLM, folder: Path) -> Path:
+    """``enc`` exported (``encoder_fp32.onnx``) and int8-quantized (``encoder_int8.onnx``
+    beside it) in a private folder under ``folder``, published whole as ``encoder-<hash of
+    the files>`` (``backends.export_folders``); the fp32 graph's path there. Fixed names in
+    ``folder`` itself let runs at once (a job array, two shells, another ``model=``) time
+    and quantize each other's encoder; the same weights reuse the folder already there."""
+    from neuroedge.backends.export_folders import export_once
+
+    def write(work: Path) -> Path:
+        fp32 = export_encoder(enc, work / "encoder_fp32.onnx")
+        quantize_int8(fp32, work / "encoder_int8.onnx")
+        return fp32
+
+    return export_once(folder, "encoder", write)
+
+
 def deployment_rows(
     enc: MiniLM,
     cands: dict[str, list[str]],
@@ -99,13 +115,14 @@ def deployment_rows(
 ) -> list[Any]:
     """The encoder on host, on ONNX Runtime (fp32) and int8-quantized, side by side: latency of
     one batch of ``cfg["encode_batch"]`` reference sentences, embedding error against the
-    host, and every system's DATE through each encoder against the host's."""
+    host, and every system's DATE through each encoder against the host's. The graphs go to
+    a folder of their own under ``folder`` (``export_pair``)."""
     from neuroedge.bench.latency import measure_side_by_side
     from neuroedge.models.mecat.functional import evaluate
     from neuroedge.types import Measurement, Report
 
-    fp32 = export_encoder(enc, folder / "encoder_fp32.onnx")
-    int8 = quantize_int8(fp32, folder / "encoder_int8.onnx")
+    fp32 = export_pair(enc, folder)
+    int8 = fp32.with_name("encoder_int8.onnx")
     runners = {"host": enc, "fp32": OnnxEncoder(enc, fp32), "int8": OnnxEncoder(enc, int8)}
     flat = [s for r in refs for s in r][: cfg["encode_batch"]]
     ids, mask = enc.ids(flat)

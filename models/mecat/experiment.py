@@ -41,7 +41,8 @@ side by side with the torch encoder on one batch of ``encode_batch`` reference s
 (first seed), one thread each; rows ``encoder`` (host, onnxrt) and ``encoder_int8`` (onnxrt)
 with the embedding error against the host and every system's DATE through that encoder
 against the host's (``date_max_abs_diff``, ``date_mean_abs_diff``, ``system_order_kept``).
-The graphs go to ``.neuroedge/artifacts/onnxrt/caption.date/``.
+The graphs go to ``.neuroedge/artifacts/onnxrt/caption.date/encoder-<hash>/``
+(``deploy.export_pair``: a folder per encoder's weights, so runs at once keep their own).
 
 With ``data=PATH`` (a jsonl of the user's captions, ``data.read_jsonl``) the bench scores that
 file instead, with the generic sentence against the same references as the floor; there is no
