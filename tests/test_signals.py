@@ -107,3 +107,28 @@ def descendants_alive(pids: set[int]) -> set[int]:
         except OSError:
             continue
     return alive
+
+
+def test_sigterm_exits_puts_the_callers_handler_back() -> None:
+    """A library call that runs a pool must leave the caller's SIGTERM handler in place."""
+    import signal
+
+    from neuroedge.signals import Terminated, sigterm_exits
+
+    def mine(signum, frame) -> None:  # the caller's own handler
+        raise AssertionError("not called")
+
+    before = signal.signal(signal.SIGTERM, mine)
+    try:
+        with sigterm_exits():
+            inside = signal.getsignal(signal.SIGTERM)
+        assert inside is not mine  # SIGTERM raised Terminated inside
+        assert signal.getsignal(signal.SIGTERM) is mine
+        try:
+            with sigterm_exits():
+                raise Terminated(143)
+        except Terminated:
+            pass
+        assert signal.getsignal(signal.SIGTERM) is mine
+    finally:
+        signal.signal(signal.SIGTERM, before)
