@@ -30,16 +30,25 @@ def seeded(seed: int) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def one_thread() -> Iterator[None]:
-    """torch on one intra-op thread inside, the caller's count restored on exit: for tiny nets
-    extra threads only contend on a shared 2-core machine, and one thread rounds the same way
-    every run. Another thread's ``seeded`` or ``one_thread`` waits until this one exits."""
+def torch_threads(count: int) -> Iterator[None]:
+    """torch on ``count`` intra-op threads inside (a training's or a bench's ``threads``), the
+    caller's count restored on exit. Another thread's ``seeded``, ``one_thread`` or
+    ``torch_threads`` waits until this one exits."""
     import torch
 
     with _TORCH_GLOBALS:
         before = torch.get_num_threads()
-        torch.set_num_threads(1)
+        torch.set_num_threads(int(count))
         try:
             yield
         finally:
             torch.set_num_threads(before)
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """torch on one intra-op thread inside, the caller's count restored on exit: for tiny nets
+    extra threads only contend on a shared 2-core machine, and one thread rounds the same way
+    every run. Another thread's ``seeded`` or ``one_thread`` waits until this one exits."""
+    with torch_threads(1):
+        yield

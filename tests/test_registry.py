@@ -66,3 +66,22 @@ def test_untrained_builds_repeat_and_leave_the_callers_rng_alone(name: str) -> N
     torch.manual_seed(5)
     assert torch.equal(drawn, torch.rand(4)), "building a model reseeded the caller's RNG"
     assert all(torch.equal(a, b) for a, b in zip(first, second, strict=True))
+
+
+@pytest.mark.parametrize("name", registry.model_names())
+def test_smoke_builds_leave_the_callers_rng_and_threads_alone(name: str) -> None:
+    """Every registered model built as test_matrix builds it (smoke: the trained ones train a
+    few steps) leaves the caller's torch generator and intra-op thread count as they were."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(3)  # neither the 1 a build may use nor the default on a 2-core box
+    try:
+        torch.manual_seed(1234)
+        state = torch.random.get_rng_state()
+        spec = registry.get_model(name)
+        spec.build({**spec.default_config, "smoke": True})
+        assert torch.equal(torch.random.get_rng_state(), state), f"building {name} reseeded torch"
+        assert torch.get_num_threads() == 3, f"building {name} changed torch's thread count"
+    finally:
+        torch.set_num_threads(before)

@@ -78,14 +78,14 @@ def augmentations(spec: Any) -> np.ndarray:
 def make_net(cfg: Mapping[str, Any]) -> BiSNet:
     """A fresh BiSNet for ``cfg["variant"]``, initialised from ``cfg["seed"]`` (so a run's
     result does not depend on what was trained before it in the same process)."""
-    import torch
     from neuroedge.config_values import integer
+    from neuroedge.seeding import seeded
 
     if cfg["variant"] not in VARIANTS:
         raise ValueError(f"variant {cfg['variant']!r} is not one of {sorted(VARIANTS)}")
     size = integer(cfg, "size", 8, 4096)  # 2.5 was cut to 2, then refused as "2"
-    torch.manual_seed(integer({"seed": cfg.get("seed", 0)}, "seed", 0))
-    return BiSNet(VARIANTS[cfg["variant"]][0], size)
+    with seeded(integer({"seed": cfg.get("seed", 0)}, "seed", 0)):  # the caller's RNG kept
+        return BiSNet(VARIANTS[cfg["variant"]][0], size)
 
 
 def _batch_loss(net: BiSNet, xs: Any, task: str, labels: Any, targets: Any) -> Any:
@@ -104,49 +104,49 @@ def fit(
     """Train ``net`` in place on ``data``; returns the last epoch's mean loss."""
     import torch
     from neuroedge.models.bivision.detection import make_targets
+    from neuroedge.seeding import seeded, torch_threads
     from tqdm import tqdm
-
-    torch.set_num_threads(int(cfg.get("threads", 1)))  # small convs: threads only contend
 
     if task not in TASKS:
         raise ValueError(f"task {task!r} is not one of {TASKS}")
-    torch.manual_seed(int(cfg["seed"]))
-    rng = np.random.default_rng(int(cfg["seed"]))
-    opt = torch.optim.Adam(net.parameters(), lr=float(cfg["lr"]))
-    epochs, batch = int(cfg["epochs"]), int(cfg["batch"])
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(epochs, 1))
-    grid = net.size // 4
-    targets = make_targets(data.boxes, grid, 4) if task == "detection" else None
-    mirrored = (
-        make_targets(_mirrored(data.boxes, net.size), grid, 4) if task == "detection" else None
-    )
-    augment = augmentations(cfg.get("augment", DEFAULTS["augment"]))
-    labels = torch.from_numpy(data.labels)
-    mean_loss = float("nan")
-    bar = tqdm(range(epochs), desc=f"train {cfg['variant']} {task}", disable=not progress)
-    for _ in bar:
-        net.train()
-        losses = []
-        order = rng.permutation(len(data.x))
-        for first in range(0, len(order), batch):
-            idx = order[first : first + batch]
-            flip, swap = (rng.random((2, len(idx))) < 0.5) & augment[:, None]
-            xs = torch.from_numpy(_augment(data.x[idx], flip, swap)).transpose(0, 1)
-            target = None
-            if targets is not None:
-                target = torch.where(
-                    torch.from_numpy(flip)[:, None, None, None], mirrored[idx], targets[idx]
-                )
-            loss = _batch_loss(net, xs, task, labels[idx], target)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
-        sched.step()
-        mean_loss = float(np.mean(losses))
-        bar.set_postfix(loss=f"{mean_loss:.3f}")
-    net.eval()
-    return mean_loss
+    # small convs: threads only contend; the caller's count and random state come back after
+    with torch_threads(int(cfg.get("threads", 1))), seeded(int(cfg["seed"])):
+        rng = np.random.default_rng(int(cfg["seed"]))
+        opt = torch.optim.Adam(net.parameters(), lr=float(cfg["lr"]))
+        epochs, batch = int(cfg["epochs"]), int(cfg["batch"])
+        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(epochs, 1))
+        grid = net.size // 4
+        targets = make_targets(data.boxes, grid, 4) if task == "detection" else None
+        mirrored = (
+            make_targets(_mirrored(data.boxes, net.size), grid, 4) if task == "detection" else None
+        )
+        augment = augmentations(cfg.get("augment", DEFAULTS["augment"]))
+        labels = torch.from_numpy(data.labels)
+        mean_loss = float("nan")
+        bar = tqdm(range(epochs), desc=f"train {cfg['variant']} {task}", disable=not progress)
+        for _ in bar:
+            net.train()
+            losses = []
+            order = rng.permutation(len(data.x))
+            for first in range(0, len(order), batch):
+                idx = order[first : first + batch]
+                flip, swap = (rng.random((2, len(idx))) < 0.5) & augment[:, None]
+                xs = torch.from_numpy(_augment(data.x[idx], flip, swap)).transpose(0, 1)
+                target = None
+                if targets is not None:
+                    target = torch.where(
+                        torch.from_numpy(flip)[:, None, None, None], mirrored[idx], targets[idx]
+                    )
+                loss = _batch_loss(net, xs, task, labels[idx], target)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                losses.append(loss.item())
+            sched.step()
+            mean_loss = float(np.mean(losses))
+            bar.set_postfix(loss=f"{mean_loss:.3f}")
+        net.eval()
+        return mean_loss
 
 
 def predict(net: BiSNet, x: np.ndarray, batch: int = 64) -> tuple[np.ndarray, np.ndarray]:
@@ -188,6 +188,7 @@ def train(
     from neuroedge.checkpoints import save_checkpoint
     from neuroedge.models.bivision.data import dataset_sensor, ensure_dataset, load_task
     from neuroedge.paths import checkpoint_path, home
+    from neuroedge.seeding import torch_threads
 
     from neuroedge.models.bivision.bench_settings import check_values
 
@@ -209,11 +210,12 @@ def train(
         load_task(root, cfg["task"], "train", rep),
         load_task(root, cfg["task"], "test", rep),
     )
-    net = make_net(cfg)
-    start = time.perf_counter()
-    loss = fit(net, train_set, cfg["task"], cfg, progress)
-    seconds = time.perf_counter() - start
-    metrics = task_metrics(*predict(net, test_set.x), test_set, cfg["task"])
+    with torch_threads(int(cfg.get("threads", 1))):  # the test too, as the training
+        net = make_net(cfg)
+        start = time.perf_counter()
+        loss = fit(net, train_set, cfg["task"], cfg, progress)
+        seconds = time.perf_counter() - start
+        metrics = task_metrics(*predict(net, test_set.x), test_set, cfg["task"])
     path = Path(out) if out else checkpoint_path(f"event.bivision.{cfg['task']}")
     save_checkpoint(
         path,

@@ -31,6 +31,7 @@ import torch
 from neuroedge.models.cadre import train as TR
 from neuroedge.models.cadre.data import CausalSeries, generate
 from neuroedge.models.cadre.spec import DOMAINS, DX, DZ, LENGTH, SPEC, identity_check
+from neuroedge.seeding import one_thread, seeded
 from neuroedge.types import Measurement, Report
 
 COLUMNS = ("max_abs_err", "mcc", "shd", "f1", "tpr", "skeleton_f1", "latency_p50_ms")
@@ -129,10 +130,12 @@ def _series_bench(out_dir: str, user: Mapping[str, Any], history: str | None) ->
     cfg = check_config(user)  # before any work
     cfg.pop("seeds", None)
     cfg.pop("workers", None)
-    torch.set_num_threads(1)  # tiny MLPs: extra threads only contend on a shared 2-core box
-    data, domains, names = _user_series(cfg)
-    fit = TR.fit(_cadre(data, domains, cfg), data, cfg, "CaDRe")
-    graph = TR.estimated_graph(fit.model, data)
+    # tiny MLPs: extra threads only contend on a shared 2-core box; the caller's thread count
+    # and random state come back after the training
+    with one_thread(), seeded(int(cfg["seed"])):
+        data, domains, names = _user_series(cfg)
+        fit = TR.fit(_cadre(data, domains, cfg), data, cfg, "CaDRe")
+        graph = TR.estimated_graph(fit.model, data)
     rows = [_identity_row()]
     doc = build_document(
         SPEC.name, rows, config=_jsonable(cfg), graph=graph.tolist(), variables=names
@@ -175,12 +178,12 @@ def _synthetic_bench(out_dir: str, user: Mapping[str, Any], history: str | None)
 def run_seed(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """One seed: the generator drawn from ``seed``, both models trained from it; the rows
     (``cadre`` with MCC, graph scores and latency; ``beta-vae`` with MCC), graphs, losses."""
-    torch.set_num_threads(1)  # tiny MLPs: extra threads only contend on a shared 2-core box
-    data = generate(
-        n=int(cfg["n"]), length=LENGTH, dx=DX, dz=DZ, domains=DOMAINS, seed=int(cfg["seed"])
-    )
-    result = TR.compare(data, DOMAINS, cfg)
-    rows = _with_latency(_model_rows(result), result["model"], data)
+    with one_thread(), seeded(int(cfg["seed"])):  # as _series_bench
+        data = generate(
+            n=int(cfg["n"]), length=LENGTH, dx=DX, dz=DZ, domains=DOMAINS, seed=int(cfg["seed"])
+        )
+        result = TR.compare(data, DOMAINS, cfg)
+        rows = _with_latency(_model_rows(result), result["model"], data)
     return {
         "rows": rows,
         "graph": result["graph"].tolist(),

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from neuroedge.seeding import seeded
 from torch import nn
 
 
@@ -171,25 +172,27 @@ def train_lm(
     mean loss of the last 50 steps is below it (0: never). Recall is learnt in a sudden drop
     (an induction circuit forming) whose step varies by seed, 400 to 950 steps at the
     defaults. Returns the model (eval mode) and the loss of every step run."""
-    torch.manual_seed(seed)
-    rng = np.random.default_rng(seed)
-    model = RecallLM(task.vocab, task.length, cfg["d_model"], cfg["heads"], cfg["layers"])
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"])
-    pos = torch.as_tensor(task.value_positions())
-    losses = []
-    for _ in range(cfg["steps"]):
-        ids = torch.as_tensor(sample_sequences(task, rng, cfg["batch"], 0.0)[0])
-        logits, _ = model(ids[:, :-1])
-        loss = nn.functional.cross_entropy(logits[:, pos - 1].flatten(0, 1), ids[:, pos].flatten())
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(float(loss.detach()))
-        if progress is not None:
-            progress(1)
-        if len(losses) >= 50 and np.mean(losses[-50:]) < cfg["stop_loss"]:
-            break
-    return model.eval(), losses
+    with seeded(seed):
+        rng = np.random.default_rng(seed)
+        model = RecallLM(task.vocab, task.length, cfg["d_model"], cfg["heads"], cfg["layers"])
+        opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"])
+        pos = torch.as_tensor(task.value_positions())
+        losses = []
+        for _ in range(cfg["steps"]):
+            ids = torch.as_tensor(sample_sequences(task, rng, cfg["batch"], 0.0)[0])
+            logits, _ = model(ids[:, :-1])
+            loss = nn.functional.cross_entropy(
+                logits[:, pos - 1].flatten(0, 1), ids[:, pos].flatten()
+            )
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(float(loss.detach()))
+            if progress is not None:
+                progress(1)
+            if len(losses) >= 50 and np.mean(losses[-50:]) < cfg["stop_loss"]:
+                break
+        return model.eval(), losses
 
 
 @torch.no_grad()

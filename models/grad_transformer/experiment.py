@@ -109,25 +109,26 @@ def train_gt(small: np.ndarray, large: np.ndarray, cfg: Mapping[str, Any], seed:
     """The Grad-Transformer on standardised tokens, teacher forcing, MSE."""
     import torch
     from neuroedge.models.grad_transformer import functional as F
+    from neuroedge.seeding import seeded
 
-    torch.manual_seed(seed)
-    model = F.GradTransformer(cfg["d_model"])
-    src = torch.as_tensor(F.small_tokens(small), dtype=torch.float32)
-    tgt = torch.as_tensor(F.large_tokens(large), dtype=torch.float32)
-    for name, t in (("s", src), ("t", tgt)):
-        std = t.flatten(0, 1).std(0)
-        getattr(model, f"{name}_mean").copy_(t.flatten(0, 1).mean(0))
-        getattr(model, f"{name}_std").copy_(torch.where(std > 0, std, torch.ones_like(std)))
-    src, tgt = (src - model.s_mean) / model.s_std, (tgt - model.t_mean) / model.t_std
-    opt = torch.optim.Adam(model.parameters(), lr=cfg["lr"])
-    gen = torch.Generator().manual_seed(seed)
-    for _ in range(cfg["steps"]):
-        idx = torch.randint(len(src), (cfg["batch"],), generator=gen)
-        loss = torch.nn.functional.mse_loss(model(src[idx], tgt[idx, :-1]), tgt[idx])
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    return model.eval()
+    with seeded(seed):
+        model = F.GradTransformer(cfg["d_model"])
+        src = torch.as_tensor(F.small_tokens(small), dtype=torch.float32)
+        tgt = torch.as_tensor(F.large_tokens(large), dtype=torch.float32)
+        for name, t in (("s", src), ("t", tgt)):
+            std = t.flatten(0, 1).std(0)
+            getattr(model, f"{name}_mean").copy_(t.flatten(0, 1).mean(0))
+            getattr(model, f"{name}_std").copy_(torch.where(std > 0, std, torch.ones_like(std)))
+        src, tgt = (src - model.s_mean) / model.s_std, (tgt - model.t_mean) / model.t_std
+        opt = torch.optim.Adam(model.parameters(), lr=cfg["lr"])
+        gen = torch.Generator().manual_seed(seed)
+        for _ in range(cfg["steps"]):
+            idx = torch.randint(len(src), (cfg["batch"],), generator=gen)
+            loss = torch.nn.functional.mse_loss(model(src[idx], tgt[idx, :-1]), tgt[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        return model.eval()
 
 
 def noised_update(d_small: np.ndarray, rng: np.random.Generator) -> np.ndarray:

@@ -38,6 +38,7 @@ from itertools import combinations
 
 import numpy as np
 import torch
+from neuroedge.seeding import seeded
 from torch import nn
 from torch.func import functional_call, grad
 
@@ -106,11 +107,11 @@ def fresh_queries(
 
 
 def make_mlp(width: int, seed: int) -> nn.Sequential:
-    torch.manual_seed(seed)
-    return nn.Sequential(
-        nn.Linear(VOCAB, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(),
-        nn.Linear(width, CLASSES),
-    )  # fmt: skip
+    with seeded(seed):
+        return nn.Sequential(
+            nn.Linear(VOCAB, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(),
+            nn.Linear(width, CLASSES),
+        )  # fmt: skip
 
 
 Params = dict[str, torch.Tensor]

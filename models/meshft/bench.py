@@ -26,7 +26,7 @@ from neuroedge.models.meshft import functional as F
 from neuroedge.models.meshft import train as T
 from neuroedge.models.meshft.mesh import Mesh, periodic_delaunay, periodic_grid
 from neuroedge.models.meshft.module import MeshFT, MeshGraphNet
-from neuroedge.seeding import seeded
+from neuroedge.seeding import one_thread, seeded
 from neuroedge.types import Measurement, Report
 
 NAME = "physics.meshft"
@@ -110,34 +110,34 @@ def bench(
     from neuroedge.bench.report import write_report
 
     cfg = bench_config(config)
-    torch.set_num_threads(1)  # small graphs: extra threads only contend on a shared 2-core box
-    dt, mesh = 0.002, periodic_grid(16, 16)
-    data = T.plane_wave_pairs(mesh, 256, dt, seed=0)
-    test = T.plane_wave_pairs(mesh, 64, dt, seed=1)
-    ks = T.wavenumbers(4)
-    q0, p0 = T.superposed_waves(mesh, 3, seed=2)
-    models = _train_models(mesh, data, cfg)
-    rows, traces, disp = [], {}, {}
-    for name, model in models.items():
-        metrics, traces[name], disp[name] = _model_metrics(
-            name, model, mesh, test, (q0, p0), dt, ks, cfg
+    with one_thread():  # small graphs: extra threads only contend on a shared 2-core box
+        dt, mesh = 0.002, periodic_grid(16, 16)
+        data = T.plane_wave_pairs(mesh, 256, dt, seed=0)
+        test = T.plane_wave_pairs(mesh, 64, dt, seed=1)
+        ks = T.wavenumbers(4)
+        q0, p0 = T.superposed_waves(mesh, 3, seed=2)
+        models = _train_models(mesh, data, cfg)
+        rows, traces, disp = [], {}, {}
+        for name, model in models.items():
+            metrics, traces[name], disp[name] = _model_metrics(
+                name, model, mesh, test, (q0, p0), dt, ks, cfg
+            )
+            rows.append(Report(NAME, "host", name, metrics=metrics))
+        lat = _step_latency(models, q0, p0, dt)
+        for row_i, row in enumerate(rows):
+            if row.variant in lat:
+                rows[row_i] = row.with_metrics(**lat[row.variant].metrics())
+        rows += _damped_rows()
+        doc = _document(rows, cfg, traces, disp, ks, dt, lat)
+        write_report(
+            doc,
+            out_dir,
+            columns=COLUMNS,
+            sections=_sections(doc),
+            plots=[energy_drift_plot, dispersion_plot],
+            history=history,
         )
-        rows.append(Report(NAME, "host", name, metrics=metrics))
-    lat = _step_latency(models, q0, p0, dt)
-    for row_i, row in enumerate(rows):
-        if row.variant in lat:
-            rows[row_i] = row.with_metrics(**lat[row.variant].metrics())
-    rows += _damped_rows()
-    doc = _document(rows, cfg, traces, disp, ks, dt, lat)
-    write_report(
-        doc,
-        out_dir,
-        columns=COLUMNS,
-        sections=_sections(doc),
-        plots=[energy_drift_plot, dispersion_plot],
-        history=history,
-    )
-    return doc
+        return doc
 
 
 def bench_config(config: Mapping[str, Any]) -> dict[str, Any]:

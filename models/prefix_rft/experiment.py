@@ -108,15 +108,16 @@ def train_base(cfg: Mapping[str, Any], train: np.ndarray) -> Any:
     """The weak base: ``base_steps`` SFT steps on clean demonstrations (0: untrained)."""
     import torch
     from neuroedge.models.prefix_rft import functional as F
+    from neuroedge.seeding import seeded
 
-    torch.manual_seed(cfg["seed"])
-    policy = F.Policy(cfg["hidden"])
-    opt = torch.optim.Adam(policy.parameters(), lr=cfg["base_lr"])
-    draw = prompt_stream(train, cfg["seed"] + 10_000)
-    for _ in range(cfg["base_steps"]):
-        prompts = draw(cfg["batch"])
-        F.sft_step(policy, opt, prompts, F.answers(prompts))
-    return policy
+    with seeded(cfg["seed"]):
+        policy = F.Policy(cfg["hidden"])
+        opt = torch.optim.Adam(policy.parameters(), lr=cfg["base_lr"])
+        draw = prompt_stream(train, cfg["seed"] + 10_000)
+        for _ in range(cfg["base_steps"]):
+            prompts = draw(cfg["batch"])
+            F.sft_step(policy, opt, prompts, F.answers(prompts))
+        return policy
 
 
 def run_arm(

@@ -31,6 +31,7 @@ from neuroedge.models.prm_pbe.policy import (
     solved,
     step_nodes,
 )
+from neuroedge.seeding import seeded
 
 
 class TooFewPairs(ConfigError):
@@ -141,18 +142,18 @@ def pair_scores(prm: PRM, pairs: Pairs, idx: np.ndarray) -> tuple[torch.Tensor, 
 
 def train_prm(pairs: Pairs, train_idx: np.ndarray, cfg: Mapping[str, Any], seed: int) -> PRM:
     """Bradley-Terry: minimise -log sigmoid(r(better) - r(worse)) over the training pairs."""
-    torch.manual_seed(seed)
-    prm = PRM(cfg["hidden"])
-    opt = torch.optim.Adam(prm.parameters(), lr=cfg["prm_lr"])
-    rng = np.random.default_rng(seed)
-    for _ in range(cfg["prm_steps"]):
-        idx = rng.choice(train_idx, min(cfg["prm_batch"], len(train_idx)), replace=False)
-        better, worse = pair_scores(prm, pairs, idx)
-        loss = -torch.nn.functional.logsigmoid(better - worse).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    return prm
+    with seeded(seed):
+        prm = PRM(cfg["hidden"])
+        opt = torch.optim.Adam(prm.parameters(), lr=cfg["prm_lr"])
+        rng = np.random.default_rng(seed)
+        for _ in range(cfg["prm_steps"]):
+            idx = rng.choice(train_idx, min(cfg["prm_batch"], len(train_idx)), replace=False)
+            better, worse = pair_scores(prm, pairs, idx)
+            loss = -torch.nn.functional.logsigmoid(better - worse).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        return prm
 
 
 @torch.no_grad()

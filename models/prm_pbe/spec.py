@@ -107,12 +107,11 @@ def strings_of(name: str, a: Any) -> list[list[str]]:
 
 def build(config: Mapping[str, Any]) -> HostProgram:
     """``fn(inputs, outputs)`` -> ``program`` [tasks, MAX_OPS + 1] and ``solved`` [tasks]."""
-    import torch
     from neuroedge.config_values import choice, flag
     from neuroedge.models.prm_pbe import dsl
     from neuroedge.models.prm_pbe import experiment as X
     from neuroedge.models.prm_pbe.policy import Nodes, Policy, root_nodes, rollout, sft
-    from neuroedge.seeding import one_thread
+    from neuroedge.seeding import one_thread, seeded
 
     smoke = flag(config, "smoke")
     extra = {"variant": "prm_curriculum", **{k: v for k, v in config.items() if k != "smoke"}}
@@ -126,8 +125,7 @@ def build(config: Mapping[str, Any]) -> HostProgram:
         cfg.update(train_tasks=20, test_tasks=2, sft_epochs=1, tree_tasks=5, prm_steps=2)
         cfg.update(updates=3, tasks_per_update=4)
     train, _ = X.tasks_of(cfg)
-    with one_thread():
-        torch.manual_seed(cfg["seed"])
+    with one_thread(), seeded(cfg["seed"]):
         policy = Policy(cfg["hidden"])
         sft(policy, train[1], cfg, cfg["seed"])
         prm, prm_note = None, "none (the variant uses no PRM)"

@@ -199,28 +199,30 @@ def train(
     paths.checkpoint_path)."""
     import torch
     from neuroedge.models.specprune.data import load_or_generate
+    from neuroedge.seeding import seeded, torch_threads
 
     cfg = training_config(config)  # before the demos (minutes)
-    torch.set_num_threads(int(cfg["threads"]))  # 2 threads on a loaded 2-core box spin: 5-10x
-    torch.manual_seed(int(cfg["seed"]))
-    demos = load_or_generate(cfg["tasks"], int(cfg["episodes"]), int(cfg["seed"]))
-    tensors = [
-        torch.from_numpy(a)
-        for a in (demos.primary, demos.wrist, demos.proprio, demos.text, demos.actions)
-    ]
-    policy = make_policy(cfg).train()
-    if cfg.get("init"):  # continue from a checkpoint's weights (same network config)
-        policy.load_state_dict(load_policy_checkpoint(cfg["init"])[0].state_dict())
-    phases = [
-        ("phase 1", float(cfg["lr"]), int(cfg["steps"])),
-        ("phase 2 (restart)", float(cfg["finetune_lr"]), int(cfg["finetune_steps"])),
-    ]
-    losses: list[float] = []
-    done_steps = []
-    for label, peak, steps in phases:
-        if steps > 0:
-            losses = run_phase(policy, tensors, cfg, peak, steps, label)
-            done_steps.append(len(losses))
+    # threads (1): 2 threads on a loaded 2-core box spin, 5-10x slower; the caller's count and
+    # random state come back after the training
+    with torch_threads(int(cfg["threads"])), seeded(int(cfg["seed"])):
+        demos = load_or_generate(cfg["tasks"], int(cfg["episodes"]), int(cfg["seed"]))
+        tensors = [
+            torch.from_numpy(a)
+            for a in (demos.primary, demos.wrist, demos.proprio, demos.text, demos.actions)
+        ]
+        policy = make_policy(cfg).train()
+        if cfg.get("init"):  # continue from a checkpoint's weights (same network config)
+            policy.load_state_dict(load_policy_checkpoint(cfg["init"])[0].state_dict())
+        phases = [
+            ("phase 1", float(cfg["lr"]), int(cfg["steps"])),
+            ("phase 2 (restart)", float(cfg["finetune_lr"]), int(cfg["finetune_steps"])),
+        ]
+        losses: list[float] = []
+        done_steps = []
+        for label, peak, steps in phases:
+            if steps > 0:
+                losses = run_phase(policy, tensors, cfg, peak, steps, label)
+                done_steps.append(len(losses))
     path = Path(out) if out else checkpoint_path(MODEL)
     summary = {"final_l1": float(np.mean(losses[-50:])), "samples": len(demos), "steps": done_steps}
     save_checkpoint(

@@ -301,31 +301,29 @@ def bench(
 ) -> dict[str, Any]:
     """Run the benchmark, write report.json/report.md/scaling.png, return the document.
     The config is checked first (bench_checks.check_bench_config), before any work."""
-    import torch
     from neuroedge.bench.report import build_document, write_report
     from neuroedge.models.ttt.bench_checks import check_bench_config
     from neuroedge.models.ttt.module import TTTLayer
     from neuroedge.registry import get_backend
+    from neuroedge.seeding import seeded, torch_threads
 
     cfg = {**BENCH_DEFAULTS, **(config or {})}
     check_bench_config(cfg)
-    torch.set_num_threads(int(cfg["threads"]))
-    torch.manual_seed(int(cfg["seed"]))
-    layer = TTTLayer(
-        cfg["d_model"], cfg["heads"], cfg["head_dim"], cfg["variant"], chunk=1, block=cfg["block"]
-    ).eval()
-    rates = matmul_rates()
-    roofline = max(rates.values())
-    rows = bench_forms(layer, cfg, roofline, progress)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    skipped = []
-    if "onnxrt" in backends:
-        availability = get_backend("onnxrt").probe()
-        if availability.ok:
-            rows += [*bench_stream(cfg, out), bench_parallel_onnx(cfg, layer, out, roofline)]
-        else:
-            skipped.append(f"onnxrt rows skipped: {availability.reason}")
+    out, skipped = Path(out_dir), []
+    # the caller's thread count and random state come back after the measurements
+    with torch_threads(int(cfg["threads"])), seeded(int(cfg["seed"])):
+        shape = (cfg["d_model"], cfg["heads"], cfg["head_dim"], cfg["variant"])
+        layer = TTTLayer(*shape, chunk=1, block=cfg["block"]).eval()
+        rates = matmul_rates()
+        roofline = max(rates.values())
+        rows = bench_forms(layer, cfg, roofline, progress)
+        out.mkdir(parents=True, exist_ok=True)
+        if "onnxrt" in backends:
+            availability = get_backend("onnxrt").probe()
+            if availability.ok:
+                rows += [*bench_stream(cfg, out), bench_parallel_onnx(cfg, layer, out, roofline)]
+            else:
+                skipped.append(f"onnxrt rows skipped: {availability.reason}")
     lines = ratio_lines(rows, rates)
     for line in [*lines, *skipped]:
         print(line)

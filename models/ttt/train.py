@@ -138,40 +138,42 @@ def train_one(
 ) -> tuple[Any, dict[str, Any]]:
     """Train one LM; returns the model and ``{variant, loss, accuracy, seconds, ...}``."""
     import torch
+    from neuroedge.seeding import seeded, torch_threads
     from tqdm import tqdm
 
     variant = get_variant(variant)
-    torch.set_num_threads(int(cfg["threads"]))  # one thread: fastest per core on a shared box
-    torch.manual_seed(int(cfg["seed"]))
-    model = make_model(cfg, variant, q_as_k)
-    opt = torch.optim.AdamW(model.parameters(), lr=float(cfg["lr"]), weight_decay=0.01)
-    steps = int(cfg["steps"])
-    sched = torch.optim.lr_scheduler.OneCycleLR(
-        opt, float(cfg["lr"]), total_steps=steps, pct_start=0.1
-    )
-    task, start = task_of(cfg), time.perf_counter()
-    bar = tqdm(range(steps), desc=f"train {label or variant.name}", disable=not progress)
-    for step in bar:
-        model.train()
-        tokens, targets = mqar_batch(task, int(cfg["batch"]), int(cfg["seed"]) * 10**6 + step)
-        logits = model(torch.from_numpy(tokens))
-        loss = torch.nn.functional.cross_entropy(
-            logits.flatten(0, 1), torch.from_numpy(targets).flatten(), ignore_index=IGNORE
+    # one thread (cfg threads): fastest per core on a shared box; the caller's count and
+    # random state come back after the training
+    with torch_threads(int(cfg["threads"])), seeded(int(cfg["seed"])):
+        model = make_model(cfg, variant, q_as_k)
+        opt = torch.optim.AdamW(model.parameters(), lr=float(cfg["lr"]), weight_decay=0.01)
+        steps = int(cfg["steps"])
+        sched = torch.optim.lr_scheduler.OneCycleLR(
+            opt, float(cfg["lr"]), total_steps=steps, pct_start=0.1
         )
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        if step % 20 == 0:
-            bar.set_postfix(loss=f"{loss.item():.3f}")
-    seconds = time.perf_counter() - start
-    result = {
-        "variant": label or variant.name,
-        "form": model.blocks[0].ttt.default_form(),
-        "seconds": seconds,
-        **evaluate(model, cfg),
-    }
+        task, start = task_of(cfg), time.perf_counter()
+        bar = tqdm(range(steps), desc=f"train {label or variant.name}", disable=not progress)
+        for step in bar:
+            model.train()
+            tokens, targets = mqar_batch(task, int(cfg["batch"]), int(cfg["seed"]) * 10**6 + step)
+            logits = model(torch.from_numpy(tokens))
+            loss = torch.nn.functional.cross_entropy(
+                logits.flatten(0, 1), torch.from_numpy(targets).flatten(), ignore_index=IGNORE
+            )
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            if step % 20 == 0:
+                bar.set_postfix(loss=f"{loss.item():.3f}")
+        seconds = time.perf_counter() - start
+        result = {
+            "variant": label or variant.name,
+            "form": model.blocks[0].ttt.default_form(),
+            "seconds": seconds,
+            **evaluate(model, cfg),
+        }
     return model, result
 
 
@@ -179,23 +181,27 @@ def ladder(
     config: Mapping[str, Any] | None = None, out: str | Path | None = None, progress: bool = True
 ) -> dict[str, Any]:
     """Train every ladder variant and the probes; write the tables into ``out``."""
+    from neuroedge.seeding import torch_threads
+
     cfg = check_config({**DEFAULTS, **(config or {})})
-    rows, probes = [], {}
-    baseline = None
-    for name in LADDER:
-        model, row = train_one(cfg, name, progress=progress)
-        rows.append(row)
-        if name == "baseline":
-            baseline = model
-    probes["inner_steps"] = [
-        {"inner_steps": n, **evaluate(baseline, cfg, inner_steps=n, form="recurrent")}
-        for n in cfg["inner_steps"]
-    ]
-    ascent = replace(LADDER["baseline"], name="baseline_ascent", ascent=True)
-    probes["gradient_ascent"] = train_one(cfg, ascent, progress=progress)[1]
-    probes["q_as_k"] = train_one(
-        cfg, "baseline", q_as_k=True, progress=progress, label="baseline_q_as_k"
-    )[1]
+    # the probes evaluate on the training's thread count too; the caller's comes back after
+    with torch_threads(int(cfg["threads"])):
+        rows, probes = [], {}
+        baseline = None
+        for name in LADDER:
+            model, row = train_one(cfg, name, progress=progress)
+            rows.append(row)
+            if name == "baseline":
+                baseline = model
+        probes["inner_steps"] = [
+            {"inner_steps": n, **evaluate(baseline, cfg, inner_steps=n, form="recurrent")}
+            for n in cfg["inner_steps"]
+        ]
+        ascent = replace(LADDER["baseline"], name="baseline_ascent", ascent=True)
+        probes["gradient_ascent"] = train_one(cfg, ascent, progress=progress)[1]
+        probes["q_as_k"] = train_one(
+            cfg, "baseline", q_as_k=True, progress=progress, label="baseline_q_as_k"
+        )[1]
     result = {
         "config": cfg,
         "chance_accuracy": 1.0 / int(cfg["values"]),

@@ -207,56 +207,56 @@ def run_bench(
     out_dir: str, backends: Sequence[str], config: Mapping[str, Any], history: str | None = None
 ) -> dict[str, Any]:
     """Train every variant, measure, export, and write the report folder."""
-    import torch
     from neuroedge.bench.report import build_document, write_report
+    from neuroedge.seeding import torch_threads
 
     check_seed_keys(config)  # the user's own keys: seed and seeds together are ambiguous
     cfg = check_config({**train.DEFAULTS, **config}, config)  # every value, before any training
-    torch.set_num_threads(int(cfg.get("threads", 1)))
-    out = Path(out_dir)
-    seeds = seed_list(cfg)
-    # the nets reported below are the first seed's: their deployed rows, the counter overhead
-    # and the saved checkpoints read its split, and `seeds=[5]` alone trains seed 5
-    cfg["seed"] = seeds[0]
-    results, target, rows, claim, claim_lines = _host_part(cfg, seeds)
-    if "onnxrt" in backends:
-        rows += onnx_rows("snn.unisparse", results, out, cfg)
-    lava_lines: list[str] = []
-    if "lava" in backends:
-        lava_part, lava_lines = lava_rows("snn.unisparse", results, cfg)
-        rows += lava_part
-    overhead, extra = _extra_blocks(results, out, cfg)
-    doc = build_document(
-        "snn.unisparse",
-        rows,
-        config=cfg,
-        columns=list(COLUMNS),
-        energy_target_uj=target,
-        claim=claim,
-        sop_counter={k: m.to_json() for k, m in overhead.items()},
-        extra={k: {kk: str(vv) for kk, vv in v.items()} for k, v in extra.items()},
-    )
-    if "unisparse" not in results:
-        sections = [*claim_lines, *layer_sections(results)]
-    elif claim_lines:
-        sections = [
-            *claim_lines,
-            *summary_sections(claim_check(results), target, extra, f"seed {seeds[0]} alone"),
-            *layer_sections(results),
-        ]
-    else:
-        sections = [*summary_sections(claim, target, extra), *layer_sections(results)]
-    for name, r in results.items():
-        _save(out / "checkpoints" / f"{name}.pt", r, cfg)
-    write_report(
-        doc,
-        out,
-        columns=COLUMNS,
-        sections=[*sections, *lava_lines],
-        plots=[pareto_plot],
-        history=history,
-    )
-    return doc
+    with torch_threads(int(cfg.get("threads", 1))):
+        out = Path(out_dir)
+        seeds = seed_list(cfg)
+        # the nets reported below are the first seed's: their deployed rows, the counter overhead
+        # and the saved checkpoints read its split, and `seeds=[5]` alone trains seed 5
+        cfg["seed"] = seeds[0]
+        results, target, rows, claim, claim_lines = _host_part(cfg, seeds)
+        if "onnxrt" in backends:
+            rows += onnx_rows("snn.unisparse", results, out, cfg)
+        lava_lines: list[str] = []
+        if "lava" in backends:
+            lava_part, lava_lines = lava_rows("snn.unisparse", results, cfg)
+            rows += lava_part
+        overhead, extra = _extra_blocks(results, out, cfg)
+        doc = build_document(
+            "snn.unisparse",
+            rows,
+            config=cfg,
+            columns=list(COLUMNS),
+            energy_target_uj=target,
+            claim=claim,
+            sop_counter={k: m.to_json() for k, m in overhead.items()},
+            extra={k: {kk: str(vv) for kk, vv in v.items()} for k, v in extra.items()},
+        )
+        if "unisparse" not in results:
+            sections = [*claim_lines, *layer_sections(results)]
+        elif claim_lines:
+            sections = [
+                *claim_lines,
+                *summary_sections(claim_check(results), target, extra, f"seed {seeds[0]} alone"),
+                *layer_sections(results),
+            ]
+        else:
+            sections = [*summary_sections(claim, target, extra), *layer_sections(results)]
+        for name, r in results.items():
+            _save(out / "checkpoints" / f"{name}.pt", r, cfg)
+        write_report(
+            doc,
+            out,
+            columns=COLUMNS,
+            sections=[*sections, *lava_lines],
+            plots=[pareto_plot],
+            history=history,
+        )
+        return doc
 
 
 def _host_part(

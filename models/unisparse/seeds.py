@@ -32,11 +32,12 @@ PerSeed = dict[int, tuple[dict[str, VariantResult], float]]
 
 
 def run_seed(cfg: Mapping[str, Any]) -> tuple[dict[str, VariantResult], float]:
-    """One seed's variants (``cfg["variants"]``) on one torch thread; picklable for workers."""
-    import torch
+    """One seed's variants (``cfg["variants"]``) on one torch thread (the caller's count back
+    after it); picklable for workers."""
+    from neuroedge.seeding import one_thread
 
-    torch.set_num_threads(1)
-    return run_variants(cfg, tuple(cfg.get("variants", ORDER)), progress=False)
+    with one_thread():
+        return run_variants(cfg, tuple(cfg.get("variants", ORDER)), progress=False)
 
 
 def run_seeds(

@@ -146,6 +146,7 @@ import torch
 from neuroedge.models.unisparse.data import ImageSplit
 from neuroedge.models.unisparse.loop import fit_phase
 from neuroedge.models.unisparse.module import ARCHS, SpikingResNet
+from neuroedge.seeding import seeded
 
 VARIANTS: dict[str, tuple[bool, bool, str]] = {  # name: (route spikes, route masks, masks)
     "dense": (False, False, "dense"),
@@ -196,13 +197,13 @@ def train_dense(
     data: ImageSplit, cfg: Mapping[str, Any], progress: bool = True
 ) -> tuple[SpikingResNet, list[dict[str, float]]]:
     """Phase 1: the dense SNN (no masks, no energy term)."""
-    torch.manual_seed(int(cfg["seed"]))
-    net = make_net(cfg).to(cfg["device"])
-    logs = fit_phase(
-        net, data, cfg, int(cfg["dense_epochs"]), float(cfg["lr"]), None, "dense", progress
-    )
-    net.eval()
-    return net, logs
+    with seeded(int(cfg["seed"])):
+        net = make_net(cfg).to(cfg["device"])
+        logs = fit_phase(
+            net, data, cfg, int(cfg["dense_epochs"]), float(cfg["lr"]), None, "dense", progress
+        )
+        net.eval()
+        return net, logs
 
 
 def random_masks(net: SpikingResNet, densities: Mapping[str, float], seed: int) -> None:
@@ -292,35 +293,43 @@ def sparsify(
     """Phases 2-3 for ``variant`` from the dense weights: constrained search, masked fine-tune."""
     _check_sparsify_args(variant, target_uj, cfg)
     masks = VARIANTS[variant][2]
-    torch.manual_seed(int(cfg["seed"]))
-    net = make_net(cfg).to(cfg["device"])
-    net.load_state_dict(dense_state)
-    layers = net.masked_layers()
-    if masks == "random":
-        if densities is None:
-            raise ValueError("random_mask needs the per-layer densities it must match")
-        random_masks(net, densities, int(cfg["seed"]) + 1)
-    budget = _search_budget(variant, target_uj, data, cfg, dense_state)
-    epochs, anneal = int(cfg["sparse_epochs"]), _mask_schedule(masks, layers, cfg)
-    logs = fit_phase(
-        net, data, cfg, epochs, float(cfg["lr"]) / 2, budget, f"{variant} search", progress, anneal
-    )
-    if masks == "learned":
-        for layer in layers.values():
-            layer.freeze_learned()
-    budget["route_masks"] = False
-    logs += fit_phase(
-        net,
-        data,
-        cfg,
-        int(cfg["finetune_epochs"]),
-        float(cfg["lr"]) / 4,
-        budget,
-        f"{variant} finetune",
-        progress,
-    )
-    net.eval()
-    return net, logs
+    with seeded(int(cfg["seed"])):
+        net = make_net(cfg).to(cfg["device"])
+        net.load_state_dict(dense_state)
+        layers = net.masked_layers()
+        if masks == "random":
+            if densities is None:
+                raise ValueError("random_mask needs the per-layer densities it must match")
+            random_masks(net, densities, int(cfg["seed"]) + 1)
+        budget = _search_budget(variant, target_uj, data, cfg, dense_state)
+        epochs, anneal = int(cfg["sparse_epochs"]), _mask_schedule(masks, layers, cfg)
+        logs = fit_phase(
+            net,
+            data,
+            cfg,
+            epochs,
+            float(cfg["lr"]) / 2,
+            budget,
+            f"{variant} search",
+            progress,
+            anneal,
+        )
+        if masks == "learned":
+            for layer in layers.values():
+                layer.freeze_learned()
+        budget["route_masks"] = False
+        logs += fit_phase(
+            net,
+            data,
+            cfg,
+            int(cfg["finetune_epochs"]),
+            float(cfg["lr"]) / 4,
+            budget,
+            f"{variant} finetune",
+            progress,
+        )
+        net.eval()
+        return net, logs
 
 
 def fixed_masks_mode(net: SpikingResNet) -> SpikingResNet:

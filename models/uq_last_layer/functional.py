@@ -71,7 +71,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
-from neuroedge.seeding import one_thread
+from neuroedge.seeding import one_thread, seeded
 from neuroedge.models.uq_last_layer.predictive import (
     expected_softmax,
     mean_field_softmax,
@@ -89,14 +89,14 @@ def make_mlp(d_in: int, hidden: int, d_out: int, seed: int) -> Any:
     """d_in -> hidden -> hidden -> d_out with tanh, float64."""
     import torch
 
-    torch.manual_seed(seed)
-    return torch.nn.Sequential(
-        torch.nn.Linear(d_in, hidden),
-        torch.nn.Tanh(),
-        torch.nn.Linear(hidden, hidden),
-        torch.nn.Tanh(),
-        torch.nn.Linear(hidden, d_out),
-    ).double()
+    with seeded(seed):
+        return torch.nn.Sequential(
+            torch.nn.Linear(d_in, hidden),
+            torch.nn.Tanh(),
+            torch.nn.Linear(hidden, hidden),
+            torch.nn.Tanh(),
+            torch.nn.Linear(hidden, d_out),
+        ).double()
 
 
 def train_map(
