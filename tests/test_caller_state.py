@@ -194,3 +194,89 @@ def test_seeded_initialisations(caller: Callable[[str], None]) -> None:
     small, large = np.ones((4, 9)), np.ones((4, 65))
     gt.train_gt(small, large, {"d_model": 8, "lr": 0.1, "steps": 0, "batch": 2}, 0)
     caller("grad_transformer train_gt")
+
+
+def test_bivision_sweep_seed_runs_on_the_training_threads(
+    caller: Callable[[str], None], monkeypatch, tmp_path
+) -> None:
+    """A seed's tests run on ``threads``, as its nets were trained (before the trainings kept
+    the caller's count, every test after the first training ran on it); the caller's count
+    comes back after the seed."""
+    from neuroedge.models.bivision import noise_sweep
+
+    seen: list[int] = []
+    monkeypatch.setattr(noise_sweep, "sweep_datasets", lambda *args: {})
+    monkeypatch.setattr(
+        noise_sweep, "variant_row", lambda *a, **k: seen.append(torch.get_num_threads())
+    )
+    noise_sweep.sweep_seed((str(tmp_path), {"seed": 0, "rates": [0, 2], "threads": 2}, False))
+    caller("bivision sweep_seed")
+    assert seen == [2] * 2 * len(noise_sweep.SWEEP_VARIANTS)
+
+
+def test_unisparse_measure_variant(caller: Callable[[str], None]) -> None:
+    """Folding draws fresh layers (then overwritten): a deploy that trains measures each
+    variant, and must not draw from the caller's generator."""
+    from neuroedge.models.unisparse import pipeline, train
+    from neuroedge.seeding import seeded
+
+    cfg = {**train.DEFAULTS, "steps": 1}
+    with seeded(0):
+        net = train.make_net(cfg).eval()
+    data = pipeline.load_data(cfg)
+    data = data._replace(x_test=data.x_test[:8], y_test=data.y_test[:8])
+    caller("load_data")
+    pipeline.measure_variant("dense", net, [], data, cfg, None)
+    caller("unisparse measure_variant")
+
+
+def test_specprune_checkpoint_load(caller: Callable[[str], None], tmp_path) -> None:
+    """Every build from a checkpoint loads it: the policy's fresh layers must not draw from
+    the caller's generator (the checkpoint's weights replace them)."""
+    from neuroedge.checkpoints import save_checkpoint
+    from neuroedge.models.specprune import train
+    from neuroedge.seeding import seeded
+
+    cfg = {**train.DEFAULTS, "dim": 16, "heads": 1, "depth": 1, "ffn": 16}
+    with seeded(3):
+        saved = train.make_policy(cfg)
+    path = tmp_path / "policy.ckpt"
+    payload = {"state_dict": saved.state_dict(), "config": cfg}
+    save_checkpoint(path, {"version": train.CHECKPOINT_VERSION, **payload})
+    caller("save_checkpoint")
+    policy, _ = train.load_policy_checkpoint(path)
+    caller("specprune load_policy_checkpoint")
+    for name, value in saved.state_dict().items():
+        assert torch.equal(policy.state_dict()[name], value), name
+
+
+def test_cadre_training(caller: Callable[[str], None]) -> None:
+    """``compare`` (both models built and trained) and ``new_cadre``, as ``neuroedge train``
+    and the series bench call them, seed only their own draws."""
+    from neuroedge.models.cadre import train
+    from neuroedge.models.cadre.data import generate
+    from neuroedge.models.cadre.spec import DOMAINS, DX, DZ, LENGTH
+
+    data = generate(n=16, length=LENGTH, dx=DX, dz=DZ, domains=DOMAINS, seed=1)
+    cfg = {**train.DEFAULTS, "steps": 2, "batch": 8, "jac_batch": 4, "hidden": 8}
+    first = train.new_cadre(DX, DZ, DOMAINS, cfg)
+    caller("cadre new_cadre")
+    torch.manual_seed(99)  # another caller state: the same weights
+    again = train.new_cadre(DX, DZ, DOMAINS, cfg)
+    assert all(torch.equal(a, b) for a, b in zip(first.parameters(), again.parameters()))
+    torch.manual_seed(1234)
+    train.compare(data, DOMAINS, cfg)
+    caller("cadre compare")
+
+
+def test_meshft_fit(caller: Callable[[str], None]) -> None:
+    """``train.fit``, which the bench hook and ``neuroedge train`` call, seeds only its own
+    draws."""
+    from neuroedge.models.meshft import train
+    from neuroedge.models.meshft.mesh import periodic_grid
+    from neuroedge.models.meshft.module import MeshFT
+
+    mesh = periodic_grid(4, 4)
+    data = train.plane_wave_pairs(mesh, 8, 0.002, seed=0)
+    train.fit(MeshFT(mesh, "scalar").float(), data, 2, 1e-3, batch_size=4)
+    caller("meshft fit")

@@ -200,18 +200,24 @@ def sweep_seed(job: tuple[str, Mapping[str, Any], bool]) -> dict[tuple[str, floa
     Module-level and picklable, so seeds can run in worker processes (``workers``); each trains
     on one torch thread, so a seed gives the same figures alone or beside another."""
     from neuroedge.models.bivision.deployment import remove_nets, save_nets
+    from neuroedge.seeding import torch_threads
 
     out_dir, cfg, progress = job
     # an earlier run's nets in the same folder would pass for this run's (train_noise=same
     # saves none): the deployment rows must time only what this run trained
     remove_nets(Path(out_dir), int(cfg["seed"]))
-    folders = sweep_datasets(Path(out_dir), cfg, progress)
-    trained: dict[tuple[str, str], Any] = {}  # train_noise "clean": one net per variant, task
-    rows = {
-        (variant, float(rate)): variant_row(variant, float(rate), folders, cfg, progress, trained)
-        for rate in cfg["rates"]
-        for variant in SWEEP_VARIANTS
-    }
+    # the tests and filter counts on the training's `threads` (``train.fit``), as its nets,
+    # not on the caller's count (which comes back after the seed)
+    with torch_threads(int(cfg.get("threads", 1))):
+        folders = sweep_datasets(Path(out_dir), cfg, progress)
+        trained: dict[tuple[str, str], Any] = {}  # train_noise "clean": one per variant, task
+        rows = {
+            (variant, float(rate)): variant_row(
+                variant, float(rate), folders, cfg, progress, trained
+            )
+            for rate in cfg["rates"]
+            for variant in SWEEP_VARIANTS
+        }
     classify = {key: net for key, net in trained.items() if key[1] == "classification"}
     save_nets(Path(out_dir), int(cfg["seed"]), classify, cfg)  # for the deployment rows
     return rows

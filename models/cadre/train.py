@@ -28,6 +28,7 @@ from neuroedge.errors import ConfigError
 from neuroedge.models.cadre import functional as F
 from neuroedge.models.cadre.data import CausalSeries
 from neuroedge.models.cadre.module import BetaVAE, CaDRe
+from neuroedge.seeding import seeded
 
 DEFAULTS: dict[str, Any] = {
     "steps": 600,
@@ -117,27 +118,29 @@ def fit(
     config: Mapping[str, Any] | None = None,
     desc: str = "train",
 ) -> FitResult:
-    """Adam on the (penalised) negative ELBO; CaDRe gets the graph penalties, BetaVAE none."""
+    """Adam on the (penalised) negative ELBO; CaDRe gets the graph penalties, BetaVAE none.
+    The latent samples are drawn from ``seed`` inside ``seeded``: the caller's generator is
+    left as it was."""
     from tqdm import tqdm
 
     cfg = {**DEFAULTS, **(config or {})}
-    torch.manual_seed(cfg["seed"])
     x_all = torch.as_tensor(data.x)
     d_all = torch.as_tensor(data.domain, dtype=torch.long)
     gen = torch.Generator().manual_seed(cfg["seed"])
     opt = torch.optim.Adam(model.parameters(), lr=cfg["lr"])
     losses = []
-    for _ in tqdm(range(cfg["steps"]), desc=desc, leave=False):
-        idx = torch.randint(len(x_all), (cfg["batch"],), generator=gen)
-        terms = model.terms(x_all[idx], d_all[idx])
-        loss = terms["recon"] + cfg["lambda_z"] * terms["kl_z"]
-        if "kl_s" in terms:
-            loss = loss + cfg["lambda_s"] * terms["kl_s"] + _penalties(model, x_all[idx], cfg)
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
-        opt.step()
-        losses.append(loss.item())
+    with seeded(int(cfg["seed"])):
+        for _ in tqdm(range(cfg["steps"]), desc=desc, leave=False):
+            idx = torch.randint(len(x_all), (cfg["batch"],), generator=gen)
+            terms = model.terms(x_all[idx], d_all[idx])
+            loss = terms["recon"] + cfg["lambda_z"] * terms["kl_z"]
+            if "kl_s" in terms:
+                loss = loss + cfg["lambda_s"] * terms["kl_s"] + _penalties(model, x_all[idx], cfg)
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+            opt.step()
+            losses.append(loss.item())
     return FitResult(model.eval(), tuple(losses))
 
 
@@ -158,9 +161,10 @@ def estimated_graph(model: CaDRe, data: CausalSeries, n: int = 256) -> np.ndarra
 
 def new_cadre(dx: int, dz: int, domains: int, cfg: Mapping[str, Any]) -> CaDRe:
     """CaDRe with its initial weights drawn from ``cfg["seed"]``: one seed, one model, on
-    every path that trains one (``fit`` seeds only its own draws, after the build)."""
-    torch.manual_seed(int(cfg["seed"]))
-    return CaDRe(dx, dz, domains, int(cfg["hidden"]))
+    every path that trains one (``fit`` seeds only its own draws, after the build); the
+    caller's generator is left as it was."""
+    with seeded(int(cfg["seed"])):
+        return CaDRe(dx, dz, domains, int(cfg["hidden"]))
 
 
 def compare(
@@ -170,8 +174,9 @@ def compare(
     cfg = {**DEFAULTS, **(config or {})}
     dx, dz = data.x.shape[-1], data.z.shape[-1]
     cadre = fit(new_cadre(dx, dz, domains, cfg), data, cfg, "CaDRe")
-    torch.manual_seed(cfg["seed"])
-    vae = fit(BetaVAE(dx, dz, cfg["hidden"]), data, cfg, "beta-VAE")
+    with seeded(int(cfg["seed"])):  # the baseline's initial weights, as new_cadre's
+        baseline = BetaVAE(dx, dz, cfg["hidden"])
+    vae = fit(baseline, data, cfg, "beta-VAE")
     graph = estimated_graph(cadre.model, data)
     return {
         "mcc_cadre": latent_mcc(cadre.model, data),

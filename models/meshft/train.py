@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from neuroedge.models.meshft import functional as F
 from neuroedge.models.meshft.mesh import Mesh
+from neuroedge.seeding import seeded
 
 
 @dataclass(frozen=True)
@@ -97,28 +98,29 @@ def fit(
     from neuroedge.models.meshft.spec import fit_substep_cap, fit_substep_refusal
     from tqdm import tqdm
 
-    torch.manual_seed(seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-6)
-    gen = torch.Generator().manual_seed(seed)
-    losses: list[float] = []
-    meshft = isinstance(model, MeshFT)
-    if meshft:
-        model.substep_cap = fit_substep_cap(model, batch_size)
-    try:
-        for _ in tqdm(range(iters), desc=desc, leave=False):
-            idx = torch.randint(len(batch.q0), (batch_size,), generator=gen)
-            loss = one_step_loss(model, batch, idx)
-            opt.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            losses.append(loss.item())
-    except SubstepCapError as err:
-        raise fit_substep_refusal(err, model, batch.dt, lr, len(losses), batch_size) from None
-    finally:
+    # any draw from ``seed`` (set where it was), the caller's generator left as it was
+    with seeded(seed):
+        opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-6)
+        gen = torch.Generator().manual_seed(seed)
+        losses: list[float] = []
+        meshft = isinstance(model, MeshFT)
         if meshft:
-            model.substep_cap = None
-    return losses
+            model.substep_cap = fit_substep_cap(model, batch_size)
+        try:
+            for _ in tqdm(range(iters), desc=desc, leave=False):
+                idx = torch.randint(len(batch.q0), (batch_size,), generator=gen)
+                loss = one_step_loss(model, batch, idx)
+                opt.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                opt.step()
+                losses.append(loss.item())
+        except SubstepCapError as err:
+            raise fit_substep_refusal(err, model, batch.dt, lr, len(losses), batch_size) from None
+        finally:
+            if meshft:
+                model.substep_cap = None
+        return losses
 
 
 def model_rollout(

@@ -279,6 +279,7 @@ def run_phase(
 def load_policy_checkpoint(path: str | os.PathLike[str]) -> tuple[Any, dict[str, Any]]:
     """(policy in eval mode, checkpoint config); a checkpoint of another version is refused."""
     from neuroedge.errors import ArtifactError
+    from neuroedge.seeding import seeded
 
     ckpt = load_checkpoint(path, required=("version", "state_dict", "config"))
     if ckpt["version"] != CHECKPOINT_VERSION:
@@ -287,6 +288,7 @@ def load_policy_checkpoint(path: str | os.PathLike[str]) -> tuple[Any, dict[str,
             f"version {CHECKPOINT_VERSION}"
         )
     cfg = {**DEFAULTS, **ckpt["config"]}
-    policy = make_policy(cfg)
+    with seeded(0):  # its fresh layers draw, not from the caller's generator; the
+        policy = make_policy(cfg)  # checkpoint's weights replace every one of them
     load_weights(policy, ckpt["state_dict"], path)
     return policy.eval(), cfg

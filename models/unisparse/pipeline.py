@@ -242,9 +242,13 @@ def measure_variant(
     The energy is priced at ``cfg["e_ac_pj"]`` per SOP, the constant the training constraint
     uses (``constraint.constrained_terms``), so the dense energy that sets the target, the
     constraint and the ``budget_met`` check are in one currency."""
+    from neuroedge.seeding import seeded
+
     energy = energy_model(cfg)
+    with seeded(int(cfg.get("seed", 0))):  # fold's fresh layers draw (then are overwritten),
+        folded = fold(net)  # not from the caller's generator
     metrics, layers = evaluate_folded(
-        fold(net),
+        folded,
         data.x_test,
         data.y_test,
         int(cfg["steps"]),
