@@ -120,7 +120,13 @@ def _untrained_hint(model: str) -> str:
     (it reads ``train_if_missing``), how to measure trained ones."""
     from neuroedge.registry import get_model
 
-    if "train_if_missing" not in (get_model(model).valid_config_keys("build") or set()):
+    keys = get_model(model).valid_config_keys("build") or set()
+    if "train_if_missing" not in keys and "checkpoint" in keys:
+        return (
+            f"untrained weights: asked for, or no checkpoint (`neuroedge train {model}` first, or "
+            "--config checkpoint=PATH)"
+        )
+    if "train_if_missing" not in keys:
         return f"untrained weights: {model}'s build loads no checkpoint (it has none to train)"
     return (
         "untrained weights: the config asks for them (smoke, untrained) or there is no "

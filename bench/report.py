@@ -221,7 +221,8 @@ def write_report(
     history. ``doc`` keeps the table's ``columns`` (set if it names none), so report.json and
     the console table show what report.md shows.
 
-    report.json is written last: it commits the folder. An earlier report there is first
+    report.json is written last: it commits the folder. The plots are drawn first, aside (a
+    plot that fails leaves an earlier report as it was); then an earlier report there is
     taken out (its plots, then its report.json and report.md), so a run stopped at any point
     leaves either no report.json or one whose report.md and plots are its own."""
     from neuroedge.bench.history import record
@@ -234,19 +235,39 @@ def write_report(
     json.dumps(plain, allow_nan=False)  # a document JSON cannot hold fails before any removal
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    _remove_earlier_report(out)
-    written: dict[str, Path] = {}
-    for plot in (latency_plot, *plots):
-        name = getattr(plot, "__name__", "plot").removesuffix("_plot")
-        made = plot(doc, out / f"{name}.png")
-        if made is not None:
-            written[name] = Path(made)
+    written = _draw_then_replace(doc, out, (latency_plot, *plots))
     plain["plots"] = [p.name for p in written.values()]  # what the next run may replace
     write_markdown(plain, out / "report.md", columns, sections)
     text = json.dumps(plain, indent=2, allow_nan=False) + "\n"
     written = {"json": write_text(out / "report.json", text), **written, "md": out / "report.md"}
     record(plain, history, out_dir=str(out.resolve()))
     return written
+
+
+def _draw_then_replace(
+    doc: dict[str, Any], out: Path, plots: Sequence[Callable[[dict[str, Any], Path], Path | None]]
+) -> dict[str, Path]:
+    """Draw every plot in a private folder in ``out`` first (a plot that fails leaves the
+    earlier report as it was), then take the earlier report out and move the plots in."""
+    import secrets
+    import shutil
+
+    draft = out / f".plots.{os.getpid()}.{secrets.token_hex(4)}.part"
+    draft.mkdir()
+    try:
+        drawn: dict[str, Path] = {}
+        for plot in plots:
+            name = getattr(plot, "__name__", "plot").removesuffix("_plot")
+            made = plot(doc, draft / f"{name}.png")
+            if made is not None:
+                drawn[name] = Path(made)
+        _remove_earlier_report(out)
+        for name, made in drawn.items():
+            os.replace(made, out / made.name)
+            drawn[name] = out / made.name
+        return drawn
+    finally:
+        shutil.rmtree(draft, ignore_errors=True)
 
 
 def _remove_earlier_report(out: Path) -> None:

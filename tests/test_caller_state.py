@@ -280,3 +280,27 @@ def test_meshft_fit(caller: Callable[[str], None]) -> None:
     data = train.plane_wave_pairs(mesh, 8, 0.002, seed=0)
     train.fit(MeshFT(mesh, "scalar").float(), data, 2, 1e-3, batch_size=4)
     caller("meshft fit")
+
+
+def test_prm_pbe_seed(caller: Callable[[str], None]) -> None:
+    from neuroedge.models.prm_pbe import experiment
+
+    cfg = {**experiment.DEFAULTS, "train_tasks": 200, "test_tasks": 10, "hidden": 16}
+    cfg.update(sft_epochs=1, tree_tasks=40, prm_steps=2, updates=1, tasks_per_update=2)
+    experiment.run_seed({**cfg, "progress": False})
+    caller("prm_pbe run_seed")
+
+
+def test_specprune_bench_and_cell(caller: Callable[[str], None], monkeypatch, tmp_path) -> None:
+    from neuroedge.models.specprune import bench, spec
+
+    seen: list[int] = []
+    monkeypatch.setattr(spec, "load_trained", stop_with_threads(seen))
+    with pytest.raises(Stop):
+        bench.run_bench(str(tmp_path / "r"), ("host",), {"threads": 2})
+    caller("specprune run_bench")
+    monkeypatch.setattr(bench, "_evaluate_cell", stop_with_threads(seen))
+    with pytest.raises(Stop):
+        bench.evaluate_job(("ckpt", "host", "full", {}, "reach", 1, 0))
+    caller("specprune evaluate_job")
+    assert seen == [2, 1]  # the bench's threads, then one per cell

@@ -133,6 +133,7 @@ def test_the_precision_bench_offers_train_if_missing_only_where_the_build_reads_
         reads = "train_if_missing" in (get_model(name).valid_config_keys("build") or set())
         assert ("train_if_missing=true" in _untrained_hint(name)) is reads, name
     assert "loads no checkpoint" in _untrained_hint("ttt.linear_attention")
+    assert "--config checkpoint=PATH" in _untrained_hint("event.bivision")  # it loads one
 
 
 def test_the_run_history_refuses_an_empty_home(monkeypatch) -> None:

@@ -110,3 +110,28 @@ def test_a_document_json_cannot_hold_leaves_the_earlier_report(tmp_path: Path) -
     assert json.loads((out / "report.json").read_text())["tag"] == "run1"
     assert (out / "mark.png").read_text() == "run1"
     _assert_consistent(out)
+
+
+@pytest.mark.parametrize("error", [RuntimeError, KeyboardInterrupt])
+def test_a_plot_that_fails_leaves_the_earlier_report_and_no_draft(tmp_path: Path, error) -> None:
+    """Plots are drawn aside before anything is removed: a plot's bug (or a Ctrl-C while
+    drawing) deleted the earlier run's report.json and report.md."""
+    from neuroedge.bench.report import write_report
+
+    def broken_plot(doc: dict[str, Any], path: Path) -> Path:
+        path.write_text("half")
+        raise error("plot failed")
+
+    out, db = tmp_path / "R", tmp_path / "h.sqlite"
+    write_report(_doc("run1", 1.0), out, plots=[mark_plot], history=db)
+    with pytest.raises(error):
+        write_report(_doc("run2", 2.0), out, plots=[mark_plot, broken_plot], history=db)
+    assert json.loads((out / "report.json").read_text())["tag"] == "run1"
+    assert (out / "mark.png").read_text() == "run1"
+    _assert_consistent(out)
+    assert sorted(p.name for p in out.iterdir()) == [
+        "latency.png",
+        "mark.png",
+        "report.json",
+        "report.md",
+    ]

@@ -259,9 +259,8 @@ def run_arm(
 
 def run_seed(cfg: Mapping[str, Any]) -> list[Report]:
     """Every row of one seed (module level: a worker's job)."""
-    import torch
     from neuroedge.models.prm_pbe.policy import Policy, sft
-    from neuroedge.seeding import one_thread
+    from neuroedge.seeding import one_thread, seeded
     from tqdm import tqdm
 
     train, test = tasks_of(cfg)
@@ -270,9 +269,8 @@ def run_seed(cfg: Mapping[str, Any]) -> list[Report]:
         desc=f"{NAME} seed {cfg['seed']}",
         disable=not cfg.get("progress", True),
     )
-    with one_thread():
+    with one_thread(), seeded(cfg["seed"]):  # the caller's torch generator is kept
         t0 = time.perf_counter()
-        torch.manual_seed(cfg["seed"])
         base = Policy(cfg["hidden"])
         sft(base, train[1], cfg, cfg["seed"])
         rows = [pass_row("sft", base, test, time.perf_counter() - t0)]

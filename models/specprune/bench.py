@@ -162,14 +162,19 @@ def rollout(
 
 
 def evaluate_job(job: tuple[str, str, str, dict[str, Any], str, int, int]) -> dict[str, Any]:
-    """One (method, task) cell in its own process:
+    """One (method, task) cell, in a worker process or (one worker) in the caller's, torch on
+    one thread (two per process spin on a loaded 2-core machine; the caller's count is kept):
     ``(source, backend, method, prune, task, n, seed0)``; ``source`` is the checkpoint (host)
     or the method's exported policy directory (onnxrt); episodes use layouts seed0..seed0+n-1."""
-    import torch
+    from neuroedge.seeding import one_thread
 
+    with one_thread():
+        return _evaluate_cell(job)
+
+
+def _evaluate_cell(job: tuple[str, str, str, dict[str, Any], str, int, int]) -> dict[str, Any]:
     source, backend, label, prune_fields, task_name, episodes, seed0 = job
     method = base_method(label)
-    torch.set_num_threads(1)  # two threads per process spin on a loaded 2-core machine
     if backend == "onnxrt":
         from neuroedge.models.specprune.deploy import load_policy
 
@@ -333,13 +338,20 @@ def run_bench(
 ) -> dict[str, Any]:
     """Evaluate the four methods, time them side by side, check ONNX parity, write the report.
     The config is checked first (bench_checks), before the checkpoint is loaded."""
-    import torch
-    from neuroedge.bench.report import build_document, write_report
-    from neuroedge.models.specprune.spec import load_trained
+    from neuroedge.seeding import torch_threads
 
     cfg = dict(config or {})
     check_bench_config(cfg, backends)
-    torch.set_num_threads(int(cfg.get("threads", 1)))  # 2 threads spin on a loaded 2-core box
+    with torch_threads(int(cfg.get("threads", 1))):  # 2 spin on a loaded 2-core box
+        return _run_checked(out_dir, backends, cfg, history)
+
+
+def _run_checked(
+    out_dir: str, backends: Sequence[str], cfg: dict[str, Any], history: str | None
+) -> dict[str, Any]:
+    from neuroedge.bench.report import build_document, write_report
+    from neuroedge.models.specprune.spec import load_trained
+
     model, train_cfg = load_trained(cfg)
     tasks = tuple(cfg.get("tasks", train_cfg["tasks"]))
     episodes = int(cfg.get("episodes", 50))
