@@ -14,6 +14,7 @@ per-run copies; another model or retrained weights get a folder of their own).
 from __future__ import annotations
 
 import errno
+import fcntl
 import hashlib
 import os
 import secrets
@@ -21,26 +22,40 @@ import shutil
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from neuroedge.errors import ArtifactError, ConfigError
+from neuroedge.npyfile import ZIP_ERRORS
 
 
 def content_hash(folder: Path) -> str:
     """sha256 of the files directly in ``folder`` (names and contents; subfolders such as an
     engine cache are not part of the export). An .npz counts by its members' bytes, not the
-    zip's, whose entry timestamps change from one export of the same arrays to the next."""
+    zip's, whose entry timestamps change from one export of the same arrays to the next; one
+    that cannot be read as an archive (damaged) counts by its bytes as they are."""
     digest = hashlib.sha256()
     for path in sorted(p for p in folder.iterdir() if p.is_file()):
         digest.update(f"{path.name}\0".encode())
-        if path.suffix == ".npz" and zipfile.is_zipfile(path):
-            with zipfile.ZipFile(path) as archive:
-                for member in sorted(archive.namelist()):
-                    digest.update(f"{member}\0".encode())
-                    digest.update(archive.read(member))
+        members = _npz_members(path, digest.copy()) if path.suffix == ".npz" else None
+        if members is None:
+            digest.update(path.read_bytes())  # raises as it should when it cannot be read
         else:
-            digest.update(path.read_bytes())
+            digest = members
         digest.update(b"\0")
     return digest.hexdigest()
+
+
+def _npz_members(path: Path, digest: Any) -> Any:
+    """``digest`` updated with the names and bytes of the archive's members, or None where
+    it cannot be read as an archive."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for member in sorted(archive.namelist()):
+                digest.update(f"{member}\0".encode())
+                digest.update(archive.read(member))
+    except (*ZIP_ERRORS, OSError, ValueError):  # damaged: read as plain bytes (a file that
+        return None  # cannot be read at all raises again there)
+    return digest
 
 
 def export_once(folder: Path, name: str, write: Callable[[Path], Path]) -> Path:
@@ -52,7 +67,7 @@ def export_once(folder: Path, name: str, write: Callable[[Path], Path]) -> Path:
     try:
         written = write(work)
         key = content_hash(work)
-        final = _publish(work, folder / f"{name}-{key[:16]}", key)
+        final = _publish(work, folder / f"{name}-{key[:16]}", key, folder / f".{name}.lock")
     finally:
         shutil.rmtree(work, ignore_errors=True)  # gone already once published
     return final / Path(written).relative_to(work)
@@ -69,10 +84,13 @@ def _private_folder(folder: Path, name: str) -> Path:
             continue
 
 
-def _publish(work: Path, final: Path, key: str) -> Path:
+def _publish(work: Path, final: Path, key: str, lock: Path) -> Path:
     """Rename ``work`` to ``final``. A ``final`` already there holds the same files (its name
     is their hash) and is used as it is; one whose files were changed or removed by hand is
-    set aside and replaced."""
+    set aside and replaced. Only under ``lock``, after hashing ``final`` again there: a run
+    that hashed the damaged folder, then waited while another run replaced it, must not set
+    aside the good folder that run is using (no run renames onto a folder with files in it,
+    so the folder hashed under the lock is the one set aside)."""
     for _ in range(3):
         try:
             os.rename(work, final)  # atomic; refused onto a folder with files in it
@@ -83,10 +101,14 @@ def _publish(work: Path, final: Path, key: str) -> Path:
         try:
             if content_hash(final) == key:
                 return final
-            aside = final.with_name(f".{final.name}.{secrets.token_hex(6)}.stale")
-            os.rename(final, aside)
+            with open(lock, "a") as held:
+                fcntl.flock(held, fcntl.LOCK_EX)  # released on close
+                if content_hash(final) == key:
+                    return final
+                aside = final.with_name(f".{final.name}.{secrets.token_hex(6)}.stale")
+                os.rename(final, aside)
         except FileNotFoundError:
-            continue  # another run set it aside first: publish again
+            continue  # removed meanwhile: publish again
         shutil.rmtree(aside, ignore_errors=True)
     raise ArtifactError(f"{final}: could not publish the export there (changing under us)")
 

@@ -282,8 +282,9 @@ def _provider_options(provider: str, model_path: Path) -> dict[str, str]:
     tensor names but not the weights, and a file at one path may be exported again with other
     weights (a default export has a folder per content, ``export_folders``, but a path of the
     caller's own does not), which would otherwise run the old engine. The timing cache (per
-    layer shape and GPU, not per weight) is shared beside the model. CUDA EP: no TF32, so
-    float32 parity with the host reference means float32."""
+    layer shape and GPU, not per weight) is the ``trt_ep_cache`` folder itself, beside the
+    model: a default export's folder holds one content, so each has its own timing cache.
+    CUDA EP: no TF32, so float32 parity with the host reference means float32."""
     if provider == "TensorrtExecutionProvider":
         from neuroedge.backends.tensorrt_cache import file_sha256
 

@@ -8,6 +8,7 @@ to a folder of its own named by the hash of its files (``neuroedge.backends.expo
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 
 pytest.importorskip("onnxruntime")
 
+import neuroedge.backends.export_folders as export_folders  # noqa: E402
 import neuroedge.backends.onnxrt as onnxrt  # noqa: E402
 from neuroedge.backends.export_folders import content_hash, export_once  # noqa: E402
 from neuroedge.registry import get_backend, get_model  # noqa: E402
@@ -94,7 +96,83 @@ def test_a_damaged_folder_is_replaced_and_a_failed_export_leaves_nothing(
 
     with pytest.raises(KeyboardInterrupt):
         export_once(_folder(tmp_path), "sequence", fails)
-    assert [p.name for p in _folder(tmp_path).iterdir()] == [first.parent.name]
+    # and the lock file that replacing the damaged folder took
+    assert sorted(p.name for p in _folder(tmp_path).iterdir()) == [
+        ".sequence.lock",
+        first.parent.name,
+    ]
+
+
+def _write(work: Path) -> Path:
+    (work / "g.onnx").write_bytes(b"graph")
+    np.savez(work / "g.state.npz", v=np.arange(1000, dtype=np.float32))
+    return work / "g.onnx"
+
+
+def test_an_identical_folder_is_reused_in_place(tmp_path) -> None:
+    # not replaced by a copy: a run using it (its engine cache, trt_ep_cache) keeps it
+    final = export_once(tmp_path, "seq", _write).parent
+    (final / "trt_ep_cache").mkdir()
+    inode = final.stat().st_ino
+    assert export_once(tmp_path, "seq", _write).parent == final
+    assert final.stat().st_ino == inode and (final / "trt_ep_cache").is_dir()
+    assert [p.name for p in tmp_path.iterdir()] == [final.name]  # nothing else, not even a lock
+
+
+def test_a_state_archive_damaged_inside_is_replaced(tmp_path) -> None:
+    # a flipped byte in an array made hashing the folder raise BadZipFile ("Bad CRC-32"):
+    # every later export of the same weights failed instead of replacing the folder
+    state = export_once(tmp_path, "seq", _write).with_suffix(".state.npz")
+    damaged = bytearray(state.read_bytes())
+    damaged[600] ^= 0xFF
+    state.write_bytes(bytes(damaged))
+    assert export_once(tmp_path, "seq", _write).with_suffix(".state.npz") == state
+    np.testing.assert_array_equal(np.load(state)["v"], np.arange(1000, dtype=np.float32))
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".seq.lock", state.parent.name]
+
+
+@pytest.mark.parametrize("pause_at, pause_s", [(1, 10.0), (2, 0.5)])
+def test_a_run_that_saw_the_damage_keeps_the_replacement_another_run_uses(
+    monkeypatch, tmp_path, pause_at: int, pause_s: float
+) -> None:
+    # run C hashes a damaged folder and is paused (1: before taking the lock, 2: under it);
+    # run B replaces the folder and uses it (its engine cache): C then set aside and deleted
+    # B's folder. Now C hashes again under the lock, and B waits for the lock C holds.
+    final = export_once(tmp_path, "seq", _write).parent
+    (final / "g.state.npz").unlink()  # damaged by hand
+    real_hash, got, hashed = export_folders.content_hash, {}, []
+    paused, b_done = threading.Event(), threading.Event()
+
+    def content_hash(folder: Path) -> str:
+        key = real_hash(folder)
+        if threading.current_thread().name == "C" and folder == final:
+            hashed.append(key)
+            if len(hashed) == pause_at:
+                paused.set()
+                b_done.wait(pause_s)
+        return key
+
+    def run_c() -> None:
+        try:
+            got["c"] = export_once(tmp_path, "seq", _write)
+        finally:
+            paused.set()  # C done without pausing (old code at 2): B runs after it
+
+    def run_b() -> None:
+        got["b"] = export_once(tmp_path, "seq", _write)
+        (got["b"].parent / "trt_ep_cache").mkdir()  # B's session at work in its folder
+        b_done.set()
+
+    monkeypatch.setattr(export_folders, "content_hash", content_hash)
+    c = threading.Thread(target=run_c, name="C")
+    c.start()
+    assert paused.wait(5)
+    b = threading.Thread(target=run_b)
+    b.start()
+    for thread in (b, c):
+        thread.join(10)
+    assert got["c"] == got["b"] and got["b"].with_suffix(".state.npz").is_file()
+    assert (got["b"].parent / "trt_ep_cache").is_dir()  # was: deleted by C
 
 
 def test_the_users_path_is_written_there_and_nowhere_else(monkeypatch, tmp_path) -> None:
