@@ -1,7 +1,7 @@
 """The worker processes of ``bench.seeds.map_local``: spawned, each handed the next config
 when idle, watched so that one that dies (SIGKILL from the out-of-memory killer, a crash)
 raises WorkerDied at once instead of leaving the run waiting for its result, and all ended
-with the run (SIGTERM, then SIGKILL), however it ends.
+with the run (SIGTERM, then SIGKILL ``STOP_GRACE_S`` later), however it ends.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from neuroedge.signals import sigterm_exits
+
+STOP_GRACE_S = 5.0  # how long a worker has to unwind after SIGTERM before it gets SIGKILL
 
 
 class WorkerDied(ChildProcessError):
@@ -28,7 +30,12 @@ class _Worker:
 
     def start(self) -> None:
         """Start it with Ctrl-C blocked (the mask carries over: it is the parent's to handle,
-        which ends the workers); a Ctrl-C meanwhile is raised here once it has started."""
+        which ends the workers); a Ctrl-C meanwhile is raised here once it has started. The
+        resource tracker is started first: starting it unblocks Ctrl-C, so a worker started
+        with it was born without the mask."""
+        from multiprocessing import resource_tracker
+
+        resource_tracker.ensure_running()
         held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             self.proc.start()
@@ -71,7 +78,7 @@ def map_pool(
     """``seeds.map_local`` over ``n`` spawned workers (``desc`` and ``noun``: how an error names
     the run and a key, e.g. ``"safety.hair_trigger seeds"`` and ``"seed"``). Every worker is
     ended on the way out, however the call ends (all done, an error, a dead worker, Ctrl-C,
-    SIGTERM): SIGTERM, then SIGKILL 5 s later."""
+    SIGTERM): SIGTERM, then SIGKILL ``STOP_GRACE_S`` later."""
     import multiprocessing
 
     ctx = multiprocessing.get_context("spawn")
@@ -135,7 +142,7 @@ def _result(message: tuple[bool, Any, str]) -> Any:
 
 def _stop(pool: Sequence[_Worker]) -> None:
     """End the workers: SIGTERM (a busy one unwinds, removing its temp files), then SIGKILL
-    whatever still runs 5 s later; Ctrl-C and SIGTERM wait until they are gone."""
+    whatever still runs ``STOP_GRACE_S`` later; Ctrl-C and SIGTERM wait until they are gone."""
     import time
 
     held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
@@ -143,7 +150,7 @@ def _stop(pool: Sequence[_Worker]) -> None:
         started = [w for w in pool if w.proc.pid is not None]
         for worker in started:
             worker.proc.terminate()
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + STOP_GRACE_S
         for worker in started:
             worker.proc.join(max(0.0, deadline - time.monotonic()))
             if worker.proc.exitcode is None:
@@ -157,10 +164,11 @@ def _stop(pool: Sequence[_Worker]) -> None:
 
 def _work(conn: Any, fn: Callable[[Any], Any]) -> None:
     """A worker's loop: ``fn`` on each config received, sending back ``(True, result, "")`` or
-    ``(False, error, traceback)``. Ctrl-C is the parent's (it ends the workers: no traceback
-    from each); SIGTERM unwinds as in the parent; a parent gone (its pipe closed) ends it."""
-    import pickle
+    ``(False, error, traceback)``, or ``(False, TypeError, "")`` naming why a result cannot be
+    pickled. Ctrl-C is the parent's (it ends the workers: no traceback from each); SIGTERM
+    unwinds as in the parent; a parent gone (its pipe closed) ends it."""
     import traceback
+    from multiprocessing.reduction import ForkingPickler
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # born with it blocked (``_Worker.start``)
     with sigterm_exits():
@@ -173,20 +181,23 @@ def _work(conn: Any, fn: Callable[[Any], Any]) -> None:
                 message = (True, fn(cfg), "")
             except Exception as err:  # not swallowed: the parent raises it
                 message = (False, _sendable(err), traceback.format_exc())
-            try:
-                conn.send(message)
-            except (pickle.PicklingError, TypeError, AttributeError) as err:
-                cant = TypeError(f"the result of {fn!r} cannot be sent to the parent: {err}")
-                conn.send((False, cant, ""))
+            try:  # pickled here (as ``conn.send`` does), so only pickling errors are caught
+                data = ForkingPickler.dumps(message)
+            except Exception as err:  # any, as the result's own ``__reduce__`` raises
+                why = f"{type(err).__name__}: {err}"
+                cant = TypeError(f"the result of {fn!r} cannot be sent to the parent: {why}")
+                data = ForkingPickler.dumps((False, cant, ""))
+            conn.send_bytes(data)
 
 
 def _sendable(err: Exception) -> Exception:
     """``err`` if it survives pickling both ways, else a RuntimeError with its type and text
-    (an exception whose ``__init__`` takes other arguments than its message does not)."""
+    (an exception whose ``__init__`` takes other arguments than its message does not, nor one
+    holding an unpicklable value or whose ``__reduce__`` raises)."""
     import pickle
 
     try:
         pickle.loads(pickle.dumps(err))
-    except (pickle.PicklingError, TypeError, AttributeError):
+    except Exception:  # any: pickling runs the exception's own code
         return RuntimeError(f"{type(err).__name__}: {err}")
     return err
