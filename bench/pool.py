@@ -122,6 +122,11 @@ def _run(
                     result = worker.conn.recv()
                 except (EOFError, ConnectionError):  # it died without a result
                     raise died(worker) from None
+                except Exception as err:  # the bytes came; rebuilding them ran their code
+                    raise TypeError(
+                        f"{desc}: the result of {noun} {busy[worker]!r} cannot be rebuilt "
+                        f"here: {type(err).__name__}: {err}"
+                    ) from err
                 done[busy.pop(worker)] = _result(result)
                 idle.append(worker)
                 bar.update()

@@ -259,6 +259,10 @@ def _draw_then_replace(
         for plot in plots:
             name = getattr(plot, "__name__", "plot").removesuffix("_plot")
             made = plot(doc, draft / f"{name}.png")
+            if made is not None and not (Path(made).parent == draft and Path(made).is_file()):
+                raise ValueError(  # before anything of an earlier report is touched
+                    f"plot {name!r} returned {made}: not a file it wrote at the path it was given"
+                )
             if made is not None:
                 drawn[name] = Path(made)
         _remove_earlier_report(out)

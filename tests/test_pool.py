@@ -67,6 +67,29 @@ def test_a_result_or_error_that_cannot_be_pickled_is_named_not_a_dead_worker(fn,
     assert re.fullmatch(message, str(caught.value)), caught.value
 
 
+def _cannot_rebuild() -> None:
+    raise ValueError("cannot rebuild")
+
+
+class Unrebuildable:
+    """Pickles in the worker; rebuilding it in the parent raises."""
+
+    def __reduce__(self):
+        return (_cannot_rebuild, ())
+
+
+def return_unrebuildable(x: int) -> Unrebuildable:
+    return Unrebuildable()
+
+
+def test_a_result_that_cannot_be_rebuilt_in_the_parent_names_the_seed() -> None:
+    """It came out of the pipe as a bare ValueError('cannot rebuild'), naming no seed."""
+    from neuroedge.bench.seeds import map_seeds
+
+    with pytest.raises(TypeError, match=r"d: the result of seed [01] cannot be rebuilt here: "):
+        map_seeds(return_unrebuildable, {0: 1, 1: 1}, workers=2, desc="d", progress=False)
+
+
 def stubborn(cfg: tuple[str, str]) -> None:
     """As a worker stuck in C code, or whose ``fn`` swallows SIGTERM: ignores it, then runs a
     minute; the other config fails once it does."""

@@ -135,3 +135,30 @@ def test_a_plot_that_fails_leaves_the_earlier_report_and_no_draft(tmp_path: Path
         "report.json",
         "report.md",
     ]
+
+
+def test_a_plot_returning_a_path_it_did_not_write_is_refused_before_any_removal(
+    tmp_path: Path,
+) -> None:
+    """A plot must write the path it is given and return it (or None): one that returned
+    another path made the report move a file from elsewhere, or fail after the earlier
+    report was gone."""
+    from neuroedge.bench.report import write_report
+
+    elsewhere = tmp_path / "mine.png"
+    elsewhere.write_text("a user's file")
+
+    def lazy_plot(doc: dict[str, Any], path: Path) -> Path:
+        return path  # never written
+
+    def elsewhere_plot(doc: dict[str, Any], path: Path) -> Path:
+        return elsewhere
+
+    out, db = tmp_path / "R", tmp_path / "h.sqlite"
+    write_report(_doc("run1", 1.0), out, plots=[mark_plot], history=db)
+    for bad in (lazy_plot, elsewhere_plot):
+        with pytest.raises(ValueError, match="not a file it wrote at the path it was given"):
+            write_report(_doc("run2", 2.0), out, plots=[bad], history=db)
+        assert json.loads((out / "report.json").read_text())["tag"] == "run1"
+        _assert_consistent(out)
+    assert elsewhere.read_text() == "a user's file"
