@@ -62,7 +62,7 @@ from neuroedge.backends.lava_processes import (  # public names, kept importable
     unpack_spikes,
 )
 from neuroedge.log_handlers import handlers_kept
-from neuroedge.errors import BackendUnavailable, ConfigError, ExportRefused
+from neuroedge.errors import BackendUnavailable, ConfigError, ExportRefused, InputError
 from neuroedge.shapes import bind_inputs
 from neuroedge.types import (
     Artifact,
@@ -171,10 +171,13 @@ class LavaBackend(MeasuredBackend):
         return Artifact(self.name, "lava", spec, meta=meta, handle=handle)
 
     def run(self, artifact: Artifact, inputs: Mapping[str, Any]) -> dict[str, Any]:
-        bind_inputs(artifact.spec, inputs, fixed=artifact.meta.get("axes"))
+        bind_inputs(artifact.spec, inputs, finite=True, fixed=artifact.meta.get("axes"))
         if len(inputs) != 1:
             raise ValueError(f"lava runs single-input networks, got inputs {sorted(inputs)}")
-        return artifact.handle.run(np.asarray(next(iter(inputs.values())), dtype=np.float32))
+        value = next(iter(inputs.values()))
+        if hasattr(value, "detach"):  # a torch tensor, which may require grad
+            value = value.detach().cpu().numpy()
+        return artifact.handle.run(np.asarray(value, dtype=np.float32))
 
 
 def _input_scale(options: Mapping[str, str]) -> float:
@@ -285,14 +288,19 @@ class LavaNetwork:
         data = np.zeros((flat.shape[0], steps + depth), dtype=np.float64)
         data[:, :steps] = flat
         if self.fixed is not None:
-            graded = np.round(data * self.input_scale).astype(np.int32)
+            graded = np.round(data * self.input_scale)  # checked as floats: a cast wraps
+            if not np.isfinite(x).all():
+                raise InputError(
+                    f"fixed_pt input holds {int((~np.isfinite(x)).sum())} NaN or inf values; "
+                    "Loihi's 8-bit graded spikes need finite inputs"
+                )
             if np.abs(graded).max(initial=0) > 255:
-                raise ValueError(
+                raise InputError(
                     f"fixed_pt input {float(np.abs(x).max()):.4g} x input_scale "
                     f"{self.input_scale:g} exceeds Loihi's 8-bit graded spikes "
                     "(255); compile with a smaller input_scale option"
                 )
-            return graded
+            return graded.astype(np.int32)
         return data
 
     def run(self, x: np.ndarray, every_population: bool = False) -> dict[str, np.ndarray]:

@@ -151,7 +151,12 @@ def test_a_garbage_checkpoint_gets_no_advice_to_unpickle_it(
     assert "g.pt: not a readable checkpoint" in err_text and "weights_only" not in err_text
 
 
-def test_torch_and_onnx_programs_refuse_non_finite_and_empty_inputs_and_take_grad_tensors():
+@pytest.mark.parametrize(
+    "backend", ["host", "onnxrt", pytest.param("lava", marks=pytest.mark.loihi)]
+)
+def test_torch_onnx_and_lava_refuse_non_finite_and_empty_inputs_and_take_grad_tensors(backend):
+    """Lava read a NaN pixel as 0 (no finite check) and refused a requires_grad tensor with
+    torch's RuntimeError "Can't call numpy() on Tensor that requires grad"."""
     import numpy as np
     import torch
 
@@ -159,19 +164,20 @@ def test_torch_and_onnx_programs_refuse_non_finite_and_empty_inputs_and_take_gra
     from neuroedge.errors import InputError
     from neuroedge.registry import get_backend
 
-    for backend in ("host", "onnxrt"):
-        art, _ = ne.deploy("snn.lif_convnet", backend, config={"smoke": True})
-        x = art.spec.example_for(0, {"smoke": True})["x"]
-        run = get_backend(backend).run
-        y = x.copy()
-        y.flat[0] = np.nan  # a NaN pixel was read as "no spike": finite logits, no error
-        with pytest.raises(InputError, match=r"input 'x': 1 values are NaN or inf"):
-            run(art, {"x": y})
-        with pytest.raises(InputError, match=r"axis 0 \(T\) is empty"):
-            run(art, {"x": x[:0]})  # was a RuntimeError from torch.stack
-        want = run(art, {"x": x})["logits"]
-        got = run(art, {"x": torch.as_tensor(x).requires_grad_()})["logits"]
-        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    art, _ = ne.deploy("snn.lif_convnet", backend, config={"smoke": True}, repeats=1)
+    x = art.spec.example_for(0, {"smoke": True})["x"]
+    run = get_backend(backend).run
+    y = x.copy()
+    y.flat[0] = np.nan  # a NaN pixel was read as "no spike": finite logits, no error
+    with pytest.raises(InputError, match=r"input 'x': 1 values are NaN or inf"):
+        run(art, {"x": y})
+    with pytest.raises(InputError, match=r"axis 0 \(T\) is empty"):
+        run(art, {"x": x[:0]})  # was a RuntimeError from torch.stack
+    want = run(art, {"x": x})["logits"]
+    got = run(art, {"x": torch.as_tensor(x).requires_grad_()})["logits"]
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    if backend == "lava":
+        art.handle.close()
 
 
 def test_cadre_names_a_non_finite_value_and_checks_the_domain_index():

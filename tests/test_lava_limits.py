@@ -3,6 +3,7 @@ non-spiking hidden population, the input scale and the bias channel's own scale.
 
 from __future__ import annotations
 
+import re
 
 import numpy as np
 import pytest
@@ -299,3 +300,28 @@ def test_a_voltage_leak_that_rounds_to_zero_is_refused_not_dropped():
     with pytest.raises(ExportRefused, match="dv = dt / tau = 0.0001 needs the integer 0"):
         _decays(SimpleNamespace(name="lif", dv=1e-4, du=1.0))
     assert _decays(SimpleNamespace(name="if", dv=0.0, du=1.0)) == (0, 4095)
+
+
+@pytest.mark.loihi
+def test_fixed_pt_refuses_inputs_whose_graded_spike_wraps_in_int32(require):
+    """round(x * input_scale) was cast to int32 before the 8-bit check: 1e8 and inf wrapped to
+    INT_MIN, whose abs is negative, so a huge pixel went in as a spike of about -2**31."""
+    require("lava")
+    from neuroedge.errors import InputError
+    from neuroedge.registry import get_backend, get_model
+
+    spec, lava = get_model("snn.lif_convnet"), get_backend("lava")
+    art = lava.compile(spec.build({"smoke": True}), spec, {"variant": "fixed_pt"})
+    x = spec.example_for(0, {"smoke": True})["x"]
+    for big in (1e8, 1e30, 2.0):  # 2.0 (510) was refused before too
+        y = x.copy()
+        y.flat[0] = big
+        want = re.escape(f"fixed_pt input {big:.4g} x input_scale 255 exceeds")
+        with pytest.raises(InputError, match=want):
+            lava.run(art, {"x": y})
+    for bad in (np.inf, -np.inf, np.nan):  # the network itself, as per-layer parity calls it
+        y = x.copy()
+        y.flat[0] = bad
+        with pytest.raises(InputError, match="fixed_pt input holds 1 NaN or inf values"):
+            art.handle.run(y)
+    assert not art.handle._built  # refused before any Lava process was made
