@@ -6,6 +6,9 @@ take this model) and from ``compile``; every refusal carries its reason.
 
 from __future__ import annotations
 
+import numbers
+import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -33,13 +36,31 @@ class Backend(Protocol):
 
 
 def check_options(
-    backend: str, options: Mapping[str, Any] | None, allowed: Sequence[str]
+    backend: str, options: Mapping[str, Any] | None, allowed: Sequence[str] | None
 ) -> dict[str, Any]:
-    """``options`` as a dict; a name the backend does not read is refused, naming it and the
-    valid ones (a misspelt option must not run with other settings than asked)."""
+    """``options`` as a dict; ConfigError for options that are no mapping (``"form=step"``),
+    a name that is no string, a value that is no string, path or number (``--option KEY=VALUE``
+    gives strings), and, where ``allowed`` is not None, a name the backend does not read,
+    naming it and the valid ones (a misspelt option must not run with other settings)."""
     from neuroedge.errors import ConfigError
 
+    if options is not None and not isinstance(options, Mapping):
+        raise ConfigError(
+            f"backend {backend!r} options={options!r} ({type(options).__name__}): expected a "
+            "mapping of option names to values, e.g. {'form': 'step'}"
+        )
     given = dict(options or {})
+    for key, value in given.items():
+        if not isinstance(key, str):
+            raise ConfigError(f"backend {backend!r} option name {key!r} is not a string")
+        if isinstance(value, bool) or not isinstance(value, (str, os.PathLike, numbers.Real)):
+            raise ConfigError(
+                f"backend {backend!r} option {key}={value!r} ({type(value).__name__}): "
+                "expected a string or a number, as --option KEY=VALUE gives (several values: "
+                "one comma-separated string)"
+            )
+    if allowed is None:
+        return given
     unknown = sorted(set(given) - set(allowed))
     if unknown:
         raise ConfigError(
@@ -47,6 +68,22 @@ def check_options(
             f"{', '.join(allowed) or 'none'}"
         )
     return given
+
+
+def check_options_before_build(backend: Any, options: Mapping[str, Any] | None) -> None:
+    """``check_options`` as ``backend``'s compile will run it, before the model is built (a
+    build may train): the backend's own ``checked_options(options)`` where it has one, else
+    the names its module declares compile reads (``OPTIONS``: neuroedge's own backends), else
+    types only (a plugin's names are checked by its compile)."""
+    own = getattr(backend, "checked_options", None)
+    if callable(own):
+        own(options)
+        return
+    module = type(backend).__module__
+    declared = None
+    if module.startswith("neuroedge.backends."):
+        declared = getattr(sys.modules.get(module), "OPTIONS", None)
+    check_options(backend.name, options, None if declared is None else tuple(declared))
 
 
 def axes_meta(program: Any) -> dict[str, Any]:

@@ -23,6 +23,9 @@ from neuroedge.types import (
 )
 
 
+OPTIONS: tuple[str, ...] = ()  # compile reads none
+
+
 class HostBackend(MeasuredBackend):
     name: ClassVar[str] = "host"
 
@@ -37,7 +40,7 @@ class HostBackend(MeasuredBackend):
     def compile(
         self, program: Program, spec: ModelSpec, options: Mapping[str, str] | None = None
     ) -> Artifact:
-        check_options(self.name, options, ())
+        check_options(self.name, options, OPTIONS)
         if isinstance(program, NIRProgram):
             raise TypeError(
                 "the host backend runs torch and host programs; convert a NIR graph "

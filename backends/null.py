@@ -26,6 +26,9 @@ from neuroedge.types import (
 FAKE_LATENCY_MS = 1.0  # every call "takes" this long; labelled estimated, never measured
 
 
+OPTIONS: tuple[str, ...] = ()  # compile reads none
+
+
 class NullBackend:
     name: ClassVar[str] = "null"
 
@@ -38,7 +41,7 @@ class NullBackend:
     def compile(
         self, program: Program, spec: ModelSpec, options: Mapping[str, str] | None = None
     ) -> Artifact:
-        check_options(self.name, options, ())
+        check_options(self.name, options, OPTIONS)
         return Artifact(
             backend=self.name,
             format="none",

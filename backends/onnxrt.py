@@ -16,13 +16,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
-from neuroedge.backends.base import (
-    MeasuredBackend,
-    axes_meta,
-    check_options,
-    int_option,
-    unroll,
-)
+from neuroedge.backends.base import MeasuredBackend, axes_meta, check_options, int_option, unroll
 from neuroedge.backends.export_folders import export_once
 from neuroedge.backends.export_folders import refuse_existing as _refuse_existing
 from neuroedge.errors import ArtifactError, ConfigError
@@ -73,10 +67,23 @@ class OnnxRuntimeBackend(MeasuredBackend):
             )
         return Support(True)
 
+    def checked_options(self, options: Mapping[str, Any] | None) -> dict[str, Any]:
+        """``check_options``, with form, precision, providers (a comma list) strings and path a
+        file path, as compile and load read them (``deploy`` calls it before the build)."""
+        given = check_options(self.name, options, OPTIONS)
+        for key in ("form", "precision", "providers", "path"):
+            value = given.get(key, "")
+            if not isinstance(value, (str, os.PathLike) if key == "path" else str):
+                raise ConfigError(
+                    f"backend 'onnxrt' option {key}={value!r} ({type(value).__name__}): "
+                    f"expected {'a file path' if key == 'path' else 'a string'}"
+                )
+        return given
+
     def compile(
         self, program: Program, spec: ModelSpec, options: Mapping[str, str] | None = None
     ) -> Artifact:
-        options = check_options(self.name, options, OPTIONS)
+        options = self.checked_options(options)
         if not isinstance(program, TorchProgram):
             raise TypeError(f"onnxrt compiles torch programs, got a {program.kind} program")
         form = options.pop("form", "sequence")
@@ -148,7 +155,7 @@ class OnnxRuntimeBackend(MeasuredBackend):
         """An artifact from an existing .onnx file; corrupt files raise ArtifactError."""
         from neuroedge.export.onnx import FORM_KEY, load_onnx
 
-        options = check_options(self.name, options, OPTIONS)
+        options = self.checked_options(options)
         threads = int_option(self.name, options, "threads", 1)
         model = load_onnx(path)
         session, fallbacks = open_session(path, options.get("providers"), threads, checked=True)

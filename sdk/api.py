@@ -80,6 +80,7 @@ def deploy_with_inputs(
     repeats = check_repeats(repeats)
     spec, be = get_model(name), ready_backend(name, backend)
     spec.check_config(config, "build")
+    _check_before_build(spec, be, options, inputs)
     cfg = {**spec.default_config, **(config or {})}
     program = spec.build(cfg)
     artifact = be.compile(program, spec, options)
@@ -105,6 +106,26 @@ def deploy_with_inputs(
         ),
         example,
     )
+
+
+# backends that run torch programs only: NaN inputs are refused after the build whatever it
+# makes (on host, a host function checks its own inputs, naming rows and columns)
+FINITE_INPUTS = ("onnxrt", "lava", "tensorrt")
+
+
+def _check_before_build(
+    spec: ModelSpec, be: Any, options: Mapping[str, Any] | None, inputs: Any
+) -> None:
+    """What needs no built net, checked before the build (which may train for minutes): the
+    options by name and type as the backend's compile checks them, and ``inputs`` by names,
+    dtypes, ranks, fixed and shared axes, bounds (and NaN on ``FINITE_INPUTS``); the axes
+    the built net fixes (its ``meta["axes"]``) are checked when the backend runs them."""
+    from neuroedge.backends.base import check_options_before_build
+    from neuroedge.shapes import bind_inputs
+
+    check_options_before_build(be, options)
+    if inputs is not None:
+        bind_inputs(spec, inputs, finite=be.name in FINITE_INPUTS)
 
 
 def _reference_metrics(
@@ -158,7 +179,7 @@ def export(
         )
     spec.check_config(config, "build")
     if out is not None:
-        check_writable(out)  # before any build or training
+        _check_out(out)  # before any build or training
     if target not in ("tensorrt", "onnx") and precision != "fp32":
         raise ExportRefused(
             f"precision {precision!r} applies to ONNX graphs and TensorRT engines; {target!r} "
@@ -193,6 +214,16 @@ def export(
             raise ExportRefused(f"{name} builds a {program.kind} program; NIR needs a torch SNN")
         return write_nir(to_nir(program, spec), path)
     raise ExportRefused(f"unknown export target {target!r}; valid: {', '.join(EXPORT_TARGETS)}")
+
+
+def _check_out(out: Any) -> None:
+    """``export``'s ``out``: a path (ExportRefused naming it otherwise: 3 was a bare
+    TypeError) where a file can be written."""
+    if not isinstance(out, (str, os.PathLike)):
+        raise ExportRefused(
+            f"out={out!r} ({type(out).__name__}): expected a file path (str or os.PathLike)"
+        )
+    check_writable(out)
 
 
 def _export_reduced(program: TorchProgram, spec: ModelSpec, path: Path, precision: str) -> Path:

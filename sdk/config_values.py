@@ -92,9 +92,13 @@ def choice(cfg: Mapping[str, Any], key: str, choices: Sequence[str]) -> str:
 
 
 def flag(cfg: Mapping[str, Any], key: str, default: bool = False) -> bool:
-    """``cfg[key]`` (``default`` when absent) as a bool: only true or false, since the string
-    "no" from ``--config smoke=no`` would otherwise count as true."""
+    """``cfg[key]`` (``default`` when absent) as a bool: only true or false (numpy's bool too),
+    since the string "no" from ``--config smoke=no`` would otherwise count as true."""
+    import numpy as np
+
     value = cfg.get(key, default)
+    if isinstance(value, np.bool_):  # numpy's bool: a mask's entry, np.bool_(True)
+        return bool(value)
     if not isinstance(value, bool):
         hint = ""
         if isinstance(value, str) and value.lower() in ("true", "false"):
@@ -143,7 +147,13 @@ def check_keys(
 ) -> None:
     """ConfigError for a key of ``config`` that is no string (a Python caller's
     ``{1: 2}``), for a switch of ``FLAGS`` that is not true or false, and, where ``valid`` is
-    not None, for each key ``use`` of ``model`` does not read, with the nearest valid one."""
+    not None, for each key ``use`` of ``model`` does not read, with the nearest valid one; and
+    for a ``config`` that is no mapping (a string "smoke=true" iterates into letters)."""
+    if config is not None and not isinstance(config, Mapping):
+        raise ConfigError(
+            f"{model}: config={config!r} ({type(config).__name__}) is not a mapping of keys to "
+            "values; give a dict, e.g. {'smoke': True}"
+        )
     for key in config or ():
         if not isinstance(key, str):
             raise ConfigError(

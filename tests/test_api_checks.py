@@ -121,3 +121,14 @@ def test_concurrent_model_builds_give_the_sequential_weights() -> None:
         return torch.cat(floats).numpy()
 
     assert all(_race(weights))
+
+
+@pytest.mark.parametrize("key", ["d_model", "heads", "head_dim", "seed"])
+def test_ttt_sizes_may_be_numpy_integers(key: str) -> None:
+    # before: "ValueError: TTT layer d_model must be a positive integer, got 16"
+    value = {"d_model": 16, "heads": 2, "head_dim": 8, "seed": 3}[key]
+    spec = ne.model("ttt.linear_attention")
+    program = spec.build({**spec.default_config, key: np.int64(value)})
+    assert type(program.meta["config"][key]) is int and program.meta["config"][key] == value
+    _, report = ne.deploy("ttt.linear_attention", config={key: np.int64(value)}, repeats=1)
+    assert report.backend == "host"

@@ -64,3 +64,26 @@ def test_unisparse_build_switches_are_checked_before_training(args, message, cap
     # before: "yes" started a training run, 5 raised a TypeError, 1.5 ran as seed 1
     assert main(["run", "snn.unisparse", "--config", *args]) == 2
     assert re.search(message, capsys.readouterr().err)
+
+
+def test_a_numpy_bool_is_a_flag() -> None:
+    import numpy as np
+
+    import neuroedge as ne
+
+    # before: "untrained=True: expected true or false" for np.bool_(True)
+    assert flag({"untrained": np.bool_(True)}, "untrained") is True
+    assert flag({"smoke": np.bool_(False)}, "smoke") is False
+    _, report = ne.deploy("snn.lif_convnet", config={"untrained": np.bool_(True)}, repeats=1)
+    assert any(n.startswith("weights: untrained") for n in report.notes)
+
+
+@pytest.mark.parametrize("config", ["untrained=true", ["smoke"], 5])
+def test_a_config_that_is_no_mapping_is_refused_naming_it(config) -> None:
+    import neuroedge as ne
+
+    # before: the str passed the key loop (one-letter keys), then AttributeError on .get
+    with pytest.raises(ConfigError, match=r"snn.lif_convnet: config=.* is not a mapping"):
+        ne.deploy("snn.lif_convnet", config=config, repeats=1)
+    with pytest.raises(ConfigError, match=r"snn.lif_convnet: config=.* is not a mapping"):
+        ne.export("snn.lif_convnet", config=config)

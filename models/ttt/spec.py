@@ -26,13 +26,15 @@ EXAMPLE_STEPS, EXAMPLE_BATCH = 16, 2
 
 def check_build(config: Mapping[str, Any] | None) -> dict[str, Any]:
     """``config`` over DEFAULTS with the sizes and seed checked (``module.check_sizes``; seed
-    0..2**32-1, numpy's and torch's seed range: 1.5 ran as seed 1), before any allocation."""
+    0..2**32-1, numpy's and torch's seed range: 1.5 ran as seed 1), before any allocation;
+    each as a plain int (``np.int64(16)`` passes the check, and TTTLayer takes Python ints)."""
     from neuroedge.config_values import integer
     from neuroedge.models.ttt.module import check_sizes
 
     cfg = {**DEFAULTS, **(config or {})}
     check_sizes(cfg)
-    integer(cfg, "seed", 0, 2**32 - 1)
+    cfg["seed"] = integer(cfg, "seed", 0, 2**32 - 1)
+    cfg.update({key: integer(cfg, key) for key in ("d_model", "heads", "head_dim")})
     return cfg
 
 
@@ -56,7 +58,8 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
     """The streaming step of the layer; ``config={"smoke": True}`` is already tiny."""
     from neuroedge.models.ttt.module import TTTStreamingStep
 
-    layer = make_layer(config)
+    cfg = check_build(config)
+    layer = make_layer(cfg)
     step = TTTStreamingStep(layer).eval()
     return TorchProgram(
         step,
@@ -67,7 +70,7 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
         meta={
             "variant": layer.variant.name,
             "trained": False,
-            "config": {**DEFAULTS, **config},
+            "config": cfg,
             "axes": {"d_model": int(layer.qkv.in_features)},
         },
     )

@@ -1,0 +1,98 @@
+"""deploy (and ``neuroedge run``) refuse bad ``inputs`` and ``options`` before the build, which
+for snn.lif_convnet without a checkpoint trains for minutes; what only the built net knows (a
+model width) is still checked after it. Options that are no mapping or of the wrong type are
+ConfigErrors naming the option; export's ``out`` must be a path."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import neuroedge as ne
+from neuroedge.errors import ConfigError, ExportRefused, InputError
+
+LIF = "snn.lif_convnet"
+X64 = np.zeros((8, 1, 1, 8, 8), np.float64)
+
+
+class TrainingStarted(Exception):
+    pass
+
+
+@pytest.fixture
+def no_training(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Training would run 20 epochs (the test home has no checkpoint): make it fail at once."""
+    import neuroedge.models.lif_convnet.train as train
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise TrainingStarted("the build started training before the refusal")
+
+    monkeypatch.setattr(train, "train", refuse)
+
+
+def _nan() -> np.ndarray:
+    x = np.zeros((8, 1, 1, 8, 8), np.float32)
+    x[3, 0, 0, 2, 5] = np.nan
+    return x
+
+
+CASES = [
+    ({"inputs": {"x": X64}}, InputError, r"input 'x': expected shape .*, got dtype float64"),
+    ({"inputs": {"X": X64.astype(np.float32)}}, InputError, r"missing \['x'\], unexpected"),
+    ({"inputs": X64}, InputError, r"inputs are a mapping \{name: array\}.*got a ndarray"),
+    (
+        {"inputs": {"x": X64[0].astype(np.float32)}},
+        InputError,
+        r"got shape \[1, 1, 8, 8\] \(4 dims, not 5\)",
+    ),
+    (
+        {"backend": "onnxrt", "inputs": {"x": _nan()}},
+        InputError,
+        r"input 'x': 1 values are NaN or inf, the first at index \(3, 0, 0, 2, 5\)",
+    ),
+    ({"backend": "onnxrt", "options": {"from": "step"}}, ConfigError, r"no option 'from'"),
+    ({"options": {"threads": "2"}}, ConfigError, r"backend 'host' has no option 'threads'"),
+    ({"options": "form=step"}, ConfigError, r"options='form=step' \(str\): expected a mapping"),
+    (
+        {"backend": "onnxrt", "options": {"providers": ["CPUExecutionProvider"]}},
+        ConfigError,
+        r"option providers=\['CPUExecutionProvider'\] \(list\): expected a string or a number",
+    ),
+    (
+        {"backend": "onnxrt", "options": {"path": 5}},
+        ConfigError,
+        r"option path=5 \(int\): expected a file path",
+    ),
+    ({"backend": "onnxrt", "options": {1: "x"}}, ConfigError, r"option name 1 is not a string"),
+]
+
+
+@pytest.mark.parametrize(("kwargs", "error", "message"), CASES)
+def test_bad_inputs_and_options_are_refused_before_the_build(
+    no_training: None, kwargs: dict, error: type, message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        ne.deploy(LIF, repeats=1, **kwargs)
+
+
+def test_the_cli_refuses_a_misspelt_option_before_the_build(no_training: None, capsys) -> None:
+    from neuroedge.cli import main
+
+    assert main(["run", LIF, "--backend", "onnxrt", "--option", "from=step"]) == 2
+    err = capsys.readouterr().err
+    assert "backend 'onnxrt' has no option 'from'; its options: form, path" in err
+    assert "Traceback" not in err
+
+
+def test_an_axis_the_built_net_fixes_is_still_checked_after_the_build() -> None:
+    x = np.zeros((4, 2, 32), np.float32)  # the default width, not the built 16
+    with pytest.raises(InputError, match=r"axis 2 \(d_model\) is 32 but the built model fixed"):
+        ne.deploy("ttt.linear_attention", config={"d_model": 16}, inputs={"x": x}, repeats=1)
+    _, report = ne.deploy("ttt.linear_attention", inputs={"x": x}, repeats=1)
+    assert report.backend == "host"
+
+
+@pytest.mark.parametrize("out", [3, ["m.onnx"]])
+def test_export_out_must_be_a_path(out: object) -> None:
+    with pytest.raises(ExportRefused, match=r"out=.*: expected a file path"):
+        ne.export(LIF, out=out)  # type: ignore[arg-type]
