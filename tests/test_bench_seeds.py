@@ -66,6 +66,15 @@ def test_paired_difference_is_the_mean_and_standard_error_of_the_differences() -
         paired_difference([1.0, 2.0], [1.0])
 
 
+def sigint_default() -> None:
+    """``preexec_fn`` for a child that a test stops with SIGINT: Ctrl-C back to its default.
+    A process started in the background by a non-interactive shell (``make test &``) has
+    SIGINT ignored, and Python then installs no KeyboardInterrupt handler in its children."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def children_of(pid: int) -> set[int]:
     """Live child pids of ``pid`` (Linux /proc)."""
     from pathlib import Path
@@ -98,7 +107,9 @@ def stop_when_started(code: str, sig: int) -> tuple[int, set[int]]:
     import sys
     import time
 
-    run = subprocess.Popen([sys.executable, "-c", code], cwd=os.path.dirname(__file__))
+    run = subprocess.Popen(
+        [sys.executable, "-c", code], cwd=os.path.dirname(__file__), preexec_fn=sigint_default
+    )
     workers: set[int] = set()
     try:
         deadline = time.monotonic() + 60

@@ -13,35 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
-from test_bench_seeds import LINUX, alive, children_of, gone
+from pool_jobs import raise_bad_reduce, raise_custom, return_pointer, return_unrebuildable
+from test_bench_seeds import LINUX, alive, children_of, gone, sigint_default
 
 HERE = os.path.dirname(__file__)
-
-
-class Custom(Exception):
-    """Pickles, but does not unpickle: its ``__init__`` takes two arguments."""
-
-    def __init__(self, a: int, b: int) -> None:
-        super().__init__(f"{a}/{b}")
-
-
-class BadReduce(Exception):
-    def __reduce__(self):
-        raise ValueError("no reduce")
-
-
-def raise_custom(x: int) -> None:
-    raise Custom(x, 2)
-
-
-def raise_bad_reduce(x: int) -> None:
-    raise BadReduce("boom with details")
-
-
-def return_pointer(x: int) -> object:
-    import ctypes
-
-    return ctypes.pointer(ctypes.c_int(x))
 
 
 @pytest.mark.parametrize(
@@ -65,21 +40,6 @@ def test_a_result_or_error_that_cannot_be_pickled_is_named_not_a_dead_worker(fn,
     with pytest.raises(error) as caught:
         map_seeds(fn, {0: 1, 1: 1}, workers=2, progress=False)
     assert re.fullmatch(message, str(caught.value)), caught.value
-
-
-def _cannot_rebuild() -> None:
-    raise ValueError("cannot rebuild")
-
-
-class Unrebuildable:
-    """Pickles in the worker; rebuilding it in the parent raises."""
-
-    def __reduce__(self):
-        return (_cannot_rebuild, ())
-
-
-def return_unrebuildable(x: int) -> Unrebuildable:
-    return Unrebuildable()
 
 
 def test_a_result_that_cannot_be_rebuilt_in_the_parent_names_the_seed() -> None:
@@ -198,6 +158,7 @@ def test_ctrl_c_to_the_group_is_one_keyboard_interrupt_and_no_worker_traceback(t
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=sigint_default,
     )
     workers: set[int] = set()
     try:

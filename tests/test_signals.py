@@ -11,6 +11,7 @@ import sys
 import time
 
 import pytest
+from test_bench_seeds import sigint_default
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
@@ -73,6 +74,7 @@ def test_a_stopped_command_leaves_no_temp_file_nor_worker(tmp_path, work, sig, g
         text=True,
         start_new_session=True,
         env={**os.environ, "NEUROEDGE_DEBUG": "0"},
+        preexec_fn=sigint_default,
     )
     try:
         assert run.stdout.readline().strip() == "ready"
