@@ -57,7 +57,9 @@ from neuroedge.backends.lava_map import (
 )
 from neuroedge.backends.lava_processes import (  # public names, kept importable from here
     PACK,  # noqa: F401
-    build_processes,
+    build_processes,  # noqa: F401
+    build_registered,
+    forget,
     packing_matrix,  # noqa: F401
     unpack_spikes,
 )
@@ -322,12 +324,13 @@ class LavaNetwork:
         net = self._built.get(key)
         if net is not None and self.recurrent:  # spikes of the last run's tail would circle
             net["source"].stop()  # back into step 0: a fresh network per call
+            forget(net)
             net = None
         # Lava adds a root handler per process it makes (Process.__init__) and one to its
         # compiler's logger per compile: kept while it runs (its errors show), then removed
         with handlers_kept("", "lava.magma.compiler.compiler"):
             if net is None:
-                net = self._built[key] = build_processes(self, batch, data, steps)
+                net = self._built[key] = build_registered(self, batch, data, steps)
             else:
                 net["source"].data.set(data)
             cond = RunSteps(num_steps=steps + depth)
@@ -358,6 +361,7 @@ class LavaNetwork:
 def _stop_all(built: dict[tuple[int, int], dict[str, Any]]) -> None:
     for net in built.values():
         net["source"].stop()
+        forget(net)
     built.clear()
 
 
