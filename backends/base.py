@@ -36,12 +36,16 @@ class Backend(Protocol):
 
 
 def check_options(
-    backend: str, options: Mapping[str, Any] | None, allowed: Sequence[str] | None
+    backend: str,
+    options: Mapping[str, Any] | None,
+    allowed: Sequence[str] | None,
+    values: bool = True,
 ) -> dict[str, Any]:
-    """``options`` as a dict; ConfigError for options that are no mapping (``"form=step"``),
-    a name that is no string, a value that is no string, path or number (``--option KEY=VALUE``
-    gives strings), and, where ``allowed`` is not None, a name the backend does not read,
-    naming it and the valid ones (a misspelt option must not run with other settings)."""
+    """``options`` as a dict, a None value meaning not set (left out); ConfigError for options
+    that are no mapping (``"form=step"``), a name that is no string, with ``values`` a value
+    that is no string, path or number (``--option KEY=VALUE`` gives strings), and, where
+    ``allowed`` is not None, a name the backend does not read, naming it and the valid ones
+    (a misspelt option must not run with other settings)."""
     from neuroedge.errors import ConfigError
 
     if options is not None and not isinstance(options, Mapping):
@@ -49,10 +53,12 @@ def check_options(
             f"backend {backend!r} options={options!r} ({type(options).__name__}): expected a "
             "mapping of option names to values, e.g. {'form': 'step'}"
         )
-    given = dict(options or {})
+    given = {k: v for k, v in dict(options or {}).items() if v is not None}
     for key, value in given.items():
         if not isinstance(key, str):
             raise ConfigError(f"backend {backend!r} option name {key!r} is not a string")
+        if not values:
+            continue
         if isinstance(value, bool) or not isinstance(value, (str, os.PathLike, numbers.Real)):
             raise ConfigError(
                 f"backend {backend!r} option {key}={value!r} ({type(value).__name__}): "
@@ -74,7 +80,7 @@ def check_options_before_build(backend: Any, options: Mapping[str, Any] | None) 
     """``check_options`` as ``backend``'s compile will run it, before the model is built (a
     build may train): the backend's own ``checked_options(options)`` where it has one, else
     the names its module declares compile reads (``OPTIONS``: neuroedge's own backends), else
-    types only (a plugin's names are checked by its compile)."""
+    a mapping with string names only (a plugin's compile checks its names and values)."""
     own = getattr(backend, "checked_options", None)
     if callable(own):
         own(options)
@@ -83,7 +89,10 @@ def check_options_before_build(backend: Any, options: Mapping[str, Any] | None) 
     declared = None
     if module.startswith("neuroedge.backends."):
         declared = getattr(sys.modules.get(module), "OPTIONS", None)
-    check_options(backend.name, options, None if declared is None else tuple(declared))
+    if declared is None:
+        check_options(backend.name, options, None, values=False)
+    else:
+        check_options(backend.name, options, tuple(declared))
 
 
 def axes_meta(program: Any) -> dict[str, Any]:

@@ -96,3 +96,21 @@ def test_an_axis_the_built_net_fixes_is_still_checked_after_the_build() -> None:
 def test_export_out_must_be_a_path(out: object) -> None:
     with pytest.raises(ExportRefused, match=r"out=.*: expected a file path"):
         ne.export(LIF, out=out)  # type: ignore[arg-type]
+
+
+def test_a_none_option_is_not_set_and_a_plugins_values_are_its_own(monkeypatch) -> None:
+    """The check before the build refused what compile accepts: None (not set) for any
+    backend, and values of any type for a plugin backend, whose compile checks its own."""
+    from neuroedge.backends.base import check_options_before_build
+    from neuroedge.registry import get_backend
+
+    art, report = ne.deploy(
+        LIF, "onnxrt", config={"untrained": True}, options={"providers": None}, repeats=2
+    )
+    assert report.metrics["max_abs_err"].value < 1e-4
+    plugin = type("PluginBackend", (), {"name": "plug", "__module__": "my_robot.backends"})()
+    check_options_before_build(plugin, {"debug": True, "layers": ["a", "b"], "cache": None})
+    with pytest.raises(ConfigError, match="option name 3 is not a string"):
+        check_options_before_build(plugin, {3: "x"})
+    with pytest.raises(ConfigError, match=r"option debug=True \(bool\)"):
+        check_options_before_build(get_backend("onnxrt"), {"debug": True})

@@ -144,14 +144,22 @@ def test_self_exciting_population_does_not_carry_activity_into_the_next_call(req
         build=lambda cfg: NIRProgram(graph, 1e-3),
         example=lambda s: {},
     )
+    from lava.magma.core.process.process import ProcessServer
+
     lava = get_backend("lava")
     art = lava.compile(NIRProgram(graph, 1e-3), spec, {"variant": "floating_pt"})
     loud, quiet = np.ones((6, 1, 3), np.float32), np.zeros((6, 1, 3), np.float32)
+    registered = len(ProcessServer().processes)
     try:
         first = lava.run(art, {"x": loud})["spikes"]
+        one_network = len(ProcessServer().processes)
         second = lava.run(art, {"x": quiet})["spikes"]
+        # the fresh network of each call replaces the last one in Lava's registry, not beside
+        # it (a recurrent artifact called in a loop kept every network: ~1,300 objects a call)
+        assert len(ProcessServer().processes) == one_network > registered
     finally:
         art.handle.close()
+    assert len(ProcessServer().processes) == registered
     np.testing.assert_array_equal(first, run_nir(graph, {"x": loud})["spikes"])
     assert first[-1].all()  # still firing when the input ends
     np.testing.assert_array_equal(second, run_nir(graph, {"x": quiet})["spikes"])
