@@ -304,3 +304,22 @@ def test_specprune_bench_and_cell(caller: Callable[[str], None], monkeypatch, tm
         bench.evaluate_job(("ckpt", "host", "full", {}, "reach", 1, 0))
     caller("specprune evaluate_job")
     assert seen == [2, 1]  # the bench's threads, then one per cell
+
+
+def test_bivision_deployment_rows_run_on_the_training_threads(
+    caller: Callable[[str], None], monkeypatch, tmp_path
+) -> None:
+    """The deployment rows after the sweep ran on the count the training left (``threads``)
+    before the trainings kept the caller's; they do again, and the caller's count returns."""
+    from neuroedge.models.bivision import bench
+
+    seen: list[int] = []
+    monkeypatch.setattr(bench, "map_seeds", lambda *a, **k: {0: {}})
+    monkeypatch.setattr(bench, "throughput_rows", lambda cfg: ([], ""))
+    monkeypatch.setattr(bench, "claim_check", lambda *a: {})
+    monkeypatch.setattr(bench, "mean_rows", lambda per_seed: [])
+    monkeypatch.setattr(bench, "deployment_rows", stop_with_threads(seen))
+    with pytest.raises(Stop):
+        bench.bench(str(tmp_path), ["host", "onnxrt"], {"seed": 0, "threads": 2}, progress=False)
+    caller("bivision bench")
+    assert seen == [2]

@@ -145,6 +145,7 @@ from typing import Any
 from neuroedge.bench.seeds import check_workers, map_seeds, seed_list
 from neuroedge.config_values import check_seed_keys
 from neuroedge.distributed import world
+from neuroedge.seeding import torch_threads
 from neuroedge.models.bivision.bench_settings import (  # public names, kept importable from here
     COLUMNS,
     DEFAULT_SEEDS,
@@ -214,8 +215,9 @@ def bench(
             for seed, r in zip(seeds, reps)
         ]
     claim = claim_check(per_seed, cfg["rates"])
-    # under torchrun rank 0 ran the first seed and keeps its net
-    deploy, line = deployment_rows(out, seeds[0], backends) if world().lead else ([], None)
+    # rank 0 (torchrun) ran the first seed and keeps its net; on the training's threads
+    with torch_threads(int(cfg.get("threads", 1))):
+        deploy, line = deployment_rows(out, seeds[0], backends) if world().lead else ([], None)
     rows, summary = rows + deploy, [ratio_line, *([line] if line else [])]
     doc = build_document(
         MODEL,
