@@ -103,10 +103,16 @@ def test_a_worker_that_ignores_sigterm_is_killed_after_the_grace_period(tmp_path
 
 
 class SlowToStart:
-    """``abs``, which takes 3 s to unpickle: a worker's start-up, before ``_work`` runs."""
+    """``abs``, which takes 3 s to unpickle: a worker's start-up, before ``_work`` runs. It
+    marks ``folder`` when its unpickling starts: the parent has then sent the worker its data
+    (it is past starting that worker, so a Ctrl-C reaches it waiting, as in a real start-up)."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
 
     def __reduce__(self):
-        return eval, ("__import__('time').sleep(3) or abs",)
+        mark = f"__import__('pathlib').Path({self.folder!r}, str(__import__('os').getpid()))"
+        return eval, (f"{mark}.touch() or __import__('time').sleep(3) or abs",)
 
 
 def mark_then_sleep(folder: str) -> None:
@@ -120,7 +126,7 @@ from neuroedge.bench.seeds import map_seeds
 if WORKING:
     map_seeds(test_pool.mark_then_sleep, {0: FOLDER, 1: FOLDER}, workers=2, progress=False)
 else:
-    map_seeds(test_pool.SlowToStart(), {0: -1, 1: -2}, workers=2, progress=False)
+    map_seeds(test_pool.SlowToStart(FOLDER), {0: -1, 1: -2}, workers=2, progress=False)
 """
 
 
@@ -132,15 +138,15 @@ def sigint_held(pid: int) -> bool:
     return bool((int(status["SigBlk"], 16) | int(status["SigIgn"], 16)) >> (signal.SIGINT - 1) & 1)
 
 
-def pool_ready(pid: int, folder: Path, working: bool) -> set[int]:
+def pool_ready(pid: int, folder: Path) -> set[int]:
     """The children of ``pid`` once a resource tracker and two workers run Python (past their
-    exec), at work too when ``working``; empty before."""
+    exec) and both workers marked ``folder`` (loading their job, or at work); empty before."""
     kids = children_of(pid)
     try:
         execed = all(b"multiprocessing" in Path(f"/proc/{k}/cmdline").read_bytes() for k in kids)
     except OSError:  # one gone meanwhile
         return set()
-    ready = len(kids) >= 3 and execed and (not working or len(list(folder.iterdir())) == 2)
+    ready = len(kids) >= 3 and execed and len(list(folder.iterdir())) == 2
     return kids if ready else set()
 
 
@@ -163,7 +169,7 @@ def test_ctrl_c_to_the_group_is_one_keyboard_interrupt_and_no_worker_traceback(t
     workers: set[int] = set()
     try:
         deadline = time.monotonic() + 30
-        while not (workers := pool_ready(run.pid, tmp_path, working)):
+        while not (workers := pool_ready(run.pid, tmp_path)):
             assert time.monotonic() < deadline, "the pool never started"
             time.sleep(0.05)
         deaf = {pid: sigint_held(pid) for pid in workers}  # the tracker ignores it too
