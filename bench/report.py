@@ -249,11 +249,10 @@ def _draw_then_replace(
 ) -> dict[str, Path]:
     """Draw every plot in a private folder in ``out`` first (a plot that fails leaves the
     earlier report as it was), then take the earlier report out and move the plots in."""
-    import secrets
     import shutil
+    import tempfile
 
-    draft = out / f".plots.{os.getpid()}.{secrets.token_hex(4)}.part"
-    draft.mkdir()
+    draft = Path(tempfile.mkdtemp(prefix=".plots.", suffix=".part", dir=out))
     try:
         drawn: dict[str, Path] = {}
         for plot in plots:
