@@ -19,6 +19,9 @@ from neuroedge.types import Artifact, Availability, ModelSpec, Program, Report, 
 @runtime_checkable
 class Backend(Protocol):
     name: ClassVar[str]
+    # True where ``run`` refuses NaN/inf inputs whatever the program (checked before a build
+    # too); a backend whose refusal depends on the built program (host) leaves it False
+    finite_inputs: ClassVar[bool]
 
     def probe(self) -> Availability: ...
 
@@ -121,6 +124,7 @@ class MeasuredBackend:
     """Shared ``profile``: warm-up, then timed repeats of ``run`` (p50/p90/p99, throughput)."""
 
     name: ClassVar[str] = "abstract"
+    finite_inputs: ClassVar[bool] = False
 
     def run(self, artifact: Artifact, inputs: Mapping[str, Any]) -> dict[str, Any]:
         raise TypeError(f"{type(self).__name__} must define run()")

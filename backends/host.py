@@ -28,6 +28,8 @@ OPTIONS: tuple[str, ...] = ()  # compile reads none
 
 class HostBackend(MeasuredBackend):
     name: ClassVar[str] = "host"
+    # NaN refused on torch programs; a host function checks its own inputs (rows, columns)
+    finite_inputs: ClassVar[bool] = False
 
     def probe(self) -> Availability:
         if importlib.util.find_spec("torch") is None:

@@ -100,6 +100,7 @@ def hardware_reason() -> str | None:
 
 class LavaBackend(MeasuredBackend):
     name: ClassVar[str] = "lava"
+    finite_inputs: ClassVar[bool] = True
     variants: ClassVar[tuple[str, ...]] = VARIANTS
     throughput_unit: ClassVar[str] = "steps"  # bench reports simulated time steps per second
 
@@ -173,7 +174,9 @@ class LavaBackend(MeasuredBackend):
         return Artifact(self.name, "lava", spec, meta=meta, handle=handle)
 
     def run(self, artifact: Artifact, inputs: Mapping[str, Any]) -> dict[str, Any]:
-        bind_inputs(artifact.spec, inputs, finite=True, fixed=artifact.meta.get("axes"))
+        bind_inputs(
+            artifact.spec, inputs, finite=self.finite_inputs, fixed=artifact.meta.get("axes")
+        )
         if len(inputs) != 1:
             raise ValueError(f"lava runs single-input networks, got inputs {sorted(inputs)}")
         value = next(iter(inputs.values()))

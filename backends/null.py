@@ -31,6 +31,7 @@ OPTIONS: tuple[str, ...] = ()  # compile reads none
 
 class NullBackend:
     name: ClassVar[str] = "null"
+    finite_inputs: ClassVar[bool] = False  # zero outputs whatever the inputs
 
     def probe(self) -> Availability:
         return Availability(True, "always available (fake timing, zero outputs)")

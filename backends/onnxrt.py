@@ -45,6 +45,7 @@ def calibration_seeds(precision: str, samples: int) -> range:
 
 class OnnxRuntimeBackend(MeasuredBackend):
     name: ClassVar[str] = "onnxrt"
+    finite_inputs: ClassVar[bool] = True
 
     def probe(self) -> Availability:
         if importlib.util.find_spec("onnxruntime") is None:
@@ -182,7 +183,9 @@ class OnnxRuntimeBackend(MeasuredBackend):
         return Artifact(self.name, "onnx", spec, path=str(path), meta=meta, handle=session)
 
     def run(self, artifact: Artifact, inputs: Mapping[str, Any]) -> dict[str, Any]:
-        bind_inputs(artifact.spec, inputs, finite=True, fixed=artifact.meta.get("axes"))
+        bind_inputs(
+            artifact.spec, inputs, finite=self.finite_inputs, fixed=artifact.meta.get("axes")
+        )
         session, meta = artifact.handle, artifact.meta
         state_names = meta["state_names"]
         data_inputs = [n for n in meta["inputs"] if n not in state_names]

@@ -203,6 +203,7 @@ class TensorRTBackend(MeasuredBackend):
     """Engines from the model's ONNX export; variants fp32, fp16 and int8 (one row each)."""
 
     name: ClassVar[str] = "tensorrt"
+    finite_inputs: ClassVar[bool] = True
     variants: ClassVar[tuple[str, ...]] = VARIANTS
 
     def probe(self) -> Availability:

@@ -108,24 +108,20 @@ def deploy_with_inputs(
     )
 
 
-# backends that run torch programs only: NaN inputs are refused after the build whatever it
-# makes (on host, a host function checks its own inputs, naming rows and columns)
-FINITE_INPUTS = ("onnxrt", "lava", "tensorrt")
-
-
 def _check_before_build(
     spec: ModelSpec, be: Any, options: Mapping[str, Any] | None, inputs: Any
 ) -> None:
     """What needs no built net, checked before the build (which may train for minutes): the
     options by name and type as the backend's compile checks them, and ``inputs`` by names,
-    dtypes, ranks, fixed and shared axes, bounds (and NaN on ``FINITE_INPUTS``); the axes
-    the built net fixes (its ``meta["axes"]``) are checked when the backend runs them."""
+    dtypes, ranks, fixed and shared axes, bounds (and NaN where the backend's ``finite_inputs``
+    says its run refuses it whatever the build makes); the axes the built net fixes (its
+    ``meta["axes"]``) are checked when the backend runs them."""
     from neuroedge.backends.base import check_options_before_build
     from neuroedge.shapes import bind_inputs
 
     check_options_before_build(be, options)
     if inputs is not None:
-        bind_inputs(spec, inputs, finite=be.name in FINITE_INPUTS)
+        bind_inputs(spec, inputs, finite=bool(getattr(be, "finite_inputs", False)))
 
 
 def _reference_metrics(

@@ -19,7 +19,6 @@ class TrainingStarted(Exception):
     pass
 
 
-@pytest.fixture
 def no_training(monkeypatch: pytest.MonkeyPatch) -> None:
     """Training would run 20 epochs (the test home has no checkpoint): make it fail at once."""
     import neuroedge.models.lif_convnet.train as train
@@ -28,6 +27,11 @@ def no_training(monkeypatch: pytest.MonkeyPatch) -> None:
         raise TrainingStarted("the build started training before the refusal")
 
     monkeypatch.setattr(train, "train", refuse)
+
+
+@pytest.fixture(name="no_training")
+def _no_training_fixture(monkeypatch: pytest.MonkeyPatch) -> None:
+    no_training(monkeypatch)
 
 
 def _nan() -> np.ndarray:
@@ -114,3 +118,27 @@ def test_a_none_option_is_not_set_and_a_plugins_values_are_its_own(monkeypatch) 
         check_options_before_build(plugin, {3: "x"})
     with pytest.raises(ConfigError, match=r"option debug=True \(bool\)"):
         check_options_before_build(get_backend("onnxrt"), {"debug": True})
+
+
+@pytest.mark.parametrize("backend", ["onnxrt", "lava", "host", "null"])
+def test_a_backends_finite_inputs_says_what_its_run_refuses(
+    backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NaN is refused before the build exactly where the backend's ``finite_inputs`` is set,
+    and there its run refuses it too (host decides per built program, null never looks)."""
+    from neuroedge.registry import get_backend
+
+    be = get_backend(backend)
+    if not be.probe().ok:
+        pytest.skip(be.probe().reason)
+    art, _ = ne.deploy(LIF, backend, config={"untrained": True}, repeats=1)
+    no_training(monkeypatch)
+    if be.finite_inputs:
+        with pytest.raises(InputError, match=r"1 values are NaN or inf"):
+            be.run(art, {"x": _nan()})
+        with pytest.raises(InputError, match=r"1 values are NaN or inf"):
+            ne.deploy(LIF, backend, inputs={"x": _nan()}, repeats=1)
+    else:
+        assert backend in ("host", "null")
+        with pytest.raises(TrainingStarted):
+            ne.deploy(LIF, backend, inputs={"x": _nan()}, repeats=1)
