@@ -59,15 +59,27 @@ class HostBackend(MeasuredBackend):
         finite = not isinstance(program, HostProgram)
         bind_inputs(artifact.spec, inputs, finite=finite, fixed=artifact.meta.get("axes"))
         if isinstance(program, HostProgram):
-            return dict(program.fn(**inputs))
+            return dict(program.fn(**{k: host_array(v) for k, v in inputs.items()}))
         return run_torch_program(program, inputs)
+
+
+def host_array(value: Any) -> Any:
+    """An input as a numpy array a host function or ``torch.as_tensor`` takes: a tensor
+    detached to the CPU, a masked array's data (``bind_inputs`` refused masked values), a
+    view with negative strides (OpenCV's ``img[..., ::-1]``) copied, which torch refuses."""
+    import numpy as np
+
+    if hasattr(value, "detach"):
+        return value.detach().cpu().numpy()
+    arr = np.asarray(value)
+    return np.ascontiguousarray(arr) if any(s < 0 for s in arr.strides) else arr
 
 
 def run_torch_program(program: TorchProgram, inputs: Mapping[str, Any]) -> dict[str, Any]:
     """Step ``program`` over its inputs' time axis (or call it once) and return numpy arrays."""
     import torch
 
-    xs = [torch.as_tensor(inputs[name]) for name in program.input_names]
+    xs = [torch.as_tensor(host_array(inputs[name])) for name in program.input_names]
     module = program.module
     with torch.inference_mode():
         if not program.stateful:

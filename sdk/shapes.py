@@ -65,6 +65,7 @@ def _bind_one(model: str, io: IOSpec, value: Any, symbols: dict[str, int], built
     where = f"model {model!r} input {io.name!r}: expected shape {io.describe()}"
     if not (hasattr(value, "shape") and hasattr(value, "dtype")):
         raise InputError(f"{where} as a numpy array or torch tensor, got a {type(value).__name__}")
+    _check_unmasked(model, io, value)
     shape = tuple(int(d) for d in value.shape)
     dtype = str(value.dtype).replace("torch.", "")
     if dtype != io.dtype:
@@ -91,6 +92,22 @@ def _bind_one(model: str, io: IOSpec, value: Any, symbols: dict[str, int], built
                 f"{where}, got shape {list(shape)}: axis {axis} ({want}) is {got} "
                 f"but {by} fixed {want}={symbols[want]}"
             )
+
+
+def _check_unmasked(model: str, io: IOSpec, value: Any) -> None:
+    """A masked array (netCDF, ``genfromtxt(usemask=True)``) with masked values: its data
+    there is arbitrary (NaN, a fill value) and the models read the data, not the mask."""
+    import numpy as np
+
+    if not isinstance(value, np.ma.MaskedArray):
+        return
+    masked = np.argwhere(np.ma.getmaskarray(value))
+    if len(masked):
+        raise InputError(
+            f"model {model!r} input {io.name!r}: a masked array with {len(masked)} masked "
+            f"values, the first at index {tuple(int(i) for i in masked[0])}; fill them "
+            "(value.filled(...)) or drop them first: the model would read the data under the mask"
+        )
 
 
 def _check_finite_input(model: str, io: IOSpec, value: Any) -> None:

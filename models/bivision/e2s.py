@@ -205,6 +205,10 @@ def check_dense_size(width: int, height: int, steps: int, step_us: int, e2s_layo
     return elements
 
 
+def _native(field: np.ndarray) -> np.ndarray:
+    return field if field.dtype.isnative else field.astype(field.dtype.newbyteorder("="))
+
+
 def _bin(
     events: np.ndarray,
     width: int,
@@ -218,12 +222,15 @@ def _bin(
     origin: int,
     cap: float | int,
 ) -> int:
-    """Run ``bin_events`` on a structured event array; raise ValueError naming a bad event."""
+    """Run ``bin_events`` on a structured event array; raise ValueError naming a bad event.
+    Fields in non-native byte order (a big-endian file's dtype) are swapped first: the kernel
+    reads raw native integers."""
+    t, x, y, p = (_native(events[f]) for f in "txyp")
     status, used = kernels()["bin"](
-        events["t"],
-        events["x"],
-        events["y"],
-        events["p"],
+        t,
+        x,
+        y,
+        p,
         int(t0),
         int(step_us),
         int(steps),

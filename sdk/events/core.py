@@ -107,8 +107,8 @@ def _field(
 
 def _outside(arr: np.ndarray, lo: int, hi: int) -> np.ndarray:
     """Mask of the values of an integer-valued array outside ``lo..hi`` (exact for uint64)."""
-    if arr.dtype.kind == "f":
-        return (arr < lo) | (arr > hi)
+    if arr.dtype.kind == "f":  # float(2**63 - 1) is 2**63: compare with hi + 1 as a float
+        return (arr < lo) | (arr >= float(hi) + 1.0)
     if arr.dtype.kind == "b":
         arr = arr.astype(np.int8)
     info = np.iinfo(arr.dtype)
