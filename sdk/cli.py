@@ -281,7 +281,8 @@ def cmd_nir(args: argparse.Namespace) -> int:
 
 EXIT_CODES = (
     "exit status: 0 ran (a bench whose claim is not met ran: 0 too), 1 internal error (a "
-    "traceback), 2 bad input or refused, 130 interrupted (Ctrl-C), 143 stopped by SIGTERM; "
+    "traceback), 2 bad input or refused, 130 interrupted (Ctrl-C), 141 the reader of the "
+    "output left (a closed pipe), 143 stopped by SIGTERM; "
     "NEUROEDGE_DEBUG=1 shows the traceback of an error that would exit 2"
 )
 
@@ -298,7 +299,7 @@ def parser() -> argparse.ArgumentParser:
     )
     s = sub.add_parser("train", help="train a model and save its checkpoint")
     s.add_argument("name")
-    s.add_argument("--out", default=None, help="checkpoint path (default under .neuroedge/)")
+    s.add_argument("--out", help="checkpoint path (default under .neuroedge/; ttt: ./ttt_ladder)")
     s.set_defaults(fn=cmd_train)
     s = sub.add_parser("export", help="export a model")
     s.add_argument("name")
@@ -334,10 +335,10 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--variant", default="floating_pt", help="lava: floating_pt or fixed_pt")
     s.add_argument("--input", default=None, help=".npy of shape (T, batch, *input shape)")
     s.add_argument("--dt", type=float, default=None, help="seconds per step only if file has none")
-    s.add_argument("--steps", type=int, default=20)
-    s.add_argument("--batch", type=int, default=2)
-    s.add_argument("--density", type=float, default=0.3, help="random spike input density")
-    s.add_argument("--seed", type=seed_value, default=0, help="of the random spike input")
+    s.add_argument("--steps", type=int, default=None, help="of the random input (default 20)")
+    s.add_argument("--batch", type=int, default=None, help="of the random input (default 2)")
+    s.add_argument("--density", type=float, help="random spike input density (default 0.3)")
+    s.add_argument("--seed", type=seed_value, default=None, help="of the random input (0)")
     s.add_argument("--input-scale", type=float, help="fixed_pt 1..255; default 1, or 255 if graded")
     s.add_argument("--out", default=None, help="write the comparison as JSON")
     s.set_defaults(fn=cmd_nir)

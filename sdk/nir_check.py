@@ -9,9 +9,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from neuroedge.errors import BackendUnavailable, ConfigError, ExportRefused
+from neuroedge.errors import BackendUnavailable, ConfigError, ExportRefused, InputError
 from neuroedge.registry import get_backend
 from neuroedge.types import Artifact, ModelSpec
+
+# the random spike input's settings when no ``inputs`` file is given
+RANDOM_INPUT: dict[str, Any] = {"steps": 20, "batch": 2, "density": 0.3, "seed": 0}
 
 
 def check_nir(
@@ -19,17 +22,18 @@ def check_nir(
     backend: str = "lava",
     inputs: str | os.PathLike[str] | None = None,
     dt: float | None = None,
-    steps: int = 20,
-    batch: int = 2,
-    density: float = 0.3,
-    seed: int = 0,
+    steps: int | None = None,
+    batch: int | None = None,
+    density: float | None = None,
+    seed: int | None = None,
     options: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Run a NIR file (written by any framework) on ``backend`` and compare every output with
     neuroedge's NIR runner on the host, step by step.
 
     Inputs: a ``.npy`` of shape (T, batch, *input shape) (``inputs``), else random binary
-    spikes (``steps`` x ``batch``, each on with probability ``density``). Returns, per graph
+    spikes (``steps`` x ``batch``, on with probability ``density``, ``seed``; defaults
+    ``RANDOM_INPUT``; refused with ``inputs``, whose shape gives T and batch). Returns, per graph
     output, its shape, the fraction of equal values (spike agreement for spike trains) and
     the max abs error; plus the backend's chip fit where it reports one.
     """
@@ -43,8 +47,7 @@ def check_nir(
     refuse_empty(path, "NIR file", "name a .nir file", ArtifactError)  # '' was the folder '.'
     if Path(path).is_dir():  # was "no such NIR file", of a folder that exists
         raise ArtifactError(f"{path}: is a directory, not a NIR file")
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
-        raise ValueError(f"seed={seed!r}: expected an integer in [0, 2**32) (numpy's seeds)")
+    steps, batch, density, seed = _random_input(inputs, steps, batch, density, seed)
     graph = read_nir(path)
     dt = _nir_check_args(graph, path, backend, dt, steps, batch, density)
     name, shape = _nir_input(graph, path)
@@ -73,6 +76,25 @@ def check_nir(
     if fit is not None:
         report["chip_fit"] = {"neurons": fit.neurons, "synapses": fit.synapses, "cores": fit.cores}
     return report
+
+
+def _random_input(
+    inputs: Any, steps: Any, batch: Any, density: Any, seed: Any
+) -> tuple[Any, Any, Any, Any]:
+    """The random input's settings, defaulted and the seed checked; InputError where any is
+    given with an input file."""
+    given = dict(zip(RANDOM_INPUT, (steps, batch, density, seed)))
+    named = [k for k, v in given.items() if v is not None]
+    if inputs is not None and named:
+        flags = ", ".join(f"{k} (--{k})" for k in named)
+        raise InputError(
+            f"{flags} set the random spike input; with the input file {inputs} they have no "
+            "use (its shape gives T and batch): leave them out"
+        )
+    steps, batch, density, seed = (RANDOM_INPUT[k] if v is None else v for k, v in given.items())
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
+        raise ValueError(f"seed={seed!r}: expected an integer in [0, 2**32) (numpy's seeds)")
+    return steps, batch, density, seed
 
 
 def _nir_check_args(

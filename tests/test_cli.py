@@ -193,6 +193,13 @@ def test_nir_command_names_a_missing_dt_and_a_wrong_input_shape(
     assert main(["nir", str(timed), "--input", str(wrong)]) == 2
     err = capsys.readouterr().err
     assert "x.npy" in err and "[5, 2, 4]" in err and "(T, batch, 3)" in err
+    right = tmp_path / "right.npy"
+    np.save(right, np.zeros((5, 2, 3), np.float32))
+    flags = ["--steps", "7", "--density", "0.9"]
+    assert main(["nir", str(timed), "--input", str(right), *flags]) == 2  # ran 5 x 2, ignored
+    err = capsys.readouterr().err
+    assert "steps (--steps), density (--density) set the random spike input" in err
+    assert "right.npy they have no use" in err
 
 
 def test_own_benchmark_refuses_backends_and_repeats_it_would_ignore(

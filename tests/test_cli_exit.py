@@ -41,6 +41,7 @@ def test_the_help_lists_the_exit_codes(capsys) -> None:
     out = " ".join(capsys.readouterr().out.split())
     assert "0 ran" in out and "1 internal error" in out and "2 bad input or refused" in out
     assert "130 interrupted" in out and "NEUROEDGE_DEBUG=1" in out
+    assert "141 the reader of the output left" in out and "143 stopped by SIGTERM" in out
 
 
 @pytest.mark.parametrize("holds", [True, False])
