@@ -8,9 +8,10 @@ through the SDK's generic path (``bench.runner.bench_model``): built from its ch
 compiled for host (PyTorch eager) and ONNX Runtime (explicit state, T = 5 steps in one call),
 timed at batch 1 (p50/p90/p99 over ``REPEATS`` calls), compared output by output with the
 host reference (max abs error), and scored on ``EVAL_SAMPLES`` generated clean test recordings
-(``spec.evaluate``). Rows ``statnf_e2s@deploy`` (backend host and onnxrt) carry latency,
-throughput, accuracy, parity and the SOPs counted on the host; the summary line gives the
-onnxrt / host p50 ratio. Under torchrun only rank 0 measures them (it ran the first seed).
+(``spec.evaluate``). Rows ``statnf_e2s@deploy`` (backend host and onnxrt; a backend with
+several variants keeps each in the label, e.g. ``statnf_e2s@deploy/fp16`` on tensorrt) carry
+latency, throughput, accuracy, parity and the SOPs counted on the host; the summary line gives
+each row's p50 ratio to host. Under torchrun only rank 0 measures them (it ran the first seed).
 """
 
 from __future__ import annotations
@@ -26,6 +27,12 @@ VARIANT = "statnf_e2s"  # the paper's design
 LABEL = f"{VARIANT}@deploy"
 EVAL_SAMPLES = 256  # generated clean test recordings scored on each backend
 REPEATS = 50  # timed calls per backend, after the runner's warm-up
+
+
+def _label(variant: str) -> str:
+    """A deployment row's variant: ``LABEL``, plus the backend's own variant when it has several
+    (tensorrt's fp32 / fp16 / int8 give ``statnf_e2s@deploy/fp16`` etc.)."""
+    return LABEL if variant == "default" else f"{LABEL}/{variant}"
 
 
 def net_path(out: Path, seed: int, variant: str, task: str = "classification") -> Path:
@@ -82,20 +89,22 @@ def deployment_rows(
         )
     config = {"checkpoint": str(path), "eval_samples": EVAL_SAMPLES, "seed": seed}
     rows = [
-        replace(r, variant=LABEL)
+        replace(r, variant=_label(r.variant))
         for r in bench_model(
             SPEC, ["host", *others], config=config, repeats=REPEATS, progress=progress
         )
     ]
-    ratios = speedups(rows)
+    ratios = speedups(rows)  # keyed "<label>/<backend>": one key per row (variant kept)
     parts = []
     host = next(r for r in rows if r.backend == "host")
     for row in rows:
-        if row.backend == "host" or "latency_p50_ms" not in row.metrics:
+        ratio = ratios.get(f"{row.variant}/{row.backend}")
+        if row.backend == "host" or ratio is None:
             continue
         m = row.metrics
+        name = row.backend + row.variant.removeprefix(LABEL).replace("/", " ")
         parts.append(
-            f"{row.backend} {ratios[f'{LABEL}/{row.backend}']:.2f}x faster than host "
+            f"{name} {ratio:.2f}x faster than host "
             f"({m['latency_p50_ms'].value:.3g} vs {host.metrics['latency_p50_ms'].value:.3g} ms"
             f" at batch 1 over T=5), accuracy {m['accuracy'].value:.3f} vs "
             f"{host.metrics['accuracy'].value:.3f} on {EVAL_SAMPLES} recordings, max abs err "

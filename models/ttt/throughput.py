@@ -213,8 +213,9 @@ def bench_stream(cfg: Mapping[str, Any], out_dir: Path) -> list[Report]:
     program = step_program(cfg)
     host, ort_backend = get_backend("host"), get_backend("onnxrt")
     host_art = host.compile(program, SPEC)
-    # the bench's own report folder: a rerun replaces its graph (compile's path= would not)
-    ort_art = ort_backend.compile_at(program, SPEC, Path(out_dir) / "step.onnx", "step", "fp32", {})
+    # own report folder (a rerun replaces the graph); ORT runs torch's (the host's) threads
+    path, threads = Path(out_dir) / "step.onnx", {"threads": str(int(cfg["threads"]))}
+    ort_art = ort_backend.compile_at(program, SPEC, path, "step", "fp32", threads)
     steps = int(cfg["stream_steps"])
     x = (
         np.random.default_rng(int(cfg["seed"]))
@@ -263,7 +264,8 @@ def bench_parallel_onnx(
     from neuroedge.models.ttt.export import export_parallel_onnx, onnx_session
 
     tokens = int(cfg["onnx_length"])
-    session = onnx_session(export_parallel_onnx(layer, out_dir / "parallel.onnx"))
+    path = export_parallel_onnx(layer, out_dir / "parallel.onnx")
+    session = onnx_session(path, threads=int(cfg["threads"]))  # the host's (torch's) count
     xs = torch.randn(1, tokens, int(cfg["d_model"]), generator=torch.Generator().manual_seed(1))
     with torch.inference_mode():
         ref = layer(xs, "parallel").numpy()
