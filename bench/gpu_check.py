@@ -209,11 +209,11 @@ def _check_route(
     example: Mapping[str, Any],
 ) -> tuple[Report, Runner | None]:
     """One route's parity row and its runner (None when it failed: the row says why)."""
-    from neuroedge.bench.parity import compare
+    from neuroedge.bench.parity import compare, spike_layers
 
     try:
         run, art = compile_route(route, spec, program)
-        metrics = dict(compare(reference, run(example)))
+        metrics = dict(compare(reference, run(example), spike_layers(program)))
         extra = gpu_compute_p50(art, example)
     # A check script reports every failure as a row and carries on; the exit status fails.
     except Exception as err:  # noqa: BLE001

@@ -5,18 +5,30 @@ fraction of (step, neuron) slots where both sides agree; their ``spike_kappa`` (
 is that agreement corrected for what two trains at their firing rates would share by chance
 (agreement alone rewards silence when spikes are sparse). Stateful models are compared over
 every step, and the comparison refuses to pass vacuously: the reference must reach a nonzero
-state.
+state. A spike output that concatenates several layers (snn.unisparse's ``spikes``) is scored
+per layer where the program declares the layers (``SPIKE_LAYERS`` in its meta, read by
+``spike_layers``): kappa pooled over layers at different firing rates overstates agreement.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from neuroedge.errors import ParityError
 from neuroedge.types import Measurement
+
+
+# A program's meta key: {spike output: neurons of each layer, in order along its last axis}
+SPIKE_LAYERS = "spike_layers"
+
+
+def spike_layers(program: Any) -> Mapping[str, Sequence[int]] | None:
+    """The layers a program declares for its concatenated spike outputs (``SPIKE_LAYERS`` in
+    its meta), for ``compare``'s ``layers``; None where it declares none."""
+    return (getattr(program, "meta", None) or {}).get(SPIKE_LAYERS)
 
 
 def is_binary(x: Any) -> bool:
@@ -52,28 +64,62 @@ def spike_kappa(a: Any, b: Any) -> float:
     return (observed - chance) / (1.0 - chance)
 
 
-def compare(reference: Mapping[str, Any], candidate: Mapping[str, Any]) -> dict[str, Measurement]:
+def layer_parts(
+    name: str, reference: np.ndarray, candidate: np.ndarray, sizes: Sequence[int] | None
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(reference, candidate) of each layer of spike output ``name``: ``sizes`` neurons each,
+    in order along the last axis (ParityError unless positive and summing to it); the whole
+    output as one layer where ``sizes`` is None."""
+    if sizes is None:
+        return [(reference, candidate)]
+    width = reference.shape[-1] if reference.ndim else 0
+    if any(isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1 for n in sizes):
+        raise ParityError(f"output {name!r}: layer sizes {list(sizes)} must be positive ints")
+    if sum(sizes) != width:
+        raise ParityError(
+            f"output {name!r}: layer sizes {list(sizes)} sum to {sum(sizes)}, not its last "
+            f"axis {width} (shape {reference.shape})"
+        )
+    cuts = np.cumsum([0, *sizes])
+    return [(reference[..., a:b], candidate[..., a:b]) for a, b in zip(cuts[:-1], cuts[1:])]
+
+
+def layer_parity(
+    reference: Any, candidate: Any, sizes: Sequence[int], name: str = "spikes"
+) -> tuple[list[float], list[float]]:
+    """Spike agreement and Cohen's kappa of each layer of a concatenated spike output
+    (``layer_parts``): what ``compare`` averages and takes the minimum of."""
+    parts = layer_parts(name, np.asarray(reference), np.asarray(candidate), sizes)
+    return [float(np.mean(r == g)) for r, g in parts], [spike_kappa(r, g) for r, g in parts]
+
+
+def compare(
+    reference: Mapping[str, Any],
+    candidate: Mapping[str, Any],
+    layers: Mapping[str, Sequence[int]] | None = None,
+) -> dict[str, Measurement]:
     """Metrics over the outputs both sides produced: ``max_abs_err``, ``max_rel_err`` (each
     output's largest error over its largest reference magnitude; the absolute error where the
     reference is all zeros), ``spike_agreement`` (over every spike output together) and
-    ``spike_kappa`` (the mean of each spike output's own kappa; left out if one holds values
-    other than 0 and 1). A NaN on either side counts as an
-    infinite error (``max`` would otherwise skip it and the output would pass unnoticed)."""
+    ``spike_kappa`` (the mean of each spike layer's own kappa; left out if one holds values
+    other than 0 and 1). A spike output is one layer, or those ``layers`` gives it (neurons
+    per layer along its last axis, ``spike_layers``); with ``layers``, also the worst layer's
+    ``min_layer_spike_agreement`` and ``min_layer_spike_kappa``. A NaN on either side counts
+    as an infinite error (``max`` would otherwise skip it and the output would pass
+    unnoticed)."""
     shared = sorted(set(reference) & set(candidate))
     if not shared:
         raise ParityError(
             f"no common outputs: reference {sorted(reference)}, candidate {sorted(candidate)}"
         )
-    worst, worst_rel, agree, slots = 0.0, 0.0, 0.0, 0
+    worst, worst_rel = 0.0, 0.0
     trains: list[tuple[np.ndarray, np.ndarray]] = []
     for name in shared:
         ref, got = np.asarray(reference[name]), np.asarray(candidate[name])
         if ref.shape != got.shape:
             raise ParityError(f"output {name!r}: reference shape {ref.shape}, got {got.shape}")
         if name.startswith("spikes"):
-            agree += float(np.sum(ref == got))
-            slots += ref.size
-            trains.append((ref.ravel(), got.ravel()))
+            trains += layer_parts(name, ref, got, (layers or {}).get(name))
         else:
             diff = np.abs(ref.astype(np.float64) - got.astype(np.float64))
             diff[np.isnan(diff)] = np.inf  # NaN vs anything, or inf - inf
@@ -86,14 +132,30 @@ def compare(reference: Mapping[str, Any], candidate: Mapping[str, Any]) -> dict[
         "max_abs_err": Measurement(worst, "abs", "measured"),
         "max_rel_err": Measurement(worst_rel, "rel", "measured"),
     }
-    if slots:
-        metrics["spike_agreement"] = Measurement(agree / slots, "fraction", "measured")
-        if all(is_binary(r) and is_binary(g) for r, g in trains):
-            # each output's kappa against its own firing rates, then their mean: pooled, two
-            # layers firing 90% and 10% make chance agreement look low and kappa high (0.64
-            # for outputs each independent of their reference)
-            kappas = [spike_kappa(r, g) for r, g in trains]
-            metrics["spike_kappa"] = Measurement(float(np.mean(kappas)), "kappa", "measured")
+    metrics.update(_spike_metrics(trains, by_layer=bool(layers)))
+    return metrics
+
+
+def _spike_metrics(
+    trains: Sequence[tuple[np.ndarray, np.ndarray]], by_layer: bool
+) -> dict[str, Measurement]:
+    """``compare``'s spike metrics of its (reference, candidate) layers: agreement over every
+    slot together, kappa as the mean of each layer's own (pooled, two layers firing 90% and
+    10% make chance agreement look low and kappa high: 0.64 for layers each independent of
+    their reference), and with ``by_layer`` the worst layer's of each."""
+    slots = sum(r.size for r, _ in trains)
+    if not slots:
+        return {}
+    agree = [float(np.sum(r == g)) for r, g in trains]
+    metrics = {"spike_agreement": Measurement(sum(agree) / slots, "fraction", "measured")}
+    if by_layer:
+        least = min(a / r.size for a, (r, _) in zip(agree, trains) if r.size)
+        metrics["min_layer_spike_agreement"] = Measurement(least, "fraction", "measured")
+    if all(is_binary(r) and is_binary(g) for r, g in trains):
+        kappas = [spike_kappa(r, g) for r, g in trains if r.size]
+        metrics["spike_kappa"] = Measurement(float(np.mean(kappas)), "kappa", "measured")
+        if by_layer:
+            metrics["min_layer_spike_kappa"] = Measurement(min(kappas), "kappa", "measured")
     return metrics
 
 

@@ -15,7 +15,12 @@ from typing import Any
 
 from neuroedge.bench.energy import HOROWITZ_45NM, EnergyModel
 from neuroedge.bench.latency import measure_side_by_side
-from neuroedge.bench.parity import compare, require_nonzero_state, silent_spike_outputs
+from neuroedge.bench.parity import (
+    compare,
+    require_nonzero_state,
+    silent_spike_outputs,
+    spike_layers,
+)
 from neuroedge.bench.sops import OpCounter
 from neuroedge.errors import NeuroedgeError
 from neuroedge.registry import get_backend
@@ -247,7 +252,9 @@ def _measure_row(
         notes: tuple[str, ...] = (weights,) if weights else ()
     else:
         metrics = dict(spec.evaluate(run, cfg)) if spec.evaluate else {}
-        parity, breaches = check_parity(spec, name, variant, reference, run(example))
+        parity, breaches = check_parity(
+            spec, name, variant, reference, run(example), layers=spike_layers(program)
+        )
         metrics.update(parity)
         notes = tuple(breaches)  # _timed_rows adds the host's counts, and says so
     return Report(
@@ -267,11 +274,13 @@ def check_parity(
     variant: str,
     reference: Mapping[str, Any],
     outputs: Mapping[str, Any],
+    layers: Mapping[str, Sequence[int]] | None = None,
 ) -> tuple[dict[str, Measurement], list[str]]:
     """``compare`` plus ``within_tolerance`` (1 or 0: the spec's tolerance for this backend
     and full spike agreement), and a "parity: ..." note for each breach and for reference
-    outputs the backend did not return (those are not compared)."""
-    metrics = compare(reference, outputs)
+    outputs the backend did not return (those are not compared). ``layers``: the program's
+    concatenated spike outputs' layers (``parity.spike_layers``), scored per layer."""
+    metrics = compare(reference, outputs, layers)
     tol = spec.tolerance_for(backend)
     err = metrics["max_abs_err"].value
     agree = metrics["spike_agreement"].value if "spike_agreement" in metrics else 1.0

@@ -128,6 +128,7 @@ def _reference_metrics(
     program: Any, spec: ModelSpec, artifact: Artifact, example: Mapping[str, Any]
 ) -> tuple[dict[str, Any], list[str]]:
     """Ops counted on a host run of ``example`` and the artifact's parity with it."""
+    from neuroedge.bench.parity import spike_layers
     from neuroedge.bench.runner import check_parity, ops_metrics
     from neuroedge.bench.sops import OpCounter
     from neuroedge.shapes import bind_inputs
@@ -146,8 +147,9 @@ def _reference_metrics(
     if artifact.backend == "null":  # zero outputs by design: no parity (as the bench runner)
         return metrics, ["null backend: fake timing and zero outputs; no parity"]
     outputs = get_backend(artifact.backend).run(artifact, example)
+    variant = str(artifact.meta.get("variant", "default"))
     parity, notes = check_parity(
-        spec, artifact.backend, str(artifact.meta.get("variant", "default")), reference, outputs
+        spec, artifact.backend, variant, reference, outputs, layers=spike_layers(program)
     )
     return {**metrics, **parity}, notes
 

@@ -200,8 +200,13 @@ def folded_program(
     folded: Any, meta: Mapping[str, Any] | None = None, nir: Callable[[], Any] | None = None
 ) -> TorchProgram:
     """A folded mini-ResNet as the program every backend takes: input ``x``, outputs ``logits``
-    and ``spikes``, the state named ``STATE_NAMES``; ``nir`` (when given) builds its NIR graph."""
-    meta = {**(meta or {}), **({"nir": nir} if nir is not None else {})}
+    and ``spikes``, the state named ``STATE_NAMES``; ``nir`` (when given) builds its NIR graph.
+    Its meta declares the LIF layers ``spikes`` concatenates (``bench.parity.SPIKE_LAYERS``:
+    neurons per layer, in ``neuron_shapes`` order), so parity scores kappa per layer."""
+    from neuroedge.bench.parity import SPIKE_LAYERS
+
+    layers = {"spikes": tuple(int(np.prod(s)) for s in folded.arch.neuron_shapes())}
+    meta = {**(meta or {}), SPIKE_LAYERS: layers, **({"nir": nir} if nir is not None else {})}
     return TorchProgram(
         folded, ("x",), ("logits", "spikes"), STATE_NAMES, folded.init_state, meta=meta
     )
