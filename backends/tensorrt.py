@@ -224,7 +224,11 @@ class TensorRTBackend(MeasuredBackend):
         check compare on), dir (the working folder: the ONNX source and the prepared graph are
         rebuilt on each compile and kept in dir/<form>.<variant>-<hash of the files>, reused
         when the same; engines cached under dir/engines), engine_path."""
-        from neuroedge.backends.onnxrt import OnnxRuntimeBackend, calibration_seeds
+        from neuroedge.backends.onnxrt import (
+            CALIBRATION_SPLIT,
+            OnnxRuntimeBackend,
+            calibration_seeds,
+        )
         from neuroedge.export.tensorrt import calibration_feeds, prepare_precision
 
         availability = self.probe()
@@ -245,7 +249,7 @@ class TensorRTBackend(MeasuredBackend):
             )
             # int8 calibrates on seeds disjoint from the example parity is measured on
             seeds = calibration_seeds(variant, int(opts["calibration_samples"]))
-            examples = [spec.built_example(s, program) for s in seeds]
+            examples = [spec.built_example(s, program, split=CALIBRATION_SPLIT) for s in seeds]
             made.extend([source, calibration_feeds(source.handle, source.meta, examples)])
             return prepare_precision(source.path, variant, work, made[1], check=False)
 

@@ -5,7 +5,8 @@
 
 Exports the model's sequence-form graph, prepares the fp16 and int8 (Q/DQ, calibrated on the
 model's own examples of the seeds the onnxrt and tensorrt backends calibrate on,
-``calibration_seeds``: 1000 on, 16 by default as there) graphs that the TensorRT backend builds
+``calibration_seeds``: 1000 on, 16 by default as there, training digits for the dataset
+models) graphs that the TensorRT backend builds
 engines from, runs all three on the same held-out examples (seeds 100 on, never used for
 calibration) and prints, per
 output, the spike agreement (spiking outputs) or the max abs error relative to the float32
@@ -165,7 +166,7 @@ def compare_precisions(
     from neuroedge.export.tensorrt import calibration_feeds, prepare_precision
     from neuroedge.registry import get_backend, get_model
 
-    from neuroedge.backends.onnxrt import calibration_seeds
+    from neuroedge.backends.onnxrt import CALIBRATION_SPLIT, calibration_seeds
 
     _check_counts(calibration, samples, repeats)
     spec = get_model(model)
@@ -184,7 +185,7 @@ def compare_precisions(
             },
         )
         seeds = calibration_seeds("int8", calibration)  # what the shipped int8 graph sees
-        examples = [spec.built_example(s, program, cfg) for s in seeds]
+        examples = [spec.built_example(s, program, cfg, CALIBRATION_SPLIT) for s in seeds]
         feeds = calibration_feeds(None, art.meta, examples)
         graphs = {v: prepare_precision(art.path, v, tmp, feeds) for v in VARIANTS}
         sessions = {v: open_session(p, "CPUExecutionProvider")[0] for v, p in graphs.items()}

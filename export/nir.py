@@ -37,6 +37,7 @@ neuroedge.export.nir_run.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -44,7 +45,7 @@ from typing import Any
 
 import numpy as np
 from neuroedge.atomic import atomic_path
-from neuroedge.errors import ArtifactError
+from neuroedge.errors import ArtifactError, ExportRefused
 from neuroedge.types import ModelSpec, TorchProgram
 
 HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
@@ -134,6 +135,12 @@ def to_nir(
     if own is not None:  # the model writes its own graph (one torch.fx cannot trace)
         described = own()
         graph = getattr(described, "graph", described)
+        own_dt = graph.metadata.get("dt")
+        if dt is not None and (own_dt is None or not math.isclose(dt, own_dt, rel_tol=1e-9)):
+            raise ExportRefused(
+                f"{spec.name}: its graph steps at dt {own_dt}; dt={dt} would label it with "
+                "another step than its taus: leave dt out"
+            )
     else:
         graph = traced_graph(program, spec, dt, example)
     if pool == "fold":

@@ -7,6 +7,7 @@ cells, ``avg_pool2d``, flatten and ``+`` are mapped; anything else is refused wi
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Mapping
 from typing import Any
@@ -102,6 +103,11 @@ def traced_graph(
         if len(dts) != 1:
             raise ExportRefused(f"{spec.name}: neurons use dt {sorted(dts)}; give dt=")
         dt = dts.pop()
+    elif len(dts) == 1 and not math.isclose(float(dt), next(iter(dts)), rel_tol=1e-9):
+        raise ExportRefused(  # their tau stays theirs: a reader stepping at dt= runs another net
+            f"{spec.name}: its neurons step at dt {next(iter(dts))}; dt={dt} would label the "
+            "graph with another step than its taus were trained at: leave dt out"
+        )
     return _graph(nodes, edges, {"dt": float(dt), "producer": "neuroedge", "model": spec.name})
 
 

@@ -226,7 +226,9 @@ def state_file(onnx_path: str | os.PathLike[str]) -> Path:
             f"ONNX path {os.fspath(onnx_path)!r}: an empty path (an unset shell variable?); "
             "name the .onnx file to write"
         )
-    return Path(onnx_path).with_suffix(".state.npz")
+    # beside the graph, its whole name kept: with_suffix made ttt.v1 and ttt.v2 share one
+    path = Path(onnx_path)
+    return path.with_name(path.name.removesuffix(".onnx") + ".state.npz")
 
 
 def _save_initial_state(program: TorchProgram, path: Path) -> None:

@@ -270,3 +270,14 @@ def check_seed_keys(user: Mapping[str, Any]) -> None:
             f"seed={user['seed']!r} and seeds={user['seeds']!r}: give one (seed=S runs one "
             "seed, seeds=[...] several)"
         )
+
+
+EXAMPLE_SPLITS = ("test", "train")  # a dataset model's examples: test data, or training data
+
+
+def check_split(split: Any) -> str:
+    """``split`` of a dataset model's ``example``; ValueError naming it unless one of
+    ``EXAMPLE_SPLITS`` (training digits calibrate int8 graphs, never scored test digits)."""
+    if split not in EXAMPLE_SPLITS:
+        raise ValueError(f"example split={split!r}: expected one of {', '.join(EXAMPLE_SPLITS)}")
+    return str(split)

@@ -8,6 +8,7 @@ naming the bad value and the allowed ones.
 from __future__ import annotations
 
 import importlib
+import inspect
 import math
 import numbers
 import re
@@ -268,7 +269,6 @@ class ModelSpec:
         if target is None:
             return None
         import functools
-        import inspect
 
         signature = inspect.signature(target)
 
@@ -281,22 +281,23 @@ class ModelSpec:
 
         return checked
 
-    def example_for(self, seed: int, config: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """``example(seed)``, or ``example(seed, config=config)`` where the example function
-        takes a ``config`` (its shapes follow the build config, e.g. a model width)."""
-        import inspect
-
-        if config and "config" in inspect.signature(self.example).parameters:
-            return self.example(seed, config=config)
-        return self.example(seed)
+    def example_for(
+        self, seed: int, config: Mapping[str, Any] | None = None, split: str = ""
+    ) -> dict[str, Any]:
+        """``example(seed)``, given ``config`` (its shapes follow the build config, e.g. a
+        model width) and ``split`` where set and the example function takes them."""
+        takes = inspect.signature(self.example).parameters
+        given = (("config", config), ("split", split))
+        return self.example(seed, **{k: v for k, v in given if v and k in takes})
 
     def built_example(
-        self, seed: int, program: Any, config: Mapping[str, Any] | None = None
+        self, seed: int, program: Any, config: Mapping[str, Any] | None = None, split: str = ""
     ) -> dict[str, Any]:
         """``example_for`` with what the built ``program`` settled (its ``meta["config"]``: a
-        checkpoint's size or split, ...) over ``config``: an input the built net takes."""
+        checkpoint's size or split, ...) over ``config``: an input the built net takes;
+        ``split="train"``: training data (int8 calibration) where ``example`` takes a split."""
         settled = (getattr(program, "meta", None) or {}).get("config") or {}
-        return self.example_for(seed, {**(config or {}), **settled})
+        return self.example_for(seed, {**(config or {}), **settled}, split)
 
     def valid_config_keys(self, use: str) -> set[str] | None:
         """The config keys ``use`` (build, train or bench) reads; None where not declared."""

@@ -142,3 +142,34 @@ def test_missing_initial_state_file_is_refused_not_zeroed(tmp_path: Path) -> Non
     (tmp_path / "m.state.npz").unlink()  # copied the .onnx alone, as onto a robot
     with pytest.raises(ArtifactError, match=r"m\.state\.npz.* is not beside it"):
         OnnxRuntimeBackend().load(path, spec)
+
+
+@pytest.mark.parametrize(
+    ("name", "state"),
+    [
+        ("m.onnx", "m.state.npz"),
+        ("m.int8.onnx", "m.int8.state.npz"),
+        ("ttt.v1", "ttt.v1.state.npz"),
+    ],
+)
+def test_the_state_file_keeps_the_graphs_whole_name(name: str, state: str) -> None:
+    from neuroedge.export.onnx import state_file
+
+    assert state_file(Path("out") / name) == Path("out") / state
+
+
+def test_two_exports_differing_after_the_last_dot_keep_their_own_state(tmp_path: Path) -> None:
+    """ttt.v1 and ttt.v2 shared ttt.state.npz: the first ran with the second's learned S0
+    (max abs err 2.46)."""
+    import neuroedge as ne
+    from neuroedge.registry import get_backend, get_model
+
+    spec = get_model("ttt.linear_attention")
+    paths = {s: ne.export(spec.name, "onnx", tmp_path / f"ttt.v{s}", {"seed": s}) for s in (0, 1)}
+    x = spec.example(0)
+    for seed, path in paths.items():
+        program = spec.build({**spec.default_config, "seed": seed})
+        art = OnnxRuntimeBackend().load(path, spec)
+        ref = get_backend("host").run(get_backend("host").compile(program, spec), x)
+        got = OnnxRuntimeBackend().run(art, x)
+        assert np.abs(got["y"] - ref["y"]).max() < 1e-4, seed

@@ -325,3 +325,38 @@ def test_precision_bench_refuses_a_model_it_would_have_to_train(monkeypatch, tmp
     monkeypatch.setattr(vla_train, "train", lambda *a, **k: pytest.fail("the bench trained"))
     assert main(["--model", "vla.specprune", "--repeats", "1"]) == 2
     assert "neuroedge train vla.specprune" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("model", [LIF, "snn.unisparse"])
+def test_a_dataset_models_int8_calibrates_on_training_digits(model: str, tmp_path) -> None:
+    """``evaluate`` scores the test digits: the int8 graph's calibration examples are training
+    digits (they were test digits of seeds 1000-1015, among those scored)."""
+    from neuroedge.backends import onnxrt
+
+    spec = get_model(model)
+    program = spec.build({"smoke": True})
+    if model == LIF:
+        from neuroedge.models.lif_convnet.data import load_digits_split as load
+    else:
+        from neuroedge.models.unisparse.data import load_digits as load
+    data = load(0)
+    train = {row.tobytes() for row in data.x_train.astype(np.float32)}
+    test = {row.tobytes() for row in data.x_test.astype(np.float32)}
+    drawn = []
+    real = spec.example_for
+
+    def spy(seed: int, config: Any = None, split: str = "") -> dict[str, Any]:
+        out = real(seed, config, split)
+        drawn.append((split, out["x"][0, 0].astype(np.float32).tobytes()))
+        return out
+
+    object.__setattr__(spec, "example_for", spy)
+    try:
+        options = {"precision": "int8", "path": str(tmp_path / "m.onnx")}
+        get_backend("onnxrt").compile(program, spec, options)
+    finally:
+        object.__delattr__(spec, "example_for")
+    calibration = [x for split, x in drawn if split == onnxrt.CALIBRATION_SPLIT]
+    assert len(calibration) >= 8 and all(x in train and x not in test for x in calibration)
+    with pytest.raises(ValueError, match=r"example split='val': expected one of test, train"):
+        spec.example(0, split="val")

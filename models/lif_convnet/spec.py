@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from neuroedge.config_values import integer
+from neuroedge.config_values import check_split, integer
 from neuroedge.seeding import seeded
 from neuroedge.types import Efficiency, IOSpec, Measurement, ModelSpec, TorchProgram
 
@@ -202,15 +202,19 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
     )
 
 
-def example(seed: int = 0, config: Mapping[str, Any] | None = None) -> dict[str, np.ndarray]:
+def example(
+    seed: int = 0, config: Mapping[str, Any] | None = None, split: str = "test"
+) -> dict[str, np.ndarray]:
     """One real test digit (batch 1) of the built net's split, presented for its ``steps``
-    (``net_config``: the checkpoint's, else the config's), picked by ``seed``."""
+    (``net_config``: the checkpoint's, else the config's), picked by ``seed``; a training
+    digit with ``split="train"`` (int8 calibration: never a digit ``evaluate`` scores)."""
     from neuroedge.models.lif_convnet.data import direct_encoding, load_digits_split
 
     cfg = net_config(config)
-    split = load_digits_split(cfg["seed"])
-    i = int(np.random.default_rng(seed).integers(len(split.x_test)))
-    return {"x": direct_encoding(split.x_test[i : i + 1], cfg["steps"])}
+    data = load_digits_split(cfg["seed"])
+    xs = data.x_train if check_split(split) == "train" else data.x_test
+    i = int(np.random.default_rng(seed).integers(len(xs)))
+    return {"x": direct_encoding(xs[i : i + 1], cfg["steps"])}
 
 
 def evaluate(

@@ -212,15 +212,20 @@ def folded_program(
     )
 
 
-def example(seed: int = 0, config: Mapping[str, Any] | None = None) -> dict[str, np.ndarray]:
+def example(
+    seed: int = 0, config: Mapping[str, Any] | None = None, split: str = "test"
+) -> dict[str, np.ndarray]:
     """One real held-out digit (batch 1) of the built net's split, presented for its steps
-    (``data_settings``), picked by ``seed``."""
+    (``data_settings``), picked by ``seed``; a training digit with ``split="train"`` (int8
+    calibration: never a digit ``evaluate`` scores)."""
     from neuroedge.models.unisparse.data import direct_encoding, load_digits
+    from neuroedge.config_values import check_split
 
     split_seed, steps = data_settings(config)
-    split = load_digits(split_seed)
-    i = int(np.random.default_rng(seed).integers(len(split.x_test)))
-    return {"x": direct_encoding(split.x_test[i : i + 1], steps)}
+    data = load_digits(split_seed)
+    xs = data.x_train if check_split(split) == "train" else data.x_test
+    i = int(np.random.default_rng(seed).integers(len(xs)))
+    return {"x": direct_encoding(xs[i : i + 1], steps)}
 
 
 def evaluate(
