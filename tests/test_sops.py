@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 from torch import nn
@@ -84,3 +86,26 @@ def test_energy_model_uses_the_45nm_constants() -> None:
         EnergyModel("bad", -1.0, 0.1)
     with pytest.raises(ValueError, match="energy constants must be finite and >= 0, got 1.0, inf"):
         EnergyModel("bad", 1.0, float("inf"))
+
+
+@pytest.mark.parametrize(
+    ("values", "dtype", "binary"),
+    [
+        ([0.0, 1.0, 1.0], torch.float32, True),
+        ([0.0, 0.5, 1.0], torch.float32, False),
+        ([0.0, -1.0, 1.0], torch.float32, False),
+        ([0.0, 2.0, -1.0], torch.float32, False),
+        ([0.0, 1e-30, 1.0], torch.float32, False),
+        ([0.0, float("nan"), 1.0], torch.float32, False),
+        ([0.0, 6e-8, 1.0], torch.float16, False),
+        ([0.0, 1.0], torch.bfloat16, True),
+        ([0, 1, 1], torch.int64, True),
+        ([0, 2], torch.int64, False),
+        ([True, False], torch.bool, True),
+        ([], torch.float32, True),
+    ],
+)
+def test_binary_inputs_are_told_from_analog_ones(values: list, dtype: Any, binary: bool) -> None:
+    from neuroedge.bench.sops import _is_binary
+
+    assert _is_binary(torch.tensor(values, dtype=dtype)) is binary
