@@ -99,11 +99,16 @@ def traced_graph(
         ) from err
     _shapes(gm, (*x0, *program.init_state(int(x0[0].shape[0]))))
     nodes, edges, dts = _convert(gm, program, x0)
+    if len(dts) > 1:  # a NIR graph carries one dt, and each neuron's tau is for its own
+        raise ExportRefused(
+            f"{spec.name}: neurons step at dt {sorted(dts)}; one NIR graph carries one dt: "
+            "give every neuron the same step"
+        )
     if dt is None:
-        if len(dts) != 1:
-            raise ExportRefused(f"{spec.name}: neurons use dt {sorted(dts)}; give dt=")
+        if not dts:
+            raise ExportRefused(f"{spec.name}: no neuron carries a step; give dt=")
         dt = dts.pop()
-    elif len(dts) == 1 and not math.isclose(float(dt), next(iter(dts)), rel_tol=1e-9):
+    elif dts and not math.isclose(float(dt), next(iter(dts)), rel_tol=1e-9):
         raise ExportRefused(  # their tau stays theirs: a reader stepping at dt= runs another net
             f"{spec.name}: its neurons step at dt {next(iter(dts))}; dt={dt} would label the "
             "graph with another step than its taus were trained at: leave dt out"

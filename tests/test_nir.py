@@ -379,20 +379,3 @@ def test_nir_check_reports_spike_kappa_beside_agreement(require, nir_data):
 
     exact = check_nir(nir_data("lif/lif_norse.nir"), "lava", dt=1e-4)["outputs"]["output"]
     assert exact["equal_fraction"] == exact["spike_kappa"] == 1.0
-
-
-def test_a_dt_other_than_the_neurons_own_is_refused(convnet) -> None:
-    """dt= only labelled the graph: the taus stayed the ones trained at 1 ms, so a reader
-    stepping at the label ran another net (spike agreement 0.91 at 2 ms)."""
-    from neuroedge.errors import ExportRefused
-    from neuroedge.export.nir import to_nir
-    from neuroedge.registry import get_model
-
-    spec, program = convnet
-    assert to_nir(program, spec, dt=1e-3).metadata["dt"] == 1e-3  # its own: accepted
-    with pytest.raises(ExportRefused, match=r"neurons step at dt 0.001; dt=0.002 would label"):
-        to_nir(program, spec, dt=2e-3)
-    uni = get_model("snn.unisparse")  # a model that describes its own graph
-    own = uni.build({"smoke": True})
-    with pytest.raises(ExportRefused, match=r"graph steps at dt .*; dt=0.5 would label"):
-        to_nir(own, uni, dt=0.5)

@@ -327,14 +327,34 @@ def test_precision_bench_refuses_a_model_it_would_have_to_train(monkeypatch, tmp
     assert "neuroedge train vla.specprune" in capsys.readouterr().err
 
 
+def _calibrate(route: str, spec: ModelSpec, program: Any, tmp_path: Path, monkeypatch) -> None:
+    """Prepare an int8 graph of ``program`` the way ``route`` does (TensorRT faked past it)."""
+    if route == "onnxrt":
+        options = {"precision": "int8", "path": str(tmp_path / "m.onnx")}
+        get_backend("onnxrt").compile(program, spec, options)
+    elif route == "tensorrt":
+        from neuroedge.backends.tensorrt import TensorRTBackend
+
+        monkeypatch.setattr(TensorRTBackend, "probe", lambda self: Availability(True, "fake"))
+        monkeypatch.setattr(TensorRTBackend, "_engine_artifact", lambda self, *args: args)
+        options = {"variant": "int8", "dir": str(tmp_path), "calibration_samples": 8}
+        TensorRTBackend().compile(program, spec, options)
+    else:
+        from neuroedge.bench.precision import compare_precisions
+
+        compare_precisions(spec.name, 8, 1, {"smoke": True}, repeats=1)
+
+
+@pytest.mark.parametrize("route", ["onnxrt", "tensorrt", "precision_bench"])
 @pytest.mark.parametrize("model", [LIF, "snn.unisparse"])
-def test_a_dataset_models_int8_calibrates_on_training_digits(model: str, tmp_path) -> None:
-    """``evaluate`` scores the test digits: the int8 graph's calibration examples are training
-    digits (they were test digits of seeds 1000-1015, among those scored)."""
+def test_a_dataset_models_int8_calibrates_on_training_digits(
+    model: str, route: str, tmp_path, monkeypatch
+) -> None:
+    """``evaluate`` scores the test digits: int8 calibration examples are training digits
+    on every route that calibrates (they were test digits of seeds 1000-1015)."""
     from neuroedge.backends import onnxrt
 
     spec = get_model(model)
-    program = spec.build({"smoke": True})
     if model == LIF:
         from neuroedge.models.lif_convnet.data import load_digits_split as load
     else:
@@ -342,21 +362,21 @@ def test_a_dataset_models_int8_calibrates_on_training_digits(model: str, tmp_pat
     data = load(0)
     train = {row.tobytes() for row in data.x_train.astype(np.float32)}
     test = {row.tobytes() for row in data.x_test.astype(np.float32)}
-    drawn = []
-    real = spec.example_for
+    drawn: list[tuple[int, str, bytes]] = []
+    real = ModelSpec.example_for
 
-    def spy(seed: int, config: Any = None, split: str = "") -> dict[str, Any]:
-        out = real(seed, config, split)
-        drawn.append((split, out["x"][0, 0].astype(np.float32).tobytes()))
+    def spy(self: ModelSpec, seed: int, config: Any = None, split: str = "") -> dict[str, Any]:
+        out = real(self, seed, config, split)
+        drawn.append((seed, split, out["x"][0, 0].astype(np.float32).tobytes()))
         return out
 
-    object.__setattr__(spec, "example_for", spy)
-    try:
-        options = {"precision": "int8", "path": str(tmp_path / "m.onnx")}
-        get_backend("onnxrt").compile(program, spec, options)
-    finally:
-        object.__delattr__(spec, "example_for")
-    calibration = [x for split, x in drawn if split == onnxrt.CALIBRATION_SPLIT]
-    assert len(calibration) >= 8 and all(x in train and x not in test for x in calibration)
+    monkeypatch.setattr(ModelSpec, "example_for", spy)
+    _calibrate(route, spec, spec.build({"smoke": True}), tmp_path, monkeypatch)
+    calibration = [(split, x) for seed, split, x in drawn if seed >= onnxrt.CALIBRATION_SEED]
+    assert len(calibration) == 8 or (route == "onnxrt" and len(calibration) >= 8)
+    assert all(split == onnxrt.CALIBRATION_SPLIT for split, _ in calibration), calibration
+    assert all(x in train and x not in test for _, x in calibration)
+    held_out = [x for seed, split, x in drawn if seed < onnxrt.CALIBRATION_SEED]
+    assert all(x in test for x in held_out)  # parity and the bench's held-out: test digits
     with pytest.raises(ValueError, match=r"example split='val': expected one of test, train"):
         spec.example(0, split="val")

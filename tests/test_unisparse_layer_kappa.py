@@ -116,3 +116,28 @@ def test_real_onnxrt_parity_of_unisparse_is_one_per_layer(tmp_path: Path, requir
     assert row.metrics["spike_agreement"].value == 1.0
     assert row.metrics["spike_kappa"].value == row.metrics["min_layer_spike_kappa"].value == 1.0
     assert row.metrics["min_layer_spike_agreement"].value == 1.0
+
+
+def _per_layer(metrics: Any) -> None:
+    assert "min_layer_spike_kappa" in metrics and "min_layer_spike_agreement" in metrics
+
+
+def test_the_generic_bench_deploy_and_gpu_check_score_per_layer(monkeypatch) -> None:
+    """Every parity site reads the program's layers, not only the unisparse bench's."""
+    import neuroedge as ne
+    from neuroedge.backends.host import run_torch_program
+    from neuroedge.bench import gpu_check
+    from neuroedge.bench.runner import bench_model
+
+    config = {"smoke": True}
+    _, report = ne.deploy(spec_mod.SPEC.name, "onnxrt", config=config, repeats=2)
+    _per_layer(report.metrics)
+    rows = bench_model(spec_mod.SPEC, ["host", "onnxrt"], config=config, repeats=2)
+    _per_layer(next(r for r in rows if r.backend == "onnxrt").metrics)
+    program = spec_mod.SPEC.build(config)
+    example = spec_mod.SPEC.built_example(0, program)
+    reference = run_torch_program(program, example)
+    route = lambda *args: ((lambda x: run_torch_program(program, x)), None)  # noqa: E731
+    monkeypatch.setattr(gpu_check, "compile_route", route)  # the GPU's runner, on the CPU
+    row, _ = gpu_check._check_route(spec_mod.SPEC, "onnxrt-cuda", program, reference, example)
+    _per_layer(row.metrics)
