@@ -42,6 +42,7 @@ Design decisions, and why:
 from __future__ import annotations
 
 import importlib.util
+import threading
 import weakref
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -270,13 +271,15 @@ class LavaNetwork:
         self.inputs = inputs  # names of the graph's Input nodes (graded sources)
         self.recurrent = any(syn.source == layer.name for layer in layers for syn in layer.synapses)
         self._built: dict[tuple[int, int], dict[str, Any]] = {}
+        self._lock = threading.Lock()  # one run at a time: two threads on one net hung Lava
         # Lava's runtime keeps worker processes alive until stopped; without this an
         # interpreter that never calls close() would hang at exit.
         self._finalizer = weakref.finalize(self, _stop_all, self._built)
 
     def close(self) -> None:
-        """Stop Lava's runtime processes of every built network."""
-        _stop_all(self._built)
+        """Stop Lava's runtime processes of every built network (after a run in progress)."""
+        with self._lock:
+            _stop_all(self._built)
 
     def _run_cfg(self) -> Any:
         if self.config == "hw":
@@ -308,21 +311,10 @@ class LavaNetwork:
             return graded.astype(np.int32)
         return data
 
-    def run(self, x: np.ndarray, every_population: bool = False) -> dict[str, np.ndarray]:
-        """Step the network over ``x`` (T, batch, ...); outputs realigned to host steps.
-        ``every_population``: every population by NIR node name (spikes, or the readout's
-        value) instead of the graph's outputs, for per-layer parity."""
+    def _step(self, data: np.ndarray, batch: int, steps: int, depth: int) -> dict[str, Any]:
+        """The (batch, T) network run over the encoded ``data``; every population's record."""
         from lava.magma.core.run_conditions import RunSteps
 
-        if x.ndim < 2 or 0 in x.shape[:2]:
-            raise ValueError(
-                f"lava input of shape {list(x.shape)}: needs (T, batch, ...) with T >= 1 and "
-                "batch >= 1"
-            )
-        steps, batch = int(x.shape[0]), int(x.shape[1])
-        # a spiking population's record arrives one step after it (the packing synapse)
-        depth = max(layer.depth + int(layer.spiking) for layer in self.layers)
-        data = self._encode(x, depth)
         key = (batch, steps)
         net = self._built.get(key)
         if net is not None and self.recurrent:  # spikes of the last run's tail would circle
@@ -338,7 +330,23 @@ class LavaNetwork:
                 net["source"].data.set(data)
             cond = RunSteps(num_steps=steps + depth)
             net["source"].run(condition=cond, run_cfg=self._run_cfg())
-        pops = self._collect(net, steps, batch)
+        return self._collect(net, steps, batch)
+
+    def run(self, x: np.ndarray, every_population: bool = False) -> dict[str, np.ndarray]:
+        """Step the network over ``x`` (T, batch, ...); outputs realigned to host steps.
+        ``every_population``: every population by NIR node name (spikes, or the readout's
+        value) instead of the graph's outputs, for per-layer parity."""
+        if x.ndim < 2 or 0 in x.shape[:2]:
+            raise ValueError(
+                f"lava input of shape {list(x.shape)}: needs (T, batch, ...) with T >= 1 and "
+                "batch >= 1"
+            )
+        steps, batch = int(x.shape[0]), int(x.shape[1])
+        # a spiking population's record arrives one step after it (the packing synapse)
+        depth = max(layer.depth + int(layer.spiking) for layer in self.layers)
+        data = self._encode(x, depth)
+        with self._lock:
+            pops = self._step(data, batch, steps, depth)
         if every_population:
             return pops
         return {out: _assemble(pops, src) for out, src in self.outputs.items()}

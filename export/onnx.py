@@ -22,6 +22,7 @@ tensors change, or two identical calls disagree) and the export is refused with 
 from __future__ import annotations
 
 import os
+import threading
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -172,7 +173,6 @@ def export_onnx(
     stateless one removes the state file an earlier export to ``path`` left there.
     """
     import onnx
-    import torch
 
     state_file(path)  # a path with no file name fails now, not after the trace
     if form not in FORMS:
@@ -191,10 +191,8 @@ def export_onnx(
         module, args = _Unrolled.wrap(program), sequence_arguments(program, example)
         timed = (*program.input_names, *program.output_names)
         dynamic.update({name: {1: "batch"} for name in timed})
-    with atomic_path(path) as tmp, warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        warnings.simplefilter("ignore", torch.jit.TracerWarning)
-        torch.onnx.export(
+    with atomic_path(path) as tmp:
+        torch_onnx_export(
             module,
             args,
             str(tmp),
@@ -216,6 +214,24 @@ def export_onnx(
         onnx.save(model, str(tmp))
         _save_initial_state(program, Path(path))  # before the .onnx lands
     return Path(path)
+
+
+_EXPORT_LOCK = threading.Lock()
+
+
+def torch_onnx_export(*args: Any, quiet_all: bool = False, **kwargs: Any) -> Any:
+    """``torch.onnx.export`` without its deprecation and tracer warnings (every warning with
+    ``quiet_all``), one thread at a time: torch keeps an export's state in one process-wide
+    object (two threads exporting at once failed its assertion ``GLOBALS.in_onnx_export must
+    be False``), and the warning filters are process-wide too."""
+    import torch
+
+    with _EXPORT_LOCK, warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        if quiet_all:
+            warnings.simplefilter("ignore")
+        return torch.onnx.export(*args, **kwargs)
 
 
 def state_file(onnx_path: str | os.PathLike[str]) -> Path:

@@ -20,15 +20,14 @@ Everything here runs without TensorRT or a GPU (onnx and onnxruntime only), so C
 
 from __future__ import annotations
 
-import contextlib
 import json
-import logging
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from neuroedge.atomic import atomic_path
+from neuroedge.log_handlers import quiet_root_logger  # noqa: F401 (public here too)
 from neuroedge.export.onnx_fp16 import (  # public names, kept importable from here
     FP16_MAX,  # noqa: F401
     PRECISION_KEY,
@@ -146,25 +145,6 @@ def quantize_int8(
         )
         _record_int8(tmp, len(feeds))
     return Path(dst)
-
-
-@contextlib.contextmanager
-def quiet_root_logger() -> Iterator[None]:
-    """ONNX Runtime's quantizers log their pre-processing advice on every call with the
-    module-level ``logging.warning``: on the root logger at WARNING, and, where root has no
-    handler yet, through ``logging.basicConfig()``, which adds a stderr handler for good (the
-    caller's own ``basicConfig`` later does nothing). For the call only: the root level at
-    ERROR at least; on exit the caller's level is back and any handler added meanwhile gone."""
-    from neuroedge.log_handlers import handlers_kept
-
-    root = logging.getLogger()
-    level = root.level
-    root.setLevel(max(level, logging.ERROR))
-    try:
-        with handlers_kept(""):
-            yield
-    finally:
-        root.setLevel(level)
 
 
 def _record_int8(path: Path, n_feeds: int) -> None:

@@ -3,7 +3,10 @@ thread for tiny nets (repeatable rounding, no contention on a shared 2-core mach
 
 Both change process-wide torch state (the CPU generator, the intra-op thread count), so each
 holds one lock for its whole body: two threads building models at once would otherwise draw
-from one generator in turn and get each other's weights, or restore each other's count.
+from one generator in turn and get each other's weights, or restore each other's count. The
+lock binds neuroedge's threads only: an application thread drawing from torch's default
+generator during a build shares it (both streams change); such threads should draw from their
+own ``torch.Generator`` (README, "Using it").
 """
 
 from __future__ import annotations

@@ -10,7 +10,6 @@ TF-IDF weights stay on the host (numpy/torch), the 6 transformer layers run in t
 from __future__ import annotations
 
 import os
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -26,15 +25,14 @@ def export_encoder(enc: MiniLM, path: str | os.PathLike[str]) -> Path:
     and ``mask`` [batch, length] int64; output ``embedding`` [batch, hidden])."""
     import onnx
     from neuroedge.atomic import atomic_path
+    from neuroedge.export.onnx import torch_onnx_export
 
     ids, mask = enc.ids(["a dog barks in the park", "rain"])  # any example: axes are dynamic
     args = (enc.word_embeddings(ids), mask)
     dynamic = {"embeds": {0: "batch", 1: "length"}, "mask": {0: "batch", 1: "length"}}
     dynamic["embedding"] = {0: "batch"}
-    with atomic_path(path) as tmp, warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        warnings.simplefilter("ignore", torch.jit.TracerWarning)
-        torch.onnx.export(
+    with atomic_path(path) as tmp:
+        torch_onnx_export(
             enc.module,
             args,
             str(tmp),
@@ -81,7 +79,7 @@ def quantize_int8(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> P
     """ONNX Runtime's dynamic int8 quantization of ``src`` (weights int8 per tensor, activations
     quantized per call), written atomically to ``dst``."""
     from neuroedge.atomic import atomic_path
-    from neuroedge.export.tensorrt import quiet_root_logger
+    from neuroedge.log_handlers import quiet_root_logger
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     # its "consider pre-processing" advice on every call, and a root handler left behind

@@ -52,16 +52,14 @@ def export_mode_onnx(
     model: Any, method: str, prune: PruneConfig, mode: str, path: str | os.PathLike[str]
 ) -> Path:
     """One static-shape ONNX graph of ``model`` for controller ``mode``, checked by onnx."""
-    import warnings
-
     import onnx
     import torch
+    from neuroedge.export.onnx import torch_onnx_export
 
     model.configure(method, prune.budget(mode), prune.k_local(mode), prune).eval()
     args = tuple(torch.from_numpy(v) for v in example_inputs(model).values())
-    with atomic_path(path) as tmp, warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(
+    with atomic_path(path) as tmp:
+        torch_onnx_export(
             model,
             args,
             str(tmp),
@@ -69,6 +67,7 @@ def export_mode_onnx(
             output_names=list(OUTPUTS),
             opset_version=17,
             dynamo=False,
+            quiet_all=True,
         )
         onnx.checker.check_model(onnx.load(str(tmp)), full_check=True)
     return Path(path)

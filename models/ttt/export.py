@@ -10,7 +10,6 @@ atomically. The causal mask is built in the graph from the input's length, not b
 from __future__ import annotations
 
 import os
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,7 @@ def export_parallel_onnx(
     import onnx
     import torch
     from neuroedge.models.ttt.module import TTTParallelForm
+    from neuroedge.export.onnx import torch_onnx_export
 
     if form != "parallel":  # the chunked form reshapes into fixed blocks: a baked-in length
         raise ExportRefused(
@@ -49,9 +49,8 @@ def export_parallel_onnx(
         )
     module = TTTParallelForm(layer, form).eval()
     x = torch.randn(1, tokens, layer.qkv.in_features, generator=torch.Generator().manual_seed(0))
-    with atomic_path(path) as tmp, warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(
+    with atomic_path(path) as tmp:
+        torch_onnx_export(
             module,
             (x,),
             str(tmp),
@@ -61,6 +60,7 @@ def export_parallel_onnx(
             opset_version=OPSET,
             dynamo=False,
             do_constant_folding=True,
+            quiet_all=True,
         )
         model = onnx.load(str(tmp))
         onnx.checker.check_model(model, full_check=True)
