@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from neuroedge.errors import ExportRefused
 from neuroedge.export.nir import neuron_node
+from neuroedge.export.onnx import TRACE_LOCK
 from neuroedge.types import ModelSpec, TorchProgram
 
 
@@ -91,13 +92,14 @@ def traced_graph(
         spec.example_for(0, (program.meta or {}).get("config")) if example is None else example
     )
     x0 = [torch.as_tensor(example[n])[0] for n in program.input_names]
-    try:
-        gm = _Tracer.trace(program.module)
+    try:  # torch.fx patches nn.Module process-wide while it traces: one trace at a time
+        with TRACE_LOCK:
+            gm = _Tracer.trace(program.module)
+            _shapes(gm, (*x0, *program.init_state(int(x0[0].shape[0]))))
     except torch.fx.proxy.TraceError as err:
         raise ExportRefused(
             f"{spec.name}: the step cannot be traced by torch.fx for NIR export ({err})"
         ) from err
-    _shapes(gm, (*x0, *program.init_state(int(x0[0].shape[0]))))
     nodes, edges, dts = _convert(gm, program, x0)
     if len(dts) > 1:  # a NIR graph carries one dt, and each neuron's tau is for its own
         raise ExportRefused(

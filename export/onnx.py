@@ -216,7 +216,8 @@ def export_onnx(
     return Path(path)
 
 
-_EXPORT_LOCK = threading.Lock()
+# torch's exporters and torch.fx's tracer patch process-wide state: one trace at a time
+TRACE_LOCK = threading.Lock()
 
 
 def torch_onnx_export(*args: Any, quiet_all: bool = False, **kwargs: Any) -> Any:
@@ -226,7 +227,7 @@ def torch_onnx_export(*args: Any, quiet_all: bool = False, **kwargs: Any) -> Any
     be False``), and the warning filters are process-wide too."""
     import torch
 
-    with _EXPORT_LOCK, warnings.catch_warnings():
+    with TRACE_LOCK, warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
         if quiet_all:

@@ -19,9 +19,10 @@ _saved: Any = None
 
 
 def _recording_add(self: logging.Logger, handler: logging.Handler) -> None:
+    new = handler not in self.handlers  # re-adding the caller's own handler adds nothing
     _saved(self, handler)
     added = getattr(_local, "added", None)
-    if added is not None:
+    if added is not None and new:
         added.append((self, handler))
 
 
@@ -35,8 +36,8 @@ def handlers_kept(*names: str) -> Iterator[None]:
     outer = getattr(_local, "added", None)
     _local.added = added = []
     with _lock:
-        if _blocks == 0:
-            _saved = logging.Logger.addHandler
+        if _blocks == 0 and logging.Logger.addHandler is not _recording_add:
+            _saved = logging.Logger.addHandler  # (someone's patch may have put ours back)
             logging.Logger.addHandler = _recording_add  # type: ignore[method-assign]
         _blocks += 1
     try:
@@ -64,7 +65,8 @@ class _QuietThread(logging.Filter):
         self.thread = threading.get_ident()
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.thread != self.thread or record.levelno >= logging.ERROR
+        # logger filters run in the logging thread (record.thread is None without logThreads)
+        return threading.get_ident() != self.thread or record.levelno >= logging.ERROR
 
 
 @contextlib.contextmanager

@@ -95,6 +95,7 @@ def test_energy_model_uses_the_45nm_constants() -> None:
         ([0.0, 0.5, 1.0], torch.float32, False),
         ([0.0, -1.0, 1.0], torch.float32, False),
         ([0.0, 2.0, -1.0], torch.float32, False),
+        ([0.5] * 8 + [2.0], torch.float32, False),  # sum x(1-x) = 8/4 - 2 = 0: range decides
         ([0.0, 1e-30, 1.0], torch.float32, False),
         ([0.0, float("nan"), 1.0], torch.float32, False),
         ([0.0, 6e-8, 1.0], torch.float16, False),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -33,8 +34,9 @@ def _in_threads(jobs: list[Callable[[], Any]], timeout: float = 120.0) -> list[A
     threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(len(jobs))]
     for t in threads:
         t.start()
+    deadline = time.monotonic() + timeout  # one deadline for all: a hang fails in ``timeout``
     for t in threads:
-        t.join(timeout)
+        t.join(max(deadline - time.monotonic(), 0.0))
     assert not any(t.is_alive() for t in threads), "a thread hung"
     return results
 
@@ -121,5 +123,32 @@ def test_quieting_the_quantizer_drops_only_the_calling_threads_records() -> None
         assert not worker.is_alive()
         assert seen == ["quantizer error", "application warning"]
         assert not root.filters
+    finally:
+        root.removeHandler(handler)
+
+
+def test_a_handler_the_caller_had_stays_when_readded_in_a_block() -> None:
+    root, handler = logging.getLogger(), logging.NullHandler()
+    root.addHandler(handler)
+    try:
+        with handlers_kept(""):
+            root.addHandler(handler)  # a no-op: it is there already
+        assert handler in root.handlers
+    finally:
+        root.removeHandler(handler)
+
+
+def test_quieting_holds_without_thread_ids_on_records(monkeypatch) -> None:
+    """With ``logging.logThreads = False`` records carry no thread id: still quieted."""
+    monkeypatch.setattr(logging, "logThreads", False)
+    root, seen = logging.getLogger(), []
+    handler = logging.Handler()
+    handler.emit = lambda record: seen.append(record.getMessage())  # type: ignore[method-assign]
+    root.addHandler(handler)
+    try:
+        with quiet_root_logger():
+            logging.warning("quantizer advice")
+        logging.warning("after")
+        assert seen == ["after"]
     finally:
         root.removeHandler(handler)
