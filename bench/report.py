@@ -108,6 +108,24 @@ def markdown_table(doc: dict[str, Any], columns: Sequence[str] = DEFAULT_COLUMNS
     return "\n".join(lines)
 
 
+def units_line(doc: dict[str, Any], columns: Sequence[str] = DEFAULT_COLUMNS) -> str:
+    """Each column's unit, naming the rows of each where a column mixes units (a lava run's
+    throughput counts simulated time steps per second on every measured row, the null row's
+    stays 1/s)."""
+    parts = []
+    for c in columns:
+        rows: dict[str, list[str]] = {}
+        for r in doc["rows"]:
+            if r["metrics"].get(c) is not None:
+                where = f"{r['variant']}/{r['backend']}"
+                rows.setdefault(str(r["metrics"][c]["unit"]), []).append(where)
+        if len(rows) == 1:
+            parts.append(f"{c} {next(iter(rows))}")
+        elif rows:
+            parts.append(f"{c} " + "; ".join(f"{u} ({', '.join(w)})" for u, w in rows.items()))
+    return "units: " + ", ".join(parts) if parts else ""
+
+
 def text_table(doc: dict[str, Any], columns: Sequence[str] = DEFAULT_COLUMNS) -> str:
     """The same table aligned for a terminal."""
     header = ["variant", "backend", *columns]
@@ -130,6 +148,8 @@ def write_markdown(
         f"- machine: {doc['machine']}",
         "",
         markdown_table(doc, columns),
+        "",
+        units_line(doc, columns),
         "",
         "`*` = estimated (energy model or fake timing), never measured.",
         "",

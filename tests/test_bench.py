@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from pathlib import Path
 
@@ -58,10 +59,36 @@ def test_report_files_follow_the_schema_and_reach_the_history(tmp_path: Path) ->
     }
     md = (tmp_path / "out" / "report.md").read_text()
     assert "| default | host | - | 2 |" in md and "rejection: no GPU" in md
+    assert "| 1* |" in md  # the estimated energy carries its mark
     assert written["latency"].read_bytes()[:4] == b"\x89PNG"
     assert [r["model"] for r in runs(db)] == ["snn.toy"]
+    with sqlite3.connect(db) as con:  # the metrics table holds the rows' own values
+        stored = con.execute("SELECT variant, backend, name, value, unit, how FROM metrics")
+        assert sorted(stored) == [
+            ("default", "host", "energy_uj", 1.0, "uJ", "estimated"),
+            ("default", "host", "latency_p50_ms", 2.0, "ms", "measured"),
+        ]
     record(doc, db)
     assert len(runs(db, model="snn.toy")) == 2
+
+
+def test_report_md_names_fallbacks_and_each_columns_units(tmp_path: Path) -> None:
+    """A lava run's throughput counts time steps/s on measured rows, 1/s on the null row:
+    report.md says which unit each row's figure is in, and what ran elsewhere than asked."""
+    rows = [
+        Report("m", "host", metrics={"throughput_per_s": Measurement(5.0, "time steps/s")}),
+        Report(
+            "m",
+            "null",
+            metrics={"throughput_per_s": Measurement(1000.0, "1/s", "estimated")},
+            fallbacks=("CPUExecutionProvider instead of CUDAExecutionProvider",),
+        ),
+    ]
+    write_report(build_document("m", rows), tmp_path / "out")
+    md = (tmp_path / "out" / "report.md").read_text()
+    units = "throughput_per_s time steps/s (default/host); 1/s (default/null)"
+    assert "units: " + units in md
+    assert "default/null fallback: CPUExecutionProvider instead of CUDAExecutionProvider" in md
 
 
 def test_interrupted_atomic_write_leaves_the_old_file(tmp_path: Path) -> None:
