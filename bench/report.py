@@ -215,11 +215,18 @@ def latency_plot(doc: dict[str, Any], path: Path) -> Path | None:
     rows = [r for r in doc["rows"] if "latency_p50_ms" in r["metrics"]]
     if not rows:
         return None
-    labels = [f"{r['variant']}\n{r['backend']}" for r in rows]
+    fake = [r["metrics"]["latency_p50_ms"]["how"] == "estimated" for r in rows]  # null's
+    labels = [
+        f"{r['variant']}\n{r['backend']}" + ("\n(fake)" if f else "") for r, f in zip(rows, fake)
+    ]
     p50 = [r["metrics"]["latency_p50_ms"]["value"] for r in rows]
     p99 = [r["metrics"].get("latency_p99_ms", {"value": v})["value"] for r, v in zip(rows, p50)]
     fig, ax = plt.subplots(figsize=(max(4, 1.3 * len(rows)), 3.5))
-    ax.bar(labels, p50, yerr=[[0] * len(p50), [b - a for a, b in zip(p50, p99)]], capsize=4)
+    bars = ax.bar(labels, p50, yerr=[[0] * len(p50), [b - a for a, b in zip(p50, p99)]], capsize=4)
+    for bar, f in zip(bars, fake):  # an estimate is no measurement: hatched, unfilled
+        if f:
+            bar.set_hatch("//")
+            bar.set_fill(False)
     ax.set_yscale("log")  # p99 outliers on a shared machine would flatten a linear axis
     ax.set_ylabel("latency per call (ms, log): p50, whisker to p99")
     ax.set_title(f"{doc['model']}: latency by backend")

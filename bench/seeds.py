@@ -218,7 +218,7 @@ def claim_lines(claim: Mapping[str, Any], notes: Sequence[str] = ()) -> list[str
     table with one row per seed of every per-seed list in ``claim`` (``claim["seeds"]``,
     ``claim["parts"]`` and ``claim["holds"]`` as ``claim_over_seeds`` functions return them)."""
     holds = claim["holds"]
-    said = "holds" if holds else "not met (a part not measured)" if holds is None else "not met"
+    said = "holds" if holds else VERDICT_WORDS[None] if holds is None else "not met"  # as the CLI
     lines = [f"## Claim over seeds {claim['seeds']}: {said}", ""]
     lines += [f"- {part}: {ok}" for part, ok in claim["parts"].items()]
     lines += list(notes)

@@ -190,3 +190,40 @@ def test_profile_times_torch_on_one_thread(monkeypatch: pytest.MonkeyPatch) -> N
         ne.deploy("snn.lif_convnet", "host", config={"untrained": True}, repeats=2)
 
     assert _threads_while_timed(monkeypatch, latency, "measure_latency", run) == [1]
+
+
+@pytest.mark.parametrize("holds", [True, False, None])
+def test_report_md_and_the_console_word_a_claim_alike(holds: bool | None) -> None:
+    """A claim with a part not measured read 'not met (a part not measured)' in report.md and
+    'not all measured, none failed' on the console."""
+    from neuroedge.bench.seeds import claim_lines
+    from neuroedge.cli import CLAIM_WORDS
+
+    claim = {"holds": holds, "seeds": [0], "parts": {"p": holds}, "gap": [0.1]}
+    header = claim_lines(claim)[0]
+    assert header.lower().endswith(CLAIM_WORDS[holds].lower()), header
+
+
+def test_the_latency_plot_marks_a_fake_timing(tmp_path: Path, monkeypatch) -> None:
+    """The null backend's fake 1 ms was drawn as an ordinary, measured-looking bar."""
+    import neuroedge.bench.report as report
+
+    seen: list[object] = []
+    real = report.save_figure
+
+    def keep(fig: object, path: Path) -> Path:
+        seen.append(fig)
+        return real(fig, path)
+
+    monkeypatch.setattr(report, "save_figure", keep)
+    rows = [
+        Report("m", "host", metrics={"latency_p50_ms": Measurement(2.0, "ms")}),
+        Report("m", "null", metrics={"latency_p50_ms": Measurement(1.0, "ms", "estimated")}),
+    ]
+    assert report.latency_plot(build_document("m", rows), tmp_path / "l.png") is not None
+    ax = seen[0].axes[0]
+    host, null = ax.patches[:2]
+    assert (host.get_hatch(), host.get_fill()) == (None, True)
+    assert (null.get_hatch(), null.get_fill()) == ("//", False)
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert labels == ["default\nhost", "default\nnull\n(fake)"]
