@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from neuroedge.backends.base import MeasuredBackend, axes_meta, check_options, unroll
-from neuroedge.shapes import bind_inputs
+from neuroedge.shapes import as_numpy, bind_inputs
 from neuroedge.types import (
     Artifact,
     Availability,
@@ -69,9 +69,7 @@ def host_array(value: Any) -> Any:
     view with negative strides (OpenCV's ``img[..., ::-1]``) copied, which torch refuses."""
     import numpy as np
 
-    if hasattr(value, "detach"):
-        return value.detach().cpu().numpy()
-    arr = np.asarray(value)
+    arr = as_numpy(value)
     return np.ascontiguousarray(arr) if any(s < 0 for s in arr.strides) else arr
 
 

@@ -66,7 +66,7 @@ from neuroedge.backends.lava_processes import (  # public names, kept importable
 )
 from neuroedge.log_handlers import handlers_kept
 from neuroedge.errors import BackendUnavailable, ConfigError, ExportRefused, InputError
-from neuroedge.shapes import bind_inputs
+from neuroedge.shapes import as_numpy, bind_inputs
 from neuroedge.types import (
     Artifact,
     Availability,
@@ -180,9 +180,7 @@ class LavaBackend(MeasuredBackend):
         )
         if len(inputs) != 1:
             raise ValueError(f"lava runs single-input networks, got inputs {sorted(inputs)}")
-        value = next(iter(inputs.values()))
-        if hasattr(value, "detach"):  # a torch tensor, which may require grad
-            value = value.detach().cpu().numpy()
+        value = as_numpy(next(iter(inputs.values())))  # a tensor may require grad
         return artifact.handle.run(np.asarray(value, dtype=np.float32))
 
 

@@ -23,16 +23,13 @@ from neuroedge.errors import ArtifactError, ConfigError
 from neuroedge.npyfile import load_npz
 from neuroedge.export.tensorrt import VARIANTS as PRECISIONS  # int8: Q/DQ, calibrated
 from neuroedge.paths import artifact_dir
-from neuroedge.shapes import bind_inputs
+from neuroedge.shapes import as_numpy, bind_inputs
 from neuroedge.types import Artifact, Availability, ModelSpec, Program, Support, TorchProgram
 
 OPTIONS = ("form", "path", "precision", "providers", "threads")  # what compile / load read
 
 ACCELERATED = ("TensorrtExecutionProvider", "CUDAExecutionProvider")
-# int8 graphs (here and in tensorrt) calibrate on the model's examples of seeds from
-# CALIBRATION_SEED (parity is measured on seed 0, held out), of its training data where they
-# are test data (CALIBRATION_SPLIT: never what `evaluate` scores)
-CALIBRATION_SEED = 1000
+CALIBRATION_SEED = 1000  # int8 graphs (here and in tensorrt) calibrate from it; parity: seed 0
 CALIBRATION_SPLIT = "train"
 
 
@@ -42,6 +39,14 @@ def calibration_seeds(precision: str, samples: int) -> range:
     if precision != "int8":
         return range(1)
     return range(CALIBRATION_SEED, CALIBRATION_SEED + samples)
+
+
+def calibration_examples(
+    spec: ModelSpec, program: Any, seeds: range, config: Mapping[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """The examples of ``seeds`` an int8 graph calibrates on, from the training data where the
+    model's examples are test data (``CALIBRATION_SPLIT``: never what ``evaluate`` scores)."""
+    return [spec.built_example(s, program, config, CALIBRATION_SPLIT) for s in seeds]
 
 
 class OnnxRuntimeBackend(MeasuredBackend):
@@ -144,7 +149,7 @@ class OnnxRuntimeBackend(MeasuredBackend):
 
         fp32 = self.load(path, spec, {"threads": "1"})
         seeds = calibration_seeds(precision, CALIBRATION_SAMPLES)
-        examples = [spec.built_example(s, program, split=CALIBRATION_SPLIT) for s in seeds]
+        examples = calibration_examples(spec, program, seeds)
         feeds = calibration_feeds(fp32.handle, fp32.meta, examples)
         return prepare_precision(path, precision, path.parent, feeds, check=False)
 
@@ -191,7 +196,7 @@ class OnnxRuntimeBackend(MeasuredBackend):
         state_names = meta["state_names"]
         data_inputs = [n for n in meta["inputs"] if n not in state_names]
         outs = [n for n in meta["outputs"] if not n.endswith("_out") or n[:-4] not in state_names]
-        xs = [np.ascontiguousarray(_numpy(inputs[n])) for n in data_inputs]
+        xs = [np.ascontiguousarray(as_numpy(inputs[n])) for n in data_inputs]
         if not state_names:
             ys = _session_run(session, outs, dict(zip(data_inputs, xs)), artifact.path)
             return dict(zip(outs, ys))
@@ -393,8 +398,3 @@ def _precision(model: Any) -> str:
         return str(json.loads(record)["precision"]) if record else "fp32"
     except (ValueError, KeyError, TypeError):
         return "fp32"
-
-
-def _numpy(value: Any) -> Any:
-    """A numpy view of an input; a torch tensor is detached first (it may require grad)."""
-    return value.detach().cpu().numpy() if hasattr(value, "detach") else value

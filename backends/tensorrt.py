@@ -225,8 +225,8 @@ class TensorRTBackend(MeasuredBackend):
         rebuilt on each compile and kept in dir/<form>.<variant>-<hash of the files>, reused
         when the same; engines cached under dir/engines), engine_path."""
         from neuroedge.backends.onnxrt import (
-            CALIBRATION_SPLIT,
             OnnxRuntimeBackend,
+            calibration_examples,
             calibration_seeds,
         )
         from neuroedge.export.tensorrt import calibration_feeds, prepare_precision
@@ -249,7 +249,7 @@ class TensorRTBackend(MeasuredBackend):
             )
             # int8 calibrates on seeds disjoint from the example parity is measured on
             seeds = calibration_seeds(variant, int(opts["calibration_samples"]))
-            examples = [spec.built_example(s, program, split=CALIBRATION_SPLIT) for s in seeds]
+            examples = calibration_examples(spec, program, seeds)
             made.extend([source, calibration_feeds(source.handle, source.meta, examples)])
             return prepare_precision(source.path, variant, work, made[1], check=False)
 

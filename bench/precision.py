@@ -166,7 +166,7 @@ def compare_precisions(
     from neuroedge.export.tensorrt import calibration_feeds, prepare_precision
     from neuroedge.registry import get_backend, get_model
 
-    from neuroedge.backends.onnxrt import CALIBRATION_SPLIT, calibration_seeds
+    from neuroedge.backends.onnxrt import calibration_examples, calibration_seeds
 
     _check_counts(calibration, samples, repeats)
     spec = get_model(model)
@@ -185,7 +185,7 @@ def compare_precisions(
             },
         )
         seeds = calibration_seeds("int8", calibration)  # what the shipped int8 graph sees
-        examples = [spec.built_example(s, program, cfg, CALIBRATION_SPLIT) for s in seeds]
+        examples = calibration_examples(spec, program, seeds, cfg)
         feeds = calibration_feeds(None, art.meta, examples)
         graphs = {v: prepare_precision(art.path, v, tmp, feeds) for v in VARIANTS}
         sessions = {v: open_session(p, "CPUExecutionProvider")[0] for v, p in graphs.items()}

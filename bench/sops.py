@@ -127,10 +127,11 @@ class OpCounts:
         return spikes / slots if slots else 0.0
 
 
-def _is_binary(x: Any) -> bool:
-    """Whether every value of ``x`` is 0 or 1: for floats from its range and ``sum x(1-x)``
-    (zero only for 0/1 values in [0, 1]), one reduction instead of two full comparisons and
-    their masks, ~100 us a call on the mini-ResNet (the counter's largest cost after conv)."""
+def is_binary_tensor(x: Any) -> bool:
+    """Whether every value of tensor ``x`` is 0 or 1: for floats from its range and
+    ``sum x(1-x)`` (each term >= 0 on [0, 1] and 0 only at 0 and 1, so no cancellation), one
+    reduction instead of two full comparisons and their masks (~100 us a call on the
+    mini-ResNet, the counter's largest cost after conv)."""
     import torch
 
     if x.numel() == 0:
@@ -217,7 +218,7 @@ class OpCounter:
             # a Linear input may carry extra leading axes: fold them into the batch
             batch_axes = x.dim() - 1 if count.kind == "Linear" else 1
             key = (name, tuple(x.shape[batch_axes:]))
-            binary = _is_binary(x)
+            binary = is_binary_tensor(x)
             rows = x.reshape(-1, *key[1])
             if binary:  # a float32 sum of 0/1 values is exact below 2**24 rows (float64 above)
                 exact = torch.float32 if rows.shape[0] < 2**24 else torch.float64

@@ -118,6 +118,16 @@ def neuron_node(params: Any, shape: tuple[int, ...], spiking: bool) -> Any:
     )
 
 
+def refuse_other_dt(name: str, dt: float | None, own: float | None) -> None:
+    """ExportRefused for a ``dt`` other than the step the neurons' taus are for (``own``): a
+    graph labelled with another step runs another net in any reader; None is no request."""
+    if dt is not None and (own is None or not math.isclose(float(dt), own, rel_tol=1e-9)):
+        raise ExportRefused(
+            f"{name}: its neurons step at dt {own}; dt={dt} would label the graph with "
+            "another step than its taus were trained at: leave dt out"
+        )
+
+
 def to_nir(
     program: TorchProgram,
     spec: ModelSpec,
@@ -135,12 +145,7 @@ def to_nir(
     if own is not None:  # the model writes its own graph (one torch.fx cannot trace)
         described = own()
         graph = getattr(described, "graph", described)
-        own_dt = graph.metadata.get("dt")
-        if dt is not None and (own_dt is None or not math.isclose(dt, own_dt, rel_tol=1e-9)):
-            raise ExportRefused(
-                f"{spec.name}: its graph steps at dt {own_dt}; dt={dt} would label it with "
-                "another step than its taus: leave dt out"
-            )
+        refuse_other_dt(spec.name, dt, graph.metadata.get("dt"))
     else:
         graph = traced_graph(program, spec, dt, example)
     if pool == "fold":

@@ -7,16 +7,17 @@ cells, ``avg_pool2d``, flatten and ``+`` are mapped; anything else is refused wi
 
 from __future__ import annotations
 
-import math
 import operator
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 from neuroedge.errors import ExportRefused
-from neuroedge.export.nir import neuron_node
+from neuroedge.export.nir import neuron_node, refuse_other_dt
 from neuroedge.export.onnx import TRACE_LOCK
 from neuroedge.types import ModelSpec, TorchProgram
+
+FX_INPUT = "placeholder"  # torch.fx's name for a graph-input node kind (``Node.op``)
 
 
 def _torch_node(module: Any, in_shape: tuple[int, ...]) -> Any:
@@ -110,11 +111,8 @@ def traced_graph(
         if not dts:
             raise ExportRefused(f"{spec.name}: no neuron carries a step; give dt=")
         dt = dts.pop()
-    elif dts and not math.isclose(float(dt), next(iter(dts)), rel_tol=1e-9):
-        raise ExportRefused(  # their tau stays theirs: a reader stepping at dt= runs another net
-            f"{spec.name}: its neurons step at dt {next(iter(dts))}; dt={dt} would label the "
-            "graph with another step than its taus were trained at: leave dt out"
-        )
+    elif dts:
+        refuse_other_dt(spec.name, dt, next(iter(dts)))
     return _graph(nodes, edges, {"dt": float(dt), "producer": "neuroedge", "model": spec.name})
 
 
@@ -134,7 +132,7 @@ def _convert(gm: Any, program: TorchProgram, x0: list[Any]) -> tuple[dict, list,
         return [name]
 
     for n in gm.graph.nodes:
-        if n.op in ("placeholder", "output"):
+        if n.op in (FX_INPUT, "output"):
             continue
         src = value.get(n.args[0].name) if n.args and hasattr(n.args[0], "name") else None
         key = n.target.replace(".", "_") if isinstance(n.target, str) else n.name
@@ -175,13 +173,13 @@ def _convert(gm: Any, program: TorchProgram, x0: list[Any]) -> tuple[dict, list,
 def _input_nodes(
     gm: Any, program: TorchProgram, x0: list[Any]
 ) -> tuple[dict[str, Any], dict[str, list[str] | None]]:
-    """NIR ``Input`` nodes of the data placeholders, and each placeholder's NIR sources."""
+    """NIR ``Input`` nodes of the graph's data inputs, and each fx input's NIR sources."""
     import nir
 
     nodes: dict[str, Any] = {}
     value: dict[str, list[str] | None] = {}  # fx node -> NIR sources (None: state)
     n_in = len(program.input_names)
-    fx_inputs = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    fx_inputs = [n for n in gm.graph.nodes if n.op == FX_INPUT]
     for i, ph in enumerate(fx_inputs):
         if i < n_in:
             name = program.input_names[i]

@@ -55,7 +55,8 @@ def check_input_names(spec: ModelSpec, names: Any) -> None:
         )
 
 
-def _numpy(value: Any) -> Any:
+def as_numpy(value: Any) -> Any:
+    """An input as a numpy array: a torch tensor detached to the CPU (it may require grad)."""
     import numpy as np
 
     return value.detach().cpu().numpy() if hasattr(value, "detach") else np.asarray(value)
@@ -113,7 +114,7 @@ def _check_unmasked(model: str, io: IOSpec, value: Any) -> None:
 def _check_finite_input(model: str, io: IOSpec, value: Any) -> None:
     import numpy as np
 
-    arr = _numpy(value)
+    arr = as_numpy(value)
     if np.isfinite(arr).all():
         return
     bad = np.argwhere(~np.isfinite(arr))
@@ -127,7 +128,7 @@ def _check_finite_input(model: str, io: IOSpec, value: Any) -> None:
 def _check_bounds(model: str, io: IOSpec, value: Any) -> None:
     import numpy as np
 
-    arr = _numpy(value)
+    arr = as_numpy(value)
     low, high = io.bounds  # type: ignore[misc]
     outside = ~((arr >= low) & (arr <= high))  # NaN is outside too
     if not outside.any():

@@ -19,7 +19,7 @@ def test_a_dt_other_than_the_neurons_own_is_refused() -> None:
         to_nir(program, spec, dt=2e-3)
     uni = get_model("snn.unisparse")  # a model that describes its own graph
     own = uni.build({"smoke": True})
-    with pytest.raises(ExportRefused, match=r"graph steps at dt .*; dt=0.5 would label"):
+    with pytest.raises(ExportRefused, match=r"neurons step at dt .*; dt=0.5 would label"):
         to_nir(own, uni, dt=0.5)
 
 

@@ -107,6 +107,6 @@ def test_energy_model_uses_the_45nm_constants() -> None:
     ],
 )
 def test_binary_inputs_are_told_from_analog_ones(values: list, dtype: Any, binary: bool) -> None:
-    from neuroedge.bench.sops import _is_binary
+    from neuroedge.bench.sops import is_binary_tensor
 
-    assert _is_binary(torch.tensor(values, dtype=dtype)) is binary
+    assert is_binary_tensor(torch.tensor(values, dtype=dtype)) is binary
