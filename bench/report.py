@@ -126,6 +126,17 @@ def units_line(doc: dict[str, Any], columns: Sequence[str] = DEFAULT_COLUMNS) ->
     return "units: " + ", ".join(parts) if parts else ""
 
 
+def speedup_lines(doc: dict[str, Any]) -> list[str]:
+    """One line per row's p50 speedup over host (``speedup_vs_host``, the generic bench's):
+    what the console prints, and report.md lists under the table."""
+    ratios = doc.get("speedup_vs_host") or {}
+    return [
+        f"speedup {label} vs host (p50, same run): " + ("n/a" if ratio is None else f"{ratio:.2f}x")
+        for label, ratio in ratios.items()
+        if not label.endswith("/host")
+    ]
+
+
 def text_table(doc: dict[str, Any], columns: Sequence[str] = DEFAULT_COLUMNS) -> str:
     """The same table aligned for a terminal."""
     header = ["variant", "backend", *columns]
@@ -154,6 +165,8 @@ def write_markdown(
         "`*` = estimated (energy model or fake timing), never measured.",
         "",
     ]
+    if speedup_lines(doc):
+        lines += [*(f"- {line}" for line in speedup_lines(doc)), ""]
     if doc.get("process_peak_rss_mb") is not None:
         lines += [
             f"- peak resident memory of the bench process: {doc['process_peak_rss_mb']} MB "

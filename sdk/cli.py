@@ -192,7 +192,7 @@ def _own_bench(args: argparse.Namespace, spec: Any, bench: Any, w: Any, config: 
 def cmd_bench(args: argparse.Namespace) -> int:
     from neuroedge.atomic import check_writable
     from neuroedge.bench.history import check as check_history
-    from neuroedge.bench.report import build_document, text_table, write_report
+    from neuroedge.bench.report import build_document, speedup_lines, text_table, write_report
     from neuroedge.bench.runner import bench_model, speedups
     from neuroedge.paths import home
 
@@ -223,9 +223,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     )
     written = write_report(doc, args.out, history=args.history)
     print(text_table(doc))
-    for label, ratio in ratios.items():
-        if not label.endswith("/host"):
-            print(f"speedup {label} vs host (p50, same run): {ratio:.2f}x")
+    for line in speedup_lines(doc):
+        print(line)
     for row in rows:
         parity = [n for n in row.notes if n.startswith("parity:")]
         for reason in (*row.rejections, *row.fallbacks, *parity):

@@ -129,8 +129,12 @@ def test_bench_writes_report_rows_for_each_backend(
     assert host["metrics"]["energy_uj"]["how"] == "estimated"
     assert ort["metrics"]["spike_agreement"]["value"] == 1.0
     assert null["metrics"]["latency_p50_ms"]["how"] == "estimated"
-    assert "speedup default/onnxrt vs host" in capsys.readouterr().out
-    assert (tmp_path / "report.md").is_file() and (tmp_path / "latency.png").is_file()
+    ratio = doc["speedup_vs_host"]["default/onnxrt"]
+    line = f"speedup default/onnxrt vs host (p50, same run): {ratio:.2f}x"
+    assert line in capsys.readouterr().out.splitlines()
+    assert f"- {line}" in (tmp_path / "report.md").read_text().splitlines()  # not console only
+    assert "speedup default/host" not in (tmp_path / "report.md").read_text()
+    assert (tmp_path / "latency.png").is_file()
 
 
 def test_run_prints_outputs(capsys: pytest.CaptureFixture[str]) -> None:
