@@ -5,7 +5,8 @@ the problem for any bad bytes.
 with an unclosed bracket, ``MemoryError`` from a header whose shape was corrupted to billions
 of rows (allocated before the data is read), and ``zlib.error``, ``NotImplementedError`` or
 ``RuntimeError`` from an .npz member whose zip metadata or deflate stream is damaged. Here the
-header is parsed first and its shape checked against the bytes that follow it.
+header is parsed first and its shape checked against the bytes that follow it, and an .npz
+member's declared size against what its compressed bytes can hold.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ import numpy as np
 # or header (BadZipFile), a damaged deflate stream (zlib.error), an unknown compression
 # method or zip version (NotImplementedError), an encrypted member (RuntimeError), a cut one
 ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, NotImplementedError, RuntimeError, EOFError)
+# the most bytes deflate can give per compressed byte (258-byte matches in ~2 bits: 1032:1)
+DEFLATE_MAX_RATIO = 1032
 
 
 def load_npy(path: str | os.PathLike[str]) -> np.ndarray:
@@ -76,6 +79,7 @@ def load_npz(
     ``check_names(names)`` runs before any array is read. ValueError naming the member and
     what is wrong with its bytes; what ``check_names`` raises as is."""
     wanted = None if only is None else set(only)
+    archive = os.path.getsize(path)
     try:
         with zipfile.ZipFile(path) as zf:
             infos = zf.infolist()
@@ -83,7 +87,7 @@ def load_npz(
             if check_names is not None:
                 check_names(names)
             return {
-                name: _member(zf, info)
+                name: _member(zf, info, archive)
                 for name, info in zip(names, infos)
                 if wanted is None or name in wanted
             }
@@ -91,9 +95,23 @@ def load_npz(
         raise ValueError(f"a corrupt zip archive ({type(err).__name__}: {err})") from err
 
 
-def _member(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> np.ndarray:
+def _check_sizes(info: zipfile.ZipInfo, archive: int) -> None:
+    """Refuse a member whose declared size its compressed bytes cannot hold (a forged or
+    corrupt zip64 size would otherwise size the array allocated before the data is read)."""
+    ratio = {zipfile.ZIP_STORED: 1, zipfile.ZIP_DEFLATED: DEFLATE_MAX_RATIO}
+    most = info.compress_size * ratio.get(info.compress_type, math.inf) + 64
+    if info.compress_size > archive or info.file_size > most:
+        raise ValueError(
+            f"member {info.filename!r} declares {info.file_size} bytes from "
+            f"{info.compress_size} compressed bytes in a {archive}-byte archive: "
+            "a corrupt or forged zip size"
+        )
+
+
+def _member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, archive: int) -> np.ndarray:
     if not info.filename.endswith(".npy"):
         raise ValueError(f"member {info.filename!r} is not an .npy array")
+    _check_sizes(info, archive)
     try:
         with zf.open(info) as fh:
             return read_npy(fh, info.file_size)

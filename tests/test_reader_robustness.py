@@ -112,6 +112,27 @@ def test_npz_member_with_a_huge_shape_is_refused_before_allocating(tmp_path) -> 
         load_inputs(path, SPEC)
 
 
+def test_npz_member_with_a_forged_zip64_size_is_refused_before_allocating(tmp_path) -> None:
+    """The central directory's zip64 size says 1 TiB and the member's header a shape that fits
+    it: both lie, and the array (was: MemoryError, 1 TiB) is never allocated."""
+    from neuroedge.arrays import load_inputs
+    from neuroedge.models.envy_free.spec import SPEC
+
+    header = io.BytesIO()
+    fields = {"descr": "<f8", "fortran_order": False, "shape": (2**36 - 16, 2)}
+    np.lib.format.write_array_header_1_0(header, fields)
+    path = tmp_path / "a.npz"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("query_means.npy", header.getvalue() + np.zeros(6).tobytes())
+        zf.filelist[0].file_size = 2**40  # written into the central directory as zip64
+    with pytest.raises(InputError, match=r"declares 1099511627776 bytes from \d+ compressed"):
+        load_inputs(path, SPEC)
+    for compressed in (False, True):  # sound archives of either method still read
+        big = np.zeros((4096, 2)) if compressed else np.arange(12.0).reshape(6, 2)
+        (tmp_path / "b.npz").write_bytes(bytes(_npz(big, compressed)))
+        np.testing.assert_array_equal(load_inputs(tmp_path / "b.npz", SPEC)["query_means"], big)
+
+
 @pytest.mark.parametrize(
     ("field", "value"),
     [(10, b"\x63\x00"), (8, b"\x01\x00"), (6, b"\xff\x00"), ("zip64", b"\x02\x00\x00\x00")],
