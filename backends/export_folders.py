@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from neuroedge.atomic import draft_prefix, remove_dead_drafts
 from neuroedge.errors import ArtifactError, ConfigError
 from neuroedge.npyfile import ZIP_ERRORS
 
@@ -70,13 +71,15 @@ def export_once(folder: Path, name: str, write: Callable[[Path], Path]) -> Path:
         final = _publish(work, folder / f"{name}-{key[:16]}", key, folder / f".{name}.lock")
     finally:
         shutil.rmtree(work, ignore_errors=True)  # gone already once published
+    remove_dead_drafts(folder, name)
     return final / Path(written).relative_to(work)
 
 
 def _private_folder(folder: Path, name: str) -> Path:
-    """A new folder ``.<name>.<pid>.<random>.part`` (mkdir: the mode the umask gives)."""
+    """A new folder ``.<name>.<host>-<pid>.<random>.part`` (mkdir: the mode the umask
+    gives); the drafts of dead processes are removed after a publish (``remove_dead_drafts``)."""
     while True:
-        work = folder / f".{name}.{os.getpid()}.{secrets.token_hex(6)}.part"
+        work = folder / f"{draft_prefix(name)}{secrets.token_hex(6)}.part"
         try:
             work.mkdir()
             return work

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from neuroedge.atomic import atomic_path, write_text
+from neuroedge.atomic import atomic_path, draft_prefix, remove_dead_drafts, write_text
 from neuroedge.bench.latency import peak_rss_mb
 from neuroedge.types import Report
 
@@ -292,7 +292,7 @@ def _draw_then_replace(
     import shutil
     import tempfile
 
-    draft = Path(tempfile.mkdtemp(prefix=".plots.", suffix=".part", dir=out))
+    draft = Path(tempfile.mkdtemp(prefix=draft_prefix("plots"), suffix=".part", dir=out))
     try:
         drawn: dict[str, Path] = {}
         for plot in plots:
@@ -311,6 +311,7 @@ def _draw_then_replace(
         return drawn
     finally:
         shutil.rmtree(draft, ignore_errors=True)
+        remove_dead_drafts(out, "plots")
 
 
 def _remove_earlier_report(out: Path) -> None:

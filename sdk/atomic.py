@@ -1,13 +1,20 @@
 """Write files atomically: a temp file in the same folder, fsync, then rename.
 
-An interrupted run never leaves a half-written export or report behind.
+An interrupted run never leaves a half-written export or report behind. Drafts are named
+``.NAME.HOST-PID.RANDOM.part``: a process killed outright (SIGKILL, the OOM killer, a power
+cut) cannot remove its own, so the next successful write of NAME in that folder removes the
+ones whose process on this host is gone (``remove_dead_drafts``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
+import shutil
+import socket
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,6 +41,55 @@ def _current_umask() -> int:
     except (OSError, ValueError, IndexError):
         pass
     return _UMASK
+
+
+HOST = re.sub(r"[^A-Za-z0-9_]", "_", socket.gethostname()) or "host"  # no '.' nor '-' left
+DEAD_DRAFT_AGE_S = 600.0  # untouched this long too: a pid of another namespace looks dead
+
+
+def draft_prefix(name: str) -> str:
+    """The start of a draft's name for ``name``: whose it is, this host's process."""
+    return f".{name}.{HOST}-{os.getpid()}."
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True  # another thread's draft
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # PermissionError: another user's live process
+        return True
+    return True
+
+
+def remove_dead_drafts(folder: str | os.PathLike[str], name: str) -> list[Path]:
+    """Remove the drafts of ``name`` in ``folder`` (files or folders ``.NAME.HOST-PID.R.part``)
+    whose process on this host is gone and that nobody touched for ``DEAD_DRAFT_AGE_S``;
+    the paths removed. Drafts of other hosts (a shared folder) are left alone."""
+    prefix, removed = f".{name}.{HOST}-", []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    for entry in entries:
+        if not (entry.name.startswith(prefix) and entry.name.endswith(".part")):
+            continue
+        pid, dot, rand = entry.name[len(prefix) : -len(".part")].partition(".")
+        if not (dot and pid.isdigit() and rand and "." not in rand) or _alive(int(pid)):
+            continue  # another name's draft (``name.x``), or a live one
+        try:
+            if time.time() - entry.stat(follow_symlinks=False).st_mtime < DEAD_DRAFT_AGE_S:
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+        except OSError:
+            continue  # gone meanwhile, or not ours to remove
+        removed.append(Path(entry.path))
+    return removed
 
 
 def _check_kinds(path: str | os.PathLike[str], folder: bool) -> tuple[Path, Path]:
@@ -81,7 +137,9 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     target, _ = _check_kinds(path, folder=False)  # writing the temp file probes the rest
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
+        fd, tmp = tempfile.mkstemp(
+            prefix=draft_prefix(target.name), suffix=".part", dir=target.parent
+        )
     except OSError as err:  # name the file asked for, not the temp file beside it
         raise type(err)(err.errno, f"cannot write {target}: {err.strerror}") from err
     os.close(fd)
@@ -95,6 +153,7 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
         os.replace(tmp_path, target)
     finally:
         tmp_path.unlink(missing_ok=True)
+    remove_dead_drafts(target.parent, target.name)
 
 
 def write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
