@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 # one re-entrant lock for both: a build nests them (one_thread around seeded, or the reverse)
 # and two locks taken in different orders by two threads would deadlock
@@ -22,14 +23,25 @@ _TORCH_GLOBALS = threading.RLock()
 
 @contextlib.contextmanager
 def seeded(seed: int) -> Iterator[None]:
-    """Inside, torch's CPU generator starts from ``seed``; on exit it is back where the caller
-    had it, so building a model twice gives the same weights and never reseeds user code.
-    Another thread's ``seeded`` or ``one_thread`` waits until this one exits."""
+    """Inside, torch's CPU generator (and every CUDA device's) starts from ``seed``; on exit
+    the CPU generator, and each CUDA device's where CUDA was already in use, is back where the
+    caller had it, so building a model twice gives the same weights and never reseeds user
+    code. (Where CUDA is not yet initialised, torch queues the CUDA seed for its start, as
+    ``torch.manual_seed`` does.) Another thread's ``seeded`` or ``one_thread`` waits until
+    this one exits."""
     import torch
 
-    with _TORCH_GLOBALS, torch.random.fork_rng(devices=[]):
+    with _TORCH_GLOBALS, torch.random.fork_rng(devices=_cuda_in_use(torch)):
         torch.manual_seed(int(seed))
         yield
+
+
+def _cuda_in_use(torch: Any) -> list[int]:
+    """The CUDA devices whose generators to save and restore: all of them once CUDA is
+    initialised (reading their state before would start CUDA on a machine that never uses it)."""
+    if not torch.cuda.is_initialized():
+        return []
+    return list(range(torch.cuda.device_count()))
 
 
 @contextlib.contextmanager

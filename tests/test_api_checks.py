@@ -132,3 +132,26 @@ def test_ttt_sizes_may_be_numpy_integers(key: str) -> None:
     assert type(program.meta["config"][key]) is int and program.meta["config"][key] == value
     _, report = ne.deploy("ttt.linear_attention", config={key: np.int64(value)}, repeats=1)
     assert report.backend == "host"
+
+
+def test_seeded_restores_the_cuda_generators_too_once_cuda_is_in_use(monkeypatch) -> None:
+    """A GPU user's CUDA generators come back as they were (fork_rng was told no devices, so
+    torch.manual_seed reseeded them for good); without CUDA in use none is read."""
+    import torch
+    from neuroedge.seeding import seeded
+
+    forked: list[list[int]] = []
+    real = torch.random.fork_rng
+
+    def fork(devices=None, **kw):
+        forked.append(list(devices))
+        return real(devices=[], **kw)  # this machine has no CUDA device to save
+
+    monkeypatch.setattr(torch.random, "fork_rng", fork)
+    with seeded(0):
+        pass
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    with seeded(0):
+        pass
+    assert forked == [[], [0, 1]]
