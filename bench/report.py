@@ -256,6 +256,7 @@ def write_report(
     sections: Sequence[str] = (),
     plots: Sequence[Callable[[dict[str, Any], Path], Path | None]] = (),
     history: str | os.PathLike[str] | None = None,
+    files: Sequence[str | os.PathLike[str]] = (),
 ) -> dict[str, Path]:
     """Write the plots, report.md, then report.json into ``out_dir``; add a row to the
     history. ``doc`` keeps the table's ``columns`` (set if it names none), so report.json and
@@ -264,7 +265,11 @@ def write_report(
     report.json is written last: it commits the folder. The plots are drawn first, aside (a
     plot that fails leaves an earlier report as it was); then an earlier report there is
     taken out (its plots, then its report.json and report.md), so a run stopped at any point
-    leaves either no report.json or one whose report.md and plots are its own."""
+    leaves either no report.json or one whose report.md and plots are its own.
+
+    ``files``: the other files the run wrote in ``out`` (checkpoints, exported graphs), listed
+    in report.json; those an earlier report listed and this run did not write again are
+    removed with its plots, so a reused folder never shows an earlier run's file as this one's."""
     from neuroedge.bench.history import record
 
     doc.setdefault("columns", list(columns))
@@ -275,8 +280,11 @@ def write_report(
     json.dumps(plain, allow_nan=False)  # a document JSON cannot hold fails before any removal
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    written = _draw_then_replace(doc, out, (latency_plot, *plots))
+    own = sorted({_inside(out, f) for f in files})
+    written = _draw_then_replace(doc, out, (latency_plot, *plots), keep=own)
     plain["plots"] = [p.name for p in written.values()]  # what the next run may replace
+    if own:
+        plain["files"] = own
     write_markdown(plain, out / "report.md", columns, sections)
     text = json.dumps(plain, indent=2, allow_nan=False) + "\n"
     written = {"json": write_text(out / "report.json", text), **written, "md": out / "report.md"}
@@ -284,8 +292,20 @@ def write_report(
     return written
 
 
+def _inside(out: Path, file: str | os.PathLike[str]) -> str:
+    """``file``'s path relative to ``out`` (POSIX); ValueError for one outside it."""
+    full = Path(file) if Path(file).is_absolute() else out / file
+    try:
+        return full.resolve().relative_to(out.resolve()).as_posix()
+    except ValueError:
+        raise ValueError(f"{file}: not inside the report folder {out}") from None
+
+
 def _draw_then_replace(
-    doc: dict[str, Any], out: Path, plots: Sequence[Callable[[dict[str, Any], Path], Path | None]]
+    doc: dict[str, Any],
+    out: Path,
+    plots: Sequence[Callable[[dict[str, Any], Path], Path | None]],
+    keep: Sequence[str] = (),
 ) -> dict[str, Path]:
     """Draw every plot in a private folder in ``out`` first (a plot that fails leaves the
     earlier report as it was), then take the earlier report out and move the plots in."""
@@ -304,7 +324,7 @@ def _draw_then_replace(
                 )
             if made is not None:
                 drawn[name] = Path(made)
-        _remove_earlier_report(out)
+        _remove_earlier_report(out, keep)
         for name, made in drawn.items():
             os.replace(made, out / made.name)
             drawn[name] = out / made.name
@@ -314,7 +334,7 @@ def _draw_then_replace(
         remove_dead_drafts(out, "plots")
 
 
-def _remove_earlier_report(out: Path) -> None:
+def _remove_earlier_report(out: Path, keep: Sequence[str] = ()) -> None:
     """Take an earlier report in ``out`` away before this one writes anything. Its plots go
     first (a reused folder keeps none: the new run writes its own again): a stop there
     leaves the earlier report.json naming missing plots, never the new run's, and the next
@@ -322,6 +342,8 @@ def _remove_earlier_report(out: Path) -> None:
     folder never shows an earlier run's report.md beside the new run's plots."""
     for stale in _plots_written_before(out / "report.json"):
         (out / stale).unlink(missing_ok=True)
+    for stale in set(_files_written_before(out / "report.json")) - set(keep):
+        (out / stale).unlink(missing_ok=True)  # this run's own files stay
     (out / "report.json").unlink(missing_ok=True)
     (out / "report.md").unlink(missing_ok=True)
 
@@ -335,3 +357,16 @@ def _plots_written_before(path: Path) -> list[str]:
     except (OSError, ValueError, AttributeError):
         return []
     return [n for n in names if isinstance(n, str) and n.endswith(".png") and "/" not in n]
+
+
+def _files_written_before(path: Path) -> list[str]:
+    """The other files an earlier report in this folder listed (``files``), inside it."""
+    try:
+        names = json.loads(path.read_text()).get("files", [])
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [
+        n
+        for n in names
+        if isinstance(n, str) and n and not n.startswith("/") and ".." not in n.split("/")
+    ]

@@ -227,3 +227,20 @@ def test_the_latency_plot_marks_a_fake_timing(tmp_path: Path, monkeypatch) -> No
     assert (null.get_hatch(), null.get_fill()) == ("//", False)
     labels = [t.get_text() for t in ax.get_xticklabels()]
     assert labels == ["default\nhost", "default\nnull\n(fake)"]
+
+
+def test_a_reused_report_folder_drops_the_earlier_runs_listed_files_only(tmp_path: Path) -> None:
+    """Files an earlier run listed (checkpoints, graphs) and this one did not write again go;
+    this run's, and files no report listed, stay; a file outside the folder is refused."""
+    out = tmp_path / "out"
+    (out / "ckpt").mkdir(parents=True)
+    for name in ("ckpt/a.pt", "ckpt/b.pt", "user.txt"):
+        (out / name).write_text(name)
+    write_report(build_document("m", []), out, files=[out / "ckpt/a.pt", "ckpt/b.pt"])
+    assert json.loads((out / "report.json").read_text())["files"] == ["ckpt/a.pt", "ckpt/b.pt"]
+    write_report(build_document("m", []), out, files=["ckpt/a.pt"])
+    assert sorted(p.name for p in (out / "ckpt").iterdir()) == ["a.pt"]
+    assert (out / "user.txt").is_file()
+    with pytest.raises(ValueError, match="not inside the report folder"):
+        write_report(build_document("m", []), out, files=[tmp_path / "elsewhere.pt"])
+    assert (out / "ckpt/a.pt").is_file() and (out / "report.json").is_file()

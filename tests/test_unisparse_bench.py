@@ -49,6 +49,13 @@ def test_bench_writes_rows_per_layer_tables_and_pareto_plot(tmp_path: Path) -> N
     assert "SOP counter overhead" in md and "## Claim on digits" in md
     assert (tmp_path / "pareto.png").stat().st_size > 1000
     assert (tmp_path / "unisparse.nir").is_file()
+    own = ["checkpoints/dense.pt", "checkpoints/unisparse.pt", "unisparse.nir"]
+    assert json.loads((tmp_path / "report.json").read_text())["files"] == own
+    (tmp_path / "mine.txt").write_text("the user's")
+    run_bench(str(tmp_path), ["host"], {**QUICK, "variants": ["dense"]})  # the folder reused
+    left = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
+    assert [f for f in left if f.endswith((".pt", ".nir"))] == ["checkpoints/dense.pt"]
+    assert "mine.txt" in left  # what no report listed stays
 
 
 def test_recipe_names_the_missing_cifar_files_before_training(tmp_path: Path) -> None:

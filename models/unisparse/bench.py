@@ -255,8 +255,23 @@ def run_bench(
             sections=[*sections, *lava_lines],
             plots=[pareto_plot],
             history=history,
+            files=_written(out, results, rows),
         )
         return doc
+
+
+def _written(out: Path, results: Mapping[str, VariantResult], rows: list[Report]) -> list[Path]:
+    """The files this run wrote in its report folder (report.json lists them; a later run
+    there removes those it does not write again): checkpoints, ONNX graphs, the NIR graph."""
+    from neuroedge.export.onnx import state_file
+
+    files = [out / "checkpoints" / f"{name}.pt" for name in results]
+    if any(r.backend == "onnxrt" and r.metrics for r in rows):
+        graphs = [out / "onnx" / f"{name}.onnx" for name in results]
+        files += [p for g in graphs for p in (g, state_file(g)) if p.exists()]
+    if "unisparse" in results:
+        files.append(out / "unisparse.nir")
+    return files
 
 
 def _host_part(
