@@ -2,9 +2,13 @@
 
 A file is rows of comma-separated numbers; an optional first row of column names is skipped
 when none of its fields parse as numbers (a row of numbers separated by ';', tabs or spaces is
-refused, not taken for a header). Files are read as UTF-8; a leading byte-order mark
-(as Excel writes) is dropped. Every error names the file, the 1-based line of the file and the
-column (0-based, as the fields of a row) and the offending value.
+refused, not taken for a header). Two first rows pandas writes are refused with what to do:
+one whose first field is empty (``DataFrame.to_csv`` without ``index=False``: the row index
+would be read as a feature) and one that is exactly ``0,1,...,p-1`` (the column numbers of a
+DataFrame without column names, or a data row: refused rather than guessed). Files are read as
+UTF-8; a leading byte-order mark (as Excel writes) is dropped. Every error names the file, the
+1-based line of the file and the column (0-based, as the fields of a row) and the offending
+value.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import csv
 import io
 import math
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -45,9 +50,11 @@ def read_numeric_csv_lines(
     for line_no, fields in csv_records(read_text(file, what), file, what):
         if not fields or all(not f.strip() for f in fields):
             continue
-        if not rows and line_no == 1 and not any(_is_number(f) for f in fields):
-            _check_header(fields, file, what)
-            continue  # header
+        if not rows and line_no == 1:
+            _check_pandas_header(fields, file, what)
+            if not any(_is_number(f) for f in fields):
+                _check_header(fields, file, what)
+                continue  # header
         width = columns if columns is not None else (len(rows[0]) if rows else len(fields))
         if len(fields) != width:
             raise ValueError(
@@ -123,6 +130,34 @@ def _check_header(fields: list[str], file: Path, what: str) -> None:
                 f"{what} {file}: line 1 column {col} (0-based): {text.strip()!r} is numbers "
                 f"separated by {sep}; separate the fields of a row with commas"
             )
+
+
+def _column_numbers(fields: list[str]) -> bool:
+    """Whether ``fields`` are exactly 0, 1, ..., as pandas names the columns of a DataFrame
+    built without column names."""
+    return all(f.strip() == str(k) for k, f in enumerate(fields))
+
+
+def _check_pandas_header(fields: list[str], file: Path, what: str) -> None:
+    """Refuse a first row as pandas writes it for a row index or for unnamed columns."""
+    first, rest = fields[0].strip(), fields[1:]
+    named = all(f.strip() and not _is_number(f) for f in rest)
+    reread = re.fullmatch(r"Unnamed: \d+", first) is not None  # an index read back and rewritten
+    if len(fields) > 1 and (not first or reread) and (named or _column_numbers(rest)):
+        raise ValueError(
+            f"{what} {file}: line 1: the first column is named {first!r}, as pandas writes the "
+            "row index (DataFrame.to_csv without index=False); the index would be read as a "
+            "feature. Write the file with to_csv(path, index=False)"
+        )
+    if _column_numbers(fields):
+        row = ",".join(f.strip() for f in fields)
+        raise ValueError(
+            f"{what} {file}: line 1 is {row!r}: either the header pandas writes for a "
+            "DataFrame without column names (its column numbers) or a data row; refused rather "
+            "than guessed: if it is a header, write the file with named columns or with "
+            "to_csv(path, index=False, header=False); if it is data, put a row of column "
+            "names above it"
+        )
 
 
 def _parse(text: str, file: Path, line_no: int, col: int, what: str) -> float:
