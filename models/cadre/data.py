@@ -105,21 +105,32 @@ def windows(
 def read_csv_series(
     path: str | os.PathLike[str], time_column: str | None = None
 ) -> tuple[np.ndarray, list[str]]:
-    """A numeric [T, d] series from a CSV with a header row; gaps and ragged rows raise
-    ``InputError`` (a ValueError) naming the file row (1-based, header = row 1) and column.
+    """A numeric [T, d] series from a CSV with a header row; gaps (empty, ``nan`` or ``inf``
+    cells) and ragged rows raise ``InputError`` (a ValueError) naming the file row (1-based,
+    header = row 1) and column.
 
     The file is read as UTF-8 (a leading byte-order mark, as Excel writes, is dropped; other
-    bytes are refused naming the line); blank lines are skipped. ``time_column`` names a
-    column that is the time axis, not a variable: its values (numbers or ISO dates) must be
-    evenly spaced. A first column that is not numeric is refused with a hint to name it."""
+    bytes are refused naming the line); blank lines are skipped. A first row of numbers only is
+    refused: the file has no header (as ``np.savetxt`` writes) and its first row would become
+    the column names. ``time_column`` names a column that is the time axis, not a variable: its
+    values (numbers or ISO dates) must increase (oldest row first; a newest-first file is
+    refused, never read backwards) by an even step. A first column that is not numeric is
+    refused with a hint to name it.
+
+    A first column with an empty name is never a variable: it is the index ``DataFrame.to_csv``
+    writes unless ``index=False``. When it holds dates (an unnamed ``DatetimeIndex``) and no
+    other ``time_column`` is named, it is the time column; when it holds exactly 0, 1, ..., T-1
+    (a ``RangeIndex``) it is dropped; anything else is refused as a pandas index. An empty name
+    in any other column is refused."""
     path = Path(path)
     rows = _csv_rows(path)
     if len(rows) < 2:
         raise InputError(f"{path}: needs a header row and at least one data row")
     header = [h.strip() for h in rows[0][1]]
-    if time_column is not None and time_column not in header:
-        raise InputError(f"{path}: no time column {time_column!r} (columns {header})")
-    keep = [i for i, h in enumerate(header) if h != time_column]
+    _check_header(path, header, time_column)
+    if header[0] == "" and time_column is None:
+        time_column = ""  # the unnamed index is the time column, or dropped (_unnamed_index)
+    keep = [i for i, h in enumerate(header) if h not in (time_column, "")]
     values = np.empty((len(rows) - 1, len(keep)))
     for k, (r, row) in enumerate(rows[1:]):
         if len(row) != len(header):
@@ -129,10 +140,56 @@ def read_csv_series(
             )
         for c, i in enumerate(keep):
             values[k, c] = _cell(path, r, header, i, row[i].strip(), time_column)
+    if header[0] == "":
+        _unnamed_index(path, [(r, row[0].strip()) for r, row in rows[1:]], time_column == "")
     if time_column is not None:
         t = header.index(time_column)
-        _check_regular(path, _times(path, [(r, row[t].strip()) for r, row in rows[1:]]), rows)
+        cells = [(r, row[t].strip()) for r, row in rows[1:]]
+        _check_regular(path, _times(path, cells), cells)
     return values, [header[i] for i in keep]
+
+
+def _check_header(path: Path, header: list[str], time_column: str | None) -> None:
+    """Refuse a header of numbers only (no header row), an empty name past the first column
+    and a ``time_column`` that is not a column."""
+    named = [h for h in header if h]
+    if named and all(_is_number(h) for h in named):
+        raise InputError(
+            f"{path}: row 1 ({', '.join(header)}) is all numbers: the file has no header row "
+            "(as np.savetxt writes), so its first row would become the column names; add a "
+            "first row naming the columns (e.g. np.savetxt(..., header='a,b', comments=''))"
+        )
+    for i, h in enumerate(header[1:], start=2):
+        if not h:
+            raise InputError(f"{path}: row 1: column {i} has no name; name every column")
+    if time_column is not None and time_column not in header:
+        raise InputError(f"{path}: no time column {time_column!r} (columns {header})")
+
+
+def _is_number(text: str) -> bool:
+    try:
+        return bool(np.isfinite(float(text)))
+    except ValueError:
+        return False
+
+
+def _unnamed_index(path: Path, cells: list[tuple[int, str]], is_time: bool) -> None:
+    """Accept the unnamed first column (pandas' index) when it holds 0, 1, ..., T-1 or, as the
+    time column (``is_time``), dates; refuse it otherwise."""
+    try:
+        times, unit = _times(path, cells)
+    except InputError:
+        times, unit = None, ""
+    if unit and is_time:
+        return  # an unnamed DatetimeIndex: the time column, checked by the caller
+    if times is not None and not unit and np.array_equal(times, np.arange(len(times))):
+        return  # a RangeIndex: row numbers, dropped
+    raise InputError(
+        f"{path}: column 1 has no name and holds {', '.join(repr(c) for _, c in cells[:3])}"
+        ", ...: it looks like a pandas index, not a variable; write the file with "
+        "DataFrame.to_csv(..., index=False), or name the column (and pass time_column=NAME if "
+        "it is the time axis)"
+    )
 
 
 def _csv_rows(path: Path) -> list[tuple[int, list[str]]]:
@@ -194,18 +251,25 @@ def _times(path: Path, cells: list[tuple[int, str]]) -> tuple[np.ndarray, str]:
     return secs.astype(np.float64), " s"
 
 
-def _check_regular(
-    path: Path, times: tuple[np.ndarray, str], rows: list[tuple[int, list[str]]]
-) -> None:
-    """Refuse an uneven time step, naming the file row after it (rows[0] is the header)."""
+def _check_regular(path: Path, times: tuple[np.ndarray, str], cells: list[tuple[int, str]]) -> None:
+    """Refuse a time that does not increase (a newest-first or unsorted file: never read
+    backwards) and an uneven step, naming the file row and its time cell."""
     steps, unit = np.diff(times[0]), times[1]
+    back = np.flatnonzero(~(steps > 0))
+    if back.size:
+        (r0, t0), (r1, t1) = cells[int(back[0])], cells[int(back[0]) + 1]
+        raise InputError(
+            f"{path}: row {r1}: time {t1!r} is not after row {r0}'s {t0!r}; the rows must run "
+            "oldest first (sort the file by its time column; a newest-first file would be "
+            "read backwards)"
+        )
     if len(steps) == 0:
         return
     values, counts = np.unique(steps, return_counts=True)
     usual = values[np.argmax(counts)]  # the most common step (the smallest on ties)
     odd = np.flatnonzero(~np.isclose(steps, usual, rtol=1e-6, atol=0))
     if odd.size:
-        r = rows[int(odd[0]) + 2][0]
+        r = cells[int(odd[0]) + 1][0]
         raise InputError(
             f"{path}: row {r}: time step {steps[odd[0]]:g}{unit} differs from the usual "
             f"{usual:g}{unit} (a gap in the series)"
