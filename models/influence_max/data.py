@@ -6,10 +6,21 @@ be reached from). Each directed edge appears once (a repeat would get two coin f
 twice in the in-degree) and no edge is a self-loop. Missing probabilities get the weighted-cascade
 value 1/indeg(v). Quotes around a field are dropped (``"0","1","0.5"`` as spreadsheets write
 it). At most one header line is skipped: the first non-blank, non-'#' line, and only when it
-has 2 or 3 fields of which none is a number (``u,v,p``, ``source target weight``); any other
-line whose ids are not integers is an error. Ids are ASCII digits with an optional sign and
-probabilities plain ASCII numbers (no ``1_0``, no other scripts' digits). Errors name the line
-and the value.
+has 2 or more fields (2 not empty) of which none is a number (``u,v,p``, ``source target
+weight``); any other line whose ids are not integers is an error. A header must have as many
+fields as the edge lines, counting empty ones between commas (or 3, ``u v p``, over 2-field
+lines: no p column), and a first field that is not empty: pandas' ``to_csv`` without
+``index=False`` writes ``,source,target`` over rows ``0,1,0`` (index, u, v), which would
+otherwise be read shifted (u = the index, p = the target). Lines end at ``\n``, ``\r\n`` or
+``\r`` only, so line numbers are those of ``grep -n``. Ids are ASCII digits with an optional
+sign and probabilities plain ASCII numbers (no ``1_0``, no other scripts' digits).
+Errors name the line and the value.
+
+Each line is one directed edge ``u -> v``. ``undirected=True`` adds ``v -> u`` for each line
+(with the same p), for files that list each undirected edge once (``nx.write_edgelist`` of an
+undirected graph); such a file must not list both directions of an edge. ``reads_as_one_way``
+says whether no edge of a graph has its reverse (the bench notes that the file was read as
+directed).
 
 ``check_edges`` applies the same graph checks (no self-loop, no repeat, contiguous ids) to arrays,
 naming edges by index; it is what the array API's oracle calls.
@@ -66,8 +77,50 @@ def _field_prob(text: str, file: Path, line_no: int) -> float:
 
 
 def looks_like_header(fields: Sequence[str]) -> bool:
-    """2 or 3 fields and none of them a number: ``u,v,p`` yes; ``O,1`` or ``0;1`` no."""
-    return len(fields) in (2, 3) and not any(NUMBER.fullmatch(f) for f in fields)
+    """2 or more fields (empty ones counted), at least two of them not empty, and none of them
+    a number: ``u,v,p`` and ``,source,target`` yes; ``O,1``, ``0;1`` or ``0;1,`` no."""
+    return (
+        len(fields) >= 2
+        and sum(1 for f in fields if f) >= 2
+        and not any(NUMBER.fullmatch(f) for f in fields)
+    )
+
+
+def header_fields(raw: str) -> list[str]:
+    """A line's fields with the empty ones kept (``,source,target`` has 3: an unnamed first
+    column), split at commas or, between fields without one, at white space."""
+    return [_unquote(f) for f in re.split(r"\s*,\s*|\s+", raw.strip())]
+
+
+def _width(raw: str) -> int:
+    """A line's field count, empty fields counted except trailing ones (``u,v,`` has 2)."""
+    fields = header_fields(raw)
+    while fields and not fields[-1]:
+        fields.pop()
+    return len(fields)
+
+
+def _check_header(file: Path, line_no: int, raw: str, first: tuple[int, str, list[str]]) -> None:
+    """Refuse a header that would shift the columns: a first field that is empty (a pandas
+    index column) or a field count other than the first edge line's, empty fields counted
+    (but for a 3-field header over 2-field edge lines: no p column, the weighted cascade)."""
+    where = f"edge list {file}: line {line_no}: header {raw.strip()!r}"
+    if not header_fields(raw)[0]:
+        raise ValueError(
+            f"{where} has an empty first field: an unnamed index column, as pandas' to_csv "
+            "writes without index=False; its rows would be read shifted (u = the index). "
+            "Write the file with index=False or delete the first column"
+        )
+    count, width = _width(raw), _width(first[1])
+    # u v p over u v edge lines is no shift (p left out: the weighted cascade); an edge line
+    # of another width than 2 or 3 gets its own, clearer error
+    named_p = (count, width) == (3, 2) and all(header_fields(raw)[:3])
+    if count != width and not named_p and len(first[2]) in (2, 3):
+        raise ValueError(
+            f"{where} has {count} fields but the edge line {first[0]} has {width} "
+            f"({first[1].strip()!r}); the header must name each column of the edge lines "
+            "(u v or u v p), else the columns would be read shifted"
+        )
 
 
 def edge_problem(u: int, v: int, label: str, seen: dict[tuple[int, int], str]) -> str | None:
@@ -133,17 +186,64 @@ def _data_lines(file: Path) -> list[tuple[int, str, list[str]]]:
     from neuroedge.models.self_distill.data import read_text
 
     rows = []
-    for line_no, raw in enumerate(read_text(file, "edge list").splitlines(), start=1):
+    # lines end at \n, \r\n or \r only (str.splitlines also splits at \x0c, U+2028, ...):
+    # line numbers are grep -n's
+    text = read_text(file, "edge list")
+    for line_no, raw in enumerate(re.split(r"\r\n|\r|\n", text), start=1):
         fields = [_unquote(f) for f in re.split(r"[,\s]+", raw.strip()) if f]
         if fields and not fields[0].startswith("#"):
             rows.append((line_no, raw, fields))
-    if rows and looks_like_header(rows[0][2]):
-        rows.pop(0)
+    if rows and looks_like_header(header_fields(rows[0][1])):
+        line_no, raw, _ = rows.pop(0)
+        if rows:
+            _check_header(file, line_no, raw, rows[0])
+    for line_no, raw, _ in rows:
+        _check_no_empty_field(file, line_no, raw)
     return rows
 
 
-def load_edge_list(path: str | os.PathLike[str]) -> ICGraph:
-    """An ICGraph from ``path`` (format and checks: see the module docstring)."""
+def _check_no_empty_field(file: Path, line_no: int, raw: str) -> None:
+    """Refuse an empty field before the last one (``0,,1``, ``,0,1``): dropping it would read
+    the next column in its place (a trailing comma, ``0,1,``, is fine)."""
+    fields = header_fields(raw)
+    while fields and not fields[-1]:
+        fields.pop()
+    if "" in fields:
+        raise ValueError(
+            f"edge list {file}: line {line_no}: {raw.strip()!r} has an empty field (column "
+            f"{fields.index('')}, 0-based); its columns would be read shifted"
+        )
+
+
+def _add_reverses(
+    edges: tuple[list[int], list[int], list[float], list[str]], seen: dict, file: Path
+) -> None:
+    """Append ``v -> u`` (same p) for each edge ``u -> v`` of ``edges`` (src, dst, prob,
+    labels), refusing a file that already lists both directions of an edge."""
+    src, dst, prob, labels = edges
+    for u, v, label in zip(list(src), list(dst), list(labels)):
+        if (v, u) in seen:
+            raise ValueError(
+                f"edge list {file}: {seen[(v, u)]} ({v} -> {u}) is the reverse of {label} "
+                f"({u} -> {v}); with undirected=true list each edge once (a file that already "
+                "lists both directions is read as it is with undirected=false)"
+            )
+        src.append(v)
+        dst.append(u)
+        labels.append(f"{label} reversed")
+    prob.extend(list(prob))
+
+
+def reads_as_one_way(graph: ICGraph) -> bool:
+    """True when no edge of ``graph`` has its reverse (a file of one line per undirected edge
+    reads so: the bench notes it, naming undirected=true)."""
+    pairs = set(zip(graph.src.tolist(), graph.dst.tolist()))
+    return not any((v, u) in pairs for u, v in pairs)
+
+
+def load_edge_list(path: str | os.PathLike[str], undirected: bool = False) -> ICGraph:
+    """An ICGraph from ``path`` (format and checks: see the module docstring); ``undirected``
+    adds the reverse of every edge."""
     file = Path(path)
     if file.is_dir():
         raise IsADirectoryError(f"edge list {file} is a directory; give the edge-list file")
@@ -168,6 +268,8 @@ def load_edge_list(path: str | os.PathLike[str]) -> ICGraph:
             prob.append(_field_prob(fields[2], file, line_no))
     if not src:
         raise ValueError(f"edge list {file}: no edges (only blank, '#' or header lines)")
+    if undirected:
+        _add_reverses((src, dst, prob, labels), seen, file)
     n = node_count(src, dst, labels, f"edge list {file}")
     s, d = np.asarray(src, np.int64), np.asarray(dst, np.int64)
     p = np.asarray(prob) if width == 3 else weighted_cascade(n, s, d)

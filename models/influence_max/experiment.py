@@ -8,8 +8,11 @@ regret slope < 0.6 and regret < 0.25 x random's at the horizon; it holds only if
 
 Graphs: a random sparse graph (n = 20, 1-3 in-neighbours, p ~ U(0.05, 0.5), the notes' setting),
 networkx's karate club and Les Miserables (both directions, weighted cascade p = 1/indeg(v)), and
-any user edge list (``config edges=PATH``). Regret is the pseudo-regret against the oracle's set on
-the true probabilities, spreads evaluated on ``eval_worlds`` common live-edge worlds.
+any user edge list (``config edges=PATH``; one directed edge per line, ``undirected=true`` adds
+each line's reverse; a file read as directed with no edge whose reverse it also lists gets a
+note naming ``undirected=true``, on its ucb row). Regret is the pseudo-regret against the
+oracle's set on the true probabilities, spreads evaluated on ``eval_worlds`` common live-edge
+worlds.
 
 Every graph is loaded and the config checked (``load_all``) before the first simulation, so a bad
 ``edges`` file or a typo in ``graphs`` fails at once rather than after the other graphs ran.
@@ -29,7 +32,7 @@ from typing import Any
 
 import numpy as np
 from neuroedge.bench.seeds import VERDICT_WORDS, verdict
-from neuroedge.config_values import integer, number
+from neuroedge.config_values import flag, integer, number
 from neuroedge.errors import ConfigError
 from neuroedge.models.influence_max import functional as F
 from neuroedge.models.influence_max import learner as L
@@ -46,6 +49,7 @@ DEFAULTS: dict[str, Any] = {
     "eval_worlds": 2000,
     "seed": 0,
     "edges": None,
+    "undirected": False,
 }
 POLICIES = ("ucb", "ucb_rho0", "epsilon_greedy", "random")
 # ucb_rho0: the same learner with rho = 0, greedy on the MLE (no optimism), as an ablation
@@ -69,7 +73,7 @@ def load_graph(name: str, cfg: Mapping[str, Any]) -> F.ICGraph:
         )
     from neuroedge.models.influence_max.data import load_edge_list
 
-    return load_edge_list(name)
+    return load_edge_list(name, undirected=flag(cfg, "undirected"))
 
 
 def graph_names(cfg: Mapping[str, Any]) -> list[str]:
@@ -118,6 +122,7 @@ def load_all(cfg: Mapping[str, Any]) -> dict[str, F.ICGraph]:
     integer(cfg, "eval_worlds", 1, MAX_WORLDS)
     integer(cfg, "seed", 0, 2**32 - 1)
     number(cfg, "rho", 0, 100)
+    flag(cfg, "undirected")
     names = graph_names(cfg)
     check_horizon_keys(cfg["horizons"], names)
     graphs = {name: load_graph(name, cfg) for name in names}
@@ -162,6 +167,19 @@ def loglog_slope(regret: np.ndarray) -> float:
     return float(np.polyfit(np.log(t), np.log(np.maximum(regret[t - 1], 1e-9)), 1)[0])
 
 
+def one_way_note(name: str, graph: F.ICGraph, cfg: Mapping[str, Any]) -> str | None:
+    """The note for an edge-list file read as directed (``undirected`` false) none of whose
+    edges has its reverse: a file of one line per undirected edge reads so, half its edges."""
+    from neuroedge.models.influence_max.data import reads_as_one_way
+
+    if name in BUILTIN or cfg.get("undirected") or not reads_as_one_way(graph):
+        return None
+    return (
+        f"edge list read as directed ({len(graph.src)} one-way edges, none with its reverse); "
+        "if each line is an undirected edge, rerun with --config undirected=true"
+    )
+
+
 def run_graph(name: str, graph: F.ICGraph, cfg: Mapping[str, Any]) -> dict[str, Any]:
     horizon = int(cfg["horizons"].get(name, cfg["horizon"]))
     ref = L.RegretReference.build(graph, cfg["k"], cfg["eval_worlds"], cfg["seed"] + 1)
@@ -178,7 +196,7 @@ def run_graph(name: str, graph: F.ICGraph, cfg: Mapping[str, Any]) -> dict[str, 
         ).tolist()
         for p, fn in policies.items()
     }
-    return {
+    out = {
         "n": graph.n,
         "edges": len(graph.src),
         "horizon": horizon,
@@ -187,6 +205,8 @@ def run_graph(name: str, graph: F.ICGraph, cfg: Mapping[str, Any]) -> dict[str, 
         "rho": {"ucb": float(cfg["rho"]), "ucb_rho0": 0.0},
         "regret": curves,
     }
+    note = one_way_note(name, graph, cfg)
+    return {**out, "read_note": note} if note else out
 
 
 def policy_row(name: str, policy: str, res: Mapping[str, Any]) -> Report:
@@ -216,8 +236,9 @@ def policy_row(name: str, policy: str, res: Mapping[str, Any]) -> Report:
     rho = res.get("rho", {}).get(policy)
     if rho is not None:
         note += f" rho={rho:g}" + (" (greedy on the MLE, no optimism)" if rho == 0 else "")
+    notes = (note, res["read_note"]) if policy == "ucb" and res.get("read_note") else (note,)
     return Report(
-        NAME, "host", f"{name}/{policy}", metrics=metrics, rejections=rejections, notes=(note,)
+        NAME, "host", f"{name}/{policy}", metrics=metrics, rejections=rejections, notes=notes
     )
 
 

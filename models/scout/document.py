@@ -4,6 +4,9 @@
   sentence end (``. ! ?`` and the CJK full stops, then white space) inside the window's last
   20 %, else at the last space or comma there, else hard at the limit. Line numbers are those
   of the normalised text, which is what every anchor refers to.
+* Lines end at ``\n``, ``\r\n`` or a lone ``\r`` only, as in ``grep -n`` and editors
+  (``str.splitlines`` also splits at form feeds, ``\x0b``, ``\x1c``-``\x1e``, U+0085, U+2028 and
+  U+2029, which would shift every anchor after them); a leading UTF-8 BOM is dropped.
 * Tokens are estimated as ceil(characters / 4) (the usual rule of thumb for BPE tokenisers on
   English text). No tokenizer file is downloaded; every method in the bench is counted the
   same way, so their ratios do not depend on the constant.
@@ -24,6 +27,7 @@ from neuroedge.models.scout.protocol import ScoutError
 MAX_LINE_CHARS = 2000
 SAMPLE_BYTES = 10_000
 FULL_READ_TOKENS, GREP_READ_TOKENS = 30_000, 100_000
+_LINE_END = re.compile(r"\r\n|\r|\n")
 _SENTENCE_END = re.compile(r"[.!?\u3002\uff1f\uff01](\s|$)")
 
 
@@ -63,9 +67,12 @@ class Document:
 
     @classmethod
     def from_text(cls, text: str, source: str = "<text>") -> Document:
+        text = text.removeprefix("\ufeff")
         if not text.strip():
             raise ScoutError(f"{source}: the document is empty")
-        raw = text.splitlines()
+        raw = _LINE_END.split(text)
+        if raw[-1] == "":  # the text ends with a line break: no line after it
+            raw.pop()
         lines = [piece for line in raw for piece in split_long_line(line)]
         long_lines = any(len(line) > MAX_LINE_CHARS for line in raw)
         return cls(tuple(lines), source, len(text.encode("utf-8")), long_lines)
@@ -80,7 +87,7 @@ class Document:
             raise ScoutError(f"{p}: no such file (expected a UTF-8 text file)")
         data = p.read_bytes()
         try:
-            text = data.decode("utf-8")
+            text = data.decode("utf-8-sig")
         except UnicodeDecodeError as err:
             raise ScoutError(f"{p}: not UTF-8 text at byte offset {err.start}") from err
         if "\0" in text:
