@@ -8,6 +8,7 @@ per seed, keeps every seed's row and adds the mean; two methods are compared pai
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -18,7 +19,8 @@ from neuroedge.types import Measurement, Report
 
 
 def seed_list(cfg: Mapping[str, Any], default: Sequence[int] | None = None) -> list[int]:
-    """The seeds of a run: ``seeds`` (a list of distinct integers) if given, else ``[seed]``.
+    """The seeds of a run: ``seeds`` (a list of distinct integers, numpy's too, never bools) if
+    given, else ``[seed]``; as Python ints.
 
     ``default``: a bench's own seed list, used when ``cfg`` (the user's config, not merged with
     the bench's defaults) names neither ``seeds`` nor ``seed``; ``seed=S`` then runs that seed.
@@ -29,7 +31,7 @@ def seed_list(cfg: Mapping[str, Any], default: Sequence[int] | None = None) -> l
     if seeds is None:  # only absent: an empty --config seeds= is an error, not the default
         seeds = list(default) if default is not None and "seed" not in cfg else [cfg["seed"]]
     if not isinstance(seeds, (list, tuple)) or any(
-        isinstance(s, bool) or not isinstance(s, int) for s in seeds
+        isinstance(s, bool) or not isinstance(s, numbers.Integral) for s in seeds
     ):
         raise ValueError(f"seeds must be a list of integers, got {seeds!r}")
     if len(set(seeds)) != len(seeds):
@@ -39,9 +41,9 @@ def seed_list(cfg: Mapping[str, Any], default: Sequence[int] | None = None) -> l
 
 def check_workers(workers: Any) -> int:
     """``workers`` of a config: a positive integer, else ValueError naming the value."""
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+    if isinstance(workers, bool) or not isinstance(workers, numbers.Integral) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
-    return workers
+    return int(workers)  # numpy's integers too, as a Python int
 
 
 def map_seeds(
@@ -112,7 +114,7 @@ def run_over_seeds(
     by ``check`` before any work; the seeds (``seed_list``, ``defaults["seeds"]`` by default);
     each seed checked as ``seed`` is; ``fn({**cfg, "seed": s, "progress": one seed only})`` per
     seed, ``workers`` at a time.
-    Returns the checked config (with its ``seeds``), the seeds and ``{seed: result}``."""
+    Returns the config to record (``recorded_config``), the seeds and ``{seed: result}``."""
     check_seed_keys(user)
     cfg = check({**defaults, **user})
     seeds = seed_list(user, defaults.get("seeds"))
@@ -121,7 +123,17 @@ def run_over_seeds(
     workers = check_workers(cfg["workers"])
     jobs = {s: {**cfg, "seed": s, "progress": len(seeds) == 1} for s in seeds}
     per_seed = map_seeds(fn, jobs, workers, f"{name} seeds", progress=len(seeds) > 1)
-    return {**cfg, "seeds": seeds}, seeds, per_seed
+    return recorded_config(cfg, user, seeds), seeds, per_seed
+
+
+def recorded_config(
+    cfg: Mapping[str, Any], user: Mapping[str, Any], seeds: Sequence[int]
+) -> dict[str, Any]:
+    """The config a bench over ``seeds`` records: ``cfg`` with its ``seeds``, and ``seed`` only
+    when the ``user`` gave it (``seed=S`` runs that seed): a default ``seed`` that ``seeds``
+    (the user's or the bench's default list) overrode was taken for the run's seed."""
+    out = {k: v for k, v in cfg.items() if k != "seed" or "seed" in user}
+    return {**out, "seeds": list(seeds)}
 
 
 def row_value(rows: Sequence[Report], variant: str, name: str) -> float:

@@ -26,6 +26,21 @@ def test_seed_list_takes_seeds_or_the_single_seed_and_refuses_bad_lists() -> Non
         seed_list({"seeds": ""}, (0, 1))  # --config seeds= ran the default list
 
 
+def test_seed_list_takes_numpy_integers_as_ints_and_still_refuses_bools() -> None:
+    """seed=np.int64(1) from Python passed every config check, then seed_list refused it:
+    "seeds must be a list of integers, got [1]"."""
+    for got in (seed_list({"seed": np.int64(1)}), seed_list({"seeds": [np.int64(4), np.uint8(2)]})):
+        assert got in ([1], [4, 2]) and all(type(s) is int for s in got)
+    assert seed_list({"seeds": (np.int32(3),)}, (0, 1)) == [3]
+    for bad in ([True], [np.bool_(True)], [np.float64(1.0)]):
+        with pytest.raises(ValueError, match="seeds must be a list of integers"):
+            seed_list({"seeds": bad})
+    with pytest.raises(ValueError, match=r"seeds must be a list of integers, got \[True\]"):
+        seed_list({"seed": True})
+    with pytest.raises(ValueError, match="seeds must be distinct"):
+        seed_list({"seeds": [np.int64(2), 2]})
+
+
 def test_seed_with_seeds_is_refused_before_any_check_or_run() -> None:
     from neuroedge.bench.seeds import run_over_seeds
     from neuroedge.errors import ConfigError
@@ -35,6 +50,42 @@ def test_seed_with_seeds_is_refused_before_any_check_or_run() -> None:
 
     with pytest.raises(ConfigError, match=r"seed=7 and seeds=\[5\]: give one"):
         run_over_seeds("m", {"seeds": [5], "seed": 7}, {"seed": 0, "workers": 1}, never, never)
+
+
+def seed_figures(cfg) -> list[Report]:
+    """A fake bench's rows of one seed: figures that differ from seed to seed."""
+    s = cfg["seed"]
+    return [
+        Report("m", "host", v, metrics={"acc": Measurement(s / 10 + k, "fraction")})
+        for k, v in enumerate(("a", "b"))
+    ]
+
+
+def test_each_seed_row_carries_its_own_seeds_figures_and_the_config_its_seeds(tmp_path) -> None:
+    """Rows labelled with each other's seeds (a@seed=3 holding seed 5's figures) passed every
+    test: the means and the claims read both seeds alike. The recorded config also carried the
+    default seed=0, which no seed of the run used."""
+    import json
+
+    from neuroedge.bench.seeds import run_over_seeds, write_seed_report
+
+    defaults = {"seed": 0, "seeds": [0, 1], "workers": 1}
+    cfg, seeds, per_seed = run_over_seeds("m", {"seeds": [3, 5]}, defaults, dict, seed_figures)
+    assert seeds == [3, 5] and "seed" not in cfg and cfg["seeds"] == [3, 5]
+    doc = write_seed_report(str(tmp_path), "m", per_seed, cfg, {"seeds": seeds}, ["acc"], [])
+    assert json.loads((tmp_path / "report.json").read_text())["config"] == cfg
+    rows = {r["variant"]: r["metrics"]["acc"]["value"] for r in doc["rows"]}
+    for s in (3, 5):
+        own = {r["variant"]: r["metrics"]["acc"]["value"] for r in doc["per_seed"][str(s)]}
+        assert own == {"a": pytest.approx(s / 10), "b": pytest.approx(s / 10 + 1)}
+        assert {v: rows[seed_label(v, s)] for v in own} == own
+    assert rows["a"] == pytest.approx(0.4) and rows["b"] == pytest.approx(1.4)
+    cfg, seeds, _ = run_over_seeds("m", {"seed": 4}, defaults, dict, seed_figures)
+    assert seeds == [4] and cfg["seed"] == 4 and cfg["seeds"] == [4]  # seed=S ran seed S
+    cfg, seeds, _ = run_over_seeds("m", {}, defaults, dict, seed_figures)
+    assert seeds == [0, 1] and "seed" not in cfg  # the bench's own list, not seed 0 alone
+    cfg, seeds, _ = run_over_seeds("m", {"seed": np.int64(1)}, defaults, dict, seed_figures)
+    assert seeds == [1] and type(seeds[0]) is int
 
 
 def test_mean_report_averages_each_metric_and_adds_the_named_spreads() -> None:
@@ -233,3 +284,13 @@ def test_the_python_bench_hooks_refuse_seed_with_seeds_too(tmp_path, name) -> No
     with pytest.raises(ConfigError, match=r"seed=7 and seeds=\[5\]: give one"):
         bench(out_dir=str(out), backends=["host"], config={"seeds": [5], "seed": 7})
     assert not out.exists()
+
+
+def test_workers_takes_numpy_integers_as_an_int() -> None:
+    import numpy as np
+    from neuroedge.bench.seeds import check_workers
+
+    assert check_workers(np.int64(2)) == 2 and type(check_workers(np.int64(2))) is int
+    for bad in (True, np.float64(2.0), 0):
+        with pytest.raises(ValueError, match="workers must be a positive integer"):
+            check_workers(bad)

@@ -157,6 +157,23 @@ def test_rmt_free_energy_gap_is_small_and_shrinks():
     assert rmt.relative_gap(mid) <= rmt.relative_gap(small)
 
 
+def test_rmt_rows_average_the_rmt_seeds_from_seed_on_and_say_which(monkeypatch):
+    """They used seeds 0..rmt_seeds-1 whatever ``seed`` was."""
+    from neuroedge.models.uq_last_layer.experiment import rmt_rows
+
+    drawn, compare = [], rmt.compare
+    monkeypatch.setattr(rmt, "compare", lambda *a: drawn.append(a[3]) or compare(*a))
+    cfg = {"rmt_sizes": [[20, 10, 20]], "rmt_seeds": 2}
+    (row,) = rmt_rows({**cfg, "seed": 7})
+    assert drawn == [7, 8] and row.notes == ("random init, mean of 2 seeds, 7..8",)
+    drawn.clear()
+    (row,) = rmt_rows({**cfg, "seed": 0})  # the default: seeds 0 and 1, as before
+    assert drawn == [0, 1]
+    fits = [compare(20, 10, 20, s) for s in (0, 1)]
+    assert row.metrics["bfe_ck"].value == pytest.approx(np.mean([f["ck"].bfe_per_n for f in fits]))
+    assert rmt_rows({**cfg, "seed": 3, "rmt_seeds": 1})[0].notes == ("random init, seed 3",)
+
+
 def test_ntk_dominates_ck_as_kernels():
     x = np.random.default_rng(2).standard_normal((30, 10))
     ck, ntk = rmt.kernels(x, x, 40, 0)
@@ -353,5 +370,7 @@ def test_bench_over_two_seeds_writes_mean_and_per_seed_rows(tmp_path):
     assert cell["gap"] == pytest.approx(np.mean(gaps))
     assert json.loads((tmp_path / "report.json").read_text())["claim"]["seeds"] == [0, 1]
     assert "## Claim over 2 seeds (0..1)" in (tmp_path / "report.md").read_text()
+    assert "seed" not in doc["config"] and doc["config"]["seeds"] == [0, 1]  # no unused seed=0
+    assert rows["rmt_n40_d20_m40"] and doc["rows"][-1]["notes"] == ["random init, seed 0"]
     with pytest.raises(ValueError, match="seeds must be distinct"):
         bench(str(tmp_path), config={"seeds": [1, 1], "datasets": ["wine"]})

@@ -142,7 +142,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from neuroedge.bench.seeds import check_workers, map_seeds, seed_list
+from neuroedge.bench.seeds import check_workers, map_seeds, recorded_config, seed_list
 from neuroedge.config_values import check_seed_keys
 from neuroedge.distributed import world
 from neuroedge.seeding import torch_threads
@@ -222,7 +222,7 @@ def bench(
     doc = build_document(
         MODEL,
         rows,
-        config=json.loads(json.dumps(cfg)),
+        config=json.loads(json.dumps(recorded_config(cfg, config or {}, seeds))),
         columns=list(COLUMNS),
         backends=list(backends),
         summary=summary,

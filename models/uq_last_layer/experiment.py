@@ -100,10 +100,15 @@ def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def rmt_rows(cfg: Mapping[str, Any]) -> list[Report]:
-    """CK vs NTK free energy and test NLL, averaged over seeds, at growing (n, d, m)."""
+    """CK vs NTK free energy and test NLL at growing (n, d, m), averaged over the
+    ``rmt_seeds`` seeds from ``seed`` on (0..rmt_seeds-1 by default)."""
     rows = []
+    first, count = cfg["seed"], cfg["rmt_seeds"]
+    which = (
+        f"seed {first}" if count == 1 else f"mean of {count} seeds, {first}..{first + count - 1}"
+    )
     for n, d, m in cfg["rmt_sizes"]:
-        fits = [rmt.compare(n, d, m, seed) for seed in range(cfg["rmt_seeds"])]
+        fits = [rmt.compare(n, d, m, seed) for seed in range(first, first + count)]
         mean = {
             k: float(np.mean([getattr(f[kern], attr) for f in fits]))
             for k, (kern, attr) in {
@@ -123,7 +128,7 @@ def rmt_rows(cfg: Mapping[str, Any]) -> list[Report]:
                 "host",
                 f"rmt_n{n}_d{d}_m{m}",
                 metrics=metrics,
-                notes=(f"random init, mean of {cfg['rmt_seeds']} seeds",),
+                notes=(f"random init, {which}",),
             )
         )
     return rows
@@ -273,7 +278,8 @@ def bench(
     summary.png. With ``seeds=[...]`` every seed runs the datasets (``workers`` processes at
     a time): mean rows plus ``<row>@seed=S``, and the claim read over the seeds."""
     from neuroedge.bench.report import build_document, write_report
-    from neuroedge.bench.seeds import check_workers, map_seeds, seed_list, seed_rows
+    from neuroedge.bench.seeds import check_workers, map_seeds, recorded_config, seed_list
+    from neuroedge.bench.seeds import seed_rows
     from neuroedge.config_values import check_seed_keys
 
     check_seed_keys(config or {})  # the user's own keys: seed and seeds together are ambiguous
@@ -297,7 +303,9 @@ def bench(
         else seed_rows(per_seed, ("ood_auroc", "auroc_diff", "spearman_var", "time_ratio"))
     )
     claim = claim_over_seeds(per_seed)
-    rows += rmt_rows(cfg)
+    rows += rmt_rows({**cfg, "seed": seeds[0]})  # measured once, from the first seed
+    if "seeds" in cfg:  # the user's seeds: the default seed, unused, is not recorded
+        cfg = recorded_config(cfg, config or {}, seeds)
     doc = build_document(NAME, rows, config=cfg, columns=COLUMNS, claim=claim)
     write_report(
         doc,
