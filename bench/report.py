@@ -5,7 +5,13 @@ report.json::
     {"model": str, "created": ISO time, "machine": str,
      "rows": [{"variant": str, "backend": str,
                "metrics": {NAME: {"value": float, "unit": str, "how": "measured"|"counted"|
-                                  "estimated"}}, "fallbacks": [...], "rejections": [...]}]}
+                                  "estimated"}}, "fallbacks": [...], "rejections": [...]}],
+     "provenance": {"versions": {PACKAGE: str}, "python": str,
+                    "git": {"commit": str|null, "dirty": bool|null},
+                    "threads": {"torch_intra_op": int|null, "OMP_NUM_THREADS": str|null}}}
+
+The generic bench adds ``config`` (what the program was built with) and ``weights`` (the
+checkpoint file: path, sha256, bytes, and what it saved of its training).
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ import platform
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from neuroedge.atomic import atomic_path, draft_prefix, remove_dead_drafts, write_text
 from neuroedge.bench.latency import peak_rss_mb
@@ -59,7 +67,10 @@ def machine_description() -> str:
 
 
 def build_document(model: str, rows: Sequence[Report], **extra: Any) -> dict[str, Any]:
-    """The report.json document for ``rows``; ``extra`` keys (config, notes) are added."""
+    """The report.json document for ``rows``; ``extra`` keys (config, notes) are added; its
+    ``provenance`` records the versions, git commit and thread counts (bench.provenance)."""
+    from neuroedge.bench.provenance import provenance
+
     doc = {
         "model": model,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -68,6 +79,7 @@ def build_document(model: str, rows: Sequence[Report], **extra: Any) -> dict[str
         # ru_maxrss is the whole process's peak: every backend of the run (and the training
         # before it) together, so it is the run's figure, not a row's
         "process_peak_rss_mb": round(peak_rss_mb(), 1),
+        "provenance": provenance(),
     }
     doc.update(extra)
     return doc
@@ -75,7 +87,11 @@ def build_document(model: str, rows: Sequence[Report], **extra: Any) -> dict[str
 
 def finite_json(obj: Any, where: str = "", found: list[str] | None = None) -> Any:
     """``obj`` with every NaN or infinite float replaced by None (JSON has no NaN: Python's
-    ``json`` would write a bare ``NaN`` that other readers refuse); ``found`` collects where."""
+    ``json`` would write a bare ``NaN`` that other readers refuse), and numpy scalars and
+    arrays as Python numbers and lists (a config's ``np.int64`` seed must not fail the report
+    after the run); ``found`` collects where."""
+    if isinstance(obj, (np.generic, np.ndarray)):
+        obj = obj.tolist()  # np.int64 -> int, np.float32 -> float, np.bool_ -> bool, arrays
     if isinstance(obj, float) and not math.isfinite(obj):
         if found is not None:
             found.append(f"{where} ({obj})")

@@ -10,7 +10,7 @@ describe the network, so other backends' rows carry the same counts (noted as su
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from neuroedge.bench.energy import HOROWITZ_45NM, EnergyModel
@@ -65,6 +65,17 @@ def ops_metrics(ops: Any, energy: EnergyModel = HOROWITZ_45NM) -> dict[str, Meas
     }
 
 
+@dataclass(frozen=True)
+class BenchRun:
+    """A generic bench's rows, the config the program was built and evaluated with (the
+    defaults, the caller's keys and what the build settled, e.g. a checkpoint's training
+    settings) and its weights (``provenance.weights_record``: None where it says none)."""
+
+    rows: list[Report]
+    config: dict[str, Any]
+    weights: dict[str, Any] | None
+
+
 def bench_model(
     spec: ModelSpec,
     backends: Sequence[str],
@@ -76,12 +87,30 @@ def bench_model(
 ) -> list[Report]:
     """One Report per (backend, variant), in the order given; a backend lists its variants in
     a ``variants`` class attribute (compiled with ``{"variant": name}``); unavailable or
-    refusing backends give rows with the reason."""
+    refusing backends give rows with the reason. ``bench_run`` says what ran, too."""
+    return bench_run(
+        spec, backends, config=config, repeats=repeats, energy=energy, progress=progress
+    ).rows
+
+
+def bench_run(
+    spec: ModelSpec,
+    backends: Sequence[str],
+    *,
+    config: Mapping[str, Any] | None = None,
+    repeats: int = 50,
+    energy: EnergyModel = HOROWITZ_45NM,
+    progress: bool = True,
+) -> BenchRun:
+    """``bench_model``'s rows with the settled config and the weights, for report.json."""
+    from neuroedge.bench.provenance import weights_record
+
     cfg = {**spec.default_config, **(config or {})}
     program = spec.build(cfg)
+    meta = getattr(program, "meta", None) or {}
     # the example and evaluate follow what the build settled (its meta["config"]: e.g. the
     # checkpoint's split), not the checkpoint file read again: another process may replace it
-    cfg = {**cfg, **((getattr(program, "meta", None) or {}).get("config") or {})}
+    cfg = {**cfg, **(meta.get("config") or {})}
     host = get_backend("host")
     host_art = host.compile(program, spec)
     example = spec.example_for(0, cfg)
@@ -91,7 +120,8 @@ def bench_model(
         spec, backends, cfg, program, host_art, reference, example, energy, progress
     )
     counts = _host_counts(spec, cfg, program, host_art, rows, energy)
-    return _timed_rows(spec, backends, rows, artifacts, example, repeats, counts)
+    timed = _timed_rows(spec, backends, rows, artifacts, example, repeats, counts)
+    return BenchRun(timed, cfg, weights_record(meta))
 
 
 def _host_counts(

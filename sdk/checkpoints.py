@@ -121,6 +121,56 @@ def load_checkpoint(path: str | os.PathLike[str], required: tuple[str, ...] = ()
     return payload
 
 
+def _stamp(st: os.stat_result) -> tuple[int, ...]:
+    """What changes when a file is replaced (atomic_path makes a new inode) or rewritten."""
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _identity(path: Path) -> tuple[dict[str, Any], tuple[int, ...]]:
+    """``file_identity`` of ``path`` and the stamp of the very file it hashed."""
+    import datetime as dt
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        st = os.fstat(f.fileno())
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    modified = dt.datetime.fromtimestamp(st.st_mtime, dt.timezone.utc)
+    return {
+        "path": os.path.abspath(path),
+        "sha256": digest.hexdigest(),
+        "bytes": st.st_size,
+        "modified": modified.isoformat(timespec="seconds"),
+    }, _stamp(st)
+
+
+def file_identity(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """``{"path", "sha256", "bytes", "modified"}`` of the file at ``path`` (OSError if none)."""
+    return _identity(Path(path))[0]
+
+
+def read_checkpoint(
+    path: str | os.PathLike[str], required: tuple[str, ...] = ()
+) -> tuple[dict, dict[str, Any]]:
+    """``load_checkpoint`` and the ``file_identity`` of the very file it loaded: where another
+    process replaced the file meanwhile (a ``neuroedge train``), both are read again."""
+    path = Path(path)
+    for _ in range(3):
+        try:
+            before = _stamp(path.stat())
+        except OSError:
+            before = None  # load_checkpoint names a missing file
+        payload = load_checkpoint(path, required)
+        try:
+            identity, hashed = _identity(path)
+        except OSError:
+            continue  # removed since: load_checkpoint says so on the next round
+        if hashed == before:
+            return payload, identity
+    raise ArtifactError(f"{path}: replaced while being read, three times; run again")
+
+
 def _check_crc(path: Path) -> None:
     """torch's zip reader does not check CRCs, so a flipped bit in a tensor's bytes loads as a
     wrong weight (0.208 read as 7.1e37) without a word; check every member's CRC first (one

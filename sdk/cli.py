@@ -193,7 +193,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from neuroedge.atomic import check_writable
     from neuroedge.bench.history import check as check_history
     from neuroedge.bench.report import build_document, speedup_lines, text_table, write_report
-    from neuroedge.bench.runner import bench_model, speedups
+    from neuroedge.bench.runner import bench_run, speedups
     from neuroedge.paths import home
 
     spec = get_model(args.name)
@@ -212,14 +212,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if bench is not None:
         return _own_bench(args, spec, bench, w, config)
     repeats = DEFAULT_REPEATS if args.repeats is None else args.repeats
-    rows = bench_model(spec, backends, config=config, repeats=repeats)
-    ratios = speedups(rows)
+    ran = bench_run(spec, backends, config=config, repeats=repeats)
+    rows = ran.rows
     doc = build_document(
         spec.name,
         rows,
-        config={**spec.default_config, **config},
+        config=ran.config,  # what the program was built with: a checkpoint's settings too
         repeats=repeats,
-        speedup_vs_host=ratios,
+        speedup_vs_host=speedups(rows),
+        **({"weights": ran.weights} if ran.weights is not None else {}),
     )
     written = write_report(doc, args.out, history=args.history)
     print(text_table(doc))

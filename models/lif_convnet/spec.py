@@ -48,7 +48,7 @@ def _checkpoint(config: Mapping[str, Any]) -> tuple[Path, dict[str, Any] | None]
     """(path, loaded checkpoint or None): the one a build with ``config`` reads, unless
     ``smoke``/``untrained`` or there is none yet. Its saved config is checked and settled over
     ``train.DEFAULTS`` (a checkpoint saved before a key existed took the default)."""
-    from neuroedge.checkpoints import load_checkpoint, resolve_checkpoint
+    from neuroedge.checkpoints import read_checkpoint, resolve_checkpoint
     from neuroedge.errors import ArtifactError, ConfigError
     from neuroedge.models.lif_convnet import train
 
@@ -56,7 +56,7 @@ def _checkpoint(config: Mapping[str, Any]) -> tuple[Path, dict[str, Any] | None]
     path = resolve_checkpoint(config, SPEC.name, check=not fresh)
     if fresh or not path.is_file():
         return path, None
-    ckpt = load_checkpoint(path, required=("state_dict", "config"))
+    ckpt, identity = read_checkpoint(path, required=("state_dict", "config"))
     saved = ckpt["config"]
     if not isinstance(saved, Mapping):
         raise ArtifactError(
@@ -67,7 +67,7 @@ def _checkpoint(config: Mapping[str, Any]) -> tuple[Path, dict[str, Any] | None]
         settled = train.check_config({k: saved[k] for k in train.DEFAULTS if k in saved})
     except ConfigError as err:
         raise ArtifactError(f"{path}: checkpoint config {err}") from None
-    return path, {**ckpt, "config": settled}
+    return path, {**ckpt, "config": settled, "file": identity}
 
 
 def _training_request(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -198,8 +198,35 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
                 BUILT: dict(cfg),
             },
             "axes": {"channels1": net.channels[0], "channels2": net.channels[1]},
+            "weights": _weights(ckpt),
         },
     )
+
+
+def _weights(ckpt: Mapping[str, Any] | None) -> dict[str, Any]:
+    """What a report says of the built net's weights: the checkpoint file read (path, sha256,
+    bytes) and what it saved of its training (settings, thread counts, metrics)."""
+    from neuroedge.bench.provenance import UNKNOWN_THREADS
+
+    if ckpt is None:
+        return {"trained": False, "note": "untrained (random initialisation)"}
+    return {
+        **ckpt["file"],
+        "trained_with": dict(ckpt["config"]),
+        "train_threads": _plain(ckpt.get("threads", UNKNOWN_THREADS)),
+        "train_metrics": _plain(ckpt.get("metrics")),
+    }
+
+
+def _plain(value: Any) -> Any:
+    """``value`` where JSON holds it, else its repr (a checkpoint may hold a tensor there)."""
+    import json
+
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)[:200]
+    return value
 
 
 def example(

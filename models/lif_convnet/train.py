@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from neuroedge.bench.provenance import thread_settings
 from neuroedge.checkpoints import save_checkpoint
 from neuroedge.models.lif_convnet.data import direct_encoding, load_digits_split
 from neuroedge.models.lif_convnet.module import LIFConvNet
@@ -103,6 +104,8 @@ def train(
             "state_dict": net.state_dict(),
             "config": cfg,
             "metrics": {"accuracy": acc, "train_seconds": seconds},
+            # the float reductions of training depend on them: a report shows them (weights)
+            "threads": thread_settings(),
         },
     )
     return {"path": str(path), "accuracy": acc, "seconds": seconds}
