@@ -194,8 +194,8 @@ def _check_crc(path: Path) -> None:
 
 
 def _check_no_nan(payload: Any, path: Path, where: str = "") -> None:
-    """A NaN weight is never a usable one (a diverged training run saved it): refuse the file,
-    naming the tensor, instead of running a net whose outputs are NaN."""
+    """A NaN or infinite weight is never a usable one (a diverged training run saved it):
+    refuse the file, naming the tensor, instead of running a net whose outputs are NaN."""
     import torch
 
     if isinstance(payload, Mapping):
@@ -205,9 +205,9 @@ def _check_no_nan(payload: Any, path: Path, where: str = "") -> None:
         for i, value in enumerate(payload):
             _check_no_nan(value, path, f"{where}[{i}]")
     elif isinstance(payload, torch.Tensor) and payload.is_floating_point():
-        bad = int(torch.isnan(payload).sum())
+        nan, bad = int(torch.isnan(payload).sum()), int((~torch.isfinite(payload)).sum())
         if bad:
             raise ArtifactError(
-                f"{path}: tensor {where!r} {list(payload.shape)} holds {bad} NaN value(s); "
-                "the training run that saved it diverged"
+                f"{path}: tensor {where!r} {list(payload.shape)} holds {nan} NaN and "
+                f"{bad - nan} infinite value(s); the training run that saved it diverged"
             )

@@ -49,6 +49,11 @@ def test_a_checkpoint_with_a_flipped_bit_or_nan_weights_is_refused(tmp_path: Pat
     save_checkpoint(tmp_path / "nan.pt", nan)
     with pytest.raises(ArtifactError, match=r"tensor 'state_dict.layer.w' \[2\] holds 1 NaN"):
         load_checkpoint(tmp_path / "nan.pt")
+    for value in (float("inf"), float("-inf")):  # loaded before: the net's outputs went NaN
+        inf = {"state_dict": {"layer.w": torch.tensor([1.0, value, value])}, "config": {}}
+        save_checkpoint(tmp_path / "inf.pt", inf)
+        with pytest.raises(ArtifactError, match=r"\[3\] holds 0 NaN and 2 infinite value"):
+            load_checkpoint(tmp_path / "inf.pt")
 
 
 def test_an_empty_checkpoint_name_is_refused_not_the_default(tmp_path: Path, capsys) -> None:
