@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from neuroedge.events import EVENT_DTYPE, EventFormatError, SensorSize, check_events, make_events
+from neuroedge.events import evt3
 from neuroedge.events.datasets import BOX_DTYPE, read_boxes, write_boxes
 from neuroedge.events.io import detect_format, read_events, stream_events, write_events
 
@@ -79,6 +80,16 @@ def test_evt3_time_is_high_and_low_bits_of_one_time_base(tmp_path):
     (tmp_path / "t.raw").write_bytes(b"% evt 3.0\n% end\n" + np.array(words, "<u2").tobytes())
     t = read_events(tmp_path / "t.raw")["t"].tolist()
     assert t == [4000, 4106, 5 << 12, 4095 << 12, (1 << 24) + 1]
+    # OpenEB's wrap rule (evt3.WRAP_DROP): a drop of at least 4085 periods wraps, a smaller not
+    for highs, expected in [
+        ((4093, 2), [4093 * 4096 + 7, (1 << 24) + 2 * 4096 + 7]),  # drop 4091: a wrap
+        ((4095, 10), [4095 * 4096 + 7, (1 << 24) + 10 * 4096 + 7]),  # drop 4085: a wrap
+        ((4095, 11), [4095 * 4096 + 7, 11 * 4096 + 7]),  # drop 4084: a re-sent older base
+        ((3000, 0), [3000 * 4096 + 7, 7]),  # drop 3000: not a wrap
+    ]:
+        words = [0x8000 | highs[0], 0x6000 | 7, 0x0001, 0x2001, 0x8000 | highs[1], 0x2002]
+        events, _ = evt3.decode_words(np.array(words, np.uint16), evt3.new_state())
+        assert events["t"].tolist() == expected, highs
 
 
 @pytest.mark.parametrize("name", [r[0] for r in REAL])
@@ -110,6 +121,10 @@ def test_round_trip_survives_counter_wraps_and_long_gaps(tmp_path, fmt, suffix):
     events = _synthetic_with_gaps()
     out = write_events(tmp_path / f"gaps{suffix}", events, fmt, sensor=SensorSize(300, 200))
     np.testing.assert_array_equal(read_events(out, fmt), events)
+    # the wrap / overflow counts carried between chunks (EVT 3.0 high_wraps, ATIS base)
+    for chunk in (2, 6, 10, 64):
+        chunks = list(stream_events(out, fmt, chunk_bytes=chunk))
+        np.testing.assert_array_equal(np.concatenate(chunks), events)
 
 
 def test_the_evt3_reader_reads_our_files_the_same(tmp_path):

@@ -10,6 +10,8 @@ one read. Layouts, from the published format descriptions:
 * **EVT 2.0**: 32-bit words, type in bits 28-31: CD_OFF 0x0 / CD_ON 0x1 (t low 6 bits in
   22-27, x in 11-21, y in 0-10), EVT_TIME_HIGH 0x8 (t >> 6 in bits 0-27), EXT_TRIGGER 0xA,
   OTHERS 0xE, CONTINUED 0xF. CD words before the first TIME_HIGH have no time base: dropped.
+  The 28-bit TIME_HIGH loops every 2**34 us (4.77 h); loops are counted by OpenEB's rule
+  (``_evt2_decode``) and the writer marks each one, so any t >= 0 round-trips.
 * **EVT 3.0**: see ``neuroedge.events.evt3``.
 * **ATIS .bin** (N-MNIST, N-Caltech101; Orchard et al. 2015): 5 bytes per event: x, y,
   polarity in bit 7 of byte 2, 23-bit timestamp in the rest of bytes 2-4 (big-endian). An event
@@ -95,7 +97,21 @@ def _dat_header(sensor: SensorSize | None) -> bytes:
 # ---- EVT 2.0 ----------------------------------------------------------------------------
 
 
+EVT2_HIGH_BITS = 28  # TIME_HIGH holds t >> 6 in 28 bits: the time base loops every 2**34 us
+EVT2_HIGH_MAX = (1 << EVT2_HIGH_BITS) - 1
+EVT2_LOOP_DROP = EVT2_HIGH_MAX - 10  # a TIME_HIGH drop of at least this much is a loop
+
+
 def _evt2_decode(body: bytes, state: list[int], offset: int, path: str) -> np.ndarray:
+    """CD events of whole EVT 2.0 words; ``state`` = [last TIME_HIGH (-1: none yet), loops].
+
+    TIME_HIGH is 28 bits (t >> 6), so the time base loops every 2**34 us (4.77 h). Loop rule,
+    Prophesee OpenEB's EVT 2.0 decoder's: a TIME_HIGH at least ``EVT2_LOOP_DROP`` = 2**28 - 11
+    (in 64 us units, i.e. MaxTimestampBase - (10 << 6) in us) below the previous one starts a
+    new loop (+2**34 us); a smaller drop (a re-sent, slightly older base) does not. Then
+    t = (((loops << 28) + TIME_HIGH) << 6) | t_low. Loops are counted over the TIME_HIGH words
+    in order and carried in ``state``, so a chunked read equals one read.
+    """
     w = _words(body, "<u4").astype(np.int64)
     kind = w >> 28
     bad = ~np.isin(kind, (0x0, 0x1, 0x8, 0xA, 0xE, 0xF))
@@ -106,16 +122,26 @@ def _evt2_decode(body: bytes, state: list[int], offset: int, path: str) -> np.nd
             offset + 4 * i,
             f"EVT 2.0 word 0x{int(w[i]):08x} has unknown type 0x{int(kind[i]):x}: corrupt data",
         )
-    high_at = np.where(kind == 0x8, np.arange(len(w)), -1)
-    np.maximum.accumulate(high_at, out=high_at)
-    highs = np.where(high_at >= 0, w[np.maximum(high_at, 0)] & 0x0FFFFFFF, state[0])
-    cd = (kind <= 1) & ((high_at >= 0) | (state[0] >= 0))
-    if len(w) and (kind == 0x8).any():
-        state[0] = int(w[np.flatnonzero(kind == 0x8)[-1]] & 0x0FFFFFFF)
+    is_high = kind == 0x8
+    known = state[0] >= 0  # a time base carried from an earlier chunk
+    carried = (state[1] << EVT2_HIGH_BITS) + state[0]
+    bases = np.concatenate([[carried], _evt2_time_bases(w[is_high] & EVT2_HIGH_MAX, state)])
+    seen = np.cumsum(is_high)  # TIME_HIGH words up to each word: index into ``bases``
+    cd = (kind <= 1) & ((seen > 0) | known)
     wc = w[cd]
     return make_events(
-        (highs[cd] << 6) | ((wc >> 22) & 0x3F), (wc >> 11) & 0x7FF, wc & 0x7FF, kind[cd]
+        (bases[seen[cd]] << 6) | ((wc >> 22) & 0x3F), (wc >> 11) & 0x7FF, wc & 0x7FF, kind[cd]
     )
+
+
+def _evt2_time_bases(highs: np.ndarray, state: list[int]) -> np.ndarray:
+    """Loop-corrected time bases (64 us units) of a chunk's TIME_HIGH values; updates
+    ``state`` to the last value and the loop count (``_evt2_decode``)."""
+    prev = np.concatenate([[state[0]], highs[:-1]])
+    loops = state[1] + np.cumsum((prev >= 0) & (prev - highs >= EVT2_LOOP_DROP))
+    if len(highs):
+        state[0], state[1] = int(highs[-1]), int(loops[-1])
+    return (loops << EVT2_HIGH_BITS) + highs
 
 
 def _evt2_locate(body: bytes, i: int, n: int) -> int:
@@ -126,25 +152,35 @@ def _evt2_locate(body: bytes, i: int, n: int) -> int:
 
 
 def _evt2_encode(events: np.ndarray) -> bytes:
+    """A TIME_HIGH (t >> 6, modulo 2**28) whenever it changes, then one CD word per event; for
+    each 2**34 us loop crossed since the last event, first the pair 2**28 - 1, 0 (a drop the
+    loop rule of ``_evt2_decode`` and OpenEB count), so any time from 0 on reads back."""
     t = events["t"].astype(np.int64)
-    if len(t) and (t.min() < 0 or t.max() >= 1 << 34):
-        raise ValueError("EVT 2.0 stores 34-bit microsecond timestamps; got t outside [0, 2**34)")
+    if len(t) and t.min() < 0:
+        raise ValueError("EVT 2.0 cannot store negative timestamps")
     _check_coordinates(events, 1 << 11, "EVT 2.0")
     high = t >> 6
-    new_high = np.ones(len(t), bool)
-    new_high[1:] = high[1:] != high[:-1]
-    table = np.stack(
-        [
-            (0x8 << 28) | high,
-            (events["p"].astype(np.int64) << 28)
-            | ((t & 0x3F) << 22)
-            | (events["x"].astype(np.int64) << 11)
-            | events["y"],
-        ],
-        axis=1,
+    prev = np.concatenate([[0], high[:-1]])
+    loops = (high >> EVT2_HIGH_BITS) - (prev >> EVT2_HIGH_BITS)  # loops crossed before each
+    if (loops < 0).any():
+        raise ValueError("EVT 2.0 events must be sorted by time")
+    highs = np.where(high != prev, 2 * loops + 1, 0)  # TIME_HIGH words before each event
+    highs[:1] = 2 * loops[:1] + 1
+    sizes = highs + 1
+    out = np.empty(int(sizes.sum()), np.int64)
+    start = np.cumsum(sizes) - sizes
+    ramp = _ramp(highs)  # word j of an event's TIME_HIGH run: max (j even), 0, ..., its own
+    last = ramp == np.repeat(highs - 1, highs)
+    value = np.where(ramp % 2 == 0, EVT2_HIGH_MAX, 0)
+    value = np.where(last, np.repeat(high & EVT2_HIGH_MAX, highs), value)
+    out[np.repeat(start, highs) + ramp] = (0x8 << 28) | value
+    out[start + highs] = (
+        (events["p"].astype(np.int64) << 28)
+        | ((t & 0x3F) << 22)
+        | (events["x"].astype(np.int64) << 11)
+        | events["y"]
     )
-    keep = np.stack([new_high, np.ones(len(t), bool)], axis=1)
-    return table[keep].astype("<u4").tobytes()
+    return out.astype("<u4").tobytes()
 
 
 def _raw_header(version: str) -> Callable[[SensorSize | None], bytes]:
@@ -253,7 +289,7 @@ CODECS: dict[str, Codec] = {
         "dat", 8, lambda: None, _dat_decode, _dat_encode, _dat_header, lambda b, i, n: 8 * i
     ),
     "evt2": Codec(
-        "evt2", 4, lambda: [-1], _evt2_decode, _evt2_encode, _raw_header("2.0"), _evt2_locate
+        "evt2", 4, lambda: [-1, 0], _evt2_decode, _evt2_encode, _raw_header("2.0"), _evt2_locate
     ),
     "evt3": Codec("evt3", 2, evt3.new_state, _evt3_decode, _evt3_encode, _raw_header("3.0")),
     "atis": Codec(
