@@ -236,3 +236,49 @@ def test_rival_pairs_count_discordant_episodes_and_test_them():
     worse = by[("specprune@budget=1", "fastv@budget=1")]
     assert worse["only_rival"] == 10 and not worse["better"]
     assert any(line.startswith("| specprune | random | 2 | 2 |") for line in lines)
+
+
+def test_host_episode_cells_run_the_weights_the_bench_loaded(monkeypatch, tmp_path):
+    """Every (method, task) cell loaded the checkpoint FILE again: a ``neuroedge train``
+    finishing meanwhile made the success rates measure other weights (max |dw| 4.95) than the
+    timings and the parity. The checkpoints hold untrained policies: no training, no episode."""
+    from pathlib import Path
+
+    import torch
+    from neuroedge.checkpoints import save_checkpoint
+    from neuroedge.models.specprune import bench, train
+
+    path = tmp_path / "s.pt"
+
+    def save(seed):
+        torch.manual_seed(seed)
+        policy = train.make_policy(train.DEFAULTS)
+        save_checkpoint(path, train.checkpoint_payload(policy, train.DEFAULTS))
+        return policy.state_dict()
+
+    loaded, evaluated, copies = save(1), [], set()
+
+    def cell(job):
+        if not evaluated:
+            save(2)  # another shell's `neuroedge train vla.specprune` saving to the same path
+        evaluated.append(train.load_policy_checkpoint(job[0])[0].state_dict())
+        copies.add(job[0])
+        outcome = {"wins": 0, "episodes": 1, "outcomes": [False], "kept": [48], "modes": ["fine"]}
+        return {"method": job[2], "task": job[4], **outcome}
+
+    class Stop(Exception):
+        pass
+
+    def stop(*args):
+        raise Stop
+
+    monkeypatch.setattr(bench, "evaluate_job", cell)
+    monkeypatch.setattr(bench, "record_observations", stop)  # after the episodes: enough
+    config = {"checkpoint": str(path), "train_if_missing": False, "tasks": ["reach"]}
+    with pytest.raises(Stop):
+        bench.run_bench(str(tmp_path / "out"), ("host",), {**config, "episodes": 1})
+    assert len(evaluated) == len(bench.METHOD_ORDER)
+    for weights in evaluated:
+        assert all(torch.equal(weights[k], v) for k, v in loaded.items())
+    (copy,) = copies  # one frozen copy for every cell, removed when the episodes are done
+    assert copy != str(path) and not Path(copy).exists()

@@ -95,3 +95,39 @@ def test_training_bounds_sizes_that_would_exhaust_memory(config, expected):
     with pytest.raises(ConfigError, match=re.escape(expected)):
         training_config(config)
     assert training_config({})["dim"] == 128  # the defaults pass
+
+
+def _checkpoint(path, **fields):
+    """A checkpoint as ``train.train`` saves it (untrained weights), ``fields`` replaced."""
+    from neuroedge.checkpoints import save_checkpoint
+    from neuroedge.models.specprune import train
+
+    payload = train.checkpoint_payload(train.make_policy(train.DEFAULTS), train.DEFAULTS)
+    return save_checkpoint(path, {**payload, **fields})
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        ({"version": 1}, "checkpoint version 1, this neuroedge reads version 2"),
+        ({"config": None}, "checkpoint config is a NoneType, expected a dict of training"),
+        ({"config": [1, 2]}, "checkpoint config is a list, expected a dict of training"),
+        ({"config": {"dim": 0}}, "checkpoint config dim=0: expected an integer in 1..4096"),
+        ({"config": {"tasks": ["fly"]}}, "checkpoint config tasks=['fly']: ['fly'] are"),
+    ],
+)
+def test_a_checkpoint_of_another_version_or_a_bad_config_is_refused_naming_the_file(
+    tmp_path, capsys, fields, expected
+):
+    """A version-1 checkpoint (another network) must not load as this one; a config that is
+    no dict was a TypeError traceback (``{**DEFAULTS, **None}``), a bad value a crash later."""
+    from neuroedge.cli import main
+    from neuroedge.errors import ArtifactError
+    from neuroedge.models.specprune.train import load_policy_checkpoint
+
+    path = _checkpoint(tmp_path / "s.pt", **fields)
+    with pytest.raises(ArtifactError, match=re.escape(f"{path}: {expected}")):
+        load_policy_checkpoint(path)
+    assert main(["run", "vla.specprune", "--repeats", "1", "--config", f"checkpoint={path}"]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and "Traceback" not in err

@@ -31,15 +31,17 @@ def _rows(images: np.ndarray) -> set[bytes]:
 
 
 def test_the_built_example_and_evaluate_follow_the_built_net_not_the_file(tmp_path) -> None:
-    path = _save(tmp_path / "u.pt", seed=0, steps=4)
+    # the built net's settings differ from the defaults (seed 0, steps 4), so a build that
+    # took the defaults (or train_config's) for a checkpoint's split fails here
+    path = _save(tmp_path / "u.pt", seed=3, steps=6)
     program = spec_mod.build({"checkpoint": str(path)})
-    _save(path, seed=3, steps=6)  # replaced: export, calibration and deploy come after this
-    assert spec_mod.data_settings({"checkpoint": str(path)}) == (3, 6)  # the file's
+    _save(path, seed=0, steps=4)  # replaced: export, calibration and deploy come after this
+    assert spec_mod.data_settings({"checkpoint": str(path)}) == (0, 4)  # the file's
     built = program.meta["config"]
-    assert spec_mod.data_settings(built) == (0, 4)  # the built net's
+    assert spec_mod.data_settings(built) == (3, 6)  # the built net's
     for seed in range(4):
         x = spec_mod.SPEC.built_example(seed, program)["x"]
-        assert x.shape[0] == 4 and x[0, 0].tobytes() in _rows(load_digits(0).x_test)
+        assert x.shape[0] == 6 and x[0, 0].tobytes() in _rows(load_digits(3).x_test)
     seen = []
 
     def run(inputs):
@@ -48,16 +50,16 @@ def test_the_built_example_and_evaluate_follow_the_built_net_not_the_file(tmp_pa
 
     spec_mod.SPEC.evaluate(run, {**built, "eval_batch": 1000})
     (x,) = seen
-    assert x.shape[0] == 4
-    np.testing.assert_array_equal(x[0], load_digits(0).x_test)  # its own held-out split
+    assert x.shape[0] == 6
+    np.testing.assert_array_equal(x[0], load_digits(3).x_test)  # its own held-out split
 
 
 def test_deploy_profiles_the_example_of_the_net_it_built(tmp_path, monkeypatch) -> None:
     from neuroedge import api
 
-    path = _save(tmp_path / "u.pt", seed=0, steps=4)
+    path = _save(tmp_path / "u.pt", seed=3, steps=6)
     expected = spec_mod.example(0, {"checkpoint": str(path)})["x"]
-    other = _save(tmp_path / "other.pt", seed=3, steps=6).read_bytes()
+    other = _save(tmp_path / "other.pt", seed=0, steps=4).read_bytes()
 
     def build_then_replaced(config):
         program = spec_mod.build(config)

@@ -145,8 +145,11 @@ def _checkpoint(config: Mapping[str, Any]) -> Path:
 
 
 def load_model(config: Mapping[str, Any]) -> tuple[Any, bool]:
-    """MeshFT with trained metrics when a checkpoint for this mesh exists, else theory."""
+    """MeshFT with trained metrics when a checkpoint for this mesh exists, else theory. A
+    checkpoint the config names (``checkpoint``) that was trained on another mesh is refused
+    (ConfigError): the user asked for those weights; the default one is then passed over."""
     from neuroedge.checkpoints import load_checkpoint, load_weights, resolve_checkpoint
+    from neuroedge.errors import ConfigError
     from neuroedge.models.meshft.module import MeshFT
 
     cfg = {**DEFAULTS, **config}
@@ -155,16 +158,40 @@ def load_model(config: Mapping[str, Any]) -> tuple[Any, bool]:
     named = bool(cfg.get("checkpoint"))
     if path.is_file() and not cfg.get("smoke"):
         ckpt = load_checkpoint(path, required=("state_dict", "config"))
-        if ckpt["config"].get("mesh") == cfg["mesh"]:
-            model = MeshFT(mesh, ckpt["config"]["hodge"]).double()
+        saved = saved_config(ckpt["config"], path)
+        if saved["mesh"] == cfg["mesh"]:
+            model = MeshFT(mesh, saved["hodge"]).double()
             load_weights(model, ckpt["state_dict"], path)
             return model, True
         if named:  # the user asked for these weights: they do not fit this mesh
-            raise ValueError(
-                f"checkpoint {path} was trained on mesh {ckpt['config'].get('mesh')!r}, "
-                f"not {cfg['mesh']!r}; train on this mesh or leave checkpoint unset"
+            raise ConfigError(
+                f"mesh={cfg['mesh']!r}: checkpoint {path} was trained on mesh "
+                f"{saved['mesh']!r}; train on this mesh or leave checkpoint unset"
             )
     return MeshFT(mesh, "theory").double(), False
+
+
+def saved_config(saved: Any, path: Path) -> dict[str, str]:
+    """A checkpoint's ``{"mesh", "hodge"}`` (as ``train`` saves them), checked: ArtifactError
+    naming the file and the bad value."""
+    from neuroedge.errors import ArtifactError
+    from neuroedge.models.meshft.module import HODGE_MODES
+
+    if not isinstance(saved, Mapping):
+        raise ArtifactError(
+            f"{path}: checkpoint config is a {type(saved).__name__}, expected a dict with "
+            "'mesh' and 'hodge' (as `neuroedge train physics.meshft` saves it)"
+        )
+    mesh, hodge = saved.get("mesh"), saved.get("hodge")
+    if not isinstance(mesh, str) or not mesh:
+        raise ArtifactError(
+            f"{path}: checkpoint config mesh={mesh!r}: expected the name or file of a mesh"
+        )
+    if not isinstance(hodge, str) or hodge not in HODGE_MODES:
+        raise ArtifactError(
+            f"{path}: checkpoint config hodge={hodge!r}: expected one of {', '.join(HODGE_MODES)}"
+        )
+    return {"mesh": mesh, "hodge": hodge}
 
 
 def build(config: Mapping[str, Any]) -> HostProgram:

@@ -164,8 +164,9 @@ def rollout(
 def evaluate_job(job: tuple[str, str, str, dict[str, Any], str, int, int]) -> dict[str, Any]:
     """One (method, task) cell, in a worker process or (one worker) in the caller's, torch on
     one thread (two per process spin on a loaded 2-core machine; the caller's count is kept):
-    ``(source, backend, method, prune, task, n, seed0)``; ``source`` is the checkpoint (host)
-    or the method's exported policy directory (onnxrt); episodes use layouts seed0..seed0+n-1."""
+    ``(source, backend, method, prune, task, n, seed0)``; ``source`` is the bench's frozen copy
+    of the loaded weights (host: ``train.frozen_policy``) or the method's exported policy
+    directory (onnxrt); episodes use layouts seed0..seed0+n-1."""
     from neuroedge.seeding import one_thread
 
     with one_thread():
@@ -248,24 +249,21 @@ def evaluate_all(
     return results
 
 
-def _policy_sources(
-    cfg: Mapping[str, Any],
+def _onnx_sources(
     model: Any,
     backends: Sequence[str],
     out_dir: str,
     timed: Mapping[str, PruneConfig],
     sweep: Mapping[str, PruneConfig],
     ablation: Mapping[str, PruneConfig],
-) -> tuple[str, dict[str, str]]:
-    """The checkpoint, and each row's policy: the checkpoint or (onnxrt) its exported graphs."""
-    from neuroedge.paths import checkpoint_path
-
-    checkpoint = str(cfg.get("checkpoint") or checkpoint_path("vla.specprune"))
-    sources = dict.fromkeys({**timed, **sweep, **ablation}, checkpoint)
-    if "onnxrt" in backends:  # the deployed graphs also run the closed-loop episodes
-        sources = export_methods(model, {**timed, **sweep}, Path(out_dir) / "policy_onnx_methods")
-        sources.update(dict.fromkeys(ablation, sources["unpruned"]))  # the same graphs
-    return checkpoint, sources
+) -> dict[str, str]:
+    """Each row's exported graphs (of ``model``) when onnxrt is benchmarked, else none."""
+    if "onnxrt" not in backends:
+        return {}
+    # the deployed graphs also run the closed-loop episodes
+    sources = export_methods(model, {**timed, **sweep}, Path(out_dir) / "policy_onnx_methods")
+    sources.update(dict.fromkeys(ablation, sources["unpruned"]))  # the same graphs
+    return sources
 
 
 def _report_rows(
@@ -351,6 +349,7 @@ def _run_checked(
 ) -> dict[str, Any]:
     from neuroedge.bench.report import build_document, write_report
     from neuroedge.models.specprune.spec import load_trained
+    from neuroedge.models.specprune.train import frozen_policy
 
     model, train_cfg = load_trained(cfg)
     tasks = tuple(cfg.get("tasks", train_cfg["tasks"]))
@@ -363,17 +362,18 @@ def _run_checked(
     ablation = ablation_configs(cfg.get("blank_views", []), prune)
     evaluated = {**timed, **sweep, **ablation}
     check_candidates(candidates, model)  # against this policy, before any export or run
-    checkpoint, sources = _policy_sources(cfg, model, backends, out_dir, timed, sweep, ablation)
+    sources = _onnx_sources(model, backends, out_dir, timed, sweep, ablation)
     evaluated_on = str(cfg.get("eval_backend", "onnxrt" if "onnxrt" in backends else "host"))
-    results = evaluate_all(
-        sources if evaluated_on == "onnxrt" else dict.fromkeys(evaluated, checkpoint),
-        evaluated_on,
-        evaluated,
-        tasks,
-        episodes,
-        int(cfg.get("workers", 1)),
-        seed0,
-    )
+    with frozen_policy(model, train_cfg) as weights:  # the loaded ones, not the file again
+        results = evaluate_all(
+            sources if evaluated_on == "onnxrt" else dict.fromkeys(evaluated, weights),
+            evaluated_on,
+            evaluated,
+            tasks,
+            episodes,
+            int(cfg.get("workers", 1)),
+            seed0,
+        )
     sequences = record_observations(tasks)
     timings = time_methods(model, timed, sources, sequences, backends, int(cfg.get("repeats", 60)))
     untimed = {**sweep, **ablation}

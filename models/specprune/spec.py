@@ -23,11 +23,18 @@ IMAGE, TEXT_LEN, VISUAL, CHUNK = 64, 8, 128, 8
 
 
 def load_trained(config: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
-    """(trained policy, its training config); trains first if allowed and no checkpoint exists."""
-    from neuroedge.errors import ArtifactError
+    """(trained policy, its training config); trains first if allowed and no checkpoint exists.
+    ``train_config`` is what that training takes: a value of it the existing checkpoint was
+    not trained with is refused (ConfigError; it would be ignored), ``threads`` excepted (how
+    to train, not which policy)."""
+    from neuroedge.checkpoint_configs import refuse_ignored_train_config
     from neuroedge.checkpoints import resolve_checkpoint
+    from neuroedge.config_values import mapping
+    from neuroedge.errors import ArtifactError
     from neuroedge.models.specprune import train
 
+    # a non-mapping, a key training does not read or a bad value: before the demos or a load
+    wanted = train.training_config(config.get("train_config"))
     path = resolve_checkpoint(config, SPEC.name)
     if not path.is_file():
         if not config.get("train_if_missing", True):
@@ -35,9 +42,11 @@ def load_trained(config: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
                 f"{path}: no trained vla.specprune checkpoint; run "
                 "`neuroedge train vla.specprune` first"
             )
-        # a non-mapping or a key training does not read, before the demos (train checks too)
-        train.train(train.training_config(config.get("train_config")), out=path)
-    return train.load_policy_checkpoint(path)
+        train.train(wanted, out=path)
+    policy, saved = train.load_policy_checkpoint(path)
+    asked = mapping(config, "train_config")
+    refuse_ignored_train_config(asked, wanted, saved, path, exempt=("threads",))
+    return policy, saved
 
 
 def build(config: Mapping[str, Any]) -> TorchProgram:

@@ -43,7 +43,8 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -225,16 +226,33 @@ def train(
                 done_steps.append(len(losses))
     path = Path(out) if out else checkpoint_path(MODEL)
     summary = {"final_l1": float(np.mean(losses[-50:])), "samples": len(demos), "steps": done_steps}
-    save_checkpoint(
-        path,
-        {
-            "version": CHECKPOINT_VERSION,
-            "state_dict": policy.state_dict(),
-            "config": {k: list(v) if isinstance(v, tuple) else v for k, v in cfg.items()},
-            **summary,
-        },
-    )
+    save_checkpoint(path, {**checkpoint_payload(policy, cfg), **summary})
     return {"checkpoint": str(path), **summary}
+
+
+def checkpoint_payload(policy: Any, cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """What a checkpoint of ``policy`` trained with ``cfg`` holds (``load_policy_checkpoint``
+    reads it): the version, the state dict, the training config (tuples saved as lists)."""
+    return {
+        "version": CHECKPOINT_VERSION,
+        "state_dict": policy.state_dict(),
+        "config": {k: list(v) if isinstance(v, tuple) else v for k, v in cfg.items()},
+    }
+
+
+@contextmanager
+def frozen_policy(policy: Any, cfg: Mapping[str, Any]) -> Iterator[str]:
+    """The path of a checkpoint of ``policy``'s weights as they are now (written once, in a
+    temporary folder removed on exit): the bench's closed-loop cells, in worker processes too,
+    load this copy, not the checkpoint file again, which a ``neuroedge train`` finishing
+    meanwhile may have replaced (the success rates would measure other weights than the
+    timings and the parity)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="specprune-policy-") as folder:
+        path = Path(folder) / "policy.pt"
+        save_checkpoint(path, checkpoint_payload(policy, cfg))
+        yield str(path)
 
 
 def run_phase(
@@ -287,8 +305,30 @@ def load_policy_checkpoint(path: str | os.PathLike[str]) -> tuple[Any, dict[str,
             f"{path}: checkpoint version {ckpt['version']}, this neuroedge reads "
             f"version {CHECKPOINT_VERSION}"
         )
-    cfg = {**DEFAULTS, **ckpt["config"]}
+    cfg = saved_config(ckpt["config"], path)
     with seeded(0):  # its fresh layers draw, not from the caller's generator; the
         policy = make_policy(cfg)  # checkpoint's weights replace every one of them
     load_weights(policy, ckpt["state_dict"], path)
     return policy.eval(), cfg
+
+
+def saved_config(saved: Any, path: str | os.PathLike[str]) -> dict[str, Any]:
+    """A checkpoint's training config over DEFAULTS (a checkpoint saved before a key existed
+    took its default), checked as a user's is (``check_train_config``; the ``init`` file it
+    continued from need not exist here): ArtifactError naming the file and the bad value."""
+    from neuroedge.errors import ArtifactError, ConfigError
+
+    if not isinstance(saved, Mapping):
+        raise ArtifactError(
+            f"{path}: checkpoint config is a {type(saved).__name__}, expected a dict of "
+            f"training settings ({', '.join(DEFAULTS)})"
+        )
+    cfg = {**DEFAULTS, **saved}
+    try:
+        check_train_config({**cfg, "init": ""})
+    except ConfigError as err:
+        # check_tasks says "config tasks=...": one "config" is enough
+        raise ArtifactError(
+            f"{path}: checkpoint config {str(err).removeprefix('config ')}"
+        ) from None
+    return cfg

@@ -99,27 +99,36 @@ _TRAIN_KEYS = (
     "spike_grad",
 )
 _PIPELINE_KEYS = ("spike_scale", "data", "train_subset", "energy_target_uj")
+# What training takes for each when it is not given (``pipeline.load_data``, ``resolve_target``
+# and ``train.sparsify``): a checkpoint's saved config lacks the ones its training was not given.
+_PIPELINE_DEFAULTS = {
+    "spike_scale": 1.0,
+    "data": None,
+    "train_subset": None,
+    "energy_target_uj": None,
+}
 
 
 def build(config: Mapping[str, Any]) -> TorchProgram:
     """The folded (deployed) mini-ResNet: trained from a checkpoint, or untrained for ``smoke``
     (or ``untrained``, as for snn.lif_convnet): random weights at once, no training."""
-    from neuroedge.checkpoints import load_checkpoint, load_weights, resolve_checkpoint
+    from neuroedge.checkpoints import load_weights, resolve_checkpoint
     from neuroedge.models.unisparse import export, module, train
 
     from neuroedge.config_values import flag, integer, mapping
 
     seed = integer({"seed": config.get("seed", 0)}, "seed", 0, SEED_MAX)
     train_config = mapping(config, "train_config")
+    _training_request(train_config)  # a key training does not read, a bad value: refused first
     fresh = flag(config, "smoke") or flag(config, "untrained")
     path = resolve_checkpoint(config, SPEC.name, check=not fresh)
     if not fresh and not path.is_file() and flag(config, "train_if_missing"):
-        _train(train_config, str(path))  # refuses a key training does not read, first
+        _train(train_config, str(path))
     trained = bool(not fresh and path.is_file())
     cfg = dict(train.DEFAULTS)
     if trained:
-        ckpt = load_checkpoint(path, required=("state_dict", "config"))
-        cfg.update(saved_config(ckpt, path))
+        ckpt, saved = _trained(path, train_config)
+        cfg.update(saved)
     data = _data(ckpt["config"] if trained else train_config)  # the split this net takes
     with seeded(seed):  # untrained weights follow the seed; folding
         net = train.make_net(cfg)  # draws too (fresh layers, then overwritten)
@@ -157,6 +166,33 @@ def saved_config(ckpt: Mapping[str, Any], path: Any) -> dict[str, Any]:
     return dict(saved)
 
 
+def _training_request(train_config: Mapping[str, Any]) -> dict[str, Any]:
+    """What ``train_if_missing`` trains with: ``train_config`` over the training defaults,
+    checked (ConfigError for a key training does not read or a bad value)."""
+    from neuroedge.config_values import train_config as training_keys
+    from neuroedge.models.unisparse import pipeline, train
+
+    asked = training_keys(SPEC.name, train_config, SPEC.config_keys["train"])
+    return pipeline.check_config({**_PIPELINE_DEFAULTS, **train.DEFAULTS, **asked}, asked, False)
+
+
+def _trained(path: Any, train_config: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the checkpoint at ``path``, its checked training config: ``saved_config``). A
+    ``train_config`` value it was not trained with is refused (ConfigError), as
+    snn.lif_convnet does: with a checkpoint nothing trains, so it would be ignored silently
+    (``device`` says where to train, not which net: not compared)."""
+    from neuroedge.checkpoint_configs import refuse_ignored_train_config
+    from neuroedge.checkpoints import load_checkpoint
+    from neuroedge.models.unisparse import train
+
+    ckpt = load_checkpoint(path, required=("state_dict", "config"))
+    saved = saved_config(ckpt, path)
+    settled = {**_PIPELINE_DEFAULTS, **train.DEFAULTS, **saved}
+    wanted = _training_request(train_config)
+    refuse_ignored_train_config(train_config, wanted, settled, path, exempt=("device",))
+    return ckpt, saved
+
+
 def _data(saved: Mapping[str, Any]) -> dict[str, int]:
     """``{"seed", "steps"}`` of the data a net trained with ``saved`` takes (the defaults 0 and
     ``STEPS`` for a key it lacks), each checked (ConfigError naming it)."""
@@ -177,7 +213,7 @@ def data_settings(config: Mapping[str, Any] | None = None) -> tuple[int, int]:
     A build's ``meta["config"]`` holds the settings of the net it built under ``BUILT``: they
     are taken as they are, without reading the checkpoint file again (another process, e.g.
     ``neuroedge train``, may have replaced it since: its split is not this net's)."""
-    from neuroedge.checkpoints import load_checkpoint, resolve_checkpoint
+    from neuroedge.checkpoints import resolve_checkpoint
     from neuroedge.config_values import flag, mapping
     from neuroedge.errors import ConfigError
 
@@ -190,8 +226,8 @@ def data_settings(config: Mapping[str, Any] | None = None) -> tuple[int, int]:
     saved: Mapping[str, Any] = mapping(cfg, "train_config")
     if not (flag(cfg, "smoke") or flag(cfg, "untrained")):
         path = resolve_checkpoint(cfg, SPEC.name, check=False)
-        if path.is_file():
-            saved = saved_config(load_checkpoint(path, required=("state_dict", "config")), path)
+        if path.is_file():  # its config, the train_config checked against it
+            saved = _trained(path, saved)[1]
     data = _data(saved)
     return data["seed"], data["steps"]
 
