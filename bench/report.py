@@ -381,8 +381,15 @@ def _files_written_before(path: Path) -> list[str]:
         names = json.loads(path.read_text()).get("files", [])
     except (OSError, ValueError, AttributeError):
         return []
-    return [
-        n
-        for n in names
-        if isinstance(n, str) and n and not n.startswith("/") and ".." not in n.split("/")
-    ]
+    if not isinstance(names, list):
+        return []
+    folder = path.parent.resolve()
+    inside = []
+    for n in names:
+        if not isinstance(n, str) or not n or n.startswith("/") or ".." in n.split("/"):
+            continue
+        where = path.parent / n
+        # its folder, symlinks followed, is in the report folder (a linked subfolder is not)
+        if where.parent.resolve() == folder or folder in where.parent.resolve().parents:
+            inside.append(n)
+    return inside

@@ -244,3 +244,17 @@ def test_a_reused_report_folder_drops_the_earlier_runs_listed_files_only(tmp_pat
     with pytest.raises(ValueError, match="not inside the report folder"):
         write_report(build_document("m", []), out, files=[tmp_path / "elsewhere.pt"])
     assert (out / "ckpt/a.pt").is_file() and (out / "report.json").is_file()
+
+
+def test_an_earlier_reports_files_outside_the_folder_are_never_removed(tmp_path: Path) -> None:
+    """A report.json is a file anyone can edit: its ``files`` reach nothing outside the
+    folder, through '..', an absolute path or a symlinked subfolder."""
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "keep.pt").write_text("not the report's")
+    out.mkdir()
+    (out / "linked").symlink_to(elsewhere, target_is_directory=True)
+    forged = ["../elsewhere/keep.pt", str(elsewhere / "keep.pt"), "linked/keep.pt", 3, ""]
+    (out / "report.json").write_text(json.dumps({"files": forged}))
+    write_report(build_document("m", []), out)
+    assert (elsewhere / "keep.pt").read_text() == "not the report's"
