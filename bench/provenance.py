@@ -104,7 +104,10 @@ def git_dirty(root: Path) -> bool | None:
     ``GIT_TIMEOUT_S``); None where git is missing, fails or is slow."""
     try:
         done = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            # --no-optional-locks: git status would otherwise refresh the user's index
+            # (.git/index.lock), and a killed one would leave the lock behind
+            ["git", "--no-optional-locks", "-C", str(root), "status", "--porcelain"]
+            + ["--untracked-files=no"],
             capture_output=True,
             timeout=GIT_TIMEOUT_S,
             check=False,

@@ -309,10 +309,12 @@ def write_report(
 
 
 def _inside(out: Path, file: str | os.PathLike[str]) -> str:
-    """``file``'s path relative to ``out`` (POSIX); ValueError for one outside it."""
+    """``file``'s path relative to ``out`` (POSIX), symlinks not followed (a checkpoints/
+    folder linked to a scratch disk is still the report's); ValueError for one outside it."""
     full = Path(file) if Path(file).is_absolute() else out / file
     try:
-        return full.resolve().relative_to(out.resolve()).as_posix()
+        folder = Path(os.path.normpath(out.absolute()))
+        return Path(os.path.normpath(full.absolute())).relative_to(folder).as_posix()
     except ValueError:
         raise ValueError(f"{file}: not inside the report folder {out}") from None
 

@@ -59,9 +59,21 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except OSError:  # PermissionError: another user's live process
+    except (OSError, OverflowError):  # PermissionError: another user's live process
         return True
     return True
+
+
+def _last_touched(entry: os.DirEntry) -> float:
+    """The newest mtime of a draft: a file's own; a folder's, or of anything in it (writing a
+    file inside a folder does not touch the folder's own mtime)."""
+    newest = entry.stat(follow_symlinks=False).st_mtime
+    if entry.is_dir(follow_symlinks=False):
+        for root, dirs, files in os.walk(entry.path):
+            for item in (*dirs, *files):
+                with contextlib.suppress(OSError):
+                    newest = max(newest, os.lstat(os.path.join(root, item)).st_mtime)
+    return newest
 
 
 def remove_dead_drafts(folder: str | os.PathLike[str], name: str) -> list[Path]:
@@ -77,10 +89,11 @@ def remove_dead_drafts(folder: str | os.PathLike[str], name: str) -> list[Path]:
         if not (entry.name.startswith(prefix) and entry.name.endswith(".part")):
             continue
         pid, dot, rand = entry.name[len(prefix) : -len(".part")].partition(".")
-        if not (dot and pid.isdigit() and rand and "." not in rand) or _alive(int(pid)):
+        ours = dot and rand and "." not in rand and re.fullmatch(r"[0-9]{1,10}", pid)
+        if not ours or _alive(int(pid)):
             continue  # another name's draft (``name.x``), or a live one
         try:
-            if time.time() - entry.stat(follow_symlinks=False).st_mtime < DEAD_DRAFT_AGE_S:
+            if time.time() - _last_touched(entry) < DEAD_DRAFT_AGE_S:
                 continue
             if entry.is_dir(follow_symlinks=False):
                 shutil.rmtree(entry.path)

@@ -76,6 +76,7 @@ def test_only_dead_old_drafts_of_this_host_and_name_are_removed(tmp_path) -> Non
             path.mkdir() if key == "dead_folder" else path.write_text("draft")
             if key == "dead_folder":
                 (path / "inner.onnx").write_text("x")
+                _aged(path / "inner.onnx")  # a folder is as young as what is in it
             _aged(path)
         young = tmp_path / f".r.json.{HOST}-{dead}.young1.part"
         young.write_text("draft")
@@ -110,3 +111,24 @@ def test_export_and_plot_drafts_of_dead_processes_go_with_the_next_publish(tmp_p
     assert published.read_bytes() == b"graph" and not export.exists()
     write_report(build_document("m", []), tmp_path / "report")
     assert not plots.exists() and (tmp_path / "report" / "report.json").is_file()
+
+
+def test_odd_draft_names_and_a_folder_written_into_lately_are_left(tmp_path) -> None:
+    """Names whose 'pid' int() or os.kill cannot take made the write raise after it was done;
+    a folder draft is as young as the newest file in it (writing inside leaves its mtime)."""
+    dead = _dead_pid()
+    odd = [f".r.json.{HOST}-{'9' * 30}.abc.part", f".r.json.{HOST}-\u00b2.abc.part"]
+    for name in odd:
+        (tmp_path / name).write_text("x")
+        _aged(tmp_path / name)
+    busy = tmp_path / f".r.json.{HOST}-{dead}.busy01.part"
+    (busy / "sub").mkdir(parents=True)
+    (busy / "sub" / "graph.onnx").write_text("being written")
+    _aged(busy / "sub")
+    _aged(busy)  # its own mtime is old; the file inside is new
+    write_text(tmp_path / "r.json", "{}")
+    assert (tmp_path / "r.json").read_text() == "{}"
+    assert all((tmp_path / name).exists() for name in odd) and busy.exists()
+    _aged(busy / "sub" / "graph.onnx")
+    write_text(tmp_path / "r.json", "{}")
+    assert not busy.exists()

@@ -258,3 +258,17 @@ def test_an_earlier_reports_files_outside_the_folder_are_never_removed(tmp_path:
     (out / "report.json").write_text(json.dumps({"files": forged}))
     write_report(build_document("m", []), out)
     assert (elsewhere / "keep.pt").read_text() == "not the report's"
+
+
+def test_a_file_in_a_symlinked_subfolder_is_the_reports_own(tmp_path: Path) -> None:
+    """checkpoints/ linked to a scratch disk: its files are still listed (the run's report is
+    written, not refused after the run), and a later run never removes through the link."""
+    out, scratch = tmp_path / "out", tmp_path / "scratch"
+    scratch.mkdir()
+    out.mkdir()
+    (out / "checkpoints").symlink_to(scratch, target_is_directory=True)
+    (scratch / "a.pt").write_text("weights")
+    write_report(build_document("m", []), out, files=[out / "checkpoints" / "a.pt"])
+    assert json.loads((out / "report.json").read_text())["files"] == ["checkpoints/a.pt"]
+    write_report(build_document("m", []), out)
+    assert (scratch / "a.pt").read_text() == "weights"

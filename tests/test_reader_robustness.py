@@ -133,6 +133,22 @@ def test_npz_member_with_a_forged_zip64_size_is_refused_before_allocating(tmp_pa
         np.testing.assert_array_equal(load_inputs(tmp_path / "b.npz", SPEC)["query_means"], big)
 
 
+def test_the_deflate_bound_is_1032_to_1(tmp_path) -> None:
+    """A deflated member may declare at most 1032 bytes per compressed byte (+64): one byte
+    more is the forged-size refusal, the bound itself reaches the member's own checks."""
+    from neuroedge.npyfile import load_npz
+
+    for extra, forged in ((65, True), (64, False)):
+        path = tmp_path / f"d{extra}.npz"
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+            zf.writestr("a.npy", _huge_shape(np.zeros((3, 2))))
+            info = zf.filelist[0]
+            info.file_size = 1032 * info.compress_size + extra
+        with pytest.raises(ValueError) as err:
+            load_npz(path)
+        assert ("a corrupt or forged zip size" in str(err.value)) is forged, err.value
+
+
 @pytest.mark.parametrize(
     ("field", "value"),
     [(10, b"\x63\x00"), (8, b"\x01\x00"), (6, b"\xff\x00"), ("zip64", b"\x02\x00\x00\x00")],

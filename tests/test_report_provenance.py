@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -181,3 +182,30 @@ def test_the_hash_is_of_the_file_loaded_when_it_is_replaced_meanwhile(
     payload, identity = checkpoints.read_checkpoint(path)
     assert len(calls) == 2 and payload["config"]["seed"] == 0
     assert identity["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_dirty_is_gits_answer_and_reading_it_leaves_the_index_alone(tmp_path: Path) -> None:
+    """A clean checkout reads False, an edited tracked file True; and git status, which
+    refreshes (rewrites) the index of an edited tree, must not touch the user's index."""
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t"}
+    env = {**os.environ, **env, "GIT_COMMITTER_EMAIL": "t@t"}
+
+    def git(*args: str) -> None:
+        subprocess.run(
+            ["git", "-C", str(tmp_path), *args], check=True, env=env, capture_output=True
+        )
+
+    try:
+        git("init", "-q")
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("no git here")
+    (tmp_path / "a.txt").write_text("one\n")
+    git("add", "a.txt")
+    git("commit", "-qm", "one")
+    assert prov.git_dirty(tmp_path) is False
+    (tmp_path / "a.txt").write_text("two\n")
+    index = tmp_path / ".git" / "index"
+    before = index.stat().st_mtime_ns
+    time.sleep(0.02)
+    assert prov.git_dirty(tmp_path) is True
+    assert index.stat().st_mtime_ns == before
