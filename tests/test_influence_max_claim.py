@@ -101,3 +101,14 @@ def test_run_graph_runs_the_rho0_ablation_beside_ucb(monkeypatch):
     assert sorted(rhos) == [0.0, 0.4]
     assert list(res["regret"]) == list(X.POLICIES)
     assert res["rho"] == {"ucb": 0.4, "ucb_rho0": 0.0}
+
+
+def test_the_slope_is_fitted_over_the_last_three_quarters_only():
+    """Regret 40 sqrt(t) up to t=100, then growing linearly (slope 2): over [T/4, T] the
+    log-log slope is ~0.68 (claim not met), over [1, T] it would read ~0.56 (met)."""
+    t = np.arange(1, 401, dtype=float)
+    regret = np.where(t <= 100, 40 * np.sqrt(t), 400 + 2 * (t - 100))
+    slope = X.loglog_slope(regret)
+    late = np.arange(101, 401)
+    assert slope == pytest.approx(np.polyfit(np.log(late), np.log(regret[late - 1]), 1)[0])
+    assert slope > 0.6

@@ -374,3 +374,20 @@ def test_bench_over_two_seeds_writes_mean_and_per_seed_rows(tmp_path):
     assert rows["rmt_n40_d20_m40"] and doc["rows"][-1]["notes"] == ["random init, seed 0"]
     with pytest.raises(ValueError, match="seeds must be distinct"):
         bench(str(tmp_path), config={"seeds": [1, 1], "datasets": ["wine"]})
+
+
+def test_auroc_gives_ties_half_credit_and_ece_weights_bins_by_their_counts():
+    """Entropy scores tie (confident predictions); ECE's bins hold unequal counts: both were
+    untested (ordinal ranks and an unweighted mean of bin gaps passed every test)."""
+    from sklearn.metrics import roc_auc_score
+
+    inside, out = np.array([0.0, 0.0, 1.0, 1.0]), np.array([1.0, 1.0, 2.0])
+    labels = np.r_[np.zeros(4), np.ones(3)]
+    assert F.auroc(inside, out) == pytest.approx(roc_auc_score(labels, np.r_[inside, out]))
+    assert F.auroc(np.ones(5), np.ones(5)) == 0.5
+    # 8 right at 0.95 and 2 wrong at 0.55: (8 * 0.05 + 2 * 0.55) / 10, not (0.05 + 0.55) / 2
+    probs = np.array([[0.95, 0.05]] * 8 + [[0.55, 0.45]] * 2)
+    assert F.ece(probs, np.array([0] * 8 + [1] * 2)) == pytest.approx(0.15)
+    # 0.62 (wrong) and 0.68 (right) share a bin of width 1/10, not of width 1/15
+    pair = np.array([[0.62, 0.38], [0.68, 0.32]])
+    assert F.ece(pair, np.array([1, 0])) == pytest.approx((0.62 + 0.32) / 2)
