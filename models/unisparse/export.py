@@ -27,6 +27,8 @@ import torch
 from neuroedge.models.unisparse.module import LIF, FoldedResNet
 from neuroedge.types import NIRProgram
 
+NORSE_INSTALL = "pip install --no-deps norse==1.1.0 nirtorch==2.6"
+
 
 def _conv_node(conv: torch.nn.Conv2d, size: int) -> Any:
     import nir
@@ -131,13 +133,31 @@ def _topological(order: list[Any], edges: list[tuple[str, str]]) -> list[Any]:
     return ranked
 
 
+def norse_missing() -> str:
+    """``""`` when norse and nirtorch (its NIR importer) import, else why not with the install
+    line: ``make`` installs them with ``--no-deps`` (both declare torchvision), the wheel does
+    not."""
+    try:
+        import norse.torch  # noqa: F401
+    except ImportError as err:
+        return (
+            f"norse is not installed ({err}): {NORSE_INSTALL} (make does it; --no-deps: "
+            "norse and nirtorch declare torchvision)"
+        )
+    return ""
+
+
 def norse_executor(program: NIRProgram) -> Any:
     """The graph imported by norse (``norse.torch.from_nir``), made to run it as written.
 
     Two quirks of nirtorch 2.6's executor are corrected: it orders nodes depth-first, so a
     shortcut edge into a block's LIF would be read one step late (taken as recurrence); and
     norse hands NIR's batch-free ``Flatten.start_dim`` to torch, which counts the batch axis.
+    ImportError with the install line (``norse_missing``) when norse is not installed.
     """
+    missing = norse_missing()
+    if missing:
+        raise ImportError(missing)
     import norse.torch as norse
 
     executor = norse.from_nir(program.graph, dt=program.dt)
