@@ -79,6 +79,42 @@ def test_sweep_claim_reads_margins_over_seeds_and_finds_where_they_fall():
     assert "synaptic_ops_per_sample_sd" not in means["statnf_e2s@noise=5"]
 
 
+def test_a_single_seed_fails_the_sweep_claim_however_its_margins_read():
+    """README and bench.py: "single seeds fail the claim" (it is read over seeds); one seed
+    whose margins beat, grow and cost less held until 2026-12-07."""
+    from neuroedge.models.bivision.bench import claim_check, claim_section
+
+    margins = {0.0: [0.02], 5.0: [0.05], 10.0: [0.10]}
+    one = claim_check(_sweep_rows(margins, ops=0.5), [0, 5, 10])
+    assert one["seeds"] == 1 and one["holds"] is False
+    assert one["accuracy"]["beats_at_every_rate"] and one["accuracy"]["margin_grows"]
+    assert one["map50"]["beats_at_every_rate"] and one["map50"]["margin_grows"]
+    assert one["ops_at_most_baseline"] and one["effective_ops_at_most_baseline"]
+    assert one["reason"] == "one seed: the claim is read over seeds, single seeds fail it"
+    section = "\n".join(claim_section(one))
+    assert "- claim holds: **False** (" in section and "single seeds fail it" in section
+    twice = {r: m * 2 for r, m in margins.items()}  # the same seed twice: two seeds
+    two = claim_check(_sweep_rows(twice, ops=0.5), [0, 5, 10])
+    assert two["seeds"] == 2 and two["holds"] is True and "reason" not in two
+
+
+def test_a_zero_margin_does_not_beat_and_a_flat_step_still_grows():
+    """A margin of 0 does not beat the baseline (a tie); a flat step still grows (the margin
+    never falls and ends above the clean one)."""
+    from neuroedge.models.bivision.bench import claim_check
+
+    flat = claim_check(
+        _sweep_rows({0.0: [0.02, 0.04], 5.0: [0.02, 0.04], 10.0: [0.10, 0.14]}), [0, 5, 10]
+    )
+    assert flat["accuracy"]["margin"][0] == flat["accuracy"]["margin"][1]
+    assert flat["accuracy"]["margin_grows"] and flat["map50"]["margin_grows"] and flat["holds"]
+    zero = claim_check(
+        _sweep_rows({0.0: [0.0, 0.0], 5.0: [0.05, 0.09], 10.0: [0.10, 0.14]}), [0, 5, 10]
+    )
+    assert zero["accuracy"]["margin"][0] == 0.0 and zero["accuracy"]["margin_grows"]
+    assert not zero["accuracy"]["beats_at_every_rate"] and zero["holds"] is False
+
+
 def test_sweep_claim_needs_map50_to_beat_and_grow_too():
     """Accuracy margins that grow do not carry the claim when the map50 margin falls, or when
     it grows but starts below zero (the baseline wins on clean data). Both passed when the

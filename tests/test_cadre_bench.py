@@ -25,8 +25,8 @@ def _rows(cadre: float, vae: float) -> list[Report]:
     ]
 
 
-def _claim(pairs: list[tuple[float, float]]) -> dict:
-    return B.claim_over_seeds({s: _rows(a, b) for s, (a, b) in enumerate(pairs)})
+def _claim(pairs: list[tuple[float, float]], identity: float = 0.0) -> dict:
+    return B.claim_over_seeds({s: _rows(a, b) for s, (a, b) in enumerate(pairs)}, identity)
 
 
 def test_claim_needs_mean_above_paired_se_and_a_majority_of_wins() -> None:
@@ -38,7 +38,8 @@ def test_claim_needs_mean_above_paired_se_and_a_majority_of_wins() -> None:
     assert held["mcc_cadre_mean"] == pytest.approx(0.572) and held["shd_cadre"] == [3] * 5
     # one large win, four small losses: the mean (0.092) within its SE (0.102), one win
     lucky = _claim([(0.9, 0.4), (0.50, 0.51), (0.50, 0.51), (0.50, 0.51), (0.50, 0.51)])
-    assert not any(lucky["parts"].values()) and not lucky["holds"]
+    assert not lucky["parts"]["mean_difference_above_paired_se"]
+    assert not lucky["parts"]["cadre_wins_a_majority_of_seeds"] and not lucky["holds"]
     # a majority of wins, but the mean difference within its SE
     noisy = _claim([(0.51, 0.50), (0.51, 0.50), (0.51, 0.50), (0.30, 0.60), (0.50, 0.50)])
     assert noisy["parts"]["cadre_wins_a_majority_of_seeds"]
@@ -46,6 +47,55 @@ def test_claim_needs_mean_above_paired_se_and_a_majority_of_wins() -> None:
     assert (noisy["wins"], noisy["ties"], noisy["losses"]) == (3, 1, 1)
     one = _claim([(0.9, 0.1)])  # one seed has no SE: never holds
     assert math.isnan(one["cadre_minus_beta_vae"]["se"]) and not one["holds"]
+
+
+WINS = [(0.60, 0.43), (0.51, 0.54), (0.62, 0.59), (0.58, 0.50), (0.55, 0.50)]  # holds
+
+
+@pytest.mark.parametrize(
+    ("identity", "holds"),
+    [(0.0, True), (B.IDENTITY_TOL, True), (np.nextafter(B.IDENTITY_TOL, 1), False), (0.5, False)],
+)
+def test_the_identity_part_is_read_with_the_mcc_parts(identity: float, holds: bool) -> None:
+    """Issue #10's two claims: J_g = B to 1e-10 and MCC above beta-VAE; an identity error of
+    0.5 beside MCC wins held until 2026-12-07 (the identity row was added after the verdict)."""
+    claim = _claim(WINS, identity)
+    assert claim["parts"]["identity_to_1e-10"] is holds and claim["holds"] is holds
+    assert claim["identity_max_abs_err"] == identity and "1e-10" in claim["rule"]
+    assert claim["parts"]["mean_difference_above_paired_se"]  # the MCC parts hold throughout
+    assert claim["parts"]["cadre_wins_a_majority_of_seeds"]
+    assert not _claim(WINS, float("nan"))["holds"]
+
+
+@pytest.mark.parametrize(
+    ("pairs", "wins", "ties", "majority"),
+    [
+        ([(B.TIE, 0.0)] * 3 + [(0.2, 0.0)] * 2, 2, 3, False),  # exactly TIE: a tie
+        ([(np.nextafter(B.TIE, 1), 0.0)] * 3 + [(0.2, 0.0)] * 2, 5, 0, True),  # past it: wins
+        ([(0.5005, 0.5)] * 3 + [(0.7, 0.5)] * 2, 2, 3, False),  # a 0.0005 difference ties
+        ([(0.7, 0.5)] * 2 + [(0.5, 0.5)] * 2, 2, 2, False),  # 2 wins of 4 seeds: no majority
+        ([(0.7, 0.5)] * 3 + [(0.5, 0.5)] * 2, 3, 2, True),  # 3 of 5
+    ],
+)
+def test_a_tie_is_not_a_win_and_half_the_seeds_is_no_majority(
+    pairs: list, wins: int, ties: int, majority: bool
+) -> None:
+    claim = _claim(pairs)
+    assert (claim["wins"], claim["ties"]) == (wins, ties)
+    assert claim["parts"]["cadre_wins_a_majority_of_seeds"] is majority
+    assert claim["parts"]["mean_difference_above_paired_se"]  # the mean is clear of its SE
+    assert claim["holds"] is majority
+
+
+@pytest.mark.parametrize(("loss", "above"), [(0.48, False), (0.481, True)])
+def test_a_mean_difference_equal_to_its_se_is_not_above_it(loss: float, above: bool) -> None:
+    """Three wins of +0.02 and a loss of -0.02: mean 0.01 equals its paired SE (in floats too);
+    a smaller loss puts the mean above it."""
+    claim = _claim([(0.52, 0.5)] * 3 + [(loss, 0.5)])
+    d = claim["cadre_minus_beta_vae"]
+    assert (d["mean"] == d["se"]) is not above and claim["wins"] == 3
+    assert claim["parts"]["mean_difference_above_paired_se"] is above
+    assert claim["holds"] is above
 
 
 def test_bench_runs_every_seed_and_writes_the_claim(tmp_path: Path) -> None:

@@ -112,3 +112,34 @@ def test_the_slope_is_fitted_over_the_last_three_quarters_only():
     late = np.arange(101, 401)
     assert slope == pytest.approx(np.polyfit(np.log(late), np.log(regret[late - 1]), 1)[0])
     assert slope > 0.6
+
+
+@pytest.mark.parametrize(
+    ("slope", "holds"), [(X.CLAIM_SLOPE, False), (np.nextafter(X.CLAIM_SLOPE, 0), True)]
+)
+def test_a_slope_of_exactly_0_6_is_not_below_it(monkeypatch, slope, holds):
+    monkeypatch.setattr(X, "loglog_slope", lambda curve: float(slope))
+    g = X.claim({"g": result(10 * np.sqrt(T))})["graphs"]["g"]
+    assert g["slope"] == slope and g["slope_holds"] is holds and g["holds"] is holds
+
+
+@pytest.mark.parametrize(("final", "holds"), [(1000.0, False), (np.nextafter(1000.0, 0), True)])
+def test_regret_of_exactly_a_quarter_of_random_is_not_below_it(final, holds):
+    """UCB ends at 1000 against random's 4000: the ratio is exactly 0.25 in floats too."""
+    ucb = 50 * np.sqrt(T)  # slope 0.5, 1000 at T = 400
+    ucb[-1] = final
+    g = X.claim({"g": result(ucb)})["graphs"]["g"]
+    assert g["slope_holds"] is True and (g["regret_vs_random"] == X.CLAIM_RATIO) is not holds
+    assert g["ratio_holds"] is holds and g["holds"] is holds
+
+
+@pytest.mark.parametrize(
+    ("final", "measured"),
+    [(X.RATIO_FLOOR * len(T), False), (np.nextafter(X.RATIO_FLOOR * len(T), 1), True)],
+)
+def test_random_regret_at_the_floor_leaves_the_ratio_unmeasured(final, measured):
+    random = 10 * T
+    random[-1] = final
+    g = X.claim({"g": result(10 * np.sqrt(T), random=random)})["graphs"]["g"]
+    assert (g["regret_vs_random"] is not None) is measured
+    assert (g["ratio_holds"] is None) is not measured

@@ -57,7 +57,7 @@ def test_c1_full_context_reads_8x_at_256k_and_up(full_tokens: float, holds: bool
     big = {"full_context": {"tokens_per_question": full_tokens}}
     # 64k is below 256k: a small ratio there does not count
     small = {"full_context": {"tokens_per_question": 150.0}}
-    v = verdicts(s64000=small, s256000=big)
+    v = verdicts(s64000=small, s256000=big, s1000000={})
     assert v["C1_tokens_full_over_scout"] is holds
     assert v["holds"] is holds
 
@@ -84,6 +84,72 @@ def test_c2_scout_cost_grows_at_most_1_5x(tokens: float, holds: bool) -> None:
     big = {"scout": {"tokens_per_question": tokens}, "full_context": {"tokens_per_question": 1e4}}
     v = verdicts(s64000={}, s1000000=big)
     assert v["C2_scout_token_growth"] is holds
+
+
+@pytest.mark.parametrize(
+    ("sizes", "why"),
+    [
+        ({"s256000": {}}, "the run has 256k"),  # one size: growth 1.0 held unmeasured
+        ({"s256000": {}, "s1000000": {}}, "the run has 256k and 1M"),  # read 1M / 256k
+        ({"s64000": {}, "s256000": {}}, "the run has 64k and 256k"),
+    ],
+)
+def test_c2_needs_both_of_the_notes_sizes_and_is_never_a_pass_without(
+    sizes: dict, why: str
+) -> None:
+    """C2 is tokens(1M) / tokens(64k): a run without both sizes leaves it unmeasured, and the
+    overall verdict is then "not all measured", not a pass (every other claim holds)."""
+    grow = {"scout": {"tokens_per_question": 400.0}, "full_context": {"tokens_per_question": 4e3}}
+    c = claims(run(**{z: {**grow, **over} for z, over in sizes.items()}))
+    c2 = c["C2_scout_token_growth"]
+    assert c2["holds"] is None and c2["value"] is None
+    assert c2["reason"] == f"needs document sizes 64k and 1M; {why}"
+    assert c["holds"] is None
+    doc = {"claim": c, "policy": "keyword"}
+    doc["results"] = {
+        "sizes": {z[1:]: {"tokens": 1, "lines": 1, "window_tokens": 9} for z in sizes}
+    }
+    text = "\n".join(claim_section(doc))
+    assert (
+        f"- C2_scout_token_growth: - -> not measured (needs document sizes 64k and 1M; {why})"
+        in text
+    )
+
+
+def test_c2_reads_1m_over_64k_whatever_sizes_lie_between() -> None:
+    mid = {"scout": {"tokens_per_question": 1000.0}, "full_context": {"tokens_per_question": 1e4}}
+    c2 = claims(run(s64000={}, s256000=mid, s1000000={}))["C2_scout_token_growth"]
+    assert c2 == {"value": 1.0, "holds": True}  # 1M / 64k, not the largest over the smallest
+    big = {"scout": {"tokens_per_question": 151.0}, "full_context": {"tokens_per_question": 1e4}}
+    c2 = claims(run(s64000={}, s1000000={}, s2000000=big))["C2_scout_token_growth"]
+    assert c2 == {"value": 1.0, "holds": True}
+
+
+@pytest.mark.parametrize(
+    ("at_1m", "at_2m", "holds"),
+    [(0.59, 0.9, True), (0.6, 0.1, False)],
+)
+def test_c3_reads_full_context_at_1m_not_at_the_largest_size(
+    at_1m: float, at_2m: float, holds: bool
+) -> None:
+    c3 = claims(
+        run(
+            s64000={},
+            s1000000={"full_context": {"accuracy": at_1m}},
+            s2000000={"full_context": {"accuracy": at_2m}},
+        )
+    )["C3_accuracy"]
+    assert c3["holds"] is holds and c3["full_context_1m"] == at_1m
+
+
+def test_c3_without_1m_is_not_measured_unless_scout_fails_it() -> None:
+    c = claims(run(s64000={}, s256000={"full_context": {"accuracy": 0.1}}))
+    c3 = c["C3_accuracy"]
+    assert c3["holds"] is None and c3["full_context_1m"] is None
+    assert c3["reason"] == "full context is read at 1M; the run has 64k and 256k"
+    assert c["holds"] is None
+    c3 = claims(run(s64000={"scout": {"accuracy": 0.89}}, s256000={}))["C3_accuracy"]
+    assert c3["holds"] is False and "reason" not in c3
 
 
 @pytest.mark.parametrize(

@@ -60,6 +60,7 @@ def claim_check(
     from one rate to the next, per seed, as mean +- standard error over seeds (``step``,
     ``step_sem``), so that a fall smaller than the scatter is visible as such (``|step| <= 2
     SE``: not resolved by these seeds). The verdict stays the strict reading of the means.
+    A single seed fails the claim (``reason`` says so), however its margins read.
     """
     rates = sorted({float(r) for r in rates})  # a repeated rate is not one more point
     model, baseline = SWEEP_VARIANTS
@@ -90,7 +91,9 @@ def claim_check(
         }
         holds = holds and beats and grows
     out.update(ops_verdicts(per_seed, rates))
-    out["holds"] = bool(holds and all(out[key] for key in OPS_COUNTS))
+    out["holds"] = bool(holds and all(out[key] for key in OPS_COUNTS) and out["seeds"] >= 2)
+    if out["seeds"] < 2:  # as causal.cadre: one seed has no standard error over seeds
+        out["reason"] = "one seed: the claim is read over seeds, single seeds fail it"
     return out
 
 
@@ -160,7 +163,8 @@ def claim_section(claim: Mapping[str, Any]) -> list[str]:
         *lines,
         *ops_lines(claim),
         f"- claim holds: **{claim['holds']}** (it needs both margins positive at every rate "
-        "and growing, and both cost counts at most the baseline's at every rate)",
+        "and growing, both cost counts at most the baseline's at every rate, and two or more "
+        "seeds)" + (f": {claim['reason']}" if "reason" in claim else ""),
         "",
     ]
 

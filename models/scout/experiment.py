@@ -27,8 +27,9 @@ entry of E_T and in that entry's anchored span (``EpistemicState.grounded``).
 
 The claims read (the research notes' offline checks, section 1.4 of host_llm_papers.md): C1
 SCOUT reads <= 1/8 of the full-context tokens at every size >= 256k (not measured, holds None,
-when no size is that large); C2 its tokens at the largest size are <= 1.5x those at the
-smallest; C3 SCOUT accuracy >= 0.9 at every size while full context is < 0.6 at the largest;
+when no size is that large); C2 its tokens at 1M are <= 1.5x those at 64k (not measured,
+None, without both sizes); C3 SCOUT accuracy >= 0.9 at every size while full context is < 0.6
+at 1M (None without a 1M size, unless SCOUT's accuracy already fails it);
 C4 provenance 1.0; C5 two-hop accuracy without Evaluate <= 0.6; C6 on distractor questions,
 answering from E_T is right more often than answering from H_T, at every size. All hold when
 none fails and none is unmeasured (a failure makes the verdict False, else an unmeasured claim
