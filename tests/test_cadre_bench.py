@@ -145,3 +145,20 @@ def test_a_missing_or_folder_series_names_the_key_and_path(tmp_path: Path, capsy
         err = capsys.readouterr().err  # was a bare "[Errno 2] No such file or directory"
         assert f"series='{path}': {what}; expected a CSV or NetCDF file" in err
         assert not out.exists()
+
+
+def test_a_nan_jacobian_graph_reaches_the_identity_part_as_nan(monkeypatch) -> None:
+    """identity_check kept the running max with max(worst, err): max(0.0, nan) is 0.0, so
+    a J_g of NaN read as exact and the identity part held."""
+    import numpy as np
+    from neuroedge.models.cadre import functional as F
+    from neuroedge.models.cadre.spec import identity_check
+
+    real = F.jacobian_graph
+    calls = iter(range(10**6))
+    monkeypatch.setattr(
+        F, "jacobian_graph", lambda j: real(j) * np.nan if next(calls) == 1 else real(j)
+    )
+    error = identity_check(trials=3)
+    assert np.isnan(error)
+    assert _claim([(0.9, 0.1)] * 5, error)["holds"] is False

@@ -391,3 +391,5 @@ def test_auroc_gives_ties_half_credit_and_ece_weights_bins_by_their_counts():
     # 0.62 (wrong) and 0.68 (right) share a bin of width 1/10, not of width 1/15
     pair = np.array([[0.62, 0.38], [0.68, 0.32]])
     assert F.ece(pair, np.array([1, 0])) == pytest.approx((0.62 + 0.32) / 2)
+    # a confidence of exactly 1 is in the last bin, not dropped: wrong at 1.0 costs 1
+    assert F.ece(np.array([[1.0, 0.0]]), np.array([1])) == 1.0
