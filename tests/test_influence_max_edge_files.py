@@ -134,3 +134,14 @@ def test_an_empty_field_inside_an_edge_line_is_refused_not_skipped(tmp_path, lin
         load_edge_list(path)
     path.write_text("0,1,\n1,2,\n")  # a trailing comma is no column
     assert load_edge_list(path).src.tolist() == [0, 1]
+
+
+def test_networkx_default_edge_data_is_refused_with_the_writer_that_works(tmp_path) -> None:
+    """nx.write_edgelist writes each edge's attribute dict unless data=False ('0 1 {}' read
+    as a probability '{}'); the refusal names the call that writes a file the reader takes."""
+    graph = nx.karate_club_graph()
+    nx.write_edgelist(graph, tmp_path / "default.txt")
+    with pytest.raises(ValueError, match=r"line 1: .* attribute dict.*data=False"):
+        load_edge_list(tmp_path / "default.txt", undirected=True)
+    nx.write_edgelist(graph, tmp_path / "plain.txt", data=False)
+    assert len(load_edge_list(tmp_path / "plain.txt", undirected=True).src) == 156

@@ -199,6 +199,12 @@ def _data_lines(file: Path) -> list[tuple[int, str, list[str]]]:
             _check_header(file, line_no, raw, rows[0])
     for line_no, raw, _ in rows:
         _check_no_empty_field(file, line_no, raw)
+        if "{" in raw:  # nx.write_edgelist's default data=True writes each edge's attributes
+            raise ValueError(
+                f"edge list {file}: line {line_no}: {raw.strip()!r} holds an attribute dict, "
+                "as networkx writes by default; write the file with "
+                "nx.write_edgelist(g, path, data=False) (or give p as a third column)"
+            )
     return rows
 
 
