@@ -60,8 +60,8 @@ from neuroedge.backends.lava_processes import (  # public names, kept importable
     PACK,  # noqa: F401
     build_processes,  # noqa: F401
     build_registered,
-    forget,
     packing_matrix,  # noqa: F401
+    stop_network,
     unpack_spikes,
 )
 from neuroedge.log_handlers import handlers_kept
@@ -314,21 +314,23 @@ class LavaNetwork:
         from lava.magma.core.run_conditions import RunSteps
 
         key = (batch, steps)
-        net = self._built.get(key)
-        if net is not None and self.recurrent:  # spikes of the last run's tail would circle
-            net["source"].stop()  # back into step 0: a fresh network per call
-            forget(net)
-            net = None
+        if key in self._built and self.recurrent:  # spikes of the last run's tail would
+            stop_network(self._built.pop(key))  # circle back into step 0: a fresh net per call
         # Lava adds a root handler per process it makes (Process.__init__) and one to its
         # compiler's logger per compile: kept while it runs (its errors show), then removed
-        with handlers_kept("", "lava.magma.compiler.compiler"):
-            if net is None:
-                net = self._built[key] = build_registered(self, batch, data, steps)
-            else:
-                net["source"].data.set(data)
-            cond = RunSteps(num_steps=steps + depth)
-            net["source"].run(condition=cond, run_cfg=self._run_cfg())
-        return self._collect(net, steps, batch)
+        try:
+            with handlers_kept("", "lava.magma.compiler.compiler"):
+                if key not in self._built:
+                    self._built[key] = build_registered(self, batch, data, steps)
+                else:
+                    self._built[key]["source"].data.set(data)
+                cond = RunSteps(num_steps=steps + depth)
+                self._built[key]["source"].run(condition=cond, run_cfg=self._run_cfg())
+            return self._collect(self._built[key], steps, batch)
+        except BaseException:  # stopped mid-step (SIGTERM, Ctrl-C) or failed: Lava's own stop
+            if key in self._built:  # would wait for its workers' answers for ever
+                stop_network(self._built.pop(key), orderly=False)
+            raise
 
     def run(self, x: np.ndarray, every_population: bool = False) -> dict[str, np.ndarray]:
         """Step the network over ``x`` (T, batch, ...); outputs realigned to host steps.
@@ -368,10 +370,8 @@ class LavaNetwork:
 
 
 def _stop_all(built: dict[tuple[int, int], dict[str, Any]]) -> None:
-    for net in built.values():
-        net["source"].stop()
-        forget(net)
-    built.clear()
+    while built:
+        stop_network(built.popitem()[1])
 
 
 def _integrate(layer: Layer, synaptic: np.ndarray, scale: float) -> np.ndarray:

@@ -6,6 +6,8 @@ Lava itself (and scipy) are imported inside the functions that build processes.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -15,6 +17,7 @@ if TYPE_CHECKING:
     from neuroedge.backends.lava import LavaNetwork
 
 PACK = 8  # spikes per recorded value
+STOP_BOUND = 5.0  # seconds Lava's orderly stop may take (well under one) before it is ended
 
 
 def packing_matrix(n: int) -> Any:
@@ -200,3 +203,93 @@ def forget(built: dict[str, Any]) -> None:
     procs.processes = [p for p in procs.processes if id(p) not in gone]
     gone = {id(v) for v in made_vars}
     variables.vars = [v for v in variables.vars if id(v) not in gone]
+
+
+def stop_network(built: dict[str, Any], orderly: bool = True, bound: float = STOP_BOUND) -> None:
+    """Stop a built network's Lava runtime, then ``forget`` it. ``orderly``: Lava's own stop
+    (``Runtime.stop``) while every worker process lives, given ``bound`` seconds; otherwise,
+    past the bound, or once the process got SIGTERM, ``end_runtime``. Lava's stop waits without
+    end for answers that a run stopped mid-step (SIGTERM, Ctrl-C) or a dead worker (SIGTERM to
+    the process group) never sends: the command then hung at exit."""
+    from neuroedge.signals import terminating
+
+    runtime = built["source"].runtime
+    orderly = orderly and not terminating()
+    try:
+        if runtime is not None and not (orderly and _stopped_in_time(runtime, bound)):
+            end_runtime(runtime)
+    finally:
+        forget(built)
+
+
+def _stopped_in_time(runtime: Any, bound: float) -> bool:
+    """Whether Lava's ``runtime.stop()`` ended within ``bound`` seconds (run in a daemon
+    thread, so one stuck for good holds up nothing); False at once when a worker is gone."""
+    if not all(_alive(actor) for actor in _actors(runtime)):
+        return False
+    failed: list[Exception] = []
+
+    def stop() -> None:
+        try:
+            runtime.stop()
+        except Exception as err:  # raised below, in the caller's thread
+            failed.append(err)
+
+    thread = threading.Thread(target=stop, name="lava-stop", daemon=True)
+    thread.start()
+    thread.join(bound)
+    if failed:
+        end_runtime(runtime)
+        raise failed[0]
+    return not thread.is_alive()
+
+
+def _actors(runtime: Any) -> list[Any]:
+    """The worker processes (``multiprocessing.Process``) of a Lava runtime."""
+    return list(getattr(runtime._messaging_infrastructure, "actors", ()))
+
+
+def _alive(actor: Any) -> bool:
+    try:
+        return actor.is_alive()
+    except ValueError:  # closed: Lava joined it (after a worker's error)
+        return False
+
+
+def end_runtime(runtime: Any, grace: float = 1.0) -> None:
+    """End a Lava runtime whose orderly stop cannot finish: its worker processes terminated
+    (killed after ``grace`` seconds) and reaped, its channel threads released and its shared
+    memory unlinked; Lava's own ``Runtime.__del__`` is kept from stopping it again."""
+    import multiprocessing as mp
+    from multiprocessing.connection import wait
+
+    runtime._is_started = runtime._is_running = False
+    actors = [a for a in _actors(runtime) if _alive(a)]
+    for actor in actors:
+        actor.terminate()
+    wait([a.sentinel for a in actors], timeout=grace)
+    for actor in actors:
+        if actor.is_alive():
+            actor.kill()
+        mp.Process.join(actor)  # Lava's SystemProcess.join has no timeout, and is now done
+        actor._is_done = True
+    ports = (*runtime._open_ports, *runtime.runtime_to_service, *runtime.service_to_runtime)
+    for port in ports:
+        port.join()  # releases the port's thread, blocked on a semaphore
+    runtime._open_ports.clear()
+    smm = getattr(runtime._messaging_infrastructure, "smm", None)
+    if smm is not None:
+        _release_memory(smm)
+
+
+def _release_memory(smm: Any) -> None:
+    """Shut down the shared memory manager of a Lava runtime (its server unlinks every block),
+    then unlink from here what a dead server could not. Handles are not closed: a port's
+    arrays may still view them."""
+    handles, smm._shared_memory_handles = list(smm._shared_memory_handles), []
+    manager, smm._manager = smm._manager, None
+    if hasattr(manager, "shutdown"):  # set once started
+        manager.shutdown()  # bounded: waits 1 s for its server, then terminates it
+    for handle in handles:
+        with contextlib.suppress(FileNotFoundError):
+            handle.unlink()

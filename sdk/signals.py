@@ -23,8 +23,20 @@ class Terminated(SystemExit):
     """SIGTERM received inside ``sigterm_exits``: a SystemExit with status 143."""
 
 
+_received = False  # a SIGTERM was turned into Terminated (stays set: the process is ending)
+
+
 def _raise_terminated(signum: int, frame: Any) -> None:
+    global _received
+    _received = True
     raise Terminated(128 + signum)
+
+
+def terminating() -> bool:
+    """Whether this process got SIGTERM inside ``sigterm_exits``: it is on its way out, and
+    helper processes may be gone too (SIGTERM to the process group), so a clean-up must not
+    wait on their answers (the Lava backend then ends its runtime instead of stopping it)."""
+    return _received
 
 
 @contextlib.contextmanager

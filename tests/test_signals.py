@@ -36,6 +36,20 @@ SLEEP = "time.sleep(60)"
 POOL = "map_seeds(time.sleep, {0: 60, 1: 60}, workers=2, progress=False)"
 
 
+def spawn(code: str, cwd, env: dict | None = None, **popen) -> subprocess.Popen:
+    """``python -c code`` in its own session (so a signal can go to its group), pipes open."""
+    return subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, "NEUROEDGE_DEBUG": "0", **(env or {})},
+        **popen,
+    )
+
+
 def descendants(pid: int) -> set[int]:
     """Live processes below ``pid`` (Linux /proc)."""
     from pathlib import Path
@@ -66,16 +80,7 @@ def descendants(pid: int) -> set[int]:
 )
 def test_a_stopped_command_leaves_no_temp_file_nor_worker(tmp_path, work, sig, group, code, line):
     """SIGTERM killed the command on the spot: .out.json.*.part left, exit -15."""
-    run = subprocess.Popen(
-        [sys.executable, "-c", HOLD.replace("WORK", work)],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-        env={**os.environ, "NEUROEDGE_DEBUG": "0"},
-        preexec_fn=sigint_default,
-    )
+    run = spawn(HOLD.replace("WORK", work), tmp_path, preexec_fn=sigint_default)
     try:
         assert run.stdout.readline().strip() == "ready"
         assert list(tmp_path.glob(".out.json.*.part"))

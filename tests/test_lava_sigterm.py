@@ -1,0 +1,87 @@
+"""SIGTERM during a Lava run (to the command, or to its process group as ``timeout`` sends it)
+ends the command at once with 143 and one line: no Lava worker process nor shared memory
+block is left behind. It hung: the clean-up at exit called Lava's ``Runtime.stop``, which
+waits for answers that workers stopped mid-step, or killed by the same signal, never send."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_signals import descendants, descendants_alive, spawn
+
+pytestmark = [
+    pytest.mark.loihi,
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc"),
+]
+
+# a command (``doctor`` replaced) that runs a small network on Lava; prints the names of the
+# run's shared memory blocks once built, then runs it again and again (LOOP) or idles (IDLE)
+LAVA = """
+import sys, time
+import numpy as np
+import nir
+import neuroedge.cli as cli
+from neuroedge.registry import get_backend
+from neuroedge.types import IOSpec, ModelSpec, NIRProgram
+
+def work(args):
+    lif = nir.LIF(tau=np.full(4, 2e-3), r=np.ones(4), v_leak=np.zeros(4),
+                  v_threshold=np.ones(4))
+    nodes = {"x": nir.Input({"input": np.array([4])}), "f": nir.Affine(np.eye(4), np.zeros(4)),
+             "a": lif, "y": nir.Output({"output": np.array([4])})}
+    graph = nir.NIRGraph(nodes, [("x", "f"), ("f", "a"), ("a", "y")], metadata={"dt": 1e-3})
+    io = lambda name: (IOSpec(name, ("T", "batch", 4)),)
+    spec = ModelSpec("snn.t", "snn", "t", io("x"), io("y"),
+                     build=lambda cfg: NIRProgram(graph, 1e-3), example=lambda s: {})
+    lava = get_backend("lava")
+    art = lava.compile(NIRProgram(graph, 1e-3), spec, {"variant": "floating_pt"})
+    xs = {"x": np.ones((200, 1, 4), dtype=np.float32)}
+    lava.run(art, xs)
+    (net,) = art.handle._built.values()
+    blocks = net["source"].runtime._messaging_infrastructure.smm._shared_memory_handles
+    print(" ".join(b.name for b in blocks), flush=True)
+    WORK
+    return 0
+
+cli.cmd_doctor = work
+sys.exit(cli.main(["doctor"]))
+"""
+LOOP = "while True: lava.run(art, xs)"  # SIGTERM lands mid-step, or between steps
+IDLE = "time.sleep(120)"  # the network built and idle: only the clean-up at exit is left
+
+
+@pytest.mark.parametrize(
+    "work, group",
+    [(LOOP, False), (LOOP, True), (IDLE, True)],
+    ids=["running", "running-group", "idle-group"],
+)
+def test_sigterm_during_a_lava_run_exits_143_and_leaves_nothing(tmp_path, work, group) -> None:
+    """Before: the command printed its line, then hung for good (group, or a run mid-step)."""
+    run = spawn(LAVA.replace("WORK", work), tmp_path, env={"OMP_NUM_THREADS": "1"})
+    try:
+        blocks = run.stdout.readline().split()
+        assert blocks, run.communicate(timeout=60)[1]
+        time.sleep(1.0)  # LOOP: well inside Lava's runs
+        below = descendants(run.pid)
+        assert below  # Lava's workers
+        (os.killpg if group else os.kill)(run.pid, signal.SIGTERM)
+        sent = time.monotonic()
+        _, err = run.communicate(timeout=30)
+        took = time.monotonic() - sent
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.communicate()
+    assert run.returncode == 143, err
+    assert err.strip() == "neuroedge: terminated (SIGTERM)"  # one line, none from a worker
+    assert took < 10, f"the command took {took:.1f} s to end after SIGTERM"
+    deadline = time.monotonic() + 10
+    while (left := descendants_alive(below)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not left, "Lava's workers outlived the command"
+    assert not [b for b in blocks if Path("/dev/shm", b.lstrip("/")).exists()]
