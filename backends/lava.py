@@ -65,6 +65,7 @@ from neuroedge.backends.lava_processes import (  # public names, kept importable
     unpack_spikes,
 )
 from neuroedge.log_handlers import handlers_kept
+from neuroedge.signals import sigint_blocked
 from neuroedge.errors import BackendUnavailable, ConfigError, ExportRefused, InputError
 from neuroedge.shapes import as_numpy, bind_inputs
 from neuroedge.types import (
@@ -324,8 +325,11 @@ class LavaNetwork:
                     self._built[key] = build_registered(self, batch, data, steps)
                 else:
                     self._built[key]["source"].data.set(data)
-                cond = RunSteps(num_steps=steps + depth)
-                self._built[key]["source"].run(condition=cond, run_cfg=self._run_cfg())
+                source = self._built[key]["source"]
+                if source.runtime is None:  # its workers start without SIGINT: Ctrl-C to the
+                    with sigint_blocked():  # group reaches this process alone, which ends them
+                        source.create_runtime(run_cfg=self._run_cfg())
+                source.run(condition=RunSteps(num_steps=steps + depth))
             return self._collect(self._built[key], steps, batch)
         except BaseException:  # stopped mid-step (SIGTERM, Ctrl-C) or failed: Lava's own stop
             if key in self._built:  # would wait for its workers' answers for ever

@@ -269,9 +269,10 @@ def end_runtime(runtime: Any, grace: float = 1.0) -> None:
         actor.terminate()
     wait([a.sentinel for a in actors], timeout=grace)
     for actor in actors:
-        if actor.is_alive():
+        if _alive(actor):  # an orderly stop past its bound may have joined (closed) it
             actor.kill()
-        mp.Process.join(actor)  # Lava's SystemProcess.join has no timeout, and is now done
+        with contextlib.suppress(ValueError):  # closed meanwhile: joined already
+            mp.Process.join(actor)  # Lava's SystemProcess.join has no timeout, and is now done
         actor._is_done = True
     ports = (*runtime._open_ports, *runtime.runtime_to_service, *runtime.service_to_runtime)
     for port in ports:

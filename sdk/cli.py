@@ -17,7 +17,13 @@ from neuroedge.cli_run import add_run_parser, seed_value
 from neuroedge.config_values import check_seed_keys
 from neuroedge.errors import NeuroedgeError, PluginError
 from neuroedge.registry import available_backends, get_model, model_names
-from neuroedge.signals import EXIT_TERMINATED, Terminated, sigterm_exits, stdout_reader_gone
+from neuroedge.signals import (
+    EXIT_TERMINATED,
+    Terminated,
+    mark_terminating,
+    sigterm_exits,
+    stdout_reader_gone,
+)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -363,6 +369,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout.flush()  # a reader gone shows here, not at exit past every handler
         return code
     except KeyboardInterrupt:
+        mark_terminating()  # exit clean-up ends helper processes, not waits on them
         if debug:
             raise
         print("\nneuroedge: interrupted", file=sys.stderr)

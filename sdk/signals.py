@@ -32,6 +32,32 @@ def _raise_terminated(signum: int, frame: Any) -> None:
     raise Terminated(128 + signum)
 
 
+def mark_terminating() -> None:
+    """Say the process is on its way out (a KeyboardInterrupt the command caught): clean-up
+    at exit ends helper processes instead of waiting on them, as after SIGTERM."""
+    global _received
+    _received = True
+
+
+@contextlib.contextmanager
+def sigint_blocked() -> Iterator[None]:
+    """SIGINT held off in this thread inside; processes started here inherit the mask, so a
+    terminal's Ctrl-C (SIGINT to the whole process group) reaches this process only and its
+    workers print no KeyboardInterrupt of their own. A Ctrl-C meanwhile arrives on exit.
+
+    multiprocessing's resource tracker is started first: starting it unblocks SIGINT in the
+    calling thread (resource_tracker.ensure_running), which undid the block for every process
+    forked after a shared memory block was first made."""
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 def terminating() -> bool:
     """Whether this process got SIGTERM inside ``sigterm_exits``: it is on its way out, and
     helper processes may be gone too (SIGTERM to the process group), so a clean-up must not
