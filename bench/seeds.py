@@ -89,17 +89,18 @@ def map_local(
 
     from neuroedge.bench.pool import map_pool
 
-    bar = tqdm(total=len(cfgs), desc=desc, disable=not progress)
     out: dict[Any, Any] = {}
-    if not cfgs:  # a rank with no share of the seeds
-        pass
-    elif workers == 1 or len(cfgs) == 1:
-        for seed, cfg in cfgs.items():
-            out[seed] = fn(cfg)
-            bar.update()
-    else:
-        out = map_pool(fn, cfgs, min(workers, len(cfgs)), bar, desc, noun)
-    bar.close()
+    # closed however the call ends: a bar left open is redrawn at exit, after the command's
+    # last line (a stop signal's)
+    with tqdm(total=len(cfgs), desc=desc, disable=not progress) as bar:
+        if not cfgs:  # a rank with no share of the seeds
+            pass
+        elif workers == 1 or len(cfgs) == 1:
+            for seed, cfg in cfgs.items():
+                out[seed] = fn(cfg)
+                bar.update()
+        else:
+            out = map_pool(fn, cfgs, min(workers, len(cfgs)), bar, desc, noun)
     return out
 
 

@@ -17,13 +17,13 @@ from neuroedge.cli_run import add_run_parser, seed_value
 from neuroedge.config_values import check_seed_keys
 from neuroedge.errors import NeuroedgeError, PluginError
 from neuroedge.registry import available_backends, get_model, model_names
-from neuroedge.signals import (
-    EXIT_TERMINATED,
-    Terminated,
-    mark_terminating,
-    sigterm_exits,
-    stdout_reader_gone,
+from neuroedge.cli_exit import (  # noqa: F401 (the exit codes stay importable from here)
+    EXIT_INTERRUPTED,
+    EXIT_READER_GONE,
+    error_status,
+    stopped,
 )
+from neuroedge.signals import Terminated, sigterm_exits, stop_status
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -352,12 +352,6 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-# 128 + SIGPIPE: what a shell reports for a Unix tool whose reader left (`yes | head -1`),
-# so a `set -o pipefail` script treats neuroedge as it treats those; 2 stays "you erred"
-EXIT_READER_GONE = 141
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a tool stopped by Ctrl-C
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """The command's exit status (EXIT_CODES); with NEUROEDGE_DEBUG set (not 0) an error is
     raised with its traceback instead of printed as one line."""
@@ -367,31 +361,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         with sigterm_exits():  # SIGTERM unwinds as Ctrl-C does: temp files go, workers end
             code = int(args.fn(args))
             sys.stdout.flush()  # a reader gone shows here, not at exit past every handler
-        return code
-    except KeyboardInterrupt:
-        mark_terminating()  # exit clean-up ends helper processes, not waits on them
-        if debug:
-            raise
-        print("\nneuroedge: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except Terminated:
-        print("neuroedge: terminated (SIGTERM)", file=sys.stderr)
-        return EXIT_TERMINATED
-    except BrokenPipeError as err:
-        if not stdout_reader_gone():
-            if debug:
-                raise
-            print(f"neuroedge: error: {err}", file=sys.stderr)
-            return 2
-        # Python's recommended pattern (signal docs, "Note on SIGPIPE"): stdout to devnull,
-        # so the flush at exit raises no second BrokenPipeError
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_READER_GONE
-    except (NeuroedgeError, ValueError, OSError) as err:  # OSError: paths the user gave
-        if debug:
-            raise
-        print(f"neuroedge: error: {err}", file=sys.stderr)
-        return 2
+        return stopped(stop_status()) if stop_status() else code
+    except BaseException as err:
+        if stop_status() is None or isinstance(err, (KeyboardInterrupt, Terminated)):
+            return error_status(err, debug)
+        return stopped(stop_status())  # the signal's exception was lost or turned into err
 
 
 if __name__ == "__main__":

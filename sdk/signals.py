@@ -26,10 +26,29 @@ class Terminated(SystemExit):
 _received = False  # a SIGTERM was turned into Terminated (stays set: the process is ending)
 
 
+_interrupted = False  # a Ctrl-C (SIGINT) raised KeyboardInterrupt inside ``sigterm_exits``
+
+
 def _raise_terminated(signum: int, frame: Any) -> None:
     global _received
     _received = True
     raise Terminated(128 + signum)
+
+
+def _raise_interrupted(signum: int, frame: Any) -> None:
+    global _received, _interrupted
+    _received = _interrupted = True
+    raise KeyboardInterrupt
+
+
+def stop_status() -> int | None:
+    """143 after a SIGTERM, 130 after a Ctrl-C inside ``sigterm_exits``, else None: the
+    signal's exception can be lost (raised in a callback of native code: numba's compiler,
+    torch's exporter, an extension's import, which print it as ignored or turn it into
+    another error), so a command asks this before reporting success or an error."""
+    if _interrupted:
+        return 128 + signal.SIGINT
+    return 128 + signal.SIGTERM if _received else None
 
 
 def mark_terminating() -> None:
@@ -69,14 +88,22 @@ def terminating() -> bool:
 def sigterm_exits() -> Iterator[None]:
     """Inside, SIGTERM raises ``Terminated`` instead of killing the process on the spot;
     outside the main thread (where no handler can be set), a no-op."""
+    global _received, _interrupted
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    _received = _interrupted = False  # a new command (an earlier one's stop is not this one's)
     before = signal.signal(signal.SIGTERM, _raise_terminated)
+    # Ctrl-C as Python's own handler (KeyboardInterrupt), remembered; a handler of the
+    # caller's own is kept
+    own_int = signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    before_int = None if own_int else signal.signal(signal.SIGINT, _raise_interrupted)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, before)
+        if before_int is not None:
+            signal.signal(signal.SIGINT, before_int)
 
 
 def stdout_reader_gone() -> bool:

@@ -294,3 +294,26 @@ def test_workers_takes_numpy_integers_as_an_int() -> None:
     for bad in (True, np.float64(2.0), 0):
         with pytest.raises(ValueError, match="workers must be a positive integer"):
             check_workers(bad)
+
+
+def _stop(cfg):
+    raise KeyboardInterrupt
+
+
+def test_the_progress_bar_is_closed_however_the_seeds_end(monkeypatch) -> None:
+    """A bar left open was redrawn at exit, after the command's stop line."""
+    import tqdm as tqdm_module
+    from neuroedge.bench.seeds import map_seeds
+
+    closed = []
+
+    class Bar(tqdm_module.tqdm):
+        def close(self):
+            closed.append(True)
+            super().close()
+
+    monkeypatch.setattr(tqdm_module, "tqdm", Bar)
+    with pytest.raises(KeyboardInterrupt) as stopped:
+        map_seeds(_stop, {0: {}, 1: {}}, workers=1, desc="seeds", progress=True)
+    assert closed, "the bar was left open"
+    del stopped

@@ -137,3 +137,35 @@ def test_run_says_when_its_weights_are_untrained(capsys) -> None:
     args = ["run", "snn.lif_convnet", "--repeats", "1", "--config", "train_if_missing=false"]
     assert main(args) == 0  # no checkpoint in the test home: random weights, as bench notes
     assert "weights: untrained (random initialisation)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "sig, code, line", [("SIGTERM", 143, "terminated (SIGTERM)"), ("SIGINT", 130, "interrupted")]
+)
+@pytest.mark.parametrize("lost", ["swallowed", "turned into another error"])
+def test_a_stop_signal_native_code_lost_still_stops_the_command(
+    monkeypatch, capsys, sig, code, line, lost
+) -> None:
+    """numba's compiler, torch's exporter or an extension's import can print the signal's
+    exception as ignored (the command then ended 0) or turn it into another error (exit 1,
+    a long traceback): the command still ends with the signal's status and one line."""
+    import os
+    import signal
+
+    import neuroedge.cli as cli
+
+    def work(args) -> int:
+        try:
+            os.kill(os.getpid(), getattr(signal, sig))  # the handler raises here...
+            signal.pthread_sigmask(signal.SIG_BLOCK, [])  # (lets it run)
+        except BaseException:  # ...and native code loses it
+            if lost != "swallowed":
+                raise RuntimeError("no compiled object yet") from None
+        return 0
+
+    monkeypatch.delenv("NEUROEDGE_DEBUG", raising=False)
+    monkeypatch.setattr(cli, "cmd_doctor", work)
+    assert main(["doctor"]) == code
+    assert capsys.readouterr().err.strip() == f"neuroedge: {line}"
+    monkeypatch.setattr(cli, "cmd_doctor", lambda args: 0)
+    assert main(["doctor"]) == 0  # the next command in this process is not stopped

@@ -114,3 +114,58 @@ def test_a_method_of_a_class_is_repaired_in_place(tmp_path: Path) -> None:
     diff = out.read_text()
     assert "-        return self.items[:n - 1]" in diff and "+        return self.items[:n]" in diff
     assert not any(x.startswith("-") and "# the first" in x for x in diff.splitlines())
+
+
+def test_a_stopped_repair_exits_143_and_leaves_no_copy_nor_test_run(tmp_path: Path) -> None:
+    """SIGTERM while the user's tests run in the sandbox: it died with -15, its copy of the
+    repository left in TMPDIR and the test runner orphaned, still running."""
+    import os
+    import signal
+    import time
+
+    from test_signals import descendants, descendants_alive, spawn
+
+    repo = _user_repo(tmp_path)
+    slow = "import time\n\ndef test_slow():\n    time.sleep(60)\n"
+    (repo / "tests" / "test_slow.py").write_text(slow)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    argv = ["conrad", str(repo), "tests/test_slow.py::test_slow", "the slow test hangs"]
+    code = (  # python -m neuroedge.models.conrad ARGS
+        f"import runpy, sys; sys.argv = {argv + ['--samples', '1']!r}; "
+        "runpy.run_module('neuroedge.models.conrad', run_name='__main__')"
+    )
+    run = spawn(code, tmp_path, env={"TMPDIR": str(scratch)})
+    try:
+        deadline = time.monotonic() + 60
+        while not list(scratch.glob("conrad-*")) and time.monotonic() < deadline:
+            time.sleep(0.1)  # the repository copied into its sandbox
+        time.sleep(1.0)  # its tests under way
+        assert run.poll() is None and list(scratch.glob("conrad-*"))
+        below = descendants(run.pid) - {run.pid}
+        os.kill(run.pid, signal.SIGTERM)
+        _, err = run.communicate(timeout=30)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.communicate()
+    assert run.returncode == 143, err
+    assert err.strip() == "neuroedge: terminated (SIGTERM)"
+    assert not list(scratch.glob("conrad-*"))
+    deadline = time.monotonic() + 10
+    while (left := descendants_alive(below)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not left, "the sandbox's test run outlived the command"
+
+
+def test_a_sandbox_that_fails_while_copying_leaves_no_folder(tmp_path: Path, monkeypatch) -> None:
+    import tempfile
+
+    import pytest
+    from neuroedge.models.conrad.protocol import ConradError
+    from neuroedge.models.conrad.sandbox import Sandbox
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with pytest.raises(ConradError, match="not a folder"):
+        Sandbox(tmp_path / "missing")
+    assert not list(tmp_path.glob("conrad-*"))

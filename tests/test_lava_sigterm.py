@@ -101,3 +101,38 @@ def test_sigterm_during_a_lava_run_exits_143_and_leaves_nothing(
         time.sleep(0.2)
     assert not left, "Lava's workers outlived the command"
     assert not [b for b in blocks if Path("/dev/shm", b.lstrip("/")).exists()]
+
+
+def test_a_run_that_fails_ends_its_network_and_leaves_no_worker(monkeypatch) -> None:
+    """A run that raises (here: reading its records) drops its network and ends the runtime
+    at once: Lava's own stop would wait for a worker's answer that may never come."""
+    import multiprocessing as mp
+
+    import nir
+    import numpy as np
+    from neuroedge.backends import lava as lava_mod
+    from neuroedge.registry import get_backend
+    from neuroedge.types import IOSpec, ModelSpec, NIRProgram
+
+    lif = nir.LIF(tau=np.full(4, 2e-3), r=np.ones(4), v_leak=np.zeros(4), v_threshold=np.ones(4))
+    nodes = {
+        "x": nir.Input({"input": np.array([4])}),
+        "f": nir.Affine(np.eye(4), np.zeros(4)),
+        "a": lif,
+        "y": nir.Output({"output": np.array([4])}),
+    }
+    graph = nir.NIRGraph(nodes, [("x", "f"), ("f", "a"), ("a", "y")], metadata={"dt": 1e-3})
+    io = (IOSpec("x", ("T", "batch", 4)),), (IOSpec("y", ("T", "batch", 4)),)
+    spec = ModelSpec("snn.t", "snn", "t", *io, build=lambda c: None, example=lambda s: {})
+    backend = get_backend("lava")
+    art = backend.compile(NIRProgram(graph, 1e-3), spec, {"variant": "floating_pt"})
+    before = {p.pid for p in mp.active_children()}
+
+    def broken(*args):
+        raise RuntimeError("records unreadable")
+
+    monkeypatch.setattr(lava_mod.LavaNetwork, "_collect", broken)
+    with pytest.raises(RuntimeError, match="records unreadable"):
+        backend.run(art, {"x": np.ones((20, 1, 4), dtype=np.float32)})
+    assert art.handle._built == {}
+    assert {p.pid for p in mp.active_children()} <= before  # its workers reaped

@@ -223,4 +223,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from neuroedge.cli_exit import stoppable
+
+    raise SystemExit(stoppable(main))  # SIGTERM / Ctrl-C: 143 / 130 and one line

@@ -62,19 +62,23 @@ class Sandbox:
     def __init__(self, files: Mapping[str, str] | str | os.PathLike[str], timeout: float = 30.0):
         self.timeout = timeout
         self.root = Path(tempfile.mkdtemp(prefix="conrad-"))
-        if isinstance(files, Mapping):
-            for rel, text in files.items():
-                write_text(self.root / rel, text)
-        else:
-            src = Path(files)
-            if not src.is_dir():
-                raise ConradError(f"repository {src}: not a folder")
-            shutil.copytree(
-                src,
-                self.root,
-                dirs_exist_ok=True,
-                ignore=shutil.ignore_patterns(".git", "__pycache__", ".venv"),
-            )
+        try:  # __exit__ does not run for a failure (or a stop signal) in here
+            if isinstance(files, Mapping):
+                for rel, text in files.items():
+                    write_text(self.root / rel, text)
+            else:
+                src = Path(files)
+                if not src.is_dir():
+                    raise ConradError(f"repository {src}: not a folder")
+                shutil.copytree(
+                    src,
+                    self.root,
+                    dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns(".git", "__pycache__", ".venv"),
+                )
+        except BaseException:
+            shutil.rmtree(self.root, ignore_errors=True)
+            raise
 
     def __enter__(self) -> Sandbox:
         return self

@@ -1,0 +1,78 @@
+"""How the ``neuroedge`` command ends: the exit status and one line for an error, a stop
+signal (SIGTERM 143, Ctrl-C 130, even one whose exception native code lost) or a reader of
+its output that left (141)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+
+from neuroedge.errors import NeuroedgeError
+from neuroedge.signals import (
+    EXIT_TERMINATED,
+    Terminated,
+    mark_terminating,
+    sigterm_exits,
+    stdout_reader_gone,
+    stop_status,
+)
+
+# 128 + SIGPIPE: what a shell reports for a Unix tool whose reader left (`yes | head -1`),
+# so a `set -o pipefail` script treats neuroedge as it treats those; 2 stays "you erred"
+EXIT_READER_GONE = 141
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a tool stopped by Ctrl-C
+
+
+def stopped(status: int) -> int:
+    """The one line of a command stopped by a signal whose exception native code lost."""
+    mark_terminating()
+    words = "interrupted" if status == EXIT_INTERRUPTED else "terminated (SIGTERM)"
+    print(f"\nneuroedge: {words}", file=sys.stderr)
+    return status
+
+
+def error_status(err: BaseException, debug: bool) -> int:
+    """The exit status of ``err`` raised by a command, after its one line (or re-raised)."""
+    try:
+        raise err
+    except KeyboardInterrupt:
+        mark_terminating()  # exit clean-up ends helper processes, not waits on them
+        if debug:
+            raise
+        print("\nneuroedge: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Terminated:  # on a line of its own (a progress bar may be mid-line)
+        print("\nneuroedge: terminated (SIGTERM)", file=sys.stderr)
+        return EXIT_TERMINATED
+    except BrokenPipeError as err:
+        if not stdout_reader_gone():
+            if debug:
+                raise
+            print(f"neuroedge: error: {err}", file=sys.stderr)
+            return 2
+        # Python's recommended pattern (signal docs, "Note on SIGPIPE"): stdout to devnull,
+        # so the flush at exit raises no second BrokenPipeError
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_READER_GONE
+    except (NeuroedgeError, ValueError, OSError) as err:  # OSError: paths the user gave
+        if debug:
+            raise
+        print(f"neuroedge: error: {err}", file=sys.stderr)
+        return 2
+
+
+def stoppable(command: Callable[[], int]) -> int:
+    """``command()``'s exit status, or, stopped by SIGTERM or Ctrl-C (even one whose exception
+    native code lost), 143 / 130 after one line: for the ``python -m`` entry points beside
+    the ``neuroedge`` command (their ``with`` blocks unwind: temporary copies go, test
+    subprocesses are killed)."""
+    try:
+        with sigterm_exits():
+            code = command()
+    except BaseException as err:
+        if isinstance(err, KeyboardInterrupt | Terminated) or stop_status():
+            default = EXIT_INTERRUPTED if isinstance(err, KeyboardInterrupt) else EXIT_TERMINATED
+            return stopped(stop_status() or default)
+        raise
+    return stopped(stop_status()) if stop_status() else code
