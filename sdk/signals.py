@@ -27,6 +27,7 @@ _received = False  # a SIGTERM was turned into Terminated (stays set: the proces
 
 
 _interrupted = False  # a Ctrl-C (SIGINT) raised KeyboardInterrupt inside ``sigterm_exits``
+_depth = 0  # sigterm_exits blocks open in the main thread
 
 
 def _raise_terminated(signum: int, frame: Any) -> None:
@@ -88,11 +89,13 @@ def terminating() -> bool:
 def sigterm_exits() -> Iterator[None]:
     """Inside, SIGTERM raises ``Terminated`` instead of killing the process on the spot;
     outside the main thread (where no handler can be set), a no-op."""
-    global _received, _interrupted
+    global _received, _interrupted, _depth
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    _received = _interrupted = False  # a new command (an earlier one's stop is not this one's)
+    if _depth == 0:  # a new command: an earlier one's stop is not this one's (a nested block,
+        _received = _interrupted = False  # e.g. a seed pool's, keeps what this one saw)
+    _depth += 1
     before = signal.signal(signal.SIGTERM, _raise_terminated)
     # Ctrl-C as Python's own handler (KeyboardInterrupt), remembered; a handler of the
     # caller's own is kept
@@ -101,6 +104,7 @@ def sigterm_exits() -> Iterator[None]:
     try:
         yield
     finally:
+        _depth -= 1
         signal.signal(signal.SIGTERM, before)
         if before_int is not None:
             signal.signal(signal.SIGINT, before_int)

@@ -169,3 +169,28 @@ def test_a_stop_signal_native_code_lost_still_stops_the_command(
     assert capsys.readouterr().err.strip() == f"neuroedge: {line}"
     monkeypatch.setattr(cli, "cmd_doctor", lambda args: 0)
     assert main(["doctor"]) == 0  # the next command in this process is not stopped
+
+
+def test_a_lost_stop_is_kept_through_a_nested_block(monkeypatch, capsys) -> None:
+    """A seed pool opens its own sigterm_exits block inside the command's: a stop lost
+    before it must not be forgotten there."""
+    import os
+    import signal
+
+    import neuroedge.cli as cli
+    from neuroedge.signals import sigterm_exits
+
+    def work(args) -> int:
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            signal.pthread_sigmask(signal.SIG_BLOCK, [])
+        except BaseException:
+            pass  # lost
+        with sigterm_exits():  # the pool's
+            pass
+        return 0
+
+    monkeypatch.delenv("NEUROEDGE_DEBUG", raising=False)
+    monkeypatch.setattr(cli, "cmd_doctor", work)
+    assert main(["doctor"]) == 143
+    assert capsys.readouterr().err.strip() == "neuroedge: terminated (SIGTERM)"
