@@ -76,21 +76,12 @@ class BenchRun:
     weights: dict[str, Any] | None
 
 
-def bench_model(
-    spec: ModelSpec,
-    backends: Sequence[str],
-    *,
-    config: Mapping[str, Any] | None = None,
-    repeats: int = 50,
-    energy: EnergyModel = HOROWITZ_45NM,
-    progress: bool = True,
-) -> list[Report]:
+def bench_model(spec: ModelSpec, backends: Sequence[str], **options: Any) -> list[Report]:
     """One Report per (backend, variant), in the order given; a backend lists its variants in
     a ``variants`` class attribute (compiled with ``{"variant": name}``); unavailable or
-    refusing backends give rows with the reason. ``bench_run`` says what ran, too."""
-    return bench_run(
-        spec, backends, config=config, repeats=repeats, energy=energy, progress=progress
-    ).rows
+    refusing backends give rows with the reason. ``options``: ``bench_run``'s (config,
+    repeats, energy, progress); ``bench_run`` says what ran, too."""
+    return bench_run(spec, backends, **options).rows
 
 
 def bench_run(
