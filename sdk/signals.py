@@ -47,6 +47,8 @@ def stop_status() -> int | None:
     signal's exception can be lost (raised in a callback of native code: numba's compiler,
     torch's exporter, an extension's import, which print it as ignored or turn it into
     another error), so a command asks this before reporting success or an error."""
+    if threading.current_thread() is not threading.main_thread():
+        return None  # signals reach the main thread only (and no block here clears them)
     if _interrupted:
         return 128 + signal.SIGINT
     return 128 + signal.SIGTERM if _received else None

@@ -194,3 +194,31 @@ def test_a_lost_stop_is_kept_through_a_nested_block(monkeypatch, capsys) -> None
     monkeypatch.setattr(cli, "cmd_doctor", work)
     assert main(["doctor"]) == 143
     assert capsys.readouterr().err.strip() == "neuroedge: terminated (SIGTERM)"
+
+
+def test_python_dash_m_entry_points_report_a_lost_stop_too() -> None:
+    """stoppable (conrad's and data_parallel's ``python -m``): a stop signal native code
+    lost, swallowed or turned into another error, still ends with its status; in a thread of
+    a library caller no stop of the main thread's leaks into a success."""
+    import os
+    import signal
+    import threading
+
+    from neuroedge.cli_exit import stoppable
+
+    def lose(turn: bool) -> int:
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            signal.pthread_sigmask(signal.SIG_BLOCK, [])
+        except BaseException:
+            if turn:
+                raise RuntimeError("initialization failed") from None
+        return 0
+
+    assert stoppable(lambda: lose(False)) == 143
+    assert stoppable(lambda: lose(True)) == 143
+    got: list[int] = []
+    worker = threading.Thread(target=lambda: got.append(stoppable(lambda: 0)))
+    worker.start()
+    worker.join()
+    assert got == [0]  # the main thread's stop above is not this thread's command

@@ -199,7 +199,7 @@ def run_seed(cfg: Mapping[str, Any]) -> dict[str, Any]:
     task, net = task_and_net(cfg)
     seed = cfg["seed"]
     bar = tqdm(total=net["steps"], desc=f"{NAME} LM seed {seed}", disable=not cfg["progress"])
-    with one_thread():
+    with bar, one_thread():  # the bar closed however it ends (else redrawn after a stop line)
         t0 = time.perf_counter()
         model, losses = lm.train_lm(task, net, seed, bar.update)
         train_s = time.perf_counter() - t0

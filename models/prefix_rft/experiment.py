@@ -186,7 +186,7 @@ def run_seed(cfg: Mapping[str, Any]) -> dict[str, Any]:
         desc=f"{NAME} seed {cfg['seed']}",
         disable=not cfg.get("progress", True),
     )
-    with one_thread():
+    with bar, one_thread():  # the bar closed however it ends (else redrawn after a stop line)
         t0 = time.perf_counter()
         bases = {"base": train_base(cfg, train)}
         bar.update(cfg["base_steps"])
@@ -199,7 +199,6 @@ def run_seed(cfg: Mapping[str, Any]) -> dict[str, Any]:
             policy, log = run_arm(bases[start], arm, cfg, train, test, bar)
             rows.append(arm_row(variant, policy, log, test, cfg))
             curves[variant] = log["curve"]
-    bar.close()
     return {"rows": rows, "curves": curves}
 
 

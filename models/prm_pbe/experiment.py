@@ -269,7 +269,8 @@ def run_seed(cfg: Mapping[str, Any]) -> list[Report]:
         desc=f"{NAME} seed {cfg['seed']}",
         disable=not cfg.get("progress", True),
     )
-    with one_thread(), seeded(cfg["seed"]):  # the caller's torch generator is kept
+    # the caller's torch generator is kept; the bar closed however it ends
+    with bar, one_thread(), seeded(cfg["seed"]):
         t0 = time.perf_counter()
         base = Policy(cfg["hidden"])
         sft(base, train[1], cfg, cfg["seed"])
@@ -280,7 +281,6 @@ def run_seed(cfg: Mapping[str, Any]) -> list[Report]:
             t0 = time.perf_counter()
             policy = run_arm(arm, base, prm, train, cfg, bar)
             rows.append(pass_row(arm, policy, test, time.perf_counter() - t0))
-    bar.close()
     return rows
 
 
