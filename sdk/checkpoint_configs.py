@@ -1,14 +1,17 @@
-"""Checks shared by the models whose build reads a checkpoint and takes a ``train_config``
-(what ``train_if_missing`` trains with): once a checkpoint exists, nothing is trained, so a
-``train_config`` value other than the checkpoint's own would be ignored without a word."""
+"""Checks shared by the models whose build reads a checkpoint: its saved training config,
+checked as a user's would be (``checked_saved_config``); and a ``train_config`` (what
+``train_if_missing`` trains with) against it: once a checkpoint exists, nothing is trained,
+so a ``train_config`` value other than the checkpoint's own would be ignored without a word."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
-from neuroedge.errors import ConfigError
+from neuroedge.errors import ArtifactError, ConfigError
+
+T = TypeVar("T")
 
 
 def _plain(value: Any) -> Any:
@@ -42,3 +45,26 @@ def refuse_ignored_train_config(
             f"with {key}={saved.get(key)!r}; train_config is what train_if_missing trains "
             "with): drop it or name another checkpoint"
         )
+
+
+def checked_saved_config(
+    saved: Any,
+    path: str | os.PathLike[str],
+    check: Callable[[Mapping[str, Any]], T],
+    keys: Iterable[str] = (),
+) -> T:
+    """``check(saved)``, a checkpoint's saved config checked as a user's would be;
+    ArtifactError naming the file for a config that is no dict (``keys``: the settings one
+    holds) or a value ``check`` refuses (a ValueError: ConfigError)."""
+    if not isinstance(saved, Mapping):
+        holds = f" ({', '.join(keys)})" if keys else ""
+        raise ArtifactError(
+            f"{path}: checkpoint config is a {type(saved).__name__}, expected a dict of "
+            f"training settings{holds}"
+        )
+    try:
+        return check(saved)
+    except ValueError as err:  # "config k=v: ..." from a checker reads once as such here
+        raise ArtifactError(
+            f"{path}: checkpoint config {str(err).removeprefix('config ')}"
+        ) from None

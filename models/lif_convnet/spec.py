@@ -49,7 +49,7 @@ def _checkpoint(config: Mapping[str, Any]) -> tuple[Path, dict[str, Any] | None]
     ``smoke``/``untrained`` or there is none yet. Its saved config is checked and settled over
     ``train.DEFAULTS`` (a checkpoint saved before a key existed took the default)."""
     from neuroedge.checkpoints import read_checkpoint, resolve_checkpoint
-    from neuroedge.errors import ArtifactError, ConfigError
+    from neuroedge.checkpoint_configs import checked_saved_config
     from neuroedge.models.lif_convnet import train
 
     fresh = _fresh(config)
@@ -57,16 +57,12 @@ def _checkpoint(config: Mapping[str, Any]) -> tuple[Path, dict[str, Any] | None]
     if fresh or not path.is_file():
         return path, None
     ckpt, identity = read_checkpoint(path, required=("state_dict", "config"))
-    saved = ckpt["config"]
-    if not isinstance(saved, Mapping):
-        raise ArtifactError(
-            f"{path}: checkpoint config is a {type(saved).__name__}, expected a dict of "
-            f"training settings ({', '.join(train.DEFAULTS)})"
-        )
-    try:
-        settled = train.check_config({k: saved[k] for k in train.DEFAULTS if k in saved})
-    except ConfigError as err:
-        raise ArtifactError(f"{path}: checkpoint config {err}") from None
+    settled = checked_saved_config(
+        ckpt["config"],
+        path,
+        lambda saved: train.check_config({k: saved[k] for k in train.DEFAULTS if k in saved}),
+        train.DEFAULTS,
+    )
     return path, {**ckpt, "config": settled, "file": identity}
 
 

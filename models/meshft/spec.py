@@ -174,14 +174,15 @@ def load_model(config: Mapping[str, Any]) -> tuple[Any, bool]:
 def saved_config(saved: Any, path: Path) -> dict[str, str]:
     """A checkpoint's ``{"mesh", "hodge"}`` (as ``train`` saves them), checked: ArtifactError
     naming the file and the bad value."""
+    from neuroedge.checkpoint_configs import checked_saved_config
+
+    return checked_saved_config(saved, path, lambda s: _mesh_and_hodge(s, path), ("mesh", "hodge"))
+
+
+def _mesh_and_hodge(saved: Mapping[str, Any], path: Path) -> dict[str, str]:
     from neuroedge.errors import ArtifactError
     from neuroedge.models.meshft.module import HODGE_MODES
 
-    if not isinstance(saved, Mapping):
-        raise ArtifactError(
-            f"{path}: checkpoint config is a {type(saved).__name__}, expected a dict with "
-            "'mesh' and 'hodge' (as `neuroedge train physics.meshft` saves it)"
-        )
     mesh, hodge = saved.get("mesh"), saved.get("hodge")
     if not isinstance(mesh, str) or not mesh:
         raise ArtifactError(

@@ -316,19 +316,11 @@ def saved_config(saved: Any, path: str | os.PathLike[str]) -> dict[str, Any]:
     """A checkpoint's training config over DEFAULTS (a checkpoint saved before a key existed
     took its default), checked as a user's is (``check_train_config``; the ``init`` file it
     continued from need not exist here): ArtifactError naming the file and the bad value."""
-    from neuroedge.errors import ArtifactError, ConfigError
+    from neuroedge.checkpoint_configs import checked_saved_config
 
-    if not isinstance(saved, Mapping):
-        raise ArtifactError(
-            f"{path}: checkpoint config is a {type(saved).__name__}, expected a dict of "
-            f"training settings ({', '.join(DEFAULTS)})"
-        )
-    cfg = {**DEFAULTS, **saved}
-    try:
+    def check(saved: Mapping[str, Any]) -> dict[str, Any]:
+        cfg = {**DEFAULTS, **saved}
         check_train_config({**cfg, "init": ""})
-    except ConfigError as err:
-        # check_tasks says "config tasks=...": one "config" is enough
-        raise ArtifactError(
-            f"{path}: checkpoint config {str(err).removeprefix('config ')}"
-        ) from None
-    return cfg
+        return cfg
+
+    return checked_saved_config(saved, path, check, DEFAULTS)

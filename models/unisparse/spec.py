@@ -150,20 +150,14 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
 def saved_config(ckpt: Mapping[str, Any], path: Any) -> dict[str, Any]:
     """A checkpoint's training config, checked as a user's would be (``pipeline.check_config``)
     on top of the defaults; ArtifactError naming the file and the bad value."""
-    from neuroedge.errors import ArtifactError, ConfigError
+    from neuroedge.checkpoint_configs import checked_saved_config
     from neuroedge.models.unisparse import pipeline, train
 
-    saved = ckpt["config"]
-    if not isinstance(saved, Mapping):
-        raise ArtifactError(
-            f"{path}: checkpoint config is a {type(saved).__name__}, expected a dict of "
-            "training settings"
-        )
-    try:
+    def check(saved: Mapping[str, Any]) -> dict[str, Any]:
         pipeline.check_config({**train.DEFAULTS, **saved}, device=False)
-    except (ConfigError, ValueError) as err:
-        raise ArtifactError(f"{path}: checkpoint config {err}") from None
-    return dict(saved)
+        return dict(saved)
+
+    return checked_saved_config(ckpt["config"], path, check)
 
 
 def _training_request(train_config: Mapping[str, Any]) -> dict[str, Any]:
