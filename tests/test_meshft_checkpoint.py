@@ -52,7 +52,7 @@ def test_the_default_checkpoint_of_another_mesh_leaves_the_theory_metric(monkeyp
 @pytest.mark.parametrize(
     ("config", "expected"),
     [
-        (None, "checkpoint config is a NoneType, expected a dict of training settings (mesh, hodge)"),
+        (None, "checkpoint config is a NoneType, expected a dict of training settings (mesh"),
         ("grid", "checkpoint config is a str, expected a dict"),
         ({"mesh": "grid"}, "checkpoint config hodge=None: expected one of theory, scalar,"),
         ({"mesh": "grid", "hodge": "bogus"}, "checkpoint config hodge='bogus': expected one of"),
