@@ -21,9 +21,8 @@ from neuroedge.cli_exit import (  # noqa: F401 (the exit codes stay importable f
     EXIT_INTERRUPTED,
     EXIT_READER_GONE,
     error_status,
-    stopped,
+    stoppable,
 )
-from neuroedge.signals import Terminated, sigterm_exits, stop_status
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -357,15 +356,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     raised with its traceback instead of printed as one line."""
     args = parser().parse_args(argv)
     debug = os.environ.get("NEUROEDGE_DEBUG", "") not in ("", "0")
-    try:
-        with sigterm_exits():  # SIGTERM unwinds as Ctrl-C does: temp files go, workers end
-            code = int(args.fn(args))
-            sys.stdout.flush()  # a reader gone shows here, not at exit past every handler
-        return stopped(stop_status()) if stop_status() else code
-    except BaseException as err:
-        if stop_status() is None or isinstance(err, (KeyboardInterrupt, Terminated)):
-            return error_status(err, debug)
-        return stopped(stop_status())  # the signal's exception was lost or turned into err
+
+    def command() -> int:
+        code = int(args.fn(args))
+        sys.stdout.flush()  # a reader gone shows here, not at exit past every handler
+        return code
+
+    # SIGTERM unwinds as Ctrl-C does: temp files go, workers end
+    return stoppable(command, lambda err: error_status(err, debug))
 
 
 if __name__ == "__main__":

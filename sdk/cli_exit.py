@@ -62,16 +62,24 @@ def error_status(err: BaseException, debug: bool) -> int:
         return 2
 
 
-def stoppable(command: Callable[[], int]) -> int:
+def stoppable(
+    command: Callable[[], int], on_error: Callable[[BaseException], int] | None = None
+) -> int:
     """``command()``'s exit status, or, stopped by SIGTERM or Ctrl-C (even one whose exception
-    native code lost), 143 / 130 after one line: for the ``python -m`` entry points beside
-    the ``neuroedge`` command (their ``with`` blocks unwind: temporary copies go, test
-    subprocesses are killed)."""
+    native code lost), 143 / 130 after one line. ``on_error``: the status of another
+    exception (and of the stop's own, the ``neuroedge`` command's ``error_status``), else it
+    propagates. The ``python -m`` entry points beside the command use it too (their ``with``
+    blocks unwind: temporary copies go, test subprocesses are killed)."""
     try:
         with sigterm_exits():
             code = command()
     except BaseException as err:
-        if isinstance(err, KeyboardInterrupt | Terminated) or stop_status():
+        own = isinstance(err, KeyboardInterrupt | Terminated)
+        if stop_status() and not own:  # the signal's exception was lost or turned into err
+            return stopped(stop_status())
+        if on_error is not None:
+            return on_error(err)
+        if own:
             default = EXIT_INTERRUPTED if isinstance(err, KeyboardInterrupt) else EXIT_TERMINATED
             return stopped(stop_status() or default)
         raise
