@@ -7,6 +7,7 @@ Lava itself (and scipy) are imported inside the functions that build processes.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -260,7 +261,6 @@ def end_runtime(runtime: Any, grace: float = 1.0) -> None:
     """End a Lava runtime whose orderly stop cannot finish: its worker processes terminated
     (killed after ``grace`` seconds) and reaped, its channel threads released and its shared
     memory unlinked; Lava's own ``Runtime.__del__`` is kept from stopping it again."""
-    import multiprocessing as mp
     from multiprocessing.connection import wait
 
     runtime._is_started = runtime._is_running = False
@@ -268,12 +268,10 @@ def end_runtime(runtime: Any, grace: float = 1.0) -> None:
     for actor in actors:
         actor.terminate()
     wait([a.sentinel for a in actors], timeout=grace)
-    for actor in actors:
+    for actor in _actors(runtime):  # those dead before (a signal to the group) too
         if _alive(actor):  # an orderly stop past its bound may have joined (closed) it
             actor.kill()
-        with contextlib.suppress(ValueError):  # closed meanwhile: joined already
-            mp.Process.join(actor)  # Lava's SystemProcess.join has no timeout, and is now done
-        actor._is_done = True
+        _reap(actor)
     ports = (*runtime._open_ports, *runtime.runtime_to_service, *runtime.service_to_runtime)
     for port in ports:
         port.join()  # releases the port's thread, blocked on a semaphore
@@ -283,10 +281,28 @@ def end_runtime(runtime: Any, grace: float = 1.0) -> None:
         _release_memory(smm)
 
 
+def _reap(actor: Any) -> None:
+    """Join an ended worker and release its descriptors, as Lava's own ``SystemProcess.join``
+    would: its error pipe (both ends) and its sentinel, which otherwise stayed open until a
+    garbage collection found the runtime's cycles. No-ops where Lava did it already."""
+    import multiprocessing as mp
+
+    # closed meanwhile (ValueError): joined by an orderly stop that ran past its bound
+    with contextlib.suppress(ValueError):
+        if actor._popen is not None:  # started
+            mp.Process.join(actor)  # Lava's SystemProcess.join has no timeout; this one's done
+            mp.Process.close(actor)
+    for conn in (getattr(actor, "_pconn", None), getattr(actor, "_cconn", None)):
+        if conn is not None:
+            conn.close()
+    actor._is_done = True
+
+
 def _release_memory(smm: Any) -> None:
     """Shut down the shared memory manager of a Lava runtime (its server unlinks every block),
-    then unlink from here what a dead server could not. Handles are not closed: a port's
-    arrays may still view them."""
+    then unlink from here what a dead server could not. The handles' mappings stay (a port's
+    arrays may still view them); their file descriptors are closed, which leaves a mapping
+    valid (each mapping keeps its own until the runtime's objects are collected)."""
     handles, smm._shared_memory_handles = list(smm._shared_memory_handles), []
     manager, smm._manager = smm._manager, None
     if hasattr(manager, "shutdown"):  # set once started
@@ -294,3 +310,6 @@ def _release_memory(smm: Any) -> None:
     for handle in handles:
         with contextlib.suppress(FileNotFoundError):
             handle.unlink()
+        if getattr(handle, "_fd", -1) >= 0:  # POSIX; SharedMemory.close skips it once -1
+            os.close(handle._fd)
+            handle._fd = -1
