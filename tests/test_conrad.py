@@ -224,8 +224,11 @@ def test_experiment_rows_claims_and_plot(tmp_path: Path) -> None:
     issues = doc["results"]["seeds"][1]["issues"]
     assert all(i["conrad"]["patch"].startswith("--- a/") for i in issues if i["conrad"]["passed"])
     assert set(doc["claim"]) >= {"C1_gain_over_baseline", "C2_guardian_helps", "C3_calls"}
+    assert doc["claim"]["holds"] is None  # one seed of 7 issues decides nothing
     assert (tmp_path / "conrad.png").stat().st_size > 0
-    assert "## Claims over seeds [1]" in (tmp_path / "report.md").read_text()
+    md = (tmp_path / "report.md").read_text()
+    assert "## Claims over seeds [1]" in md
+    assert md.count("not measured (read from 7 open issues per seed; needs targets >= 10)") == 3
 
 
 def test_claims_meet_their_bounds_exactly_despite_float_rounding() -> None:
@@ -238,11 +241,55 @@ def test_claims_meet_their_bounds_exactly_despite_float_rounding() -> None:
     calls = {"baseline": 0.1 * 3, "conrad": 4.3, "no_guardian": 5.0, "forward": 2.4}
     runs = {0: seed(0.2, 0.1, calls), 1: seed(0.15, 0.1, calls)}
     runs[0]["summary"]["conrad"]["pass_at_1"] = 0.3  # 0.3 - 0.2 < 0.1 in floats
-    got = claims(runs)
+    got = claims(runs, 20)
     assert got["C1_gain_over_baseline"]["holds"] and got["C3_calls"]["holds"]
-    assert not got["C2_guardian_helps"]["holds"]  # conrad - no_guardian ~ 0: no gain
+    assert got["C2_guardian_helps"]["holds"] is False  # conrad - no_guardian ~ 0: no gain
     runs[1]["summary"]["conrad"]["pass_at_1"] = 0.24
-    assert not claims(runs)["C1_gain_over_baseline"]["holds"]
+    assert claims(runs, 20)["C1_gain_over_baseline"]["holds"] is False
+
+
+def summaries(gains: list[float], calls: dict[str, float] | None = None) -> dict:
+    """Per-seed runs: baseline 0.2, conrad 0.2 + gain, no_guardian 0.2."""
+    calls = calls or {"baseline": 4.0, "conrad": 8.0, "no_guardian": 5.0, "forward": 32.0}
+    out = {}
+    for s, gain in enumerate(gains):
+        p = {"baseline": 0.2, "conrad": 0.2 + gain, "no_guardian": 0.2, "forward": 0.3}
+        out[s] = {"summary": {a: {"pass_at_1": p[a], "model_calls": calls[a]} for a in p}}
+    return out
+
+
+CLAIMS = ("C1_gain_over_baseline", "C2_guardian_helps", "C3_calls")
+
+
+@pytest.mark.parametrize(
+    ("gains", "targets", "unmeasured", "reason"),
+    [
+        ([0.8], 1, CLAIMS, "read from 1 open issue per seed; needs targets >= 10"),  # the audit
+        ([0.8, 0.8], 9, CLAIMS, "read from 9 open issues per seed; needs targets >= 10"),
+        ([0.8], 20, CLAIMS[:2], "1 seed: no paired standard error; needs >= 2 seeds"),
+    ],
+)
+def test_a_claim_read_from_too_few_issues_or_seeds_is_not_measured(
+    gains, targets, unmeasured, reason
+) -> None:
+    from neuroedge.models.conrad.claims import claims
+
+    got = claims(summaries(gains), targets)
+    assert got["holds"] is None  # the old code: every claim held on one issue of one seed
+    for key in CLAIMS:
+        assert got[key]["holds"] is (None if key in unmeasured else True), key
+        assert got[key].get("reason") == (reason if key in unmeasured else None), key
+    assert got["C1_gain_over_baseline"]["value"] == pytest.approx(0.8)  # still reported
+
+
+def test_a_mean_gain_within_its_standard_error_does_not_hold() -> None:
+    from neuroedge.models.conrad.claims import claims
+
+    got = claims(summaries([0.5, -0.1]), 20)  # mean 0.2 >= 0.1, SE 0.3
+    c1 = got["C1_gain_over_baseline"]
+    assert c1["value"] == pytest.approx(0.2) and c1["se"] == pytest.approx(0.3)
+    assert c1["holds"] is False and got["C2_guardian_helps"]["holds"] is False
+    assert claims(summaries([0.5, 0.3]), 10)["holds"] is True
 
 
 def test_config_is_checked_before_work(tmp_path: Path) -> None:

@@ -5,6 +5,8 @@ fine-tuned on its own third of the data), as the bench's arms receive them."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -72,9 +74,19 @@ def test_a_pgr_on_its_bound_passes(seed1) -> None:
 
 def test_claim_over_seeds_reads_each_arms_pgr_row_of_each_seed() -> None:
     def rows(seed: int, **over: float) -> list[Report]:
+        mse = {"test_mse": Measurement(1.0, "y^2")}  # a gap to recover: small 2, large 1
         return [
-            Report(X.NAME, "host", arm, metrics={"pgr": Measurement(over.get(arm, v[seed]), "")})
-            for arm, v in PASSING.items()
+            Report(X.NAME, "host", "small", metrics={"test_mse": Measurement(2.0, "y^2")}),
+            Report(X.NAME, "host", "large_finetuned", metrics=mse),
+            *(
+                Report(
+                    X.NAME,
+                    "host",
+                    arm,
+                    metrics={**mse, "pgr": Measurement(over.get(arm, v[seed]), "")},
+                )
+                for arm, v in PASSING.items()
+            ),
         ]
 
     got = X.claim_over_seeds({0: rows(0), 1: rows(1), 2: rows(2)})
@@ -145,3 +157,62 @@ def test_the_arms_get_the_full_update_its_noised_copy_and_three_clients_mean() -
             assert out[arm][k] == F.mse(fl, embedded, yt), arm
     z = np.concatenate(z)  # 180 standardised noise coordinates
     assert len(gen.inputs) == 20 and 0.8 < z.std() < 1.2 and abs(z.mean()) < 0.25
+
+
+# the auditor's diverged run (gd_lr=1, seed 2): the large model's fine-tuning blew up, so the
+# gap small - large_finetuned is negative and every PGR's sign flipped (3 orgs read 27.75)
+DIVERGED = {
+    "small": 3.276e7,
+    "large_finetuned": 8.240e43,
+    "large_init": 6.638,
+    "grad_t": 5.870e42,
+    "grad_t_noised": 4.810e42,
+    "grad_t_3orgs": 2.287e45,
+    "linear_map": 3.145e44,
+}
+BARELY = {**dict.fromkeys(X.ARMS, 5.3999), "small": 5.4, "large_init": 5.5}  # gap 1e-4
+
+
+def stub_run(monkeypatch, mse: dict) -> None:
+    """The bench's per-seed work replaced by the arms' test MSEs ``mse`` (no training)."""
+    monkeypatch.setattr(X, "shadow_pairs", lambda *a: (np.eye(F.SMALL), np.ones((9, F.LARGE))))
+    monkeypatch.setattr(X, "train_gt", lambda *a: None)
+    monkeypatch.setattr(X, "private_mse", lambda *a: {arm: [v] for arm, v in mse.items()})
+
+
+@pytest.mark.parametrize("mse", [DIVERGED, BARELY, {**DIVERGED, "grad_t": float("inf")}])
+def test_a_seed_with_no_gap_to_recover_has_no_pgr_and_measures_no_part(
+    mse, monkeypatch, tmp_path
+) -> None:
+    stub_run(monkeypatch, mse)
+    doc = X.bench(str(tmp_path), config={"seed": 2, "workers": 1})
+    pgr = {r["variant"]: r["metrics"]["pgr"]["value"] for r in doc["rows"] if "pgr" in r["metrics"]}
+    assert all(np.isnan(v) for v in pgr.values()), pgr  # the old code: 27.75 for 3 orgs
+    claim = doc["claim"]
+    assert claim["parts"] == dict.fromkeys(PARTS, None) and claim["holds"] is None
+    assert (
+        "no gap to recover" in claim["not_measured"]["2"]
+        or "not finite" in (claim["not_measured"]["2"])
+    )
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["claim"]["holds"] is None and report["claim"]["pgr"]["grad_t"] == [None]
+    md = (tmp_path / "report.md").read_text()
+    assert "## Claim over seeds [2]: not all measured, none failed" in md
+    assert "- 3orgs_ge_0.6: None (not measured)" in md and "- seed 2: PGR not measured: " in md
+
+
+def test_a_gap_above_the_floor_is_measured() -> None:
+    mse = {**BARELY, "large_finetuned": 5.4 * (1 - 2 * X.GAP_FLOOR)}
+    assert X.gap_problem(mse) is None and X.gap_problem(BARELY) is not None
+    assert "not finite for grad_t" in X.gap_problem({**BARELY, "grad_t": float("nan")})
+
+
+def test_an_unmeasured_seed_leaves_a_failing_part_failed_and_the_rest_unmeasured() -> None:
+    nan = float("nan")
+    pgr = {arm: [*v[:2], nan] for arm, v in PASSING.items()}
+    pgr["grad_t"][0] = 0.5
+    got = X.claim_from_pgr(pgr, {"2": "why"})
+    assert got["parts"]["grad_t_ge_0.6"] is False and got["holds"] is False
+    assert got["parts"]["3orgs_ge_0.6"] is None and got["not_measured"] == {"2": "why"}
+    pgr["grad_t"][0] = 0.7
+    assert X.claim_from_pgr(pgr)["holds"] is None

@@ -82,7 +82,7 @@ def cfg(**over):
         ({"graphs": ["karate"], "k": 0}, ConfigError, "k=0: expected an integer >= 1"),
         ({"graphs": ["karate"], "k": 2.0}, ConfigError, "k=2.0: expected an integer >= 1"),
         ({"horizons": 5}, ConfigError, "horizons must map graph names"),
-        ({"horizon": 2.5}, ConfigError, "horizon=2.5: expected an integer in 1..1000000"),
+        ({"horizon": 2.5}, ConfigError, "horizon=2.5: expected an integer in 2..1000000"),
         ({"horizon": 0}, ConfigError, "horizon=0"),
         ({"horizons": {"lesmis": 2.5}}, ConfigError, "horizons\\['lesmis'\\]=2.5"),
         ({"worlds": 0}, ConfigError, "worlds=0"),
@@ -104,6 +104,27 @@ def test_bad_edges_file_fails_before_the_default_graphs_run(tmp_path, monkeypatc
     with pytest.raises(ValueError, match="line 2 repeats the edge"):
         X.bench(str(tmp_path / "out"), config={"edges": str(bad)})
     assert ran == []
+
+
+@pytest.mark.parametrize(
+    ("config", "key"),
+    [(["horizon=1"], "horizon=1"), (['horizons={"random20": 1}'], "horizons['random20']=1")],
+)
+def test_a_horizon_of_one_round_is_refused_before_any_policy_runs(
+    config, key, tmp_path, monkeypatch, capsys
+):
+    """horizon=1 ran every policy, then the slope's fit over [T/4, T] (one point) failed."""
+    from neuroedge.cli import main
+
+    ran = []
+    monkeypatch.setattr(X, "run_graph", lambda name, *a: ran.append(name))
+    out = tmp_path / "out"
+    args = ["bench", X.NAME, "--out", str(out), "--config", "graphs=random20", *config]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert f"{key}: expected an integer in 2..1000000 (the log-log regret slope" in err
+    assert "Traceback" not in err and ran == [] and not out.exists()
+    assert X.loglog_slope(np.array([1.0, 3.0])) == pytest.approx(np.log(3) / np.log(2))  # T=2
 
 
 def test_single_graph_string_is_a_one_element_list(tmp_path):

@@ -4,6 +4,12 @@
 * C2: pass@1(conrad) > pass@1(no_guardian) (the guardian helps; paired mean > 0);
 * C3: model calls at inference: conrad <= baseline + one per stage (4), and forward
   exploration >= 8x the baseline's.
+
+C1 and C2 also need the paired mean above its standard error over the seeds (as causal.cadre
+reads its claim). A claim is not measured (``holds`` None, its ``reason`` in report.json and
+report.md) when its arms were not run, on fewer than ``MIN_TARGETS`` open issues per seed
+(pass@1 of one issue is 0 or 1: one seed and one issue read C1 = 1.000), and for C1 and C2 on
+fewer than ``MIN_SEEDS`` seeds (no standard error).
 """
 
 from __future__ import annotations
@@ -26,9 +32,26 @@ from neuroedge.types import Measurement, Report
 
 GAIN_BOUND = 0.10
 EXACT = 1e-9  # pass@1 and calls are ratios of counts: 0.275 - 0.175 must meet a 0.1 bound
+MIN_TARGETS = 10  # open issues per seed for a verdict: pass@1 then moves by 0.1 (C1's bound)
+MIN_SEEDS = 2  # seeds for C1 and C2: the paired standard error needs two
 
 
-def _paired(per_seed: Mapping[int, Mapping[str, Any]], a: str, b: str, bound: float) -> dict:
+def too_few(targets: int, seeds: int = MIN_SEEDS) -> str | None:
+    """Why a run of ``seeds`` seeds with ``targets`` open issues each decides no claim."""
+    if targets < MIN_TARGETS:
+        s = "s" * (targets != 1)
+        return f"read from {targets} open issue{s} per seed; needs targets >= {MIN_TARGETS}"
+    if seeds < MIN_SEEDS:
+        return f"{seeds} seed: no paired standard error; needs >= {MIN_SEEDS} seeds"
+    return None
+
+
+def _paired(
+    per_seed: Mapping[int, Mapping[str, Any]], a: str, b: str, bound: float, targets: int
+) -> dict:
+    """The paired mean of pass@1(a) - pass@1(b) over the seeds and its SE; ``holds`` when the
+    mean meets ``bound`` (> 0 when 0) and exceeds its SE, None with a ``reason`` when the
+    arms were not run or the run is too small (``too_few``)."""
     from neuroedge.bench.seeds import paired_difference
 
     arms = next(iter(per_seed.values()))["summary"]
@@ -37,12 +60,16 @@ def _paired(per_seed: Mapping[int, Mapping[str, Any]], a: str, b: str, bound: fl
     value, se = paired_difference(
         *([r["summary"][arm]["pass_at_1"] for r in per_seed.values()] for arm in (a, b))
     )
-    holds = value >= bound - EXACT if bound else value > EXACT
-    return {"value": value, "se": se, "holds": holds}
+    reason = too_few(targets, len(per_seed))
+    if reason:
+        return {"value": value, "se": se, "holds": None, "reason": reason}
+    met = value >= bound - EXACT if bound else value > EXACT
+    return {"value": value, "se": se, "holds": bool(met and value > se)}
 
 
-def claims(per_seed: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
-    """C1-C3 over the seeds run; a claim whose arms were not run holds None, with a reason."""
+def claims(per_seed: Mapping[int, Mapping[str, Any]], targets: int) -> dict[str, Any]:
+    """C1-C3 over the seeds run (``targets`` open issues each); a claim whose arms were not
+    run, or read from too few issues or seeds (module docstring), holds None, with a reason."""
     arms = list(next(iter(per_seed.values()))["summary"])
     calls = {
         arm: sum(r["summary"][arm]["model_calls"] for r in per_seed.values()) / len(per_seed)
@@ -55,9 +82,11 @@ def claims(per_seed: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
             "holds": calls["conrad"] <= calls["baseline"] + len(STAGES) + EXACT
             and calls["forward"] >= 8 * calls["baseline"] - EXACT,
         }
+        if too_few(targets):  # calls are per-issue means: no seed minimum, no SE
+            c3 = {"calls": calls, "holds": None, "reason": too_few(targets)}
     out = {
-        "C1_gain_over_baseline": _paired(per_seed, "conrad", "baseline", GAIN_BOUND),
-        "C2_guardian_helps": _paired(per_seed, "conrad", "no_guardian", 0.0),
+        "C1_gain_over_baseline": _paired(per_seed, "conrad", "baseline", GAIN_BOUND, targets),
+        "C2_guardian_helps": _paired(per_seed, "conrad", "no_guardian", 0.0, targets),
         "C3_calls": c3,
     }
     out["holds"] = verdict([c["holds"] for c in out.values()])
@@ -69,20 +98,22 @@ def claim_section(doc: Mapping[str, Any]) -> list[str]:
 
     def line(key: str, what: str) -> str:
         x = c[key]
-        if x["holds"] is None:
+        if "value" not in x:
             return f"- {what}: not measured ({x['reason']})"
         se = "" if x["se"] != x["se"] else f" +- {x['se']:.3f}"  # nan for one seed
         verdict = "holds" if x["holds"] else "**does not hold**"
+        if x["holds"] is None:
+            verdict = f"not measured ({x['reason']})"
         return f"- {what} = {x['value']:.3f}{se}: {verdict}"
 
     calls = c["C3_calls"]
-    c3 = {True: "holds", False: "**does not hold**", None: "not measured (needs every arm)"}
+    c3 = {True: "holds", False: "**does not hold**", None: f"not measured ({calls.get('reason')})"}
     cfg = doc["config"]
     return [
         f"## Claims over seeds {cfg['seeds']} (stage model: {model_label(cfg)})",
         "",
-        line("C1_gain_over_baseline", f"C1 pass@1 conrad - baseline (>= {GAIN_BOUND})"),
-        line("C2_guardian_helps", "C2 pass@1 conrad - no_guardian (> 0)"),
+        line("C1_gain_over_baseline", f"C1 pass@1 conrad - baseline (>= {GAIN_BOUND}, > SE)"),
+        line("C2_guardian_helps", "C2 pass@1 conrad - no_guardian (> 0 and > SE)"),
         "- C3 model calls per issue: "
         + ", ".join(f"{a} {v:.1f}" for a, v in calls["calls"].items())
         + f" (conrad <= baseline + {len(STAGES)}, forward >= 8x baseline): "
@@ -149,7 +180,7 @@ def bench(
             per_seed[int(seed)] = run_seed(int(seed), cfg, bar.update)
     rows = seed_rows({s: rows_of(r["summary"]) for s, r in per_seed.items()}, ("pass_at_1",))
     doc = build_document(NAME, rows, config=cfg, results={"seeds": per_seed})
-    doc["claim"] = claims(per_seed)
+    doc["claim"] = claims(per_seed, cfg["targets"])
     columns = [
         "pass_at_1",
         "function_localised",

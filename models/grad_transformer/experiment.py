@@ -14,7 +14,11 @@ a linear map is the reference a learned generator has to approach).
 
 The claim over seeds is the notes' assertions (research/host_llm_papers.md section 5.3):
 PGR(grad_t) >= 0.6; PGR(noised) >= 0.4 and <= PGR(grad_t) + 0.05; PGR(3 orgs) >= 0.6;
-PGR(large_init) < 0; each in every seed.
+PGR(large_init) < 0; each in every seed. PGR divides by the gap small - large_finetuned (test
+MSE): a seed whose gap is not above ``GAP_FLOOR`` x the small model's MSE (the large model's
+fine-tuning diverged or did next to nothing) or whose arms' MSEs are not all finite has no PGR
+(NaN in the rows, null in report.json): its parts are None (not measured), the reason under
+``not_measured`` in the claim and in report.md.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ DEFAULTS: dict[str, Any] = {
     "lr": 1e-3,
     "d_model": 64,
 }
+GAP_FLOOR = 1e-3  # a gap at most this fraction of the small model's MSE measures no PGR
 ARMS = (
     "small",
     "large_finetuned",
@@ -173,6 +178,22 @@ def private_mse(
     return out
 
 
+def gap_problem(mse: Mapping[str, float]) -> str | None:
+    """Why the arms' test MSEs ``mse`` (``{arm: mean over tasks}``) measure no PGR, or None:
+    an MSE not finite, or the gap small - large_finetuned not above ``GAP_FLOOR`` x small's."""
+    bad = [arm for arm in ARMS if not np.isfinite(mse[arm])]
+    if bad:
+        return f"test MSE not finite for {', '.join(bad)} (gradient descent diverged?)"
+    gap = mse["small"] - mse["large_finetuned"]
+    if gap > GAP_FLOOR * mse["small"]:
+        return None
+    return (
+        f"gap small - large_finetuned = {mse['small']:.4g} - {mse['large_finetuned']:.4g} = "
+        f"{gap:.3g} test MSE, not above {GAP_FLOOR:g} x small's: no gap to recover (the large "
+        "model's fine-tuning diverged or barely moved it: gd_lr, gd_steps)"
+    )
+
+
 def run_seed(cfg: Mapping[str, Any]) -> list[Report]:
     """One seed's rows (module level: a worker's job)."""
     from neuroedge.models.grad_transformer import functional as F
@@ -189,11 +210,13 @@ def run_seed(cfg: Mapping[str, Any]) -> list[Report]:
         res = private_mse(fam, model, LinearMap(small, large), cfg, rng)
     mean = {arm: float(np.mean(v)) for arm, v in res.items()}
     gap = mean["small"] - mean["large_finetuned"]  # P_T - P_S with P = -MSE
+    unmeasured = gap_problem(mean) is not None
     rows = []
     for arm in ARMS:
         metrics = {"test_mse": Measurement(mean[arm], "y^2")}
         if arm not in ("small", "large_finetuned"):
-            metrics["pgr"] = Measurement((mean["small"] - mean[arm]) / gap, "fraction")
+            pgr = float("nan") if unmeasured else (mean["small"] - mean[arm]) / gap
+            metrics["pgr"] = Measurement(pgr, "fraction")
         if arm == "grad_t":
             metrics["train_s"] = Measurement(train_s, "s")
             metrics["pairs"] = Measurement(len(small), "pairs", "counted")
@@ -205,33 +228,59 @@ def claim_over_seeds(per_seed: Mapping[int, Sequence[Report]]) -> dict[str, Any]
     """The notes' assertions (module docstring), each in every seed; PGR of every arm."""
     arms = ("grad_t", "grad_t_noised", "grad_t_3orgs", "large_init", "linear_map")
     pgr = {arm: [row_value(rows, arm, "pgr") for rows in per_seed.values()] for arm in arms}
-    return {"seeds": list(per_seed), **claim_from_pgr(pgr)}
-
-
-def claim_from_pgr(pgr: Mapping[str, Sequence[float]]) -> dict[str, Any]:
-    """The parts and verdict from the PGR lists of the arms (one entry per seed)."""
-    parts = {
-        "grad_t_ge_0.6": all(p >= 0.6 for p in pgr["grad_t"]),
-        "noised_ge_0.4_and_le_clean_plus_0.05": all(
-            0.4 <= n <= c + 0.05 for n, c in zip(pgr["grad_t_noised"], pgr["grad_t"])
-        ),
-        "3orgs_ge_0.6": all(p >= 0.6 for p in pgr["grad_t_3orgs"]),
-        "large_init_below_0": all(p < 0 for p in pgr["large_init"]),
+    problems = {
+        str(seed): gap_problem({arm: row_value(rows, arm, "test_mse") for arm in ARMS})
+        for seed, rows in per_seed.items()
     }
-    return {"pgr": dict(pgr), "parts": parts, "holds": all(parts.values())}
+    problems = {seed: why for seed, why in problems.items() if why is not None}
+    return {"seeds": list(per_seed), **claim_from_pgr(pgr, problems)}
+
+
+def claim_from_pgr(
+    pgr: Mapping[str, Sequence[float]], not_measured: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The parts and verdict from the PGR lists of the arms (one entry per seed). A seed
+    whose PGR is not finite (no gap to recover: ``not_measured`` says why, by seed) counts as
+    None in each part: a part is False when a seed fails it, else None when a seed is not
+    measured, else True; ``holds`` the same over the parts."""
+    from neuroedge.bench.seeds import verdict
+
+    def each(test: Any, *lists: Sequence[float]) -> bool | None:
+        return verdict([bool(test(*v)) if np.all(np.isfinite(v)) else None for v in zip(*lists)])
+
+    parts = {
+        "grad_t_ge_0.6": each(lambda p: p >= 0.6, pgr["grad_t"]),
+        "noised_ge_0.4_and_le_clean_plus_0.05": each(
+            lambda n, c: 0.4 <= n <= c + 0.05, pgr["grad_t_noised"], pgr["grad_t"]
+        ),
+        "3orgs_ge_0.6": each(lambda p: p >= 0.6, pgr["grad_t_3orgs"]),
+        "large_init_below_0": each(lambda p: p < 0, pgr["large_init"]),
+    }
+    out = {"pgr": dict(pgr), "parts": parts, "holds": verdict(list(parts.values()))}
+    if not_measured:
+        out["not_measured"] = dict(not_measured)
+    return out
 
 
 def claim_section(claim: Mapping[str, Any]) -> list[str]:
-    lines = [
-        f"## Claim over seeds {claim['seeds']}: {'holds' if claim['holds'] else 'not met'}",
-        "",
+    from neuroedge.bench.seeds import VERDICT_WORDS
+
+    holds = claim["holds"]
+    said = "holds" if holds else VERDICT_WORDS[None] if holds is None else "not met"
+    lines = [f"## Claim over seeds {claim['seeds']}: {said}", ""]
+    lines += [
+        f"- {part}: {'None (not measured)' if ok is None else ok}"
+        for part, ok in claim["parts"].items()
     ]
-    lines += [f"- {part}: {ok}" for part, ok in claim["parts"].items()]
+    lines += [
+        f"- seed {s}: PGR not measured: {why}" for s, why in claim.get("not_measured", {}).items()
+    ]
     arms = list(claim["pgr"])
     lines += ["", "| seed | " + " | ".join(f"PGR {a}" for a in arms) + " |"]
     lines.append("|---" * (len(arms) + 1) + "|")
     for i, seed in enumerate(claim["seeds"]):
-        lines.append(f"| {seed} | " + " | ".join(f"{claim['pgr'][a][i]:.3f}" for a in arms) + " |")
+        cells = [f"{claim['pgr'][a][i]:.3f}" for a in arms]
+        lines.append(f"| {seed} | " + " | ".join(c.replace("nan", "n/a") for c in cells) + " |")
     return lines
 
 

@@ -17,7 +17,8 @@ worlds.
 Every graph is loaded and the config checked (``load_all``) before the first simulation, so a bad
 ``edges`` file or a typo in ``graphs`` fails at once rather than after the other graphs ran.
 ``graphs`` is a list of built-in names or edge-list paths (a single string counts as a one-element
-list); ``k`` must be in 1..n-1 on every graph; a user's ``horizons`` keys must name graphs of
+list); ``k`` must be in 1..n-1 on every graph; ``horizon`` and each of ``horizons`` at least 2
+(the slope is fitted over rounds [T/4, T]); a user's ``horizons`` keys must name graphs of
 the run; each graph's dense reachability (worlds x n x n) must fit functional.MAX_REACH_BYTES
 at ``worlds`` and ``eval_worlds``. regret_vs_random is left out, with a rejection saying why,
 when random's own regret is zero (the ratio would be 0/0).
@@ -56,6 +57,8 @@ POLICIES = ("ucb", "ucb_rho0", "epsilon_greedy", "random")
 CLAIM_SLOPE, CLAIM_RATIO = 0.6, 0.25  # UCB: log-log regret slope < 0.6, regret < 0.25 x random
 BUILTIN = ("random20", "karate", "lesmis")
 MAX_HORIZON = 10**6  # rounds per graph
+MIN_HORIZON = 2  # the regret slope is fitted over rounds [T/4, T]: T = 1 leaves one point
+HORIZON_HINT = " (the log-log regret slope over rounds [T/4, T] needs at least 2 of them)"
 MAX_WORLDS = 10**5  # live-edge worlds drawn at once (reach is worlds x n x n; its memory at a
 # graph's n is bounded by functional.MAX_REACH_BYTES)
 RATIO_FLOOR = 1e-9  # nodes per round: random's regret at or below this makes the ratio undefined
@@ -114,10 +117,12 @@ def load_all(cfg: Mapping[str, Any]) -> dict[str, F.ICGraph]:
             f"config horizons must map graph names to horizons, got {cfg['horizons']!r}"
         )
     # horizon=2.5 ran 2 rounds, horizon=0 failed after the simulations, eval_worlds=2.5 inside
-    # numpy, worlds=0 gave NaN rows, rho=-1 and seed=-1 ran
-    integer(cfg, "horizon", 1, MAX_HORIZON)
+    # numpy, worlds=0 gave NaN rows, rho=-1 and seed=-1 ran, horizon=1 failed in the slope's
+    # fit after every policy ran
+    integer(cfg, "horizon", MIN_HORIZON, MAX_HORIZON, HORIZON_HINT)
     for name, horizon in cfg["horizons"].items():
-        integer({f"horizons[{name!r}]": horizon}, f"horizons[{name!r}]", 1, MAX_HORIZON)
+        key = f"horizons[{name!r}]"
+        integer({key: horizon}, key, MIN_HORIZON, MAX_HORIZON, HORIZON_HINT)
     integer(cfg, "worlds", 1, MAX_WORLDS)
     integer(cfg, "eval_worlds", 1, MAX_WORLDS)
     integer(cfg, "seed", 0, 2**32 - 1)
