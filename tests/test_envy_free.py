@@ -83,6 +83,30 @@ def test_tau90_slopes_against_delta_and_m():
     assert slope_m >= 1.1 and slope_m <= 1.9
 
 
+def _tau90(sigma: float = 1.0, **kw) -> float:
+    hard = lambda rng, n: F.hard_instances(8, 2.0, rng, n)  # noqa: E731
+    return F.tau_for_success(hard, sigma=sigma, trials=100, **kw)
+
+
+def test_tau90_scales_as_sigma_squared_and_is_never_the_bracket_bound():
+    # the means are N(u, sigma^2 / tau): tau_90 at sigma=1e-3 is 1e-6 x the one at sigma=1
+    # (it was the bracket's lower bound 0.0100006 at every m, Delta)
+    base = _tau90()
+    assert 1 < base < 10
+    assert _tau90(1e-3) == pytest.approx(1e-6 * base, rel=1e-6)
+    assert _tau90(30.0) == pytest.approx(900 * base, rel=1e-6)
+
+
+def test_a_bracket_already_at_target_moves_down_not_reported():
+    assert _tau90(lo=100.0) == pytest.approx(_tau90(), rel=1e-3)
+
+
+def test_success_at_target_even_at_the_lowest_tau_is_an_error():
+    zeros = lambda rng, n: np.zeros((n, 4, 2))  # noqa: E731 every allocation is envy-free
+    with pytest.raises(ValueError, match=r"already >= 0.9 at tau=1e-06 .*not measurable"):
+        F.tau_for_success(zeros, trials=10)
+
+
 def test_host_program_allocates_and_reports_estimated_envy():
     est = np.array([[0.9, 0.1], [0.1, 0.9], [0.5, 0.5]])
     out = allocate(est)

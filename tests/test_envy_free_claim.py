@@ -70,3 +70,37 @@ def test_bench_writes_the_claim_to_json_and_markdown(tmp_path, monkeypatch):
     md = (tmp_path / "report.md").read_text()
     assert "## Claim" in md and "slope of tau_90 vs Delta: -1.200" in md
     assert "All: NOT met." in md
+
+
+@pytest.mark.parametrize(
+    "over, unmeasured",
+    [
+        ({"budget_trials": 1}, {"success_at_tau_star"}),
+        ({"budget_trials": 99}, {"success_at_tau_star"}),
+        ({"trials": 1}, {"slope_tau_vs_m", "slope_tau_vs_delta"}),
+    ],
+)
+def test_too_few_instances_leave_a_part_not_measured(over, unmeasured):
+    c = X.claim(sweeps(), {**X.DEFAULTS, **over})
+    key = next(iter(over))
+    for part in unmeasured:
+        assert c[part]["holds"] is None
+        assert c[part]["reason"] == (
+            f"not measured: {key}={over[key]} instances, the claim needs >= 100"
+        )
+    assert all(c[o]["holds"] is True for o in set(X.DEFAULTS) & set(c) - unmeasured)
+    assert c["holds"] is None  # never True on one instance per case
+    failing = X.claim(sweeps(slope_m=3.0), {**X.DEFAULTS, "budget_trials": 1})
+    assert failing["holds"] is False  # a failed part still fails the claim
+    assert X.claim(sweeps(), {**X.DEFAULTS, "budget_trials": 100})["holds"] is True
+
+
+def test_bench_with_one_budget_trial_says_not_measured(tmp_path, monkeypatch):
+    monkeypatch.setattr(X, "run_sweeps", lambda cfg: sweeps())
+    X.bench(str(tmp_path), config={"budget_trials": 1}, history=str(tmp_path / "h.sqlite"))
+    doc = json.loads((tmp_path / "report.json").read_text())
+    assert doc["claim"]["holds"] is None
+    assert doc["claim"]["success_at_tau_star"]["holds"] is None
+    md = (tmp_path / "report.md").read_text()
+    assert "m400_d10: 1.000, m800_d20: 0.970 -> not measured: budget_trials=1 instances" in md
+    assert "All: not all measured, none failed." in md

@@ -116,3 +116,25 @@ def test_training_stops_before_a_learned_metric_needs_too_many_substeps(monkeypa
     with pytest.raises(ConfigError, match=r"^lr=10\.0: after \d+ AdamW steps? .* into [\d,]+ KDK"):
         T.fit(model, data, 30, 10.0)
     assert len(T.fit(MeshFT(mesh, "learn_geom").float(), data, 30, 3e-3)) == 30  # default lr
+
+
+def test_a_rest_state_has_zero_energy_error_not_nan():
+    """H_h(0) = 0 for p = 0 and q constant (a legal state at rest, energy exactly conserved):
+    the relative error was 0/0 = NaN; it reads 0 (absolute where H_h(0) = 0)."""
+    import numpy as np
+    from neuroedge.models.meshft import functional as F
+    from neuroedge.models.meshft import spec as S
+
+    run = S.build({**S.DEFAULTS, "smoke": True, "steps": 5})
+    n = run.meta["nodes"]
+    moving = np.random.default_rng(0).normal(size=(2, n))
+    q = np.stack([np.zeros(n), np.full(n, 0.7), moving[0]])
+    p = np.stack([np.zeros(n), np.zeros(n), moving[1]])
+    out = run.fn(q, p)
+    err = out["modified_energy_error"]
+    assert np.isfinite(err).all()
+    assert err[0] == 0 and err[1] == 0 and err[2] < 1e-12
+    assert np.array_equal(out["q_final"][:2], q[:2]) and not out["p_final"][:2].any()
+    assert F.relative_drift([0.0, 0.0, 0.0]) == 0.0
+    assert F.relative_drift([0.0, 1e-3, -2e-3]) == 2e-3  # absolute where E_0 = 0
+    assert F.relative_drift([2.0, 1.0]) == 0.5

@@ -45,3 +45,22 @@ def test_a_short_build_trains_and_answers() -> None:
     program = S.build({"steps": 3, "base_steps": 2, "hidden": 8, "variant": "prefix_rft"})
     out = program.fn(**S.example(0))
     assert out["answers"].shape == (8, F.LENGTH + 1)
+
+
+@pytest.mark.parametrize("tied", [True, False])
+@pytest.mark.parametrize("ratio", [0.0, 0.1, 0.25, 0.5, 0.8, 1.0])
+def test_entropy_clip_zeroes_the_lowest_floor_ratio_x_count_even_when_entropies_tie(tied, ratio):
+    """The notes (6.2 step 5): sort the batch's prefix tokens by entropy, zero the lowest
+    mask_ratio fraction. Tied entropies had none strictly below their quantile: none zeroed."""
+    r = torch.tensor([[0.0, 1.0, 1.0], [1.0, 0.0, 1.0]])  # the hybrids earned 1, on-policy 1/2
+    entropy = (
+        torch.full((2, 3, 5), 0.7) if tied else torch.arange(30.0).flip(0).view(2, 3, 5)
+    )  # distinct: row 1's prefix has the lowest entropies
+    adv, prefix = F.prefix_advantages(r, entropy, torch.tensor([5, 5]), ratio)
+    zeroed = (adv[:, -1] == 0) & prefix[:, -1]
+    assert int(zeroed.sum()) == int(ratio * 10)  # floor(mask_ratio x 10 prefix tokens)
+    order = [(1, t) for t in range(4, -1, -1)] + [(0, t) for t in range(4, -1, -1)]  # by entropy
+    if tied:  # a stable sort: ties in batch order
+        order = [(0, t) for t in range(5)] + [(1, t) for t in range(5)]
+    assert sorted(map(tuple, zeroed.nonzero().tolist())) == sorted(order[: int(ratio * 10)])
+    assert (adv[:, -1][prefix[:, -1] & ~zeroed] == 0.5).all()  # the rest keep r_h - mean

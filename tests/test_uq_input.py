@@ -74,6 +74,12 @@ def test_a_csv_entry_runs_in_the_bench_named_by_its_file_name(tmp_path):
     assert "auroc_diff" in rows["toy.csv/val_nll/compare"]
     assert "toy.csv" in doc["claim"]["tunings"]["evidence"]["datasets"]
     assert "| toy.csv | val_nll |" in (tmp_path / "out" / "report.md").read_text()
+    # 48 rows split 34 / 14: the claim's Spearman and AUROC over 14 test rows are not measured
+    assert rows["toy.csv/val_nll/compare"]["test_rows"]["value"] == 14
+    cell = doc["claim"]["tunings"]["evidence"]["datasets"]["toy.csv"]
+    assert cell["holds"] is None and cell["reason"] == "not measured (14 test rows < 30)"
+    assert doc["claim"]["holds"] is None
+    assert "| not measured (14 test rows < 30) |" in (tmp_path / "out" / "report.md").read_text()
 
 
 @pytest.mark.parametrize(

@@ -201,19 +201,41 @@ def tau_for_success(
     lo: float = 0.01,
     hi: float = 1e5,
     steps: int = 18,
+    lo_min: float = 1e-6,
 ) -> float:
     """Smallest tau reaching ``target`` success, by bisection on log tau.
 
     ``values_fn(rng, trials)`` draws one instance per trial ``[trials, m, 2]``; common random
     numbers (the same seed at every probe) keep the success curve monotone for bisection.
+    The means are N(u, sigma^2 / tau), so success depends on tau / sigma^2 only: the bracket
+    ``[lo, hi]`` (and the floor ``lo_min``) are in units of sigma^2, which makes tau_90 scale as
+    sigma^2 exactly. Where success already reaches ``target`` at ``lo``, the bracket moves down
+    (by 100x, to ``lo_min`` sigma^2 at most: noise of 1000 sigma per mean, far beyond values in
+    [0, 1]); a bound is never returned as a measurement: ValueError when success stays at or
+    above ``target`` there, as when it stays below at ``hi``.
     """
+    if not sigma > 0 or not 0 < lo_min <= lo < hi:
+        raise ValueError(
+            f"need sigma > 0 and 0 < lo_min <= lo < hi, got sigma={sigma}, lo_min={lo_min}, "
+            f"lo={lo}, hi={hi}"
+        )
 
     def rate(tau: float) -> float:
         rng = np.random.default_rng(seed)
         return success_rate(values_fn(rng, trials), tau, sigma, rng, trials)
 
+    scale = sigma**2
+    lo, hi, floor = lo * scale, hi * scale, lo_min * scale
     if rate(hi) < target:
-        raise ValueError(f"success stays below {target} even at tau={hi}")
+        raise ValueError(f"success stays below {target} even at tau={hi:g} (sigma={sigma:g})")
+    while rate(lo) >= target:
+        if lo <= floor:
+            raise ValueError(
+                f"success is already >= {target} at tau={lo:g} (sigma={sigma:g}, {trials} trials),"
+                f" the lowest probed ({lo_min:g} sigma^2): tau_{round(100 * target)} is not "
+                "measurable here (too few trials?)"
+            )
+        lo, hi = max(lo / 100, floor), lo
     for _ in range(steps):
         mid = math.sqrt(lo * hi)
         lo, hi = (lo, mid) if rate(mid) >= target else (mid, hi)

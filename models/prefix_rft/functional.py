@@ -25,8 +25,9 @@ Arms, each ``steps`` Adam steps from the same base:
   advantage``: groups are (prompt, prefix id), so the on-policy rows get r - their mean, the
   hybrid row (a group of one, mean 0) gets A = r on its sampled tokens, and its prefix tokens
   get (r_hybrid - mean of the on-policy rewards) / (hybrid rows per prompt = 1). Entropy
-  clipping: of all prefix tokens in the batch, the ``mask_ratio`` fraction with the lowest
-  entropy under the current policy get advantage 0 (the paper keeps the top 20 %).
+  clipping: all prefix tokens in the batch sorted by entropy under the current policy (a
+  stable sort: ties in the order of the batch), the lowest floor(``mask_ratio`` x count) get
+  advantage 0 (the paper keeps the top 20 %).
 
 Loss: one gradient step per batch, so the PPO ratio is 1 and its clip is inactive; the loss is
 -sum_tokens(A log pi) / rows - ``entropy_coeff`` * mean entropy. Summing over a row's tokens
@@ -235,11 +236,15 @@ def prefix_advantages(
     off = (r[:, -1] - on.mean(1))[:, None].expand(-1, tokens)
     hybrid[:, 0] = torch.where(in_prefix, off, hybrid[:, 0])
     ent = entropy[:, -1][in_prefix]
-    if ent.numel() and mask_ratio > 0:
-        cut = torch.quantile(ent, mask_ratio)
-        # the 1.0 quantile is the maximum, which a strict < keeps: ratio 1 is to zero them all
-        low = in_prefix & ((entropy[:, -1] < cut) | (mask_ratio >= 1))
-        hybrid[:, 0] = torch.where(low, torch.zeros_like(off), hybrid[:, 0])
+    n_low = math.floor(mask_ratio * ent.numel())
+    if n_low:  # as the notes (6.2, step 5): sort the batch's prefix tokens by entropy, zero
+        # the lowest floor(mask_ratio x count); a stable sort breaks ties by position, so tied
+        # entropies are masked too (a strict < quantile zeroed none of them)
+        low = torch.zeros(ent.numel(), dtype=torch.bool)
+        low[torch.argsort(ent, stable=True)[:n_low]] = True
+        mask = torch.zeros_like(in_prefix)
+        mask[in_prefix] = low
+        hybrid[:, 0] = torch.where(mask, torch.zeros_like(off), hybrid[:, 0])
     prefix = torch.zeros(r.shape + (tokens,), dtype=torch.bool)
     prefix[:, -1] = in_prefix
     return torch.cat([adv, hybrid], 1), prefix

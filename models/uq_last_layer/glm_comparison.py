@@ -245,6 +245,8 @@ def compare_row(
             ),
             "auroc_diff": Measurement(full["ood_auroc"].value - ll["ood_auroc"].value, "full-LL"),
             "nll_diff": Measurement(full["nll"].value - ll["nll"].value, "full-LL"),
+            # the claim's Spearman and AUROC (test vs as many OOD rows) are read over these
+            "test_rows": Measurement(len(split.y_test), "rows", "counted"),
         },
         notes=(
             f"{split.task}; hyper-parameters by {how}; n_train={len(split.y_train)}; "
