@@ -13,13 +13,17 @@ value.
 
 from __future__ import annotations
 
+import codecs
 import csv
 import io
 import math
 import os
 import re
-from collections.abc import Iterator
+from array import array
+from collections.abc import Iterable, Iterator
+from itertools import chain
 from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 
@@ -41,38 +45,158 @@ def read_numeric_csv_lines(
     path: str | os.PathLike[str], *, columns: int | None = None, what: str = "table"
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(table [rows, columns], lines [rows])``: the table and the 1-based file line of each
-    row (blank lines and the header are skipped, so row k is rarely line k + 1)."""
+    row (blank lines and the header are skipped, so row k is rarely line k + 1).
+
+    The file is read as a stream into one float64 buffer (peak memory about the table's size,
+    not the file's text held several times over); a byte that is not UTF-8 anywhere in the file
+    is reported before any other error, as when the whole file was decoded first."""
     file = Path(path)
     if not file.is_file():
         raise FileNotFoundError(f"{what} file {file} does not exist")
-    rows: list[list[float]] = []
-    lines: list[int] = []
-    for line_no, fields in csv_records(read_text(file, what), file, what):
-        if not fields or all(not f.strip() for f in fields):
-            continue
-        if not rows and line_no == 1:
-            _check_pandas_header(fields, file, what)
-            if not any(_is_number(f) for f in fields):
-                _check_header(fields, file, what)
-                continue  # header
-        width = columns if columns is not None else (len(rows[0]) if rows else len(fields))
-        if len(fields) != width:
-            raise ValueError(
-                f"{what} {file}: line {line_no} has {len(fields)} fields, expected {width}"
-            )
-        rows.append([_parse(f, file, line_no, col, what) for col, f in enumerate(fields)])
-        lines.append(line_no)
-    if not rows:
+    out = (array("d"), array("q"))  # the values row after row, the line of each row
+    try:
+        with open(file, encoding="utf-8-sig", newline="") as text:
+            width = _read_table(text, file, columns, what, out)
+    except UnicodeDecodeError:
+        read_text(file, what)  # raises the ValueError naming the line and the byte
+        raise
+    except ValueError:
+        _check_utf8(file, what)  # a byte that is not UTF-8, even after the bad row, comes first
+        raise
+    values, lines = out
+    if not lines:
         raise ValueError(f"{what} {file}: no data rows")
-    return np.asarray(rows, dtype=np.float64), np.asarray(lines, dtype=np.int64)
+    table = np.frombuffer(values, dtype=np.float64).reshape(len(lines), width)
+    return table, np.frombuffer(lines, dtype=np.int64)
 
 
-def csv_records(text: str, file: Path, what: str) -> Iterator[tuple[int, list[str]]]:
-    """``(line the record ends on, its fields)`` of each CSV record of ``text``; a ValueError
-    naming the file and the line where a record that does not read as CSV starts (one stray
-    quote runs a field on to the end of the file, past csv's field size limit)."""
-    reader = csv.reader(io.StringIO(text, newline=""))
-    start = 1
+_BLOCK = 1 << 18  # characters read at a time
+_PLAIN = re.compile(r"[0-9.eE+\-,\r\n]+")  # all a block of plain numbers holds
+
+
+def _read_table(
+    text: TextIO, file: Path, columns: int | None, what: str, out: tuple[array, array]
+) -> int | None:
+    """Read the rows of the open file into ``out``; the width of a row. A block of lines of
+    plain numbers after the first line is parsed by numpy in one go; any other block goes
+    through ``csv`` and the checks that name a problem (from a '"' on, the rest of the file:
+    a quoted field may hold line ends)."""
+    blocks = _blocks(text)
+    width, offset = columns, 0  # offset: the lines before the block
+    for block in blocks:
+        table = _plain_block(block, width) if offset and width is not None else None
+        if table is not None:
+            out[0].frombytes(memoryview(table).cast("B"))
+            rows = np.arange(offset + 1, offset + len(table) + 1, dtype=np.int64)
+            out[1].frombytes(memoryview(rows).cast("B"))
+        else:
+            more = chain([block], blocks) if '"' in block else [block]
+            source = (line for piece in more for line in io.StringIO(piece, newline=""))
+            width = _read_rows(
+                csv_records(source, file, what, offset=offset), file, width, what, out
+            )
+        offset += _line_count(block)
+    return width
+
+
+def _blocks(text: TextIO) -> Iterator[str]:
+    """The text in pieces of about ``_BLOCK`` characters that end at a line end (as
+    ``newline=""`` splits lines: a '\\r' is never cut from the '\\n' after it)."""
+    pieces: list[str] = []
+    while chunk := text.read(_BLOCK):
+        cut = max(chunk.rfind("\n"), chunk.rfind("\r", 0, len(chunk) - 1)) + 1
+        if cut:
+            yield "".join([*pieces, chunk[:cut]])
+            pieces, chunk = [], chunk[cut:]
+        if chunk:
+            pieces.append(chunk)
+    if pieces:
+        yield "".join(pieces)
+
+
+def _line_count(block: str) -> int:
+    """The lines of ``block`` as ``newline=""`` splits them (at '\\n', '\\r\\n' and '\\r')."""
+    ends = block.count("\n") + block.count("\r") - block.count("\r\n")
+    return ends + (block[-1] not in "\r\n")
+
+
+def _plain_block(block: str, width: int) -> np.ndarray | None:
+    """The table of a block whose every line is ``width`` finite plain numbers joined by
+    commas (no blank line, no '\\r' but in '\\r\\n'); None for any other block. numpy parses
+    such numbers as ``float`` does (PyOS_string_to_double)."""
+    if not _PLAIN.fullmatch(block) or block.count("\r") != block.count("\r\n"):
+        return None
+    data = block.replace("\r\n", "\n") if "\r" in block else block
+    if data.startswith("\n") or "\n\n" in data:
+        return None
+    lines = data.splitlines()
+    try:
+        table = np.loadtxt(lines, dtype=np.float64, delimiter=",", comments=None, ndmin=2)
+    except ValueError:
+        return None
+    if table.shape != (len(lines), width) or not np.isfinite(table).all():
+        return None
+    return table
+
+
+def _read_rows(
+    records: Iterable[tuple[int, list[str]]],
+    file: Path,
+    width: int | None,
+    what: str,
+    out: tuple[array, array],
+) -> int | None:
+    """Read the data rows of ``records`` into ``out``; the width of a row (``width``, or the
+    first data row's). Plain finite numbers of the width take a fast path; any other row gets
+    the checks that name its problem."""
+    for line_no, fields in records:
+        row = _plain_row(fields, width) if line_no > 1 else None
+        if row is None:
+            if not fields or all(not f.strip() for f in fields):
+                continue
+            if line_no == 1:
+                _check_pandas_header(fields, file, what)
+                if not any(_is_number(f) for f in fields):
+                    _check_header(fields, file, what)
+                    continue  # header
+            expected = width if width is not None else len(fields)
+            if len(fields) != expected:
+                raise ValueError(
+                    f"{what} {file}: line {line_no} has {len(fields)} fields, expected {expected}"
+                )
+            row = [_parse(f, file, line_no, col, what) for col, f in enumerate(fields)]
+        out[0].extend(row)
+        out[1].append(line_no)
+        if width is None:
+            width = len(row)
+    return width
+
+
+def _plain_row(fields: list[str], width: int | None) -> list[float] | None:
+    """The values of a row of ``width`` plain (ASCII, no '_'), finite numbers; None for any
+    other row, which ``_parse`` then reads or refuses by name (a sum that overflows only sends
+    a good row that way)."""
+    if not fields or (width is not None and len(fields) != width):
+        return None
+    try:
+        row = list(map(float, fields))
+    except ValueError:
+        return None
+    joined = "".join(fields)
+    if "_" in joined or not joined.isascii() or not math.isfinite(sum(row)):
+        return None
+    return row
+
+
+def csv_records(
+    text: str | Iterable[str], file: Path, what: str, *, offset: int = 0
+) -> Iterator[tuple[int, list[str]]]:
+    """``(line the record ends on, its fields)`` of each CSV record of ``text`` (a string, or
+    its lines as a file opened with ``newline=""`` yields them; ``offset`` lines before them);
+    a ValueError naming the file and the line where a record that does not read as CSV starts
+    (one stray quote runs a field on to the end of the file, past csv's field size limit)."""
+    reader = csv.reader(io.StringIO(text, newline="") if isinstance(text, str) else text)
+    start = offset + 1
     while True:
         try:
             fields = next(reader)
@@ -83,8 +207,8 @@ def csv_records(text: str, file: Path, what: str) -> Iterator[tuple[int, list[st
                 f"{what} {file}: line {start}: the record starting there is not CSV ({err}; "
                 "an unclosed '\"' quote?)"
             ) from None
-        yield reader.line_num, fields
-        start = reader.line_num + 1
+        yield offset + reader.line_num, fields
+        start = offset + reader.line_num + 1
 
 
 def read_text(file: Path, what: str) -> str:
@@ -93,12 +217,27 @@ def read_text(file: Path, what: str) -> str:
     raw = file.read_bytes()
     try:
         return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        line = raw[: err.start].count(b"\n") + 1
+    except UnicodeDecodeError as err:  # its offset counts from after a BOM
+        at = err.start + len(codecs.BOM_UTF8) * raw.startswith(codecs.BOM_UTF8)
+        line = raw[:at].count(b"\n") + 1
         raise ValueError(
-            f"{what} {file}: line {line}: byte {raw[err.start : err.start + 1]!r} is not "
+            f"{what} {file}: line {line}: byte {raw[at : at + 1]!r} is not "
             "UTF-8 text; save the file as UTF-8 (CSV UTF-8)"
         ) from None
+
+
+def _check_utf8(file: Path, what: str) -> None:
+    """``read_text``'s ValueError if ``file`` is not UTF-8, checked in blocks (a valid file's
+    text is never held whole)."""
+    decoder = codecs.getincrementaldecoder("utf-8-sig")()
+    with open(file, "rb") as raw:
+        try:
+            while block := raw.read(1 << 18):
+                decoder.decode(block)
+            decoder.decode(b"", final=True)
+        except UnicodeDecodeError:
+            read_text(file, what)  # raises the ValueError naming the line and the byte
+            raise
 
 
 def _is_number(text: str) -> bool:
