@@ -103,6 +103,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from neuroedge.cli_exit import stoppable
+    from neuroedge.cli_exit import command_status
 
-    raise SystemExit(stoppable(main))  # SIGTERM / Ctrl-C: 143 / 130 and one line
+    raise SystemExit(command_status(main))  # SIGTERM / Ctrl-C: 143 / 130, errors one line

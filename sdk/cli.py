@@ -20,8 +20,7 @@ from neuroedge.registry import available_backends, get_model, model_names
 from neuroedge.cli_exit import (  # noqa: F401 (the exit codes stay importable from here)
     EXIT_INTERRUPTED,
     EXIT_READER_GONE,
-    error_status,
-    stoppable,
+    command_status,
 )
 
 
@@ -355,15 +354,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The command's exit status (EXIT_CODES); with NEUROEDGE_DEBUG set (not 0) an error is
     raised with its traceback instead of printed as one line."""
     args = parser().parse_args(argv)
-    debug = os.environ.get("NEUROEDGE_DEBUG", "") not in ("", "0")
-
-    def command() -> int:
-        code = int(args.fn(args))
-        sys.stdout.flush()  # a reader gone shows here, not at exit past every handler
-        return code
-
     # SIGTERM unwinds as Ctrl-C does: temp files go, workers end
-    return stoppable(command, lambda err: error_status(err, debug))
+    return command_status(lambda: int(args.fn(args)))
 
 
 if __name__ == "__main__":

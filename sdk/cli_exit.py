@@ -4,6 +4,8 @@ its output that left (141)."""
 
 from __future__ import annotations
 
+import codecs
+import io
 import os
 import sys
 from collections.abc import Callable
@@ -22,6 +24,8 @@ from neuroedge.signals import (
 # so a `set -o pipefail` script treats neuroedge as it treats those; 2 stays "you erred"
 EXIT_READER_GONE = 141
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a tool stopped by Ctrl-C
+ESCAPE = "neuroedge.escape"  # the error handler of stdout and stderr (readable_output)
+STRICT = ("strict", "surrogateescape")  # the ones that raise on a character they lack
 
 
 def stopped(status: int) -> int:
@@ -30,6 +34,32 @@ def stopped(status: int) -> int:
     words = "interrupted" if status == EXIT_INTERRUPTED else "terminated (SIGTERM)"
     print(f"\nneuroedge: {words}", file=sys.stderr)
     return status
+
+
+def debugging() -> bool:
+    """NEUROEDGE_DEBUG set (not 0): an error is raised with its traceback, not one line."""
+    return os.environ.get("NEUROEDGE_DEBUG", "") not in ("", "0")
+
+
+def _escape(err: UnicodeError) -> tuple[str | bytes, int]:
+    """A path's undecodable bytes as they were (surrogateescape), any other character the
+    encoding lacks as a backslash escape."""
+    if isinstance(err, UnicodeEncodeError):
+        try:
+            return codecs.lookup_error("surrogateescape")(err)
+        except UnicodeEncodeError:
+            pass
+    return codecs.backslashreplace_errors(err)
+
+
+def readable_output() -> None:
+    """stdout and stderr write a character their encoding lacks (an ASCII locale: LC_ALL=C
+    with PYTHONUTF8=0, PYTHONIOENCODING=ascii) as a backslash escape, so a result holding a
+    user's non-ASCII text is printed, not lost to a UnicodeEncodeError after the work."""
+    codecs.register_error(ESCAPE, _escape)
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper) and stream.errors in STRICT:
+            stream.reconfigure(errors=ESCAPE)
 
 
 def error_status(err: BaseException, debug: bool) -> int:
@@ -55,6 +85,8 @@ def error_status(err: BaseException, debug: bool) -> int:
         # so the flush at exit raises no second BrokenPipeError
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_READER_GONE
+    except UnicodeEncodeError:  # neuroedge's own output, never the user's input: a bug
+        raise
     except (NeuroedgeError, ValueError, OSError) as err:  # OSError: paths the user gave
         if debug:
             raise
@@ -69,10 +101,14 @@ def stoppable(
     native code lost), 143 / 130 after one line. ``on_error``: the status of another
     exception (and of the stop's own, the ``neuroedge`` command's ``error_status``), else it
     propagates. The ``python -m`` entry points beside the command use it too (their ``with``
-    blocks unwind: temporary copies go, test subprocesses are killed)."""
+    blocks unwind: temporary copies go, test subprocesses are killed). stdout and stderr
+    escape what their encoding lacks (``readable_output``)."""
     try:
         with sigterm_exits():
+            readable_output()
             code = command()
+            if sys.stdout is not None:  # None: started with stdout closed (print skips)
+                sys.stdout.flush()  # a reader gone shows here, not at exit past every handler
     except BaseException as err:
         own = isinstance(err, KeyboardInterrupt | Terminated)
         if stop_status() and not own:  # the signal's exception was lost or turned into err
@@ -84,3 +120,11 @@ def stoppable(
             return stopped(stop_status() or default)
         raise
     return stopped(stop_status()) if stop_status() else code
+
+
+def command_status(command: Callable[[], int]) -> int:
+    """The exit status of an entry point's ``command`` (the ``neuroedge`` command's and the
+    ``python -m`` ones'): ``stoppable`` with ``error_status`` for its errors, so a reader
+    that left gives 141 quietly and bad input one line and 2 (NEUROEDGE_DEBUG: raised)."""
+    debug = debugging()
+    return stoppable(command, lambda err: error_status(err, debug))

@@ -3,6 +3,7 @@ plugin is reported, not a traceback; a reader that leaves the pipe ends the run 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -85,13 +86,20 @@ def test_list_marks_a_broken_model_plugin(monkeypatch, capsys) -> None:
     assert "model plugin my.model = nosuchmod_xyz:S" in capsys.readouterr().err
 
 
-def test_a_closed_pipe_ends_list_quietly(tmp_path) -> None:
+@pytest.mark.parametrize("unbuffered", [False, True], ids=["buffered", "unbuffered"])
+def test_a_closed_pipe_ends_list_quietly(tmp_path, unbuffered: bool) -> None:
+    """Buffered (a user's stdout; print succeeds, the flush at the end raises) and
+    unbuffered (PYTHONUNBUFFERED=1, set on some machines: print itself raises)."""
     code = "import sys; from neuroedge.cli import main; sys.exit(main(['list']))"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = "1"
     proc = subprocess.Popen(
         [sys.executable, "-c", code],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=tmp_path,
+        env=env,
     )
     proc.stdout.close()  # the reader leaves before the first line, as `| head -0` would
     _, err = proc.communicate(timeout=120)

@@ -13,7 +13,8 @@ ConRAD route runs first: retrieval, the guardian, a plan distilled from the chos
 stage instead of the scripted repairer (``--decode generate``: it writes the option's number
 instead of scoring each option); ``--endpoint URL --llm-model NAME`` a chat LLM on an
 OpenAI-compatible server (API key from ``NEUROEDGE_LLM_API_KEY``).
-Exit status 0 with a patch, 1 when no pass found one, 2 on bad input, naming it.
+Exit status 0 with a patch, 1 when no pass found one, 2 on bad input, naming it; 141 when
+the reader of the output left, 130 / 143 when stopped (Ctrl-C / SIGTERM).
 """
 
 from __future__ import annotations
@@ -223,6 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from neuroedge.cli_exit import stoppable
+    from neuroedge.cli_exit import command_status
 
-    raise SystemExit(stoppable(main))  # SIGTERM / Ctrl-C: 143 / 130 and one line
+    # a reader that left: 141 quietly; SIGTERM / Ctrl-C: 143 / 130 and one line
+    raise SystemExit(command_status(main))

@@ -116,7 +116,13 @@ class Sandbox:
         when empty."""
         cmd = [sys.executable, "-I", "-B", str(RUNNER), str(self.root), *tests]
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout)
+            proc = subprocess.run(  # the child (-I, a C locale: UTF-8 mode) writes UTF-8
+                cmd,
+                capture_output=True,
+                encoding="utf-8",
+                errors="replace",
+                timeout=self.timeout,
+            )
         except subprocess.TimeoutExpired:
             return [
                 Outcome(t, False, "Timeout", f"over {self.timeout:g} s") for t in tests or ["*"]

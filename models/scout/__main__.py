@@ -3,7 +3,8 @@
 Prints the answer, whether it is grounded in an anchored span, the anchored evidence and the
 tokens read (``--json``: the whole summary as JSON). Offline it uses the keyword policy; with
 ``--endpoint URL --model NAME`` a chat LLM on an OpenAI-compatible server forages (the API key,
-if the server needs one, from NEUROEDGE_LLM_API_KEY). Exit status 2 on bad input, naming it.
+if the server needs one, from NEUROEDGE_LLM_API_KEY). Exit status 2 on bad input, naming it;
+141 when the reader of the output left, 130 / 143 when stopped (Ctrl-C / SIGTERM).
 """
 
 from __future__ import annotations
@@ -58,4 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from neuroedge.cli_exit import command_status
+
+    # a reader that left: 141 quietly; SIGTERM / Ctrl-C: 143 / 130 and one line
+    raise SystemExit(command_status(main))
