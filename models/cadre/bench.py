@@ -18,7 +18,10 @@ both means, the paired difference and SE, and wins/ties/losses.
 
 With ``series=PATH`` the model is trained once (at ``seed``) on a user's CSV/NetCDF series and
 its graph is reported; ``time_column=NAME`` names a CSV series' time column (dates or numbers),
-which is then checked for even spacing and not modelled as a variable.
+which is then checked for even spacing and not modelled as a variable. A series of more variables
+than fit ``train.MAX_TRAINING_BYTES`` at the config's batch, jac_batch and hidden (training's
+memory grows as the square of the variables: ``train.training_bytes``) is refused before
+training, naming how many fit.
 """
 
 from __future__ import annotations
@@ -52,11 +55,16 @@ def _user_series(config: Mapping[str, Any]) -> tuple[CausalSeries, int, list[str
     from neuroedge.models.cadre.data import read_csv_series, read_netcdf_series, windows
 
     path = str(config["series"])
+
+    def check_width(dx: int) -> None:  # before training (a NetCDF grid: before reading it)
+        TR.check_training_memory(dx, config, path, LENGTH - 2)
+
     if path.endswith((".nc", ".nc4")):
-        values, names = read_netcdf_series(path)
+        values, names = read_netcdf_series(path, check_width=check_width)
     else:
         values, names = read_csv_series(path, time_column=config.get("time_column"))
     _check_variables(path, values, names)
+    check_width(values.shape[1])
     period = config.get("period")  # None or an integer >= 1 (train.check_config)
     x, domain = windows(values, LENGTH, period)
     empty_z = np.zeros((len(x), LENGTH, DZ), dtype=np.float32)
@@ -138,7 +146,7 @@ def _series_bench(out_dir: str, user: Mapping[str, Any], history: str | None) ->
     with one_thread(), seeded(int(cfg["seed"])):
         data, domains, names = _user_series(cfg)
         fit = TR.fit(_cadre(data, domains, cfg), data, cfg, "CaDRe")
-        graph = TR.estimated_graph(fit.model, data)
+        graph = TR.estimated_graph(fit.model, data, chunk=cfg["jac_batch"])
     rows = [_identity_row()]
     doc = build_document(
         SPEC.name, rows, config=_jsonable(cfg), graph=graph.tolist(), variables=names

@@ -17,8 +17,13 @@ Generator (after the paper's setting; every constant is a decision recorded here
 
 from __future__ import annotations
 
+import math
 import os
+from array import array
+from collections.abc import Callable, Iterator
+from contextlib import closing
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 
 import numpy as np
@@ -95,11 +100,14 @@ def windows(
     series = np.asarray(series, dtype=np.float64)
     if series.ndim != 2 or len(series) < length:
         raise ValueError(f"series: expected [T >= {length}, d], got {list(series.shape)}")
-    z = (series - series.mean(0)) / (series.std(0) + 1e-12)
-    n = len(z) - length + 1
-    idx = np.arange(n)[:, None] + np.arange(length)[None, :]
+    z = series - series.mean(0)
+    z /= series.std(0) + 1e-12
+    z32 = z.astype(np.float32)  # float32 before the windows copy each step ``length`` times
+    del z
+    n = len(z32) - length + 1
+    view = np.lib.stride_tricks.sliding_window_view(z32, length, axis=0)  # [n, d, length]
     domain = (np.arange(n) % period) if period else np.zeros(n, dtype=int)
-    return z[idx].astype(np.float32), domain
+    return np.ascontiguousarray(view.transpose(0, 2, 1)), domain
 
 
 def read_csv_series(
@@ -123,30 +131,63 @@ def read_csv_series(
     (a ``RangeIndex``) it is dropped; anything else is refused as a pandas index. An empty name
     in any other column is refused."""
     path = Path(path)
-    rows = _csv_rows(path)
-    if len(rows) < 2:
+    _check_utf8(path)
+    with closing(_csv_rows(path)) as records:
+        try:
+            return _read_records(path, records, time_column)
+        except InputError:
+            for _ in records:  # a record further on that is not CSV is named first, as ever
+                pass
+            raise
+
+
+def _read_records(
+    path: Path, records: Iterator[tuple[int, list[str]]], time_column: str | None
+) -> tuple[np.ndarray, list[str]]:
+    """``read_csv_series`` on the non-blank ``records``, one at a time: the values go into one
+    float64 buffer, only the index and time column's cells are kept as text."""
+    header_record, first = next(records, None), next(records, None)
+    if header_record is None or first is None:
         raise InputError(f"{path}: needs a header row and at least one data row")
-    header = [h.strip() for h in rows[0][1]]
+    header = [h.strip() for h in header_record[1]]
     _check_header(path, header, time_column)
     if header[0] == "" and time_column is None:
         time_column = ""  # the unnamed index is the time column, or dropped (_unnamed_index)
     keep = [i for i, h in enumerate(header) if h not in (time_column, "")]
-    values = np.empty((len(rows) - 1, len(keep)))
-    for k, (r, row) in enumerate(rows[1:]):
+    t = None if time_column is None else header.index(time_column)
+    # the (row, cell) text of the unnamed index and the time column, for their checks
+    text_columns = {c for c in (t, 0 if header[0] == "" else None) if c is not None}
+    cells: dict[int, list[tuple[int, str]]] = {c: [] for c in text_columns}
+    values, n_rows = array("d"), 0
+    for r, row in chain([first], records):
         if len(row) != len(header):
             raise InputError(
                 f"{path}: row {r} has {len(row)} fields, the header has "
                 f"{len(header)} (mismatched length)"
             )
-        for c, i in enumerate(keep):
-            values[k, c] = _cell(path, r, header, i, row[i].strip(), time_column)
+        values.extend(_row_values(path, r, header, keep, row, time_column))
+        n_rows += 1
+        for c, kept in cells.items():
+            kept.append((r, row[c].strip()))
     if header[0] == "":
-        _unnamed_index(path, [(r, row[0].strip()) for r, row in rows[1:]], time_column == "")
-    if time_column is not None:
-        t = header.index(time_column)
-        cells = [(r, row[t].strip()) for r, row in rows[1:]]
-        _check_regular(path, _times(path, cells), cells)
-    return values, [header[i] for i in keep]
+        _unnamed_index(path, cells[0], time_column == "")
+    if t is not None:
+        _check_regular(path, _times(path, cells[t]), cells[t])
+    table = np.frombuffer(values, dtype=np.float64).reshape(n_rows, len(keep))
+    return table, [header[i] for i in keep]
+
+
+def _row_values(
+    path: Path, r: int, header: list[str], keep: list[int], row: list[str], time: str | None
+) -> list[float]:
+    """The variable cells of one row (``_cell`` names the first that is not a finite number)."""
+    try:
+        values = [float(row[i]) for i in keep]  # float() strips white space as _cell does
+    except ValueError:
+        values = []
+    if len(values) != len(keep) or not all(map(math.isfinite, values)):
+        values = [_cell(path, r, header, i, row[i].strip(), time) for i in keep]
+    return values
 
 
 def _check_header(path: Path, header: list[str], time_column: str | None) -> None:
@@ -192,15 +233,29 @@ def _unnamed_index(path: Path, cells: list[tuple[int, str]], is_time: bool) -> N
     )
 
 
-def _csv_rows(path: Path) -> list[tuple[int, list[str]]]:
-    """(1-based file row, fields) of every non-blank row of ``path``, read as UTF-8."""
-    from neuroedge.models.self_distill.data import csv_records, read_text
+def _check_utf8(path: Path) -> None:
+    """Refuse a file that is not UTF-8 before any record is read (as when the whole file was
+    decoded first); the shared reader's check and message (the line and the byte)."""
+    from neuroedge.models.self_distill.data import check_utf8
 
-    try:  # not UTF-8, not CSV: the message names the file, line and byte or record
-        records = csv_records(read_text(path, "series"), path, "series")
-        return [(line, row) for line, row in records if any(f.strip() for f in row)]
+    try:
+        check_utf8(path, "series")
     except ValueError as err:
         raise InputError(str(err)) from None
+
+
+def _csv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
+    """(1-based file row, fields) of every non-blank row of ``path`` (UTF-8: _check_utf8),
+    read one record at a time."""
+    from neuroedge.models.self_distill.data import csv_records
+
+    with path.open(encoding="utf-8-sig", newline="") as text:
+        try:  # not CSV: the message names the file and the line the record starts on
+            for line, row in csv_records(text, path, "series"):
+                if any(f.strip() for f in row):
+                    yield line, row
+        except ValueError as err:
+            raise InputError(str(err)) from None
 
 
 def _cell(
@@ -277,10 +332,15 @@ def _check_regular(path: Path, times: tuple[np.ndarray, str], cells: list[tuple[
 
 
 def read_netcdf_series(
-    path: str | os.PathLike[str], variables: list[str] | None = None, time_dim: str = "time"
+    path: str | os.PathLike[str],
+    variables: list[str] | None = None,
+    time_dim: str = "time",
+    check_width: Callable[[int], None] | None = None,
 ) -> tuple[np.ndarray, list[str]]:
     """A [T, d] series from NetCDF: each variable flattened over its non-time dimensions
-    (e.g. lat x lon grid points); NaN gaps and mismatched time lengths name the element."""
+    (e.g. lat x lon grid points); NaN gaps and mismatched time lengths name the element.
+    ``check_width(d)`` runs on the file's metadata, before any variable's values are read (a
+    fine grid holds millions of points)."""
     import xarray as xr
 
     path = Path(path)
@@ -288,6 +348,9 @@ def read_netcdf_series(
         names = variables or [v for v in ds.data_vars if time_dim in ds[v].dims]
         if not names:
             raise ValueError(f"{path}: no variable has a {time_dim!r} dimension")
+        if check_width is not None:
+            present = [ds[n] for n in names if n in ds]
+            check_width(sum(v.size // max(v.sizes.get(time_dim, 1), 1) for v in present))
         columns, labels, length = [], [], None
         for name in names:
             if name not in ds:

@@ -17,6 +17,7 @@ batch, hidden width and KL weight for the baseline.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 from neuroedge.config_values import integer, number
-from neuroedge.errors import ConfigError
+from neuroedge.errors import ConfigError, InputError
 from neuroedge.models.cadre import functional as F
 from neuroedge.models.cadre.data import CausalSeries
 from neuroedge.models.cadre.module import BetaVAE, CaDRe
@@ -46,6 +47,10 @@ DEFAULTS: dict[str, Any] = {
 
 
 MAX_STEPS, MAX_N, MAX_BATCH, MAX_HIDDEN, MAX_PERIOD = 10**6, 10**6, 10**5, 4096, 10**4
+# a user's series whose training_bytes exceed this (a share of a laptop's or CI runner's
+# memory) is refused before training; the copies of each dx^2 term, see training_bytes
+MAX_TRAINING_BYTES = 4 * 2**30
+PRIOR_INPUT_COPIES, JACOBIAN_COPIES, WEIGHT_COPIES = 2.5, 8.5, 7
 
 
 def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
@@ -151,12 +156,54 @@ def latent_mcc(model: torch.nn.Module, data: CausalSeries) -> float:
     return F.mcc(z_hat.numpy(), data.z[:, 1:-1].reshape(-1, data.z.shape[-1]))
 
 
-def estimated_graph(model: CaDRe, data: CausalSeries, n: int = 256) -> np.ndarray:
-    """The batch-mean J_g (signed) over ``n`` windows' inner steps."""
-    z, s = model.posterior_means(torch.as_tensor(data.x[:n]))
-    with torch.no_grad():
-        j_g = F.jacobian_graph(model.decoder_jacobian(z.detach(), s.detach()))
-    return j_g.mean(0).numpy()
+def estimated_graph(model: CaDRe, data: CausalSeries, n: int = 256, chunk: int = 16) -> np.ndarray:
+    """The batch-mean J_g (signed) over ``n`` windows' inner steps, summed ``chunk`` windows at
+    a time (``jac_batch``, as training; all n at once held 3 n Jacobians dx x dx, their inverses
+    and J_g: 8 KB x dx^2 at n = 256)."""
+    total, count = None, 0
+    for start in range(0, min(n, len(data.x)), chunk):
+        x = torch.as_tensor(data.x[start : min(start + chunk, n)])
+        z, s = model.posterior_means(x)
+        with torch.no_grad():
+            j_g = F.jacobian_graph(model.decoder_jacobian(z.detach(), s.detach()))
+        total = j_g.sum(0) if total is None else total + j_g.sum(0)
+        count += len(j_g)
+    return (total / count).numpy()
+
+
+def training_bytes(dx: int, cfg: Mapping[str, Any], inner: int = 3) -> int:
+    """The memory training CaDRe on ``dx`` variables holds at its peak, from its dx^2 terms
+    (``inner`` steps per window): the s-prior's conditioners' inputs (batch inner dx^2 / 2
+    floats), the penalty's Jacobians (jac_batch inner dx^2) and the conditioners' first
+    layers (hidden dx^2 / 2 weights), each times the copies a step holds (measured at dx
+    256..768: input and gradient; J_m, its inverse, J_g and their gradients; weight, gradient
+    and Adam's two moments). At dx 512 and 768 (batch 128, 256; jac_batch 16, 64; hidden
+    64, 128) it was 7 % below to 20 % above the measured peak."""
+    floats = (
+        PRIOR_INPUT_COPIES * cfg["batch"] * inner / 2
+        + JACOBIAN_COPIES * cfg["jac_batch"] * inner
+        + WEIGHT_COPIES * cfg["hidden"] / 2
+    )
+    return int(4 * floats * dx * dx)
+
+
+def check_training_memory(dx: int, cfg: Mapping[str, Any], where: str, inner: int = 3) -> None:
+    """InputError, before any training, when ``training_bytes`` exceeds MAX_TRAINING_BYTES,
+    naming ``where`` (the series), its number of variables, the estimate, the cap and the
+    most variables that fit at this ``batch``, ``jac_batch`` and ``hidden``."""
+    need = training_bytes(dx, cfg, inner)
+    if need <= MAX_TRAINING_BYTES:
+        return
+    fits = math.isqrt(MAX_TRAINING_BYTES * dx * dx // need) + 1
+    while fits and training_bytes(fits, cfg, inner) > MAX_TRAINING_BYTES:
+        fits -= 1
+    raise InputError(
+        f"{where}: {dx} variables: training would hold about {need / 2**30:.1f} GiB (it grows "
+        f"as the square of the variables), above the {MAX_TRAINING_BYTES / 2**30:.0f} GiB cap "
+        f"(MAX_TRAINING_BYTES); at batch={cfg['batch']}, jac_batch={cfg['jac_batch']}, "
+        f"hidden={cfg['hidden']} at most {fits} variables fit: select fewer variables "
+        "(columns, or NetCDF variables / grid points) or lower batch, jac_batch or hidden"
+    )
 
 
 def new_cadre(dx: int, dz: int, domains: int, cfg: Mapping[str, Any]) -> CaDRe:
@@ -177,7 +224,7 @@ def compare(
     with seeded(int(cfg["seed"])):  # the baseline's initial weights, as new_cadre's
         baseline = BetaVAE(dx, dz, cfg["hidden"])
     vae = fit(baseline, data, cfg, "beta-VAE")
-    graph = estimated_graph(cadre.model, data)
+    graph = estimated_graph(cadre.model, data, chunk=cfg["jac_batch"])
     return {
         "mcc_cadre": latent_mcc(cadre.model, data),
         "mcc_beta_vae": latent_mcc(vae.model, data),

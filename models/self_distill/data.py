@@ -61,7 +61,7 @@ def read_numeric_csv_lines(
         read_text(file, what)  # raises the ValueError naming the line and the byte
         raise
     except ValueError:
-        _check_utf8(file, what)  # a byte that is not UTF-8, even after the bad row, comes first
+        check_utf8(file, what)  # a byte that is not UTF-8, even after the bad row, comes first
         raise
     values, lines = out
     if not lines:
@@ -226,7 +226,7 @@ def read_text(file: Path, what: str) -> str:
         ) from None
 
 
-def _check_utf8(file: Path, what: str) -> None:
+def check_utf8(file: Path, what: str) -> None:
     """``read_text``'s ValueError if ``file`` is not UTF-8, checked in blocks (a valid file's
     text is never held whole)."""
     decoder = codecs.getincrementaldecoder("utf-8-sig")()
