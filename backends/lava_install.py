@@ -104,7 +104,8 @@ for t in range(1, 4):
     v = v + w @ spikes_in[:, t - 1]
     want[:, t] = v > 1.5
     v[want[:, t] > 0] = 0.0
-assert np.array_equal(got, want), (got, want)
+if not np.array_equal(got, want):  # not assert: python -O would drop the check
+    raise SystemExit(f"lava check FAILED: spikes {got.tolist()}, numpy {want.tolist()}")
 print("lava check ok: Dense+LIF under Loihi2SimCfg matches numpy")
 """
 
@@ -211,8 +212,9 @@ def install(wheel: Path | None = None, force: bool = False) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        prog="python -m neuroedge.backends.lava_install", description=__doc__.split("\n\n")[0]
+    p = argparse.ArgumentParser(  # no __doc__ under python -OO
+        prog="python -m neuroedge.backends.lava_install",
+        description=(__doc__ or "").split("\n\n")[0],
     )
     p.add_argument("--wheel", type=Path, default=None, help="a local stock lava-nc wheel")
     p.add_argument("--force", action="store_true", help="rebuild and reinstall")

@@ -115,11 +115,17 @@ def _check_before_build(
     options by name and type as the backend's compile checks them, and ``inputs`` by names,
     dtypes, ranks, fixed and shared axes, bounds (and NaN where the backend's ``finite_inputs``
     says its run refuses it whatever the build makes); the axes the built net fixes (its
-    ``meta["axes"]``) are checked when the backend runs them."""
+    ``meta["axes"]``) are checked when the backend runs them; a value that is not text
+    (``neuroedge.paths.refuse_undecodable``) is refused by name."""
     from neuroedge.backends.base import check_options_before_build
+    from neuroedge.errors import ConfigError
+    from neuroedge.paths import refuse_undecodable
     from neuroedge.shapes import bind_inputs
 
     check_options_before_build(be, options)
+    for key, value in (options or {}).items():  # a path=... name that is not text, as the CLI
+        if isinstance(value, (str, os.PathLike)):
+            refuse_undecodable(value, f"option {key}", ConfigError)
     if inputs is not None:
         bind_inputs(spec, inputs, finite=bool(getattr(be, "finite_inputs", False)))
 

@@ -18,6 +18,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from neuroedge.errors import InputError
+from neuroedge.paths import refuse_undecodable
+
 
 def _read_umask() -> int:
     mask = os.umask(0)  # the portable way to read it: set and put back (not thread-safe)
@@ -108,10 +111,12 @@ def remove_dead_drafts(folder: str | os.PathLike[str], name: str) -> list[Path]:
 def _check_kinds(path: str | os.PathLike[str], folder: bool) -> tuple[Path, Path]:
     """``path`` and its nearest existing folder (``path`` itself for an existing report
     folder), refusing an empty path, a file where a folder is needed or the other way round,
-    and a parent that is a file."""
+    and a parent that is a file, and a name that is not text (InputError: see
+    ``neuroedge.paths.refuse_undecodable``)."""
     if os.fspath(path) == "":
         want = "a folder to write the report into" if folder else "a file path to write"
         raise FileNotFoundError(f"'': an empty path; give {want}")
+    refuse_undecodable(path, "", InputError)
     target = Path(path)
     if folder and target.exists() and not target.is_dir():
         raise NotADirectoryError(f"{target}: is a file; give a folder to write the report into")

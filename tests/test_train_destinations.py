@@ -69,3 +69,30 @@ def test_train_checks_named_and_default_destinations_as_run_does(
     (tmp_path / "ttt_ladder").write_text("")
     assert main(["train", "ttt.linear_attention", "--config", "steps=1"]) == 2
     assert "ttt_ladder: is a file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("model", "verb"),
+    [
+        ("snn.lif_convnet", ["run", "--repeats", "1"]),
+        ("snn.lif_convnet", ["export", "--out", "{tmp}/m.onnx"]),
+        ("vla.specprune", ["run", "--repeats", "1"]),
+    ],
+)
+def test_a_build_that_trains_checks_the_checkpoint_folder_first(
+    model: str, verb: list[str], tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """run/export train a missing checkpoint (train_if_missing): an unwritable destination
+    failed after the training (20 epochs; vla.specprune's about 75 minutes)."""
+    import importlib
+
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError("training started before the destination was checked")
+
+    train = importlib.import_module(f"neuroedge.models.{model.split('.')[1]}.train")
+    monkeypatch.setattr(train, "train", never)
+    home = "/proc/neuroedge-audit-nope"  # /proc takes no new file, not even from root
+    monkeypatch.setenv("NEUROEDGE_HOME", home)
+    argv = [verb[0], model, *(a.format(tmp=tmp_path) for a in verb[1:])]
+    assert main(argv) == 2
+    assert f"cannot write {home}/checkpoints/{model}.pt: /proc takes" in capsys.readouterr().err

@@ -162,13 +162,16 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
     The net's settings (``NET_KEYS``) are the checkpoint's, else the config's (``net_config``);
     they go to ``meta["config"]`` and the channel counts to ``meta["axes"]``.
     """
+    from neuroedge.atomic import check_writable
     from neuroedge.checkpoints import load_weights
     from neuroedge.config_values import flag
     from neuroedge.models.lif_convnet import module, train
 
     path, ckpt, cfg = _settle(config)
     if ckpt is None and not _fresh(config) and flag(config, "train_if_missing"):
-        train.train(_training_request(config), out=path)
+        request = _training_request(config)
+        check_writable(path)  # where the checkpoint goes: before the training, not after it
+        train.train(request, out=path)
         path, ckpt, cfg = _settle(config)
     with seeded(cfg["seed"]):  # the init draws: untrained weights, or overwritten by the
         net = train.make_net(cfg)  # checkpoint's; either way the caller's generator stays put

@@ -27,6 +27,7 @@ def load_trained(config: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
     ``train_config`` is what that training takes: a value of it the existing checkpoint was
     not trained with is refused (ConfigError; it would be ignored), ``threads`` excepted (how
     to train, not which policy)."""
+    from neuroedge.atomic import check_writable
     from neuroedge.checkpoint_configs import refuse_ignored_train_config
     from neuroedge.checkpoints import resolve_checkpoint
     from neuroedge.config_values import mapping
@@ -42,6 +43,7 @@ def load_trained(config: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
                 f"{path}: no trained vla.specprune checkpoint; run "
                 "`neuroedge train vla.specprune` first"
             )
+        check_writable(path)  # before the training (about 75 minutes), not after it
         train.train(wanted, out=path)
     policy, saved = train.load_policy_checkpoint(path)
     asked = mapping(config, "train_config")
