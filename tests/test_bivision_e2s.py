@@ -200,6 +200,17 @@ def test_histogram_equals_tonic_toframe():
     np.testing.assert_array_equal(ours, frames)
 
 
+def test_histogram_counts_past_float32s_last_exact_integer():
+    # one pixel-step with 2**24 + 1000 events (one event repeated: no memory); counted in
+    # float32, 2**24 + 1 rounded back down and the count stuck at 16,777,216
+    n = 2**24 + 1000
+    one = make_events(np.array([7]), np.array([2]), np.array([1]), np.array([1]))
+    events = np.lib.stride_tricks.as_strided(one, shape=(n,), strides=(0,))
+    counts = event_histogram(events, 4, 4, 1, 1000)
+    assert counts.dtype == np.float32 and counts.shape == (1, 2, 4, 4)
+    assert counts[0, 1, 1, 2] == n and counts.sum() == n  # n is a float32 (even)
+
+
 def test_e2s_front_end_costs_accumulates_and_histograms_cost_macs():
     from neuroedge.bench.sops import OpCounter
 

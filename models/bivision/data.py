@@ -101,8 +101,21 @@ def represent_windows(
     count = min(count, max_windows or count)
     check_window_budget(count, sensor, params)
     out = np.zeros((params.steps, count, 2, sensor.height, sensor.width), np.float32)
-    edges = np.searchsorted(t, t0 + span * np.arange(count + 1), side="left")
-    for k in range(count):
+    return fill_windows(events, sensor, rep, params, t0, out)
+
+
+def fill_windows(
+    events: np.ndarray, sensor: SensorSize, rep: str, params: E2SParams, t0: int, out: np.ndarray
+) -> np.ndarray:
+    """``out`` (T, N, 2, H, W) float32 filled with the N consecutive windows of ``events``
+    from ``t0``, each represented on its own (as ``represent_windows`` does; the caller's
+    array is written, so a long recording's batch is not built twice)."""
+    t = events["t"]
+    if np.any(np.diff(t) < 0):
+        events, t = events[np.argsort(t, kind="stable")], np.sort(t, kind="stable")
+    span = params.steps * params.step_us
+    edges = np.searchsorted(t, t0 + span * np.arange(out.shape[1] + 1), side="left")
+    for k in range(out.shape[1]):
         cut = events[edges[k] : edges[k + 1]]
         out[:, k] = _represent_at(cut, sensor, rep, params, t0 + k * span)
     return out

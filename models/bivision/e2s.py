@@ -79,6 +79,7 @@ EVENT_SUPPORT_CAP = 64  # the most supporting events the adaptive rule may ask f
 # the throughput bench's 10 tiles (sample.aedat4: 295 steps of 20 ms, 320x240); a 1280x720
 # sensor fits about 290 E2S steps (5.8 s at 20 ms). Larger is refused before allocating.
 MAX_DENSE_ELEMENTS = 2**30
+HISTOGRAM_BLOCK = 1 << 20  # counts converted to float32 at a time
 
 
 def kernels() -> dict[str, Callable]:
@@ -264,24 +265,18 @@ def event_histogram(
     Events before ``t0`` are skipped. Raises ValueError on a bad argument or event array
     (``check_input``), a tensor over MAX_DENSE_ELEMENTS (``check_dense_size``), and naming the
     first event that is out of time order, off the sensor or of polarity other than 0 or 1.
+    Counted in int32 (a float32 count stops at 2**24: 2**24 + 1 rounds back down), then
+    converted in place, block by block: the result is float32 nearest the exact count.
     """
     check_input(events, width, height, steps, step_us, t0)
     check_dense_size(width, height, steps, step_us, False)
-    counts = np.zeros((steps, 2, height, width), np.float32)
-    _bin(
-        events,
-        width,
-        height,
-        steps,
-        step_us,
-        t0,
-        counts.reshape(-1),
-        width,
-        height,
-        0,
-        np.float32(np.inf),
-    )
-    return counts
+    counts = np.zeros(steps * 2 * height * width, np.int32)
+    cap = np.int32(np.iinfo(np.int32).max)
+    _bin(events, width, height, steps, step_us, t0, counts, width, height, 0, cap)
+    out = counts.view(np.float32)  # the same memory: no second tensor of the sensor's size
+    for at in range(0, len(counts), HISTOGRAM_BLOCK):
+        out[at : at + HISTOGRAM_BLOCK] = counts[at : at + HISTOGRAM_BLOCK].astype(np.float32)
+    return out.reshape(steps, 2, height, width)
 
 
 def e2s(

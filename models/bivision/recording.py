@@ -25,7 +25,13 @@ Decisions:
   them, so a long recording is not read whole for a short look, and the line printed says
   when the recording goes on. The default (``default_windows``) is 600 windows (60 s), fewer
   for a large S so that the batch stays under ``DEFAULT_INPUT_VALUES`` input values (S = 256:
-  25 windows): the whole batch goes through the net in one call.
+  25 windows): the whole batch goes through the net in one call. The batch (float32) is
+  allocated once for ``max_windows`` windows, its pages touched as windows are written, and
+  trimmed in place to the windows read; a request over ``MAX_WINDOW_BYTES`` is refused
+  before reading, naming ``--max-windows``.
+* **Memory.** A recording is read in chunks of ``CHUNK_BYTES``: memory holds the batch and a
+  chunk, not the recording. Without a stated sensor or a crop, the default crop needs the
+  events' extent first: the recording (up to the windows' end) is read twice, once for it.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from neuroedge.events.core import EVENT_DTYPE, SensorSize
 
 DEFAULT_MAX_WINDOWS = 600  # 60 s of 100 ms windows: a long recording is not read whole unasked
 DEFAULT_INPUT_VALUES = 2**24  # ... nor a batch built that a large net cannot run at once
+MAX_WINDOW_BYTES = 2**32  # a requested batch (float32) over this is refused before reading
 
 
 def default_windows(size: int, steps: int = 5) -> int:
@@ -92,6 +99,38 @@ class _Read(NamedTuple):
     extent: SensorSize  # of the events read
 
 
+def check_window_bytes(windows: int, size: int, params: Any, given: bool = True) -> None:
+    """InputError when ``windows`` windows (``given`` as --max-windows, else the default) for
+    a net of side ``size`` take over ``MAX_WINDOW_BYTES`` bytes of float32 input, naming
+    ``--max-windows`` and how many fit."""
+    per_window = params.steps * 2 * size * size * np.dtype(np.float32).itemsize
+    if windows * per_window <= MAX_WINDOW_BYTES:
+        return
+    fit = MAX_WINDOW_BYTES // per_window
+    advice = f"give --max-windows {fit} or fewer" if fit else "use a net of smaller side"
+    raise InputError(
+        ("--max-windows " if given else "the default ") + f"{windows}: {windows} windows of "
+        f"{params.steps * params.step_us // 1000} ms for a {size}x{size} net take "
+        f"{windows * per_window:,} bytes of input ({per_window:,} each); at most "
+        f"{MAX_WINDOW_BYTES:,} (MAX_WINDOW_BYTES) are allowed: {advice}"
+    )
+
+
+def _trimmed(out: np.ndarray, count: int) -> np.ndarray:
+    """The first ``count`` windows of ``out`` (T, capacity, ...), C-contiguous in ``out``'s
+    own memory: each step's windows moved down in place, the tail given back (``resize``)."""
+    steps, capacity, *window = out.shape
+    if count == capacity:
+        return out
+    size = int(np.prod(window)) * count  # values of one step's kept windows
+    flat = out.reshape(-1)
+    for k in range(1, steps):  # each target starts before its source: moved in order
+        flat[k * size : (k + 1) * size] = flat[k * capacity * size // count :][:size]
+    del flat
+    out.resize(steps * size, refcheck=False)  # shrinks in place: no second batch
+    return out.reshape(steps, count, *window)
+
+
 def _read(
     path: Path, params: Any, max_windows: int, push: Callable[[np.ndarray, int], None]
 ) -> _Read:
@@ -128,12 +167,13 @@ class _Windows:
     whole cut gives the same array: each window is represented on its own)."""
 
     def __init__(
-        self, path: Path, crop: tuple[int, int, int], size: int, rep: str, params: Any
+        self, crop: tuple[int, int, int], size: int, rep: str, params: Any, windows: int
     ) -> None:
-        self.path, self.crop, self.size, self.rep, self.params = path, crop, size, rep, params
+        self.crop, self.size, self.rep, self.params = crop, size, rep, params
         self.span = params.steps * params.step_us
         self.pending: list[np.ndarray] = []
-        self.done: list[np.ndarray] = []
+        # the batch, allocated once: a page is touched when a window is written to it
+        self.out = np.zeros((params.steps, windows, 2, size, size), np.float32)
         self.next, self.kept = 0, 0  # the first window not represented; events in the crop
 
     def push(self, chunk: np.ndarray, start: int) -> None:
@@ -147,24 +187,20 @@ class _Windows:
     def finish(self, start: int, last: int) -> np.ndarray:
         if (last - start) // self.span >= self.next:
             self._emit(start, last)
-        return np.concatenate(self.done, axis=1)
+        return _trimmed(self.out, self.next)
 
     def _emit(self, start: int, last: int) -> None:
         """Represent windows ``next`` .. the one holding ``last``; keep later events."""
-        from neuroedge.models.bivision.data import check_window_budget, represent_windows
+        from neuroedge.models.bivision.data import fill_windows
 
         events = np.concatenate(self.pending) if self.pending else np.zeros(0, EVENT_DTYPE)
         later = events["t"] > last
         self.pending = [events[later]]
-        windows = (last - start) // self.span + 1
+        windows = (last - start) // self.span + 1  # at most max_windows: _read cuts there
         sensor = SensorSize(self.size, self.size)
-        try:  # the whole batch's budget, as represent_windows checks one call's
-            check_window_budget(windows, sensor, self.params)
-        except ValueError as err:
-            raise InputError(f"{self.path}: {err}") from None
         first = start + self.next * self.span
-        x = represent_windows(events[~later], sensor, self.rep, self.params, span_us=(first, last))
-        self.done.append(x)
+        out = self.out[:, self.next : windows]
+        fill_windows(events[~later], sensor, self.rep, self.params, first, out)
         self.next = windows
 
 
@@ -191,6 +227,9 @@ def _refuse_empty_crop(path: Path, kept: int, got: _Read, box: tuple[int, int, i
         )
 
 
+_EXTENT_HOW = "the extent of the events read: the file states none; --crop fixes it"
+
+
 def recording_inputs(
     path: str | os.PathLike[str],
     config: Mapping[str, Any] | None = None,
@@ -212,21 +251,15 @@ def recording_inputs(
     size, variant = built_geometry(dict(config or {}))
     rep, params = VARIANTS[variant][1], E2SParams()
     windows = max_windows or default_windows(size)
+    check_window_bytes(windows, size, params, max_windows is not None)
     known = _known_sensor(path)
-    extent_how = "the extent of the events read: the file states none; --crop fixes it"
-    if known is not None or crop is not None:  # the crop is known: windows made while reading
-        sensor, stated, how = known or (SensorSize(1, 1), False, extent_how)
-        box = square_crop(sensor, crop, size, stated)  # a given crop needs no sensor unstated
-        sink = _Windows(path, box, size, rep, params)
-        got = _read(path, params, windows, sink.push)
-        sensor = sensor if known is not None else got.extent
-    else:  # the default crop follows the events' extent: known only once they are read
-        chunks: list[np.ndarray] = []
-        got = _read(path, params, windows, lambda chunk, start: chunks.append(chunk))
-        sensor, how = got.extent, extent_how
-        box = square_crop(sensor, crop, size, False)
-        sink = _Windows(path, box, size, rep, params)
-        sink.push(np.concatenate(chunks), got.start)
+    sensor, stated, how = known or (SensorSize(1, 1), False, _EXTENT_HOW)
+    if known is None and crop is None:  # the default crop follows the events' extent:
+        sensor = _read(path, params, windows, lambda chunk, start: None).extent  # a 1st pass
+    box = square_crop(sensor, crop, size, stated)  # a given crop needs no sensor unstated
+    sink = _Windows(box, size, rep, params, windows)
+    got = _read(path, params, windows, sink.push)  # windows made while reading
+    sensor = sensor if known is not None else got.extent
     _refuse_empty_crop(path, sink.kept, got, box)
     x = sink.finish(got.start, got.last)
     start, left = got.start, got.left

@@ -26,7 +26,7 @@ can name where an event out of time order sits.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,10 +43,25 @@ class Codec:
     word_bytes: int  # size of the unit the stream is made of
     new_state: Callable[[], Any]
     decode: Callable[[bytes, Any, int, str], np.ndarray]  # (body, state, offset, path)
-    encode: Callable[[np.ndarray], bytes]
+    check: Callable[[np.ndarray], None]  # the refusals of a whole array, before any word
+    # the words of events given the one before them (None: the file's first event)
+    words: Callable[[np.ndarray, np.ndarray | None], bytes]
     header: Callable[[SensorSize | None], bytes]
     # byte offset in ``body`` of decoded event i of n (None: events have no word of their own)
     locate: Callable[[bytes, int, int], int] | None = None
+
+    def encode(self, events: np.ndarray) -> bytes:
+        """The body of a file of ``events``: ``check``, then ``words``."""
+        self.check(events)
+        return self.words(events, None)
+
+
+def encode_pieces(codec: Codec, events: np.ndarray, size: int) -> Iterator[bytes]:
+    """``codec.encode(events)`` byte for byte, in pieces of ``size`` events (the encoders'
+    temporaries stay a piece's, not 5-9x the array's): an event's words depend on it and the
+    event before it only. ``codec.check(events)`` is the caller's, first."""
+    for at in range(0, len(events), size):
+        yield codec.words(events[at : at + size], events[at - 1 : at] if at else None)
 
 
 def _words(body: bytes, dtype: str) -> np.ndarray:
@@ -71,12 +86,15 @@ def _dat_decode(body: bytes, state: Any, offset: int, path: str) -> np.ndarray:
     return make_events(raw[:, 0], data & 0x3FFF, (data >> 14) & 0x3FFF, p)
 
 
-def _dat_encode(events: np.ndarray) -> bytes:
+def _dat_check(events: np.ndarray) -> None:
     if len(events) and (events["t"].max() >= 1 << 32 or events["t"].min() < 0):
         raise ValueError(
             "DAT stores 32-bit unsigned microsecond timestamps; got t outside [0, 2**32)"
         )
     _check_coordinates(events, 1 << 14, "DAT")
+
+
+def _dat_words(events: np.ndarray, before: np.ndarray | None) -> bytes:
     out = np.empty((len(events), 2), "<u4")
     out[:, 0] = events["t"]
     out[:, 1] = (
@@ -151,21 +169,27 @@ def _evt2_locate(body: bytes, i: int, n: int) -> int:
     return 4 * int(cd[len(cd) - n + i])
 
 
-def _evt2_encode(events: np.ndarray) -> bytes:
-    """A TIME_HIGH (t >> 6, modulo 2**28) whenever it changes, then one CD word per event; for
-    each 2**34 us loop crossed since the last event, first the pair 2**28 - 1, 0 (a drop the
-    loop rule of ``_evt2_decode`` and OpenEB count), so any time from 0 on reads back."""
-    t = events["t"].astype(np.int64)
-    if len(t) and t.min() < 0:
+def _evt2_check(events: np.ndarray) -> None:
+    if len(events) and events["t"].min() < 0:
         raise ValueError("EVT 2.0 cannot store negative timestamps")
     _check_coordinates(events, 1 << 11, "EVT 2.0")
+
+
+def _evt2_words(events: np.ndarray, before: np.ndarray | None) -> bytes:
+    """A TIME_HIGH (t >> 6, modulo 2**28) whenever it changes (and for the first event: when
+    ``before``, the event before these, is None), then one CD word per event; for each 2**34
+    us loop crossed since the last event, first the pair 2**28 - 1, 0 (a drop the loop rule of
+    ``_evt2_decode`` and OpenEB count), so any time from 0 on reads back."""
+    t = events["t"].astype(np.int64)
     high = t >> 6
-    prev = np.concatenate([[0], high[:-1]])
+    first = 0 if before is None else int(before["t"][0]) >> 6
+    prev = np.concatenate([[first], high[:-1]])
     loops = (high >> EVT2_HIGH_BITS) - (prev >> EVT2_HIGH_BITS)  # loops crossed before each
     if (loops < 0).any():
         raise ValueError("EVT 2.0 events must be sorted by time")
     highs = np.where(high != prev, 2 * loops + 1, 0)  # TIME_HIGH words before each event
-    highs[:1] = 2 * loops[:1] + 1
+    if before is None:
+        highs[:1] = 2 * loops[:1] + 1
     sizes = highs + 1
     out = np.empty(int(sizes.sum()), np.int64)
     start = np.cumsum(sizes) - sizes
@@ -209,11 +233,14 @@ def _evt3_decode(body: bytes, state: np.ndarray, offset: int, path: str) -> np.n
     return events
 
 
-def _evt3_encode(events: np.ndarray) -> bytes:
+def _evt3_check(events: np.ndarray) -> None:
     _check_coordinates(events, 1 << 11, "EVT 3.0")
     if len(events) and events["t"].min() < 0:
         raise ValueError("EVT 3.0 cannot store negative timestamps")
-    return evt3.encode(events).astype("<u2").tobytes()
+
+
+def _evt3_words(events: np.ndarray, before: np.ndarray | None) -> bytes:
+    return evt3.encode(events, before).astype("<u2").tobytes()
 
 
 # ---- ATIS .bin (N-MNIST / N-Caltech101) ---------------------------------------------------
@@ -237,7 +264,7 @@ def _atis_locate(body: bytes, i: int, n: int) -> int:
     return 5 * int(np.flatnonzero(_words(body, "u1")[1::5] != OVERFLOW_Y)[i])
 
 
-def _atis_encode(events: np.ndarray) -> bytes:
+def _atis_check(events: np.ndarray) -> None:
     if not len(events):
         raise ValueError(
             "ATIS .bin cannot store 0 events: the file would be empty (no header), and "
@@ -246,10 +273,18 @@ def _atis_encode(events: np.ndarray) -> bytes:
     _check_coordinates(events, 256, "ATIS .bin")
     if len(events) and ((events["y"] == OVERFLOW_Y).any() or events["t"].min() < 0):
         raise ValueError("ATIS .bin cannot store y == 240 (the overflow marker) or t < 0")
+
+
+def _atis_loops(events: np.ndarray) -> np.ndarray:
+    """Overflow markers up to each event: only where the 23-bit field runs out."""
     t = events["t"].astype(np.int64)
-    # overflow markers only where the 23-bit field runs out: low = t - markers_so_far * 2**13
-    loops = np.maximum(0, -(-(t - (1 << 23) + 1) // OVERFLOW_STEP))
-    markers = np.diff(loops, prepend=0)
+    return np.maximum(0, -(-(t - (1 << 23) + 1) // OVERFLOW_STEP))
+
+
+def _atis_words(events: np.ndarray, before: np.ndarray | None) -> bytes:
+    t = events["t"].astype(np.int64)
+    loops = _atis_loops(events)  # low = t - markers_so_far * 2**13
+    markers = np.diff(loops, prepend=0 if before is None else int(_atis_loops(before)[0]))
     if (markers < 0).any():
         raise ValueError("ATIS .bin events must be sorted by time")
     out = np.zeros((len(t) + int(markers.sum()), 5), np.uint8)
@@ -286,13 +321,36 @@ def _check_coordinates(events: np.ndarray, limit: int, fmt: str) -> None:
 
 CODECS: dict[str, Codec] = {
     "dat": Codec(
-        "dat", 8, lambda: None, _dat_decode, _dat_encode, _dat_header, lambda b, i, n: 8 * i
+        "dat",
+        8,
+        lambda: None,
+        _dat_decode,
+        _dat_check,
+        _dat_words,
+        _dat_header,
+        lambda b, i, n: 8 * i,
     ),
     "evt2": Codec(
-        "evt2", 4, lambda: [-1, 0], _evt2_decode, _evt2_encode, _raw_header("2.0"), _evt2_locate
+        "evt2",
+        4,
+        lambda: [-1, 0],
+        _evt2_decode,
+        _evt2_check,
+        _evt2_words,
+        _raw_header("2.0"),
+        _evt2_locate,
     ),
-    "evt3": Codec("evt3", 2, evt3.new_state, _evt3_decode, _evt3_encode, _raw_header("3.0")),
+    "evt3": Codec(
+        "evt3", 2, evt3.new_state, _evt3_decode, _evt3_check, _evt3_words, _raw_header("3.0")
+    ),
     "atis": Codec(
-        "atis", 5, lambda: [0], _atis_decode, _atis_encode, lambda sensor: b"", _atis_locate
+        "atis",
+        5,
+        lambda: [0],
+        _atis_decode,
+        _atis_check,
+        _atis_words,
+        lambda sensor: b"",
+        _atis_locate,
     ),
 }

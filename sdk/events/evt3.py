@@ -154,21 +154,26 @@ def decode_words(words: np.ndarray, state: np.ndarray) -> tuple[np.ndarray, int]
     return out, bad
 
 
-def encode(events: np.ndarray) -> np.ndarray:
+def encode(events: np.ndarray, before: np.ndarray | None = None) -> np.ndarray:
     """uint16 words for time-sorted ``events``: when the 4096 us period changes, a TIME_HIGH
     pair (4095, 0) for every counter wrap crossed, then the new period's TIME_HIGH; TIME_LOW
-    when the time changes, ADDR_Y when y changes, then one ADDR_X per event."""
+    when the time changes, ADDR_Y when y changes, then one ADDR_X per event. The first event
+    gets all three unless ``before`` (the one event before these: a file written in pieces)
+    says what is current."""
     if not len(events):
         return np.zeros(0, np.uint16)
     t = events["t"].astype(np.int64)
+    y = events["y"].astype(np.int64)
     period, low = t >> 12, t & 0xFFF
-    prev = np.concatenate([[0], period[:-1]])
+    first = before is None
+    t0, y0 = (0, 0) if first else (int(before["t"][0]), int(before["y"][0]))
+    prev = np.concatenate([[t0 >> 12], period[:-1]])
     wraps = (period >> 12) - (prev >> 12)  # 24-bit counter wraps crossed before each event
     highs = np.where(period != prev, 2 * wraps + 1, 0)  # TIME_HIGH words before each event
-    highs[0] = 2 * wraps[0] + 1
-    y = events["y"].astype(np.int64)
-    new_t = np.concatenate([[True], t[1:] != t[:-1]])
-    new_y = np.concatenate([[True], y[1:] != y[:-1]])
+    if first:
+        highs[0] = 2 * wraps[0] + 1
+    new_t = np.concatenate([[first or t[0] != t0], t[1:] != t[:-1]])
+    new_y = np.concatenate([[first or y[0] != y0], y[1:] != y[:-1]])
     sizes = highs + new_t + new_y + 1
     out = np.empty(int(sizes.sum()), np.int64)
     start = np.cumsum(sizes) - sizes

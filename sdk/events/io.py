@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 from neuroedge.atomic import atomic_path
 from neuroedge.events import aedat4
-from neuroedge.events.codecs import CODECS, Codec
+from neuroedge.events.codecs import CODECS, Codec, encode_pieces
 from neuroedge.events.core import (
     EVENT_DTYPE,
     EventFormatError,
@@ -35,6 +35,7 @@ from neuroedge.events.core import (
 FORMATS = (*CODECS, "aedat4")
 SUFFIXES = {".dat": "dat", ".bin": "atis", ".aedat4": "aedat4"}
 PACKET_NOTE = " (an event of the AEDAT 4 packet at that offset)"
+ENCODE_EVENTS = 1 << 18  # events encoded at a time by write_events (not AEDAT 4)
 # (chunk byte offset, decoded events, byte offset of decoded event i and how exact it is)
 Chunk = tuple[int, np.ndarray, Callable[[int], tuple[int, str]]]
 
@@ -337,8 +338,14 @@ def write_events(
     events = check_events(as_events(events), sensor).events
     if fmt == "aedat4":
         data = aedat4.encode(events, sensor)
-    else:
-        data = CODECS[fmt].header(sensor) + CODECS[fmt].encode(events)
-    with atomic_path(path) as tmp:
-        tmp.write_bytes(data)
+        with atomic_path(path) as tmp:
+            tmp.write_bytes(data)
+        return path
+    codec = CODECS[fmt]
+    header = codec.header(sensor)
+    codec.check(events)  # refused before the file is touched
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        fh.write(header)
+        for piece in encode_pieces(codec, events, ENCODE_EVENTS):
+            fh.write(piece)
     return path
