@@ -6,27 +6,30 @@ ONNX it builds the smoke configuration (``{"smoke": True}``; ``--full`` uses the
 default configuration, which may train), runs the host CPU reference, then every route:
 
 * ``host-cuda``: the same torch module on the GPU (TF32 off), explicit state stepped on device;
-* ``onnxrt-cuda``: the onnxrt backend asked for CUDAExecutionProvider only (a CPU fallback is
-  recorded and fails the check);
+* ``onnxrt-cuda``: the onnxrt backend asked for CUDAExecutionProvider only (a session-level
+  CPU fallback, a session running without that provider, is recorded and fails the check;
+  single nodes ONNX Runtime assigns to its CPU provider only log a warning and are not seen);
 * ``tensorrt-fp32|fp16|int8``: the tensorrt backend's three variants.
 
-It prints a package table (what is missing, how to install it), a parity table (max abs error
-and spike agreement against the host CPU reference; fp32 routes must meet the model's
-tolerance and agree on every spike, fp16/int8 are reported, judged only where the model sets a
-``tensorrt-fp16``/``tensorrt-int8`` tolerance) and a latency table: end-to-end p50/p90/p99 per
-call (host arrays in and out, interleaved side by side per model), TensorRT's GPU compute p50
-(CUDA events, trtexec's "GPU Compute Time") and the speedup over host-CUDA. A time budget
-(default 540 s) keeps the whole run under 10 minutes: models it cannot reach are listed as
-such. Reports (report.json/md, latency.png) go to ``--out/<model>/``. Exit status 0 only when
-every package was present and every route ran and passed; 1 otherwise, each reason on a
-``did not pass:`` line; 2 when ``--routes``/``--models`` leave nothing to check.
+It prints a package table (what is missing, how to install it; the wrapper refuses to start
+without the packages every checked model imports), a parity table (max abs error and spike
+agreement against the host CPU reference; fp32 routes must meet the model's tolerance and agree
+on every spike, fp16/int8 are reported, judged only where the model sets a
+``tensorrt-fp16``/``tensorrt-int8`` tolerance; a spike output silent on both sides, as the
+untrained smoke builds' are, is named in a note: its agreement proves nothing) and a latency
+table: end-to-end p50/p90/p99 per call (host arrays in and out, interleaved side by side per
+model), TensorRT's GPU compute p50 (CUDA events, trtexec's "GPU Compute Time") and the speedup
+over host-CUDA. A time budget (default 540 s) keeps the whole run under 10 minutes: models it
+cannot reach are listed as such. Reports (report.json/md, latency.png) go to
+``--out/<model>/``. Exit status 0 only when every package the asked routes need was present
+and every route ran and passed; 1 otherwise, each reason on a ``did not pass:`` line; 2 when
+``--routes``/``--models`` leave nothing to check.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
-import importlib.util
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -34,91 +37,49 @@ from typing import Any
 
 from neuroedge.bench.gpu_tables import (  # public names, kept importable from here
     FP32_ROUTES,  # noqa: F401
+    PACKAGES,  # noqa: F401
+    ROUTES,
     align,
+    package_table,
+    route_blockers,
     tables,
     verdict,
 )
 from neuroedge.types import Measurement, ModelSpec, Report, TorchProgram
 
-ROUTES = ("host-cuda", "onnxrt-cuda", "tensorrt-fp32", "tensorrt-fp16", "tensorrt-int8")
 Runner = Callable[[Mapping[str, Any]], Mapping[str, Any]]
 
 
-def package_table() -> list[tuple[str, bool, str]]:
-    """``(package, ok, detail)`` for each Python package a route needs."""
-    rows = []
-    for name in ("numpy", "onnx", "tqdm", "matplotlib"):
-        ok = importlib.util.find_spec(name) is not None
-        rows.append((name, ok, "installed" if ok else f"missing: pip install {name}"))
-    rows.append(("torch (CUDA)", *_torch_cuda()))
-    rows.append(("onnxruntime-gpu", *_ort_cuda()))
-    from neuroedge.backends.tensorrt import tensorrt_availability
-
-    availability = tensorrt_availability()
-    rows.append(("tensorrt", availability.ok, availability.reason))
-    return rows
-
-
-def _torch_cuda() -> tuple[bool, str]:
-    if importlib.util.find_spec("torch") is None:
-        return False, "missing: install a CUDA build of torch==2.13.0"
-    import torch
-
-    if not torch.cuda.is_available():
-        return False, (
-            f"torch {torch.__version__} sees no CUDA device: install a CUDA build "
-            "of torch==2.13.0 (and check nvidia-smi)"
-        )
-    return True, (
-        f"torch {torch.__version__}, CUDA {torch.version.cuda}, {torch.cuda.get_device_name()}"
-    )
-
-
-def _ort_cuda() -> tuple[bool, str]:
-    if importlib.util.find_spec("onnxruntime") is None:
-        return False, "missing: pip install onnxruntime-gpu==1.31.1"
-    import onnxruntime as ort
-
-    providers = ort.get_available_providers()
-    if "CUDAExecutionProvider" not in providers:
-        return False, (
-            f"onnxruntime {ort.__version__} offers only {', '.join(providers)}: "
-            "replace it with onnxruntime-gpu==1.31.1 (pip uninstall onnxruntime)"
-        )
-    return True, f"onnxruntime {ort.__version__}: {', '.join(providers)}"
-
-
-def route_blockers(packages: Sequence[tuple[str, bool, str]]) -> dict[str, str]:
-    """``{route: reason}`` for routes a missing package blocks."""
-    missing = {name: detail for name, ok, detail in packages if not ok}
-    needs = {"host-cuda": ("torch (CUDA)",), "onnxrt-cuda": ("onnxruntime-gpu", "onnx")}
-    needs.update({r: ("tensorrt", "onnx") for r in ROUTES if r.startswith("tensorrt")})
-    return {
-        route: "; ".join(f"{p}: {missing[p]}" for p in pkgs if p in missing)
-        for route, pkgs in needs.items()
-        if any(p in missing for p in pkgs)
-    }
-
-
-def host_cuda_runner(program: TorchProgram) -> Runner:
-    """The torch module on the GPU, TF32 off, explicit state kept on the device between steps."""
+def device_steps(program: TorchProgram, device: str = "cuda") -> Callable[[Mapping[str, Any]], Any]:
+    """``inputs -> (outputs, final states)``, tensors left on ``device``: the torch module
+    there, TF32 off, explicit state kept on the device between steps. Tests pass "meta": like
+    CUDA, it refuses any op that meets a CPU tensor made mid-forward."""
     import torch
     from neuroedge.backends.base import unroll
 
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
-    module = copy.deepcopy(program.module).to("cuda").eval()
-    names = program.output_names
+    module = copy.deepcopy(program.module).to(device).eval()
+    outputs = len(program.output_names)
 
-    def run(inputs: Mapping[str, Any]) -> dict[str, Any]:
-        xs = [torch.as_tensor(inputs[n]).to("cuda") for n in program.input_names]
+    def steps(inputs: Mapping[str, Any]) -> Any:
+        xs = [torch.as_tensor(inputs[n]).to(device) for n in program.input_names]
         with torch.inference_mode():
             if not program.stateful:
                 ys = module(*xs)
-                ys, final = (ys if isinstance(ys, (tuple, list)) else (ys,)), []
-            else:
-                state = [s.to("cuda") for s in program.init_state(int(xs[0].shape[1]))]
-                ys, final = unroll(lambda args: module(*args), xs, state, len(names), torch.stack)
+                return (ys if isinstance(ys, (tuple, list)) else (ys,)), []
+            state = [s.to(device) for s in program.init_state(int(xs[0].shape[1]))]
+            return unroll(lambda args: module(*args), xs, state, outputs, torch.stack)
+
+    return steps
+
+
+def host_cuda_runner(program: TorchProgram, device: str = "cuda") -> Runner:
+    """``device_steps`` on the GPU, outputs and final states returned as host arrays."""
+    steps, names = device_steps(program, device), program.output_names
+
+    def run(inputs: Mapping[str, Any]) -> dict[str, Any]:
+        ys, final = steps(inputs)
         result = {n: y.cpu().numpy() for n, y in zip(names, ys)}
         result.update({f"{n}_final": s.cpu().numpy() for n, s in zip(program.state_names, final)})
         return result
@@ -208,23 +169,26 @@ def _check_route(
     reference: Mapping[str, Any],
     example: Mapping[str, Any],
 ) -> tuple[Report, Runner | None]:
-    """One route's parity row and its runner (None when it failed: the row says why)."""
-    from neuroedge.bench.parity import compare, spike_layers
+    """One route's parity row and its runner (None when it failed: the row says why); a note
+    names spike outputs silent on both sides, whose agreement of 1 proves nothing."""
+    from neuroedge.bench.parity import compare, silent_spike_outputs, spike_layers
 
     try:
         run, art = compile_route(route, spec, program)
-        metrics = dict(compare(reference, run(example), spike_layers(program)))
+        outputs = run(example)
+        metrics = dict(compare(reference, outputs, spike_layers(program)))
         extra = gpu_compute_p50(art, example)
     # A check script reports every failure as a row and carries on; the exit status fails.
     except Exception as err:  # noqa: BLE001
         return Report(spec.name, route, rejections=(f"error: {type(err).__name__}: {err}",)), None
     if extra is not None:
         metrics["gpu_compute_p50_ms"] = extra
+    silent = silent_spike_outputs(reference, outputs)
     notes = (
         (f"engine cache {art.meta['engine_cache']}",)
         if art is not None and "engine_cache" in art.meta
         else ()
-    )
+    ) + ((f"no spike on either side in {', '.join(silent)}: agreement vacuous",) if silent else ())
     row = Report(
         spec.name,
         route,
@@ -237,7 +201,7 @@ def _check_route(
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="gpu_check", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="gpu_check", description=(__doc__ or "").split("\n")[0])
     p.add_argument("--out", default="reports/gpu_check", help="report folder")
     p.add_argument("--repeats", type=int, default=200, help="timed calls per route")
     p.add_argument("--budget-s", type=float, default=540.0, help="stop starting work after")
@@ -383,7 +347,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"skipped {line}")
     for spec, model_rows in results.values():
         for row in model_rows:
-            for reason in (*row.rejections, *row.fallbacks):
+            for reason in (*row.rejections, *row.fallbacks, *row.notes):
                 print(f"{spec.name} {row.backend}: {reason}")
     why = shortfalls(results, skipped, blocked)
     print("\n" + "".join(f"did not pass: {line}\n" for line in why), end="")

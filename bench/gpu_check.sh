@@ -20,9 +20,15 @@ if ! "$PY" -c "import neuroedge" 2>/dev/null; then
         exit 2
     fi
 fi
-for pkg in numpy torch onnx tqdm matplotlib; do
+# module[:pip name]: what every route imports, then what the checked models import (neuroedge
+# was installed without deps): scikit-learn and scipy (the digits of snn.lif_convnet and
+# snn.unisparse), numba (event.bivision). The route-specific ones (onnxruntime-gpu, tensorrt)
+# are reported in gpu_check's package table and block only their routes.
+for entry in numpy torch onnx tqdm matplotlib sklearn:scikit-learn scipy numba; do
+    pkg="${entry%%:*}"
+    pip="${entry#*:}"
     if ! "$PY" -c "import $pkg" 2>/dev/null; then
-        echo "gpu_check: Python package '$pkg' is missing for $PY (pip install $pkg)" >&2
+        echo "gpu_check: Python package '$pip' is missing for $PY (pip install $pip)" >&2
         exit 2
     fi
 done

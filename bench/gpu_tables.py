@@ -1,15 +1,20 @@
-"""The GPU check's verdicts and its terminal tables: parity per route and latency per call.
+"""The GPU check's package table, verdicts and terminal tables: parity per route and latency
+per call.
 
-An fp32 route must meet the model's tolerance and agree on every spike; fp16/int8 routes are
-reported, judged only where the model sets a ``tensorrt-fp16``/``tensorrt-int8`` tolerance.
+A route runs only when its packages are present (``route_blockers``; the TensorRT routes need
+onnxruntime of either build too: they export and calibrate through a CPU session). An fp32
+route must meet the model's tolerance and agree on every spike; fp16/int8 routes are reported,
+judged only where the model sets a ``tensorrt-fp16``/``tensorrt-int8`` tolerance.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Mapping, Sequence
 
 from neuroedge.types import ModelSpec, Report
 
+ROUTES = ("host-cuda", "onnxrt-cuda", "tensorrt-fp32", "tensorrt-fp16", "tensorrt-int8")
 FP32_ROUTES = ("host-cuda", "onnxrt-cuda", "tensorrt-fp32")
 
 
@@ -95,3 +100,74 @@ def align(lines: Sequence[Sequence[str]]) -> str:
     return "\n".join(
         "  ".join(f"{c:<{w}}" for c, w in zip(line, widths)).rstrip() for line in lines
     )
+
+
+# (pip name, module, install): what the routes and the checked models import (scikit-learn and
+# scipy: the digits of snn.lif_convnet/unisparse; numba: event.bivision's events); onnxruntime
+# of either build: the TensorRT routes export and calibrate through a CPU session
+PACKAGES = (
+    ("numpy", "numpy", "numpy"),
+    ("onnx", "onnx", "onnx"),
+    ("onnxruntime", "onnxruntime", "onnxruntime-gpu==1.31.1"),
+    ("tqdm", "tqdm", "tqdm"),
+    ("matplotlib", "matplotlib", "matplotlib"),
+    ("scikit-learn", "sklearn", "scikit-learn"),
+    ("scipy", "scipy", "scipy"),
+    ("numba", "numba", "numba"),
+)
+
+
+def package_table() -> list[tuple[str, bool, str]]:
+    """``(package, ok, detail)`` for each Python package a route or a checked model needs."""
+    rows = []
+    for name, module, install in PACKAGES:
+        ok = importlib.util.find_spec(module) is not None
+        rows.append((name, ok, "installed" if ok else f"missing: pip install {install}"))
+    rows.append(("torch (CUDA)", *_torch_cuda()))
+    rows.append(("onnxruntime-gpu", *_ort_cuda()))
+    from neuroedge.backends.tensorrt import tensorrt_availability
+
+    availability = tensorrt_availability()
+    rows.append(("tensorrt", availability.ok, availability.reason))
+    return rows
+
+
+def _torch_cuda() -> tuple[bool, str]:
+    if importlib.util.find_spec("torch") is None:
+        return False, "missing: install a CUDA build of torch==2.13.0"
+    import torch
+
+    if not torch.cuda.is_available():
+        return False, (
+            f"torch {torch.__version__} sees no CUDA device: install a CUDA build "
+            "of torch==2.13.0 (and check nvidia-smi)"
+        )
+    return True, (
+        f"torch {torch.__version__}, CUDA {torch.version.cuda}, {torch.cuda.get_device_name()}"
+    )
+
+
+def _ort_cuda() -> tuple[bool, str]:
+    if importlib.util.find_spec("onnxruntime") is None:
+        return False, "missing: pip install onnxruntime-gpu==1.31.1"
+    import onnxruntime as ort
+
+    providers = ort.get_available_providers()
+    if "CUDAExecutionProvider" not in providers:
+        return False, (
+            f"onnxruntime {ort.__version__} offers only {', '.join(providers)}: "
+            "replace it with onnxruntime-gpu==1.31.1 (pip uninstall onnxruntime)"
+        )
+    return True, f"onnxruntime {ort.__version__}: {', '.join(providers)}"
+
+
+def route_blockers(packages: Sequence[tuple[str, bool, str]]) -> dict[str, str]:
+    """``{route: reason}`` for routes a missing package blocks."""
+    missing = {name: detail for name, ok, detail in packages if not ok}
+    needs = {"host-cuda": ("torch (CUDA)",), "onnxrt-cuda": ("onnxruntime-gpu", "onnx")}
+    needs.update({r: ("tensorrt", "onnx", "onnxruntime") for r in ROUTES if "tensorrt" in r})
+    return {
+        route: "; ".join(f"{p}: {missing[p]}" for p in pkgs if p in missing)
+        for route, pkgs in needs.items()
+        if any(p in missing for p in pkgs)
+    }

@@ -111,3 +111,82 @@ def test_gpu_check_passes_on_a_gpu_machine(
     text = capsys.readouterr().out
     assert code == 0, text
     assert text.count("PASS") == 3 and "FAIL" not in text
+
+
+def test_tensorrt_routes_need_onnxruntime_of_either_build() -> None:
+    blocked = route_blockers(
+        [
+            ("torch (CUDA)", True, "ok"),
+            ("onnx", True, "installed"),
+            ("onnxruntime", False, "missing: pip install onnxruntime-gpu==1.31.1"),
+            ("onnxruntime-gpu", False, "missing: pip install onnxruntime-gpu==1.31.1"),
+            ("tensorrt", True, "TensorRT 11.4.0.106"),
+        ]
+    )
+    assert set(blocked) == set(ROUTES) - {"host-cuda"}  # TensorRT exports through onnxruntime
+    assert blocked["tensorrt-fp32"] == "onnxruntime: missing: pip install onnxruntime-gpu==1.31.1"
+
+
+def test_package_table_names_what_the_checked_models_import(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import importlib.util
+
+    from neuroedge.bench.gpu_check import package_table
+
+    find_spec = importlib.util.find_spec
+    absent = {"sklearn", "scipy", "numba"}  # digits of lif_convnet/unisparse; bivision's events
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name in absent else find_spec(name)
+    )
+    rows = {name: (ok, detail) for name, ok, detail in package_table()}
+    assert rows["scikit-learn"] == (False, "missing: pip install scikit-learn")
+    assert rows["scipy"] == (False, "missing: pip install scipy")
+    assert rows["numba"] == (False, "missing: pip install numba")
+    assert rows["onnxruntime"] == (True, "installed")
+
+
+def test_wrapper_refuses_to_start_without_a_package_a_model_imports(tmp_path: Path) -> None:
+    shadow = tmp_path / "shadow" / "sklearn"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('hidden by the test')\n")
+    path = os.pathsep.join(p for p in (str(shadow.parent), os.environ.get("PYTHONPATH")) if p)
+    out = subprocess.run(
+        ["bash", str(ROOT / "bench" / "gpu_check.sh"), "--models", MODEL, "--routes", "host-cuda"]
+        + ["--repeats", "2", "--out", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHON": sys.executable, "PYTHONPATH": path},
+        timeout=300,
+        check=False,
+    )
+    assert out.returncode == 2, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "Python package 'scikit-learn' is missing" in out.stderr
+    assert "pip install scikit-learn" in out.stderr
+
+
+def test_runs_under_python_oo_without_docstrings() -> None:
+    out = subprocess.run(
+        [sys.executable, "-OO", "-m", "neuroedge.bench.gpu_check", "--routes", "nowhere"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 2 and "unknown routes ['nowhere']" in out.stderr, out.stderr
+
+
+def test_silent_spike_outputs_are_named_in_a_note(monkeypatch: pytest.MonkeyPatch) -> None:
+    from neuroedge.bench import gpu_check
+    from neuroedge.registry import get_backend
+
+    spec = get_model(MODEL)
+    program = spec.build({"smoke": True})  # untrained: no neuron reaches its threshold
+    example = spec.built_example(0, program, {**spec.default_config, "smoke": True})
+    host = get_backend("host")
+    reference = host.run(host.compile(program, spec), example)
+    cpu = lambda route, spec, program: (gpu_check.host_cuda_runner(program, "cpu"), None)
+    monkeypatch.setattr(gpu_check, "compile_route", cpu)
+    row, _ = gpu_check._check_route(spec, "host-cuda", program, reference, example)
+    assert row.metrics["spike_agreement"].value == 1.0
+    assert row.notes == ("no spike on either side in spikes1, spikes2: agreement vacuous",)

@@ -26,6 +26,8 @@ convs act on spikes, so they cost SOPs. N is the STATNF neuron or, for the basel
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 import torch.nn.functional as F
 from neuroedge.models.bivision.functional import (
@@ -132,15 +134,15 @@ class BiSNet(nn.Module):
                 conv.weight.mul_(INIT_GAIN[neuron])
             self.det.bias[0] = HEATMAP_PRIOR_LOGIT
 
-    def init_state(self, batch: int) -> tuple[torch.Tensor, ...]:
+    def init_state(
+        self, batch: int, device: torch.device | str | None = None
+    ) -> tuple[torch.Tensor, ...]:
+        """Zero states (CPU unless ``device``: ``forward_sequence`` passes its input's)."""
         per = STATNFCell.state_size if self.neuron == "statnf" else 1
-        maps = tuple(torch.zeros(batch, *shape) for shape in self.shapes for _ in range(per))
+        zeros = partial(torch.zeros, device=device)
+        maps = tuple(zeros(batch, *shape) for shape in self.shapes for _ in range(per))
         grid = self.size // 4
-        return (
-            *maps,
-            torch.zeros(batch, self.classes),
-            torch.zeros(batch, DET_CHANNELS, grid, grid),
-        )
+        return (*maps, zeros(batch, self.classes), zeros(batch, DET_CHANNELS, grid, grid))
 
     def state_names(self) -> tuple[str, ...]:
         parts = ("v", "s", "h") if self.neuron == "statnf" else ("v",)
@@ -174,7 +176,7 @@ class BiSNet(nn.Module):
         input. Detection reads the last step because boxes are stamped where the window ends
         (Gen1 boxes are instants; objects move ~20 pixels over 100 ms, so a time mean would
         smear them along their path); its leaky readout still integrates the earlier steps."""
-        state = self.init_state(xs.shape[1])
+        state = self.init_state(xs.shape[1], xs.device)
         logits = 0.0
         for x in xs:
             y, detection, *state = self(x, *state)

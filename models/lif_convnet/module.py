@@ -36,19 +36,22 @@ class LIFConvNet(nn.Module):
     ) -> tuple[torch.Tensor, ...]:
         return lif_convnet_step(self, x, v1, v2, v3)
 
-    def init_state(self, batch: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def init_state(
+        self, batch: int, device: torch.device | str | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Zero membranes ``(v1, v2, v3)`` on ``device`` (default: the CPU)."""
         c1, c2, classes = self.channels
         half = IMAGE // 2
         return (
-            torch.zeros(batch, c1, IMAGE, IMAGE),
-            torch.zeros(batch, c2, half, half),
-            torch.zeros(batch, classes),
+            torch.zeros(batch, c1, IMAGE, IMAGE, device=device),
+            torch.zeros(batch, c2, half, half, device=device),
+            torch.zeros(batch, classes, device=device),
         )
 
     def forward_sequence(self, xs: torch.Tensor) -> torch.Tensor:
         """Logits averaged over time for a (T, batch, 1, 8, 8) input (used in training)."""
-        state = self.init_state(xs.shape[1])
-        total = torch.zeros(xs.shape[1], self.channels[2])
+        state = self.init_state(xs.shape[1], xs.device)  # training runs on the input's device
+        total = torch.zeros(xs.shape[1], self.channels[2], device=xs.device)
         for x in xs:
             y, _, _, *state = self(x, *state)
             total = total + y

@@ -205,7 +205,7 @@ def rank_confidence_score(score, k_rank: float | None = None, eps: float = 1e-6)
 
     b, n = score.shape
     k_rank = 8.0 / n if k_rank is None else k_rank
-    weights = torch.sigmoid(-k_rank * torch.arange(n, dtype=score.dtype))
+    weights = torch.sigmoid(-k_rank * torch.arange(n, dtype=score.dtype, device=score.device))
     weights = (weights / weights.sum()).expand(b, n)
     order = torch.argsort(score, dim=-1, descending=True)
     w_rank = torch.zeros_like(score).scatter(1, order, weights)

@@ -69,7 +69,8 @@ def rope_tables(pos: torch.Tensor, half: int) -> tuple[torch.Tensor, torch.Tenso
     """cos, sin [B, 1, L, 2 half] of RoPE angles a = pos * 10000^(-i/half), laid out for
     ``rotary``: (cos a, cos a) and (-sin a, sin a); built once per forward (pruned stages gather
     rows of it by position)."""
-    freq = torch.exp(-math.log(10000.0) * torch.arange(half, dtype=torch.float32) / half)
+    steps = torch.arange(half, dtype=torch.float32, device=pos.device)
+    freq = torch.exp(-math.log(10000.0) * steps / half)
     ang = pos.to(torch.float32)[:, None, :, None] * freq
     cos, sin = torch.cos(ang), torch.sin(ang)
     return torch.cat([cos, cos], -1), torch.cat([-sin, sin], -1)
@@ -217,9 +218,10 @@ class VLAPolicy(nn.Module):
         tokens ending in the action queries: 0 where k <= q or q is an action query, -inf
         elsewhere. Kept tokens stay sorted by position, so pos_k <= pos_q iff k <= q and the
         bias depends on L alone (a constant of each exported graph)."""
-        i = torch.arange(length)
+        i = torch.arange(length, device=self.queries.device)
         allowed = (i[None, :] <= i[:, None]) | (i[:, None] >= length - self.queries.shape[0])
-        return torch.zeros(length, length).masked_fill(~allowed, float("-inf"))[None, None]
+        zeros = torch.zeros(length, length, device=i.device)
+        return zeros.masked_fill(~allowed, float("-inf"))[None, None]
 
     def rope(self, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return rope_tables(pos, self.config["dim"] // self.config["heads"] // 2)
@@ -234,12 +236,12 @@ class VLAPolicy(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         x = self.embed(primary, wrist, proprio, text)
         b, n, _ = x.shape
-        pos = torch.arange(n).expand(b, n)
+        pos = torch.arange(n, device=x.device).expand(b, n)
         nv = self.n_visual  # visual tokens in x: always the first nv entries
         text_rows = slice(self.text0 - n, self.action0 - n)  # counted from the end: stable
         text_weight = self.text_weight(text)
-        importance = score = received = torch.zeros(b, nv)
-        local = torch.zeros(b, nv, dtype=torch.bool)
+        importance = score = received = torch.zeros(b, nv, device=x.device)
+        local = torch.zeros(b, nv, dtype=torch.bool, device=x.device)
         spec = self.method == "specprune"
         depth = len(self.blocks)
         ema_layers = {0, 1, *(layer - 1 for layer in self.prune.dynamic_layers if layer < depth)}
@@ -274,7 +276,7 @@ class VLAPolicy(nn.Module):
                 if layer < 2:
                     local = local | self.per_view_top(score)
         actions = self.head(self.norm(x[:, -self.queries.shape[0] :]))
-        scores = torch.zeros(b, self.n_visual)
+        scores = torch.zeros(b, self.n_visual, device=x.device)
         if spec:
             scores = scores.scatter(1, pos[:, :nv], score)
         return actions, scores
@@ -290,10 +292,10 @@ class VLAPolicy(nn.Module):
         """Membership mask of the top-k_local tokens of each view (layers 0/1: all present)."""
         b = score.shape[0]
         if self.method != "specprune" or self.k_local <= 0:
-            return torch.zeros(b, self.n_visual, dtype=torch.bool)
+            return torch.zeros(b, self.n_visual, dtype=torch.bool, device=score.device)
         views = score.view(b, 2, self.per_view)
         top = torch.topk(views, self.k_local, dim=-1).indices
-        hit = torch.zeros(b, 2, self.per_view).scatter(2, top, 1.0)
+        hit = torch.zeros(b, 2, self.per_view, device=score.device).scatter(2, top, 1.0)
         return hit.view(b, self.n_visual) > 0
 
     def static_keep(
@@ -316,7 +318,7 @@ def _gather(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Keep visual entries ``keep`` (indices into the first nv tokens) and all non-visual ones."""
     b, n, d = x.shape
-    rest = torch.arange(nv, n).expand(b, n - nv)
+    rest = torch.arange(nv, n, device=x.device).expand(b, n - nv)
     index = torch.cat([keep, rest], dim=1)
     x = torch.gather(x, 1, index[:, :, None].expand(-1, -1, d))
     return x, torch.gather(pos, 1, index), torch.gather(importance, 1, keep)

@@ -85,7 +85,7 @@ def momentum_masks(
     log_a = alpha.to(torch.float64).clamp_min(1e-30).log()
     cum = torch.cat([log_a.new_zeros((*log_a.shape[:-1], 1)), log_a.cumsum(-1)], dim=-1)
     diff = cum.unsqueeze(-1) - cum.unsqueeze(-2)  # [j, i] = log beta_i^j
-    causal = torch.ones(chunks + 1, chunks + 1, dtype=torch.bool).tril()
+    causal = torch.ones(chunks + 1, chunks + 1, dtype=torch.bool, device=alpha.device).tril()
     beta = torch.where(causal, diff, torch.full_like(diff, float("-inf"))).exp()
     crow = beta[..., 1:, :].cumsum(-2)  # rows: local t' = 0..chunks-1
     beta_end = beta[..., -1, :]

@@ -189,7 +189,7 @@ def chunk_means(x: torch.Tensor, chunk: int) -> torch.Tensor:
     b, n, d = x.shape
     chunks = -(-n // chunk)
     padded = F.pad(x, (0, 0, 0, chunks * chunk - n))
-    counts = torch.full((chunks,), float(chunk), dtype=x.dtype)
+    counts = torch.full((chunks,), float(chunk), dtype=x.dtype, device=x.device)
     counts[-1] = n - (chunks - 1) * chunk
     return padded.view(b, chunks, chunk, d).sum(2) / counts[:, None]
 
@@ -264,7 +264,7 @@ class SlidingWindowAttention(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, n, d = x.shape
         q, k, v = self.qkv(x).view(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        pos = torch.arange(n)
+        pos = torch.arange(n, device=x.device)
         band = (pos[:, None] >= pos[None, :]) & (pos[:, None] - pos[None, :] < self.window)
         o = F.scaled_dot_product_attention(q, k, v, attn_mask=band)
         return self.out(o.transpose(1, 2).reshape(b, n, d))

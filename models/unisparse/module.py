@@ -189,13 +189,18 @@ class _Stepping(nn.Module):
         logits, spikes, membranes = resnet_step(self, x, states)
         return (logits, torch.cat([z.flatten(1) for z in spikes], 1), *membranes)
 
-    def init_state(self, batch: int) -> tuple[torch.Tensor, ...]:
-        return tuple(torch.zeros(batch, *shape) for shape in self.arch.neuron_shapes())
+    def init_state(
+        self, batch: int, device: torch.device | str | None = None
+    ) -> tuple[torch.Tensor, ...]:
+        """Zero membranes of every LIF layer, on ``device`` (default: the CPU)."""
+        return tuple(
+            torch.zeros(batch, *shape, device=device) for shape in self.arch.neuron_shapes()
+        )
 
     def forward_sequence(self, xs: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """Time-averaged logits for ``(T, batch, C, H, W)`` and each LIF layer's spikes summed
         over time and batch (``(C, H, W)`` maps, for the energy estimate)."""
-        states = self.init_state(xs.shape[1])
+        states = self.init_state(xs.shape[1], xs.device)  # where the net and input live
         total, maps = 0.0, None
         for x in xs:
             logits, spikes, states = resnet_step(self, x, states)
