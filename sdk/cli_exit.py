@@ -5,10 +5,11 @@ its output that left (141)."""
 from __future__ import annotations
 
 import codecs
+import contextlib
 import io
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from neuroedge.errors import NeuroedgeError
 from neuroedge.signals import (
@@ -52,14 +53,24 @@ def _escape(err: UnicodeError) -> tuple[str | bytes, int]:
     return codecs.backslashreplace_errors(err)
 
 
-def readable_output() -> None:
-    """stdout and stderr write a character their encoding lacks (an ASCII locale: LC_ALL=C
-    with PYTHONUTF8=0, PYTHONIOENCODING=ascii) as a backslash escape, so a result holding a
-    user's non-ASCII text is printed, not lost to a UnicodeEncodeError after the work."""
+@contextlib.contextmanager
+def readable_output() -> Iterator[None]:
+    """Within: stdout and stderr write a character their encoding lacks (an ASCII locale:
+    LC_ALL=C with PYTHONUTF8=0, PYTHONIOENCODING=ascii) as a backslash escape, so a result
+    holding a user's non-ASCII text is printed, not lost to a UnicodeEncodeError after the
+    work. Their own error handlers come back on leaving (``cli.main`` called from Python)."""
     codecs.register_error(ESCAPE, _escape)
+    changed = []
     for stream in (sys.stdout, sys.stderr):
         if isinstance(stream, io.TextIOWrapper) and stream.errors in STRICT:
+            changed.append((stream, stream.errors))
             stream.reconfigure(errors=ESCAPE)
+    try:
+        yield
+    finally:
+        for stream, errors in changed:
+            with contextlib.suppress(OSError, ValueError):  # a reader gone, a closed stream
+                stream.reconfigure(errors=errors)
 
 
 def error_status(err: BaseException, debug: bool) -> int:
@@ -103,23 +114,25 @@ def stoppable(
     propagates. The ``python -m`` entry points beside the command use it too (their ``with``
     blocks unwind: temporary copies go, test subprocesses are killed). stdout and stderr
     escape what their encoding lacks (``readable_output``)."""
-    try:
-        with sigterm_exits():
-            readable_output()
-            code = command()
-            if sys.stdout is not None:  # None: started with stdout closed (print skips)
-                sys.stdout.flush()  # a reader gone shows here, not at exit past every handler
-    except BaseException as err:
-        own = isinstance(err, KeyboardInterrupt | Terminated)
-        if stop_status() and not own:  # the signal's exception was lost or turned into err
-            return stopped(stop_status())
-        if on_error is not None:
-            return on_error(err)
-        if own:
-            default = EXIT_INTERRUPTED if isinstance(err, KeyboardInterrupt) else EXIT_TERMINATED
-            return stopped(stop_status() or default)
-        raise
-    return stopped(stop_status()) if stop_status() else code
+    with readable_output():  # its one line (on_error) escaped too
+        try:
+            with sigterm_exits():
+                code = command()
+                if sys.stdout is not None:  # None: started with stdout closed (print skips)
+                    sys.stdout.flush()  # a reader gone shows here, not at exit past every handler
+        except BaseException as err:
+            own = isinstance(err, KeyboardInterrupt | Terminated)
+            if stop_status() and not own:  # the signal's exception was lost or turned into err
+                return stopped(stop_status())
+            if on_error is not None:
+                return on_error(err)
+            if own:
+                interrupted = isinstance(err, KeyboardInterrupt)
+                return stopped(
+                    stop_status() or (EXIT_INTERRUPTED if interrupted else EXIT_TERMINATED)
+                )
+            raise
+        return stopped(stop_status()) if stop_status() else code
 
 
 def command_status(command: Callable[[], int]) -> int:

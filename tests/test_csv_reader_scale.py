@@ -110,3 +110,16 @@ def test_a_byte_that_is_not_utf8_after_a_bom_is_named_at_its_own_line(tmp_path, 
     path.write_bytes(b"\xef\xbb\xbfa,b\n1,2\n3,\xff\n")
     with pytest.raises(ValueError, match=r"line 3: byte b'\\xff' is not UTF-8"):
         D.read_numeric_csv_lines(path)
+
+
+@pytest.mark.parametrize("eol", [b"\n", b"\r\n", b"\r"])
+def test_a_bad_byte_is_named_at_the_line_the_other_errors_would_name(tmp_path, block, eol):
+    """Lines end at a bare \\r too, as the reader splits them: a bad byte was named at line 1
+    of a file with \\r line ends, where a bad number at the same place read line 3."""
+    path = tmp_path / "t.csv"
+    path.write_bytes(eol.join([b"a,b", b"1,2", b"3,\xff", b""]))
+    with pytest.raises(ValueError, match=r"line 3: byte b'\\xff' is not UTF-8"):
+        D.read_numeric_csv_lines(path)
+    path.write_bytes(eol.join([b"a,b", b"1,2", b"3,x", b""]))
+    with pytest.raises(ValueError, match=r"line 3 column 1"):
+        D.read_numeric_csv_lines(path)

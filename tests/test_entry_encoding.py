@@ -156,3 +156,18 @@ def test_a_closed_pipe_ends_python_dash_m_quietly(
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 141, err.decode()
     assert err.decode() == ""
+
+
+def test_the_callers_streams_get_their_own_error_handlers_back(tmp_path: Path) -> None:
+    """``cli.main`` called from Python: stdout and stderr escape only while it runs (they
+    kept ``neuroedge.escape`` for good, so the caller's own prints changed)."""
+    code = (
+        "import sys\nimport neuroedge.cli as cli\n"
+        "before = (sys.stdout.errors, sys.stderr.errors)\n"
+        "assert cli.main(['list']) == 0\n"
+        "print('HANDLERS', before == (sys.stdout.errors, sys.stderr.errors), before)\n"
+    )
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8:strict"}
+    run = _run(["-c", code], env, tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert b"HANDLERS True ('strict', 'backslashreplace')" in run.stdout

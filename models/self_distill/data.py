@@ -219,7 +219,8 @@ def read_text(file: Path, what: str) -> str:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as err:  # its offset counts from after a BOM
         at = err.start + len(codecs.BOM_UTF8) * raw.startswith(codecs.BOM_UTF8)
-        line = raw[:at].count(b"\n") + 1
+        before = raw[:at]  # lines end at \n, \r\n and a bare \r, as the reader splits them
+        line = before.count(b"\n") + before.count(b"\r") - before.count(b"\r\n") + 1
         raise ValueError(
             f"{what} {file}: line {line}: byte {raw[at : at + 1]!r} is not "
             "UTF-8 text; save the file as UTF-8 (CSV UTF-8)"
