@@ -37,7 +37,9 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	$(BIN)/pytest -q -m slow
 
-# On a machine with an NVIDIA GPU, CUDA torch, onnxruntime-gpu and tensorrt (no internet needed).
+# On a machine with an NVIDIA GPU (no internet needed) whose Python has numpy, torch, onnx, tqdm,
+# matplotlib, scikit-learn, scipy and numba (bench/gpu_check.sh refuses to start without any of
+# them) and CUDA torch, onnxruntime-gpu and tensorrt (a missing one blocks its routes).
 # Not after $(STAMP): its online install pins the CPU onnxruntime, which would replace
 # onnxruntime-gpu; gpu_check.sh installs this checkout itself, offline and without deps.
 gpu-check:

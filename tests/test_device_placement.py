@@ -1,13 +1,14 @@
 """Device placement without a GPU: every exportable model through gpu_check's host-CUDA code
 on torch's "meta" device, under a dispatch mode that refuses, as CUDA does, any op meeting a
-CPU tensor (a CPU 0-dim scalar and CPU indices into a device tensor allowed, as on CUDA; the
-meta kernels alone miss some, e.g. a CPU ``src`` of ``scatter``): a tensor made on the CPU
-mid-forward or a state left there fails here as it fails on a GPU. The training-path forwards
+CPU tensor (a CPU 0-dim scalar and CPU indices of ``aten::index``/``index_put`` into a device
+tensor allowed, as on CUDA; the meta kernels alone miss some, e.g. a CPU ``src`` of ``scatter``,
+a CPU index of ``index_select``, a CPU generator): a tensor made on the CPU mid-forward or a
+state left there fails here as it fails on a GPU. The training-path forwards
 (``forward_sequence``, ttt's helpers) are checked the same way."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -21,24 +22,91 @@ from torch.utils._pytree import tree_flatten
 EXPORTABLE = [n for n in model_names() if "onnx" in get_model(n).exportable]
 META = "meta"
 COPIES = {"aten::_to_copy", "aten::copy_", "aten::lift_fresh", "aten::_copy_from"}
+INDEX = "aten::index"  # exact schema name: index_select, index_add etc. get no exemption
+INDEX_PUTS = {"aten::index_put", "aten::index_put_", "aten::_index_put_impl_"}
+
+
+def mixed_indexing(name: str, args: Any, kwargs: dict[str, Any]) -> bool:
+    """CUDA's rule for ``aten::index`` and ``index_put``: indices on the CPU or on self's
+    device; the values put on self's device unless a CPU 0-dim tensor (a scalar)."""
+    self, indices = args[0], [t for t in args[1] if t is not None]
+    values = [args[2] if len(args) > 2 else kwargs["values"]] if name in INDEX_PUTS else []
+    device = self.device.type
+    return any(t.device.type not in {"cpu", device} for t in indices) or any(
+        v.device.type != device and (v.device.type != "cpu" or v.dim() > 0) for v in values
+    )
 
 
 class CudaLikeDevices(TorchDispatchMode):
-    """Raise where CUDA raises: an op (not a copy) mixing META tensors with CPU tensors."""
+    """Raise where CUDA raises: an op (not a copy) mixing META tensors with CPU tensors, or a
+    generator of another device than the op's."""
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         name = func._schema.name
-        tensors = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
-        if name.startswith("aten::index") and tensors:  # CPU indices may index a device tensor
-            mixed = tensors[0].device.type == "cpu" and any(t.device.type == META for t in tensors)
+        leaves = tree_flatten((args, kwargs))[0]
+        tensors = [t for t in leaves if isinstance(t, torch.Tensor)]
+        if name == INDEX or name in INDEX_PUTS:  # CPU indices may index a device tensor
+            mixed = mixed_indexing(name, args, kwargs)
         else:
             kinds = {t.device.type for t in tensors if t.device.type != "cpu" or t.dim() > 0}
             mixed = name not in COPIES and {"cpu", META} <= kinds
         if mixed:
             shapes = [(tuple(t.shape), t.device.type) for t in tensors]
             raise RuntimeError(f"{name} mixes CPU and device tensors: {shapes}")
+        device = tensors[0].device if tensors else torch.device(kwargs.get("device") or "cpu")
+        for gen in (g for g in leaves if isinstance(g, torch.Generator)):
+            if gen.device.type != device.type:
+                raise RuntimeError(
+                    f"{name}: Expected a '{device.type}' device type for generator but found "
+                    f"'{gen.device.type}'"
+                )
         return func(*args, **kwargs)
+
+
+def _on_meta(n: int = 4) -> torch.Tensor:
+    return torch.zeros(n, device=META)
+
+
+def _cpu_generator() -> torch.Generator:
+    return torch.Generator().manual_seed(0)
+
+
+REFUSED_AS_ON_CUDA: dict[str, Callable[[], Any]] = {
+    "add_cpu": lambda: _on_meta() + torch.zeros(4),
+    "gather_cpu_index": lambda: _on_meta().gather(0, torch.tensor([0, 1])),
+    "index_select_cpu_index": lambda: _on_meta().index_select(0, torch.tensor([0, 1])),
+    "index_put_cpu_values": lambda: _on_meta().index_put((torch.tensor([0, 1]),), torch.ones(2)),
+    "setitem_cpu_values": lambda: _on_meta().__setitem__(torch.tensor([0, 1]), torch.ones(2)),
+    "device_index_into_cpu": lambda: torch.zeros(4)[torch.tensor([0, 1], device=META)],
+    "rand_cpu_generator": lambda: torch.rand(3, generator=_cpu_generator(), device=META),
+    "bernoulli_cpu_generator": lambda: _on_meta().bernoulli_(0.5, generator=_cpu_generator()),
+    "randperm_cpu_generator": lambda: torch.randperm(4, generator=_cpu_generator(), device=META),
+}
+ALLOWED_AS_ON_CUDA: dict[str, Callable[[], Any]] = {
+    "add_cpu_scalar": lambda: _on_meta() + torch.tensor(1.0),
+    "getitem_cpu_index": lambda: _on_meta()[torch.tensor([0, 1])],
+    "getitem_cpu_mask": lambda: _on_meta()[torch.tensor([True, False, True, False])],
+    "index_put_device_values": lambda: _on_meta().index_put(
+        (torch.tensor([0, 1]),), torch.ones(2, device=META)
+    ),
+    "index_put_cpu_scalar": lambda: _on_meta().index_put_((torch.tensor([0]),), torch.tensor(1.0)),
+    "setitem_mask_scalar": lambda: _on_meta().__setitem__(torch.tensor([True] * 4), 2.0),
+    "slice_copy_from_cpu": lambda: _on_meta().__setitem__(slice(0, 2), torch.ones(2)),
+    "rand_cpu_with_cpu_generator": lambda: torch.rand(3, generator=_cpu_generator()),
+}
+
+
+@pytest.mark.parametrize("name", REFUSED_AS_ON_CUDA)
+def test_the_mode_refuses_what_cuda_refuses(name: str) -> None:
+    with CudaLikeDevices(), pytest.raises(RuntimeError, match="device"):
+        REFUSED_AS_ON_CUDA[name]()
+
+
+@pytest.mark.parametrize("name", ALLOWED_AS_ON_CUDA)
+def test_the_mode_allows_what_cuda_allows(name: str) -> None:
+    with CudaLikeDevices():
+        ALLOWED_AS_ON_CUDA[name]()
 
 
 def built(name: str, **config: Any) -> tuple[Any, Any, dict[str, Any]]:

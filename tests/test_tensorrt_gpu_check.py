@@ -176,8 +176,10 @@ def test_runs_under_python_oo_without_docstrings() -> None:
     assert out.returncode == 2 and "unknown routes ['nowhere']" in out.stderr, out.stderr
 
 
-def test_silent_spike_outputs_are_named_in_a_note(monkeypatch: pytest.MonkeyPatch) -> None:
-    from neuroedge.bench import gpu_check
+def test_silent_spike_outputs_are_named_in_a_note(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from neuroedge.bench import gpu_check, gpu_tables
     from neuroedge.registry import get_backend
 
     spec = get_model(MODEL)
@@ -190,3 +192,9 @@ def test_silent_spike_outputs_are_named_in_a_note(monkeypatch: pytest.MonkeyPatc
     row, _ = gpu_check._check_route(spec, "host-cuda", program, reference, example)
     assert row.metrics["spike_agreement"].value == 1.0
     assert row.notes == ("no spike on either side in spikes1, spikes2: agreement vacuous",)
+    # main() prints each row's notes under the tables (the CPU standing in for CUDA)
+    monkeypatch.setattr(gpu_tables, "_torch_cuda", lambda: (True, "faked: the CPU stands in"))
+    argv = ["--models", MODEL, "--routes", "host-cuda", "--repeats", "2", "--out", str(tmp_path)]
+    code = gpu_check.main(argv)
+    text = capsys.readouterr().out
+    assert f"{MODEL} host-cuda: {row.notes[0]}" in text.splitlines() and code == 0, text

@@ -71,7 +71,8 @@ def test_budget_beyond_free_memory_is_refused_with_the_sizes() -> None:
 
 def fake_builder_trt(seen: dict[str, Any]) -> SimpleNamespace:
     """Enough of ``tensorrt`` for ``build_serialized_engine``; TF32 on by default, as in
-    TensorRT; ``seen`` gets the builder flags at build time and the profile shapes."""
+    TensorRT; ``seen`` gets the builder flags and optimization level at build time and the
+    profile shapes."""
 
     class Config:
         def __init__(self) -> None:
@@ -107,6 +108,7 @@ def fake_builder_trt(seen: dict[str, Any]) -> SimpleNamespace:
 
         def build_serialized_network(self, network: Any, config: Config) -> bytes:
             seen["flags"] = set(config.flags)
+            seen["level"] = getattr(config, "builder_optimization_level", None)
             return b"plan"
 
     severity = SimpleNamespace(INTERNAL_ERROR="internal", ERROR="error", WARNING="warning")
@@ -126,8 +128,9 @@ def test_builder_turns_tf32_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     seen: dict[str, Any] = {}
     monkeypatch.setitem(sys.modules, "tensorrt", fake_builder_trt(seen))
     timing = tmp_path / "timing.cache"
-    plan = build_serialized_engine(tmp_path / "g.onnx", PROFILE, 1 << 26, 3, timing)
+    plan = build_serialized_engine(tmp_path / "g.onnx", PROFILE, 1 << 26, 5, timing)
     assert plan == b"plan" and seen["flags"] == set()  # fp32 layers compute in float32
+    assert seen["level"] == 5  # the asked level, not TensorRT's default 3
     assert seen["workspace"] == 1 << 26 and seen["profile"] == {
         "x": ((8, 1, 4), (8, 1, 4), (8, 32, 4))
     }
@@ -154,11 +157,19 @@ def test_gpu_compute_time_is_the_median_of_the_engine_calls() -> None:
 
 
 def fake_runner(monkeypatch: pytest.MonkeyPatch, events: list[str]) -> TensorRTRunner:
-    """A runner whose engine calls, stream syncs and CUDA events only append to ``events``."""
+    """A runner whose engine calls, stream block, stream syncs, CUDA events and output reads
+    (``.cpu()``) only append to ``events``."""
 
     @contextmanager
     def on_stream(stream: Any) -> Any:
+        events.append("enter stream")
         yield
+        events.append("exit stream")
+
+    class Output:
+        def cpu(self) -> torch.Tensor:
+            events.append("read")
+            return torch.ones(2)
 
     class Event:
         def __init__(self, enable_timing: bool) -> None:
@@ -176,7 +187,7 @@ def fake_runner(monkeypatch: pytest.MonkeyPatch, events: list[str]) -> TensorRTR
     runner = object.__new__(TensorRTRunner)  # no engine: the parts below stand in for it
     runner.outputs = ["y"]
     runner.stream = SimpleNamespace(synchronize=lambda: events.append("sync"), cuda_stream=0)
-    runner._bind = lambda feeds: events.append("bind") or {"y": torch.ones(2)}
+    runner._bind = lambda feeds: events.append("bind") or {"y": Output()}
     runner._execute = lambda: events.append("execute")
     return runner
 
@@ -187,9 +198,16 @@ def test_runner_synchronises_its_stream_before_results_are_read(
     events: list[str] = []
     runner = fake_runner(monkeypatch, events)
     out = runner.run(None, {"x": np.zeros(2, np.float32)})
-    assert events == ["bind", "execute", "sync"] and np.array_equal(out[0], np.ones(2))
+    assert np.array_equal(out[0], np.ones(2))
+    assert events[:3] == ["enter stream", "bind", "execute"] and events.count("sync") == 1
+    read, sync = events.index("read"), events.index("sync")
+    # on the runner's stream (ordered after the engine) or after the sync; never on the
+    # default stream between the two, where it races the engine
+    assert read < events.index("exit stream") < sync or sync < read
     events.clear()
     times = runner.compute_times_ms({"x": np.zeros(2, np.float32)}, repeats=3, warmup=1)
     assert times == [0.5] * 3
     assert events.index("sync") < events.index("elapsed")  # events read after the sync
+    inside = events[events.index("enter stream") + 1 : events.index("exit stream")]
+    assert inside.count("execute") == 4 and inside.count("record") == 6  # on the runner's stream
     assert events.count("execute") == 4 and events.count("record") == 6
