@@ -103,14 +103,15 @@ def test_lean_graph_keeps_the_same_tokens_as_the_reference(method):
             assert torch.allclose(actions, expected, atol=1e-5)
 
 
-def test_chunk_lookback_reproduces_the_previous_query_frame_selection():
+@pytest.mark.parametrize("chunk", [8, 4])
+def test_chunk_lookback_reproduces_the_previous_query_frame_selection(chunk):
     """lookback="chunk": the dynamic set of the first implementation (patch similarity with the
-    frame of the query round(T(v) / CHUNK) = 1 inference back, recomputed here from pixels)."""
-    from neuroedge.models.specprune.data import CHUNK
+    frame of the query round(T(v) / chunk) inferences back, recomputed here from pixels): 1
+    back at today's chunk of 8, 3 at the chunk of 4 a policy exported before e0a859b returns."""
     from neuroedge.models.specprune.policy import PrunedPolicy
 
     def engine(mode, inputs):
-        return np.zeros((1, 4, 4), np.float32), np.zeros((1, 128), np.float32)
+        return np.zeros((1, chunk, 4), np.float32), np.zeros((1, 128), np.float32)
 
     cfg, rng = PruneConfig(k_global=0, lookback="chunk"), np.random.default_rng(0)
     policy = PrunedPolicy(engine, "specprune", cfg)
@@ -126,7 +127,7 @@ def test_chunk_lookback_reproduces_the_previous_query_frame_selection():
         prior = policy.prior(obs, 0.0)
         expected = np.zeros(128, np.float32)
         if frames:
-            back = max(1, round(fn.lookback_steps(0.0, cfg.v_max) / CHUNK))
+            back = max(1, round(fn.lookback_steps(0.0, cfg.v_max) / chunk))
             past = frames[-min(back, len(frames))]
             for view, cam in enumerate(("primary", "wrist")):
                 sim = fn.patch_similarity(obs[cam], past[cam], 8)

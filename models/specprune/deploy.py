@@ -9,7 +9,10 @@ config, files per controller mode) and either:
   are cheap numpy pre-processing outside the graph (research 3.6).
 * ``host``: ``policy.pt`` (state dict + network config), loaded with ``weights_only=True``.
 
-A directory written by another format version is refused with the reason. The manifest's
+A directory written by another format version is refused with the reason. A host directory
+exported before e0a859b (no ViT stage) is refused naming its ``policy.pt``; an onnxrt one
+of then runs as it did (its graphs return chunks of 4: ``PrunedPolicy`` measures speed and
+look-back over the chunk the graph returns, not the package's CHUNK). The manifest's
 ``prune`` holds every PruneConfig field, ``lookback`` too; a manifest written before that field
 existed loads with ``lookback="chunk"``, the rule its policy ran with.
 """
@@ -159,6 +162,31 @@ def onnx_engine(sessions: Mapping[str, Any]) -> Engine:
     return run
 
 
+def host_model(path: Path) -> Any:
+    """The VLAPolicy (eval mode) of a host directory's ``policy.pt``; a network this
+    neuroedge cannot build (a config of another version, weights that do not fit) raises
+    ArtifactError naming the file."""
+    from neuroedge.checkpoints import load_checkpoint, load_weights
+    from neuroedge.models.specprune.module import VLAPolicy
+
+    ckpt = load_checkpoint(path, required=("state_dict", "config"))
+    config = ckpt["config"]
+    redo = "re-export the policy (export_policy) from a checkpoint this neuroedge trained"
+    if not isinstance(config, Mapping):
+        raise ArtifactError(f"{path}: network config is a {type(config).__name__}, not a dict")
+    if "vit_depth" not in config:  # every VLAPolicy since e0a859b (ViT stage, chunk 8) saves it
+        raise ArtifactError(
+            f"{path}: a network exported before neuroedge's ViT stage (e0a859b; chunk "
+            f"{config.get('chunk')!r}), which this VLAPolicy cannot run (an onnxrt directory "
+            f"of then still runs): {redo}"
+        )
+    try:
+        model = VLAPolicy(**config)
+    except TypeError as err:  # a key this VLAPolicy does not take
+        raise ArtifactError(f"{path}: network config {err}; {redo}") from err
+    return load_weights(model, ckpt["state_dict"], path).eval()
+
+
 def load_policy(
     policy_dir: str | os.PathLike[str],
     backend: str = "onnxrt",
@@ -192,11 +220,7 @@ def load_policy(
                 raise ArtifactError(f"{base / name}: {'; '.join(missed)}")
         engine = onnx_engine(sessions)
     else:
-        from neuroedge.checkpoints import load_checkpoint
-        from neuroedge.models.specprune.module import VLAPolicy
-
-        ckpt = load_checkpoint(base / manifest["files"][COARSE], required=("state_dict", "config"))
-        model = VLAPolicy(**ckpt["config"])
-        model.load_state_dict(ckpt["state_dict"])
-        engine = torch_engine(model.eval(), manifest["method"], prune)
+        engine = torch_engine(
+            host_model(base / manifest["files"][COARSE]), manifest["method"], prune
+        )
     return PrunedPolicy(engine, manifest["method"], prune, seed=seed, controller=controller)

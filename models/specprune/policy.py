@@ -8,10 +8,14 @@ the current chunk is used up. Between inferences it keeps what SpecPrune carries
 * camera frames by environment step, for the dynamic set's reference frame
   (``PruneConfig.lookback``): ``"speed"`` (default, the paper's) compares with the frame
   exactly T(v) env steps before the re-plan (6..11 steps, clamped to the episode start);
-  ``"chunk"`` with the previous inference's frame (8 steps back at every speed, the rule every
-  result up to 2026-12-05 was measured with),
+  ``"chunk"`` with the frame of round(T(v) / chunk) inferences back (the previous one, 8
+  steps back at every speed, at today's chunk of 8; 2-3 back at an older policy's chunk of 4),
+  the rule every result up to 2026-12-05 was measured with,
 * the controller state, updated from the measured end-effector displacement over the executed
   chunk (translation v_t in cm/step, dz the vertical displacement; v_r = 0, see sim.py).
+
+Steps per chunk are those the network returned (``self.chunk``), not the package's CHUNK: a
+policy directory exported when CHUNK was 4 (before e0a859b) runs as it did then.
 
 Frames for the speed look-back: ``select_action`` holds the frames of every observation that
 carries camera images, so a robot stack that passes images at every step needs nothing more.
@@ -122,9 +126,9 @@ class PrunedPolicy:
         """The env step of the frame the inference at ``step`` compares with (None: none);
         ``exact``: the look-back target even where no frame is held for it."""
         back = lookback_steps(v_t, self.prune.v_max)
-        if self.prune.lookback == "chunk":  # round(T / CHUNK) = 1 inference back at any speed
+        if self.prune.lookback == "chunk":  # round(T / chunk): 1 inference back at chunk 8
             past = [s for s in self.queries if s < step]
-            return past[-min(max(1, round(back / CHUNK)), len(past))] if past else None
+            return past[-min(max(1, round(back / self.chunk)), len(past))] if past else None
         if step <= 0:
             return None
         target = max(0, step - back)  # T(v) env steps back, clamped to the episode start
@@ -134,14 +138,16 @@ class PrunedPolicy:
         return min(held, key=lambda s: (abs(s - target), s)) if held else None
 
     def speed(self, obs: Mapping[str, Any]) -> tuple[float, float]:
-        """(v_t in cm/step, dz in m) of the hand since the last inference; (0, 0) at the first."""
+        """(v_t in cm/step, dz in m) of the hand since the last inference; (0, 0) at the first.
+        v_t is per env step of the chunk the last inference returned (``self.chunk``: 8 for a
+        policy of today, 4 for a graph exported before e0a859b), not the package's CHUNK."""
         if self.hand_at_query is None:
             return 0.0, 0.0
         delta = np.asarray(obs["proprio"][:3], dtype=np.float64) - self.hand_at_query
-        return 100.0 * float(np.linalg.norm(delta)) / CHUNK, float(delta[2])
+        return 100.0 * float(np.linalg.norm(delta)) / self.chunk, float(delta[2])
 
     def plan(self, obs: Mapping[str, Any]) -> np.ndarray:
-        """Run one inference: controller, pruning prior, network; returns [CHUNK, 4]."""
+        """Run one inference: controller, pruning prior, network; returns [chunk, 4]."""
         check_observation(obs)
         self.step = self.query_step()
         v_t, dz = self.speed(obs)
