@@ -10,7 +10,7 @@ single process gets N torch threads and each rank one, so both use the same N co
 time of each run, their ratio, each run's time per epoch and the accuracy and SOPs of both
 nets (per-rank batch-norm statistics make the data-parallel nets differ from the one-process
 ones, so accuracy is compared, not required equal); ``--out DIR`` writes the same as
-report.json (atomically).
+report.json (atomically; an earlier report there, its report.md, plots and listed files, goes).
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     add_config_option(p, "training config (repeatable)")
     args = p.parse_args(argv)
-    from neuroedge.atomic import atomic_path, check_writable
+    from neuroedge.atomic import check_writable
 
     if args.out:
         check_writable(args.out, folder=True)
@@ -95,10 +95,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for label, row in doc["rows"].items():
         print(f"{label:<12} " + "  ".join(f"{k} {v:.4g}" for k, v in row.items() if v is not None))
     print(f"speedup (wall, one process / {args.nproc} ranks, same run): {doc['speedup_wall']:.2f}x")
-    if args.out:
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        with atomic_path(Path(args.out) / "report.json") as tmp:
-            Path(tmp).write_text(json.dumps(doc, indent=2))
+    if args.out:  # an earlier report in a reused folder (plots, listed files) goes first
+        from neuroedge.bench.report import write_report_json
+
+        write_report_json(doc, args.out)
     return 0
 
 

@@ -259,9 +259,7 @@ def latency_plot(doc: dict[str, Any], path: Path) -> Path | None:
     ax.set_yscale("log")  # p99 outliers on a shared machine would flatten a linear axis
     ax.set_ylabel("latency per call (ms, log): p50, whisker to p99")
     ax.set_title(f"{doc['model']}: latency by backend")
-    path = save_figure(fig, path)
-    plt.close(fig)
-    return path
+    return finish_figure(fig, path)
 
 
 def write_report(
@@ -308,10 +306,24 @@ def write_report(
     return written
 
 
+def write_report_json(doc: dict[str, Any], out_dir: str | os.PathLike[str]) -> Path:
+    """report.json alone, a document of the caller's own schema (no table, no plots), in
+    ``out_dir``: an earlier report there (plots, listed files, report.md) goes first."""
+    text = json.dumps(finite_json(doc), indent=2, allow_nan=False) + "\n"
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    _remove_earlier_report(Path(out_dir))
+    return write_text(Path(out_dir) / "report.json", text)
+
+
 def _inside(out: Path, file: str | os.PathLike[str]) -> str:
     """``file``'s path relative to ``out`` (POSIX), symlinks not followed (a checkpoints/
-    folder linked to a scratch disk is still the report's); ValueError for one outside it."""
-    full = Path(file) if Path(file).is_absolute() else out / file
+    folder linked to a scratch disk is still the report's); ValueError for one outside it.
+    A relative ``file`` is read as its caller built it: one that starts with a relative
+    ``out`` (``out / name`` for ``--out rep``: ``rep/checkpoints/a.pt``) from the working
+    directory, any other from ``out`` (``checkpoints/a.pt``)."""
+    given, head = Path(file), Path(os.path.normpath(out)).parts  # ./rep is rep, . is ()
+    built = not out.is_absolute() and Path(os.path.normpath(given)).parts[: len(head)] == head
+    full = given if given.is_absolute() or built else out / given
     try:
         folder = Path(os.path.normpath(out.absolute()))
         return Path(os.path.normpath(full.absolute())).relative_to(folder).as_posix()
@@ -358,40 +370,31 @@ def _remove_earlier_report(out: Path, keep: Sequence[str] = ()) -> None:
     leaves the earlier report.json naming missing plots, never the new run's, and the next
     run still reads from it which to remove. Its report.md goes with its report.json, so a
     folder never shows an earlier run's report.md beside the new run's plots."""
-    for stale in _plots_written_before(out / "report.json"):
+    plots, files = _written_before(out / "report.json")
+    for stale in plots:
         (out / stale).unlink(missing_ok=True)
-    for stale in set(_files_written_before(out / "report.json")) - set(keep):
+    for stale in set(files) - set(keep):
         (out / stale).unlink(missing_ok=True)  # this run's own files stay
     (out / "report.json").unlink(missing_ok=True)
     (out / "report.md").unlink(missing_ok=True)
 
 
-def _plots_written_before(path: Path) -> list[str]:
-    """The plot files an earlier report in this folder listed (``plots`` in its report.json):
-    those a new report removes before it writes its own, so a folder never mixes an old
-    run's plot with a new run's numbers. Other files in the folder are left alone."""
+def _written_before(path: Path) -> tuple[list[str], list[str]]:
+    """(plots, files) an earlier report in this folder listed: its PNG plots (a new report
+    removes them, so a folder never mixes an old run's plot with a new run's numbers) and the
+    other files it wrote, inside the folder. Other files in the folder are left alone."""
     try:
-        names = json.loads(path.read_text()).get("plots", [])
+        listed = json.loads(path.read_text())
+        plots, names = listed.get("plots", []), listed.get("files", [])
     except (OSError, ValueError, AttributeError):
-        return []
-    return [n for n in names if isinstance(n, str) and n.endswith(".png") and "/" not in n]
-
-
-def _files_written_before(path: Path) -> list[str]:
-    """The other files an earlier report in this folder listed (``files``), inside it."""
-    try:
-        names = json.loads(path.read_text()).get("files", [])
-    except (OSError, ValueError, AttributeError):
-        return []
-    if not isinstance(names, list):
-        return []
-    folder = path.parent.resolve()
-    inside = []
-    for n in names:
+        return [], []
+    plots = plots if isinstance(plots, list) else []
+    folder, inside = path.parent.resolve(), []
+    for n in names if isinstance(names, list) else []:
         if not isinstance(n, str) or not n or n.startswith("/") or ".." in n.split("/"):
             continue
         where = path.parent / n
         # its folder, symlinks followed, is in the report folder (a linked subfolder is not)
         if where.parent.resolve() == folder or folder in where.parent.resolve().parents:
             inside.append(n)
-    return inside
+    return [n for n in plots if isinstance(n, str) and n.endswith(".png") and "/" not in n], inside

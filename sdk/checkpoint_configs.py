@@ -14,6 +14,29 @@ from neuroedge.errors import ArtifactError, ConfigError
 T = TypeVar("T")
 
 
+class SettledConfig(dict):
+    """A checkpoint's training config settled over every training key (``settle_saved``):
+    ``unknown`` holds the keys it did not save (it predates them), None here, null in a
+    report, and never compared against a ``train_config`` (``refuse_ignored_train_config``)."""
+
+    unknown: frozenset[str] = frozenset()
+
+
+def settle_saved(
+    saved: Mapping[str, Any], keys: Iterable[str], certain: Mapping[str, Any] | None = None
+) -> SettledConfig:
+    """``saved`` (a checkpoint's training config) over the training ``keys``: a key it lacks
+    took whatever default its training had then, which today's default need not be (a
+    checkpoint saved before distillation existed did not train with kd_weight=0.7), so it is
+    unknown: None, listed in ``unknown``. ``certain``: keys whose missing value is known (the
+    training took that value however old the checkpoint), settled to it instead."""
+    known = {**(certain or {}), **saved}
+    unknown = [k for k in keys if k not in known]
+    settled = SettledConfig({**dict.fromkeys(unknown), **known})
+    settled.unknown = frozenset(unknown)
+    return settled
+
+
 def _plain(value: Any) -> Any:
     """``value`` with tuples made lists, at any depth (a checkpoint saves lists)."""
     if isinstance(value, (list, tuple)):
@@ -35,8 +58,9 @@ def refuse_ignored_train_config(
     value the checkpoint at ``path`` was trained with (``saved``, settled the same way).
 
     ``exempt``: keys that say how or where to train (a device, a thread count), not which net:
-    asking for one is no contradiction."""
-    skip = set(exempt)
+    asking for one is no contradiction. A key the checkpoint did not save (``saved.unknown``,
+    ``settle_saved``) cannot be told to contradict it: not compared."""
+    skip = {*exempt, *getattr(saved, "unknown", ())}
     for key in asked:
         if key in skip or _plain(wanted[key]) == _plain(saved.get(key)):
             continue

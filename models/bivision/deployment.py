@@ -44,12 +44,14 @@ def save_nets(out: Path, seed: int, trained: Mapping[tuple[str, str], Any], cfg:
     """Checkpoints (state_dict + config, as ``neuroedge train`` writes them) of the nets in
     ``trained`` (keyed by (variant, task))."""
     from neuroedge.checkpoints import save_checkpoint
+    from neuroedge.models.bivision.train import REPRESENTATION_VERSION
 
     for (variant, task), net in trained.items():
         config = {**cfg, "variant": variant, "task": task, "seed": seed}
+        payload = {"state_dict": net.state_dict(), "config": _plain(config)}
         save_checkpoint(
             net_path(out, seed, variant, task),
-            {"state_dict": net.state_dict(), "config": _plain(config)},
+            {**payload, "representation_version": REPRESENTATION_VERSION},
         )
 
 

@@ -31,6 +31,11 @@ from neuroedge.models.bivision.data import TASKS, EventSet
 from neuroedge.models.bivision.module import BiSNet
 
 VARIANTS = {"statnf_e2s": ("statnf", "e2s"), "lif_histogram": ("lif", "histogram")}
+# The input encoding (``data.represent``) a checkpoint's net was trained on, saved in it as
+# ``representation_version``; a build refuses another (``spec._checkpoint``). 2: E2S counts
+# the support in the 3x3 block with a noise-adaptive k (a0ec326, 2026-12-02). Checkpoints saved
+# before this key was (1 before that change, 2 since) cannot be told apart: a build notes it.
+REPRESENTATION_VERSION = 2
 DEFAULTS: dict[str, Any] = {
     "task": "classification",
     "variant": "statnf_e2s",
@@ -222,6 +227,7 @@ def train(
         {
             "state_dict": net.state_dict(),
             "config": dict(cfg),
+            "representation_version": REPRESENTATION_VERSION,
             "metrics": {**metrics, "loss": loss, "train_seconds": seconds},
         },
     )

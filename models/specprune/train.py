@@ -75,6 +75,11 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+# What a checkpoint's config must hold: the policy's sizes, its tasks and demonstrations (the
+# bench's default tasks and first unseen layout); every version-2 checkpoint saves them.
+SAVED_KEYS = ("tasks", "episodes", "dim", "heads", "depth", "ffn", "vit_depth")
+
+
 # Integer keys: (least, greatest or None). Upper bounds where a huge value would crash or
 # exhaust memory before any message: the seed (32-bit, as every neuroedge seed), threads
 # (torch's count is a C int), demonstration episodes per task (each holds up to 60 samples of
@@ -232,11 +237,14 @@ def train(
 
 def checkpoint_payload(policy: Any, cfg: Mapping[str, Any]) -> dict[str, Any]:
     """What a checkpoint of ``policy`` trained with ``cfg`` holds (``load_policy_checkpoint``
-    reads it): the version, the state dict, the training config (tuples saved as lists)."""
+    reads it): the version, the state dict, the training config (tuples saved as lists; a
+    key unknown to it, None, left out: read back, it is unknown again)."""
     return {
         "version": CHECKPOINT_VERSION,
         "state_dict": policy.state_dict(),
-        "config": {k: list(v) if isinstance(v, tuple) else v for k, v in cfg.items()},
+        "config": {
+            k: list(v) if isinstance(v, tuple) else v for k, v in cfg.items() if v is not None
+        },
     }
 
 
@@ -313,14 +321,21 @@ def load_policy_checkpoint(path: str | os.PathLike[str]) -> tuple[Any, dict[str,
 
 
 def saved_config(saved: Any, path: str | os.PathLike[str]) -> dict[str, Any]:
-    """A checkpoint's training config over DEFAULTS (a checkpoint saved before a key existed
-    took its default), checked as a user's is (``check_train_config``; the ``init`` file it
-    continued from need not exist here): ArtifactError naming the file and the bad value."""
-    from neuroedge.checkpoint_configs import checked_saved_config
+    """A checkpoint's training config over every DEFAULTS key, checked as a user's is
+    (``check_train_config``, today's defaults standing in for keys it lacks; the ``init``
+    file it continued from need not exist here): ArtifactError naming the file and the bad
+    value. A key it lacks is unknown (``settle_saved``: None, never compared with a
+    train_config): one saved before the two-phase recipe trained epochs, not ``steps`` 1600
+    and ``finetune_steps`` 1400. The keys the policy and bench are built from (every version-2
+    checkpoint saves them) must be there."""
+    from neuroedge.checkpoint_configs import checked_saved_config, settle_saved
+    from neuroedge.errors import ConfigError
 
     def check(saved: Mapping[str, Any]) -> dict[str, Any]:
-        cfg = {**DEFAULTS, **saved}
-        check_train_config({**cfg, "init": ""})
-        return cfg
+        check_train_config({**DEFAULTS, **saved, "init": ""})  # a bad value named first
+        missing = [k for k in SAVED_KEYS if k not in saved]
+        if missing:
+            raise ConfigError(f"lacks {', '.join(missing)} (every version-2 checkpoint saves them)")
+        return settle_saved(saved, DEFAULTS)
 
     return checked_saved_config(saved, path, check, DEFAULTS)

@@ -174,14 +174,16 @@ def _trained(path: Any, train_config: Mapping[str, Any]) -> tuple[dict[str, Any]
     """(the checkpoint at ``path``, its checked training config: ``saved_config``). A
     ``train_config`` value it was not trained with is refused (ConfigError), as
     snn.lif_convnet does: with a checkpoint nothing trains, so it would be ignored silently
-    (``device`` says where to train, not which net: not compared)."""
-    from neuroedge.checkpoint_configs import refuse_ignored_train_config
+    (``device`` says where to train, not which net: not compared). A training key it did not
+    save (a checkpoint from before the key existed) is unknown, not today's default: never
+    compared; the pipeline's keys are saved only when given, so a missing one took its default."""
+    from neuroedge.checkpoint_configs import refuse_ignored_train_config, settle_saved
     from neuroedge.checkpoints import load_checkpoint
     from neuroedge.models.unisparse import train
 
     ckpt = load_checkpoint(path, required=("state_dict", "config"))
     saved = saved_config(ckpt, path)
-    settled = {**_PIPELINE_DEFAULTS, **train.DEFAULTS, **saved}
+    settled = settle_saved(saved, train.DEFAULTS, certain=_PIPELINE_DEFAULTS)
     wanted = _training_request(train_config)
     refuse_ignored_train_config(train_config, wanted, settled, path, exempt=("device",))
     return ckpt, saved
