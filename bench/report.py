@@ -281,9 +281,10 @@ def write_report(
     taken out (its plots, then its report.json and report.md), so a run stopped at any point
     leaves either no report.json or one whose report.md and plots are its own.
 
-    ``files``: the other files the run wrote in ``out`` (checkpoints, exported graphs), listed
-    in report.json; those an earlier report listed and this run did not write again are
-    removed with its plots, so a reused folder never shows an earlier run's file as this one's."""
+    ``files``: the other files the run wrote in ``out`` (checkpoints, exported graphs: paths
+    as the run opened them, e.g. ``out / "checkpoints" / "a.pt"``), listed in report.json;
+    those an earlier report listed and this run did not write again are removed with its
+    plots, so a reused folder never shows an earlier run's file as this one's."""
     from neuroedge.bench.history import record
 
     doc.setdefault("columns", list(columns))
@@ -318,12 +319,9 @@ def write_report_json(doc: dict[str, Any], out_dir: str | os.PathLike[str]) -> P
 def _inside(out: Path, file: str | os.PathLike[str]) -> str:
     """``file``'s path relative to ``out`` (POSIX), symlinks not followed (a checkpoints/
     folder linked to a scratch disk is still the report's); ValueError for one outside it.
-    A relative ``file`` is read as its caller built it: one that starts with a relative
-    ``out`` (``out / name`` for ``--out rep``: ``rep/checkpoints/a.pt``) from the working
-    directory, any other from ``out`` (``checkpoints/a.pt``)."""
-    given, head = Path(file), Path(os.path.normpath(out)).parts  # ./rep is rep, . is ()
-    built = not out.is_absolute() and Path(os.path.normpath(given)).parts[: len(head)] == head
-    full = given if given.is_absolute() or built else out / given
+    A relative ``file`` is read from the working directory, as Python's file functions read
+    it (``out / name``; it was read from ``out``, so ``--out rep`` listed ``rep/...``)."""
+    full = Path(file)
     try:
         folder = Path(os.path.normpath(out.absolute()))
         return Path(os.path.normpath(full.absolute())).relative_to(folder).as_posix()

@@ -236,9 +236,9 @@ def test_a_reused_report_folder_drops_the_earlier_runs_listed_files_only(tmp_pat
     (out / "ckpt").mkdir(parents=True)
     for name in ("ckpt/a.pt", "ckpt/b.pt", "user.txt"):
         (out / name).write_text(name)
-    write_report(build_document("m", []), out, files=[out / "ckpt/a.pt", "ckpt/b.pt"])
+    write_report(build_document("m", []), out, files=[out / "ckpt/a.pt", out / "ckpt/b.pt"])
     assert json.loads((out / "report.json").read_text())["files"] == ["ckpt/a.pt", "ckpt/b.pt"]
-    write_report(build_document("m", []), out, files=["ckpt/a.pt"])
+    write_report(build_document("m", []), out, files=[str(out / "ckpt/a.pt")])
     assert sorted(p.name for p in (out / "ckpt").iterdir()) == ["a.pt"]
     assert (out / "user.txt").is_file()
     with pytest.raises(ValueError, match="not inside the report folder"):

@@ -25,7 +25,7 @@ def test_a_relative_out_lists_files_inside_it_and_a_rerun_removes_the_stale_one(
     monkeypatch.chdir(tmp_path)
     rel = Path(out)
     _files(rel, "ckpt/a.pt", "ckpt/b.pt", "onnx/c.onnx")
-    given = [rel / "ckpt/a.pt", str(rel / "ckpt/b.pt"), "onnx/c.onnx"]  # either form
+    given = [rel / "ckpt/a.pt", str(rel / "ckpt/b.pt"), tmp_path / "rep/onnx/c.onnx"]
     write_report(build_document("m", []), rel, files=given)
     listed = json.loads((rel / "report.json").read_text())["files"]
     assert listed == ["ckpt/a.pt", "ckpt/b.pt", "onnx/c.onnx"]
@@ -59,7 +59,7 @@ def test_the_data_parallel_bench_replaces_an_earlier_report_in_a_reused_folder(
 
     out = tmp_path / "out"
     _files(out, "ckpt/dense.pt", "user.txt")
-    write_report(build_document("m", []), out, files=["ckpt/dense.pt"])
+    write_report(build_document("m", []), out, files=[out / "ckpt/dense.pt"])
     (out / "pareto.png").write_text("png")  # no rows draw no plot: one listed by hand
     doc = json.loads((out / "report.json").read_text())
     (out / "report.json").write_text(json.dumps({**doc, "plots": ["pareto.png"]}))
@@ -68,3 +68,19 @@ def test_the_data_parallel_bench_replaces_an_earlier_report_in_a_reused_folder(
     assert data_parallel.main(["--nproc", "2", "--out", str(out)]) == 0
     assert json.loads((out / "report.json").read_text()) == fake
     assert sorted(p.name for p in out.rglob("*.*")) == ["report.json", "user.txt"]
+
+
+def test_a_relative_name_is_the_working_directorys_never_a_users_file_in_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One rule, as Python opens a file: ``rep/x.pt`` under ``--out rep`` is the run's
+    ``rep/x.pt``. A second rule (names relative to ``out`` unless they started with it) read
+    a name ``x.pt`` as ``rep/x.pt`` and a later run deleted a user's file there."""
+    monkeypatch.chdir(tmp_path)
+    _files(Path("rep"), "x.pt", "rep/x.pt")
+    write_report(build_document("m", []), "rep", files=["rep/rep/x.pt"])
+    assert json.loads(Path("rep/report.json").read_text())["files"] == ["rep/x.pt"]
+    write_report(build_document("m", []), "rep", files=[])
+    assert Path("rep/x.pt").exists() and not Path("rep/rep/x.pt").exists()
+    with pytest.raises(ValueError, match="not inside the report folder rep"):
+        write_report(build_document("m", []), "rep", files=["x.pt"])  # the cwd's, not rep's
