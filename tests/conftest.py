@@ -137,6 +137,7 @@ def torchrun() -> object:
         done = subprocess.run(
             [*cmd, "--nproc-per-node", "2", *args],
             cwd=cwd,
+            env={**os.environ, "TMPDIR": str(cwd)},  # its torchelastic_* log folders go there
             capture_output=True,
             text=True,
             timeout=timeout,

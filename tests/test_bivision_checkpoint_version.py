@@ -39,7 +39,7 @@ def test_training_saves_the_representation_version(tmp_path: Path, monkeypatch) 
     assert saved["representation_version"] == train.REPRESENTATION_VERSION == 2
 
 
-@pytest.mark.parametrize("version", [1, 3, "2", True, None])
+@pytest.mark.parametrize("version", [1, 3, "2", 2.0, True, None])
 def test_a_checkpoint_of_another_representation_is_refused_naming_the_file(
     tmp_path: Path, capsys, version: object
 ) -> None:

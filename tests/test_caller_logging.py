@@ -153,7 +153,8 @@ def test_listing_the_models_leaves_mujoco_gl_unset() -> None:
 def test_the_first_environment_picks_egl_before_mujoco_loads(monkeypatch) -> None:
     from neuroedge.models.specprune import sim
 
-    monkeypatch.delenv("MUJOCO_GL", raising=False)
+    monkeypatch.setenv("MUJOCO_GL", "x")  # so that its absence is what comes back after
+    monkeypatch.delenv("MUJOCO_GL")
     monkeypatch.setitem(sys.modules, "mujoco", object())  # already loaded: too late to choose
     sim._choose_gl()
     assert "MUJOCO_GL" not in os.environ

@@ -29,6 +29,11 @@ def test_a_missing_key_is_unknown_and_never_compared_unless_its_value_is_certain
         refuse_ignored_train_config(["data"], {"data": "x"}, settled, "c.pt")
     with pytest.raises(ConfigError, match=r"lr=0\.2 contradicts the checkpoint c\.pt"):
         refuse_ignored_train_config(["lr"], {"lr": 0.2}, settled, "c.pt")
+    saved = settle_saved({"data": "mine.csv"}, (), certain={"data": None})  # saved beats it
+    assert saved == {"data": "mine.csv"} and not saved.unknown
+    refuse_ignored_train_config(["data"], {"data": "mine.csv"}, saved, "c.pt")
+    with pytest.raises(ConfigError, match=r"data=None contradicts the checkpoint c\.pt"):
+        refuse_ignored_train_config(["data"], {"data": None}, saved, "c.pt")
 
 
 # snn.unisparse

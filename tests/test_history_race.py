@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 PROCESSES = 4
-FILES = 120
+FILES = 600  # 120 let the unlocked schema creation pass ~1 run in 3
 
 
 def _open_each(folder: Path, barrier: Any, queue: Any) -> None:
