@@ -137,5 +137,9 @@ def test_host_policy_of_another_network_is_refused_naming_the_file(tmp_path):
     unfit = old_host_directory(tmp_path / "unfit", model.config, weights)
     with pytest.raises(ArtifactError, match=r"unfit/policy\.pt: its weights do not fit"):
         load_policy(unfit, "host")
+    for name, sizes in (("heads", {"dim": 30, "heads": 4}), ("negative", {"dim": -1})):
+        odd = old_host_directory(tmp_path / name, {**model.config, **sizes}, weights)
+        with pytest.raises(ArtifactError, match=rf"{name}/policy\.pt: network config .* builds"):
+            load_policy(odd, "host")  # torch's AssertionError / RuntimeError
     fits = old_host_directory(tmp_path / "fits", model.config, model.state_dict())
     assert load_policy(fits, "host").prune.v_t_threshold == 0.35

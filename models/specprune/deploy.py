@@ -184,6 +184,8 @@ def host_model(path: Path) -> Any:
         model = VLAPolicy(**config)
     except TypeError as err:  # a key this VLAPolicy does not take
         raise ArtifactError(f"{path}: network config {err}; {redo}") from err
+    except (ValueError, AssertionError, RuntimeError) as err:  # sizes no net has (dim % heads)
+        raise ArtifactError(f"{path}: network config {dict(config)} builds no net: {err}") from err
     return load_weights(model, ckpt["state_dict"], path).eval()
 
 
