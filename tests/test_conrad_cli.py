@@ -32,19 +32,22 @@ def _user_repo(tmp_path: Path) -> Path:
     return write_repo(tmp_path, {"shop.py": shop, "tests/test_shop.py": tests})
 
 
+# a fixed past issue whose exemplar fits the user repository's bug (one item short)
+HISTORY_ROW = {
+    "issue": "listing returns one item too few",
+    "path": "lib.py",
+    "buggy": "def head(xs, k):\n    return xs[:k - 1]",
+    "fixed": "def head(xs, k):\n    return xs[:k]",
+    "symptom": "one_item_short",
+}
+
+
 def test_command_line_repairs_a_users_repository(tmp_path: Path, capsys) -> None:
     from neuroedge.models.conrad.__main__ import main
 
     repo = _user_repo(tmp_path)
     hist = tmp_path / "history.jsonl"
-    row = {
-        "issue": "listing returns one item too few",
-        "path": "lib.py",
-        "buggy": "def head(xs, k):\n    return xs[:k - 1]",
-        "fixed": "def head(xs, k):\n    return xs[:k]",
-        "symptom": "one_item_short",
-    }
-    hist.write_text(json.dumps(row) + "\n")
+    hist.write_text(json.dumps(HISTORY_ROW) + "\n")
     out = tmp_path / "fix.diff"
     args = [str(repo), "tests/test_shop.py::test_take", "take_items returns one item too few"]
     assert main([*args, "--history", str(hist), "--out", str(out), "--samples", "1"]) == 0

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_conrad_cli import HISTORY_ROW
 
 from neuroedge.cli_exit import error_status
 
@@ -60,15 +61,8 @@ def _user_repo(tmp_path: Path) -> tuple[Path, Path]:
         "    assert got == want, (got, want)\n",
         encoding="utf-8",
     )
-    row = {
-        "issue": "listing returns one item too few",
-        "path": "lib.py",
-        "buggy": "def head(xs, k):\n    return xs[:k - 1]",
-        "fixed": "def head(xs, k):\n    return xs[:k]",
-        "symptom": "one_item_short",
-    }
     history = tmp_path / "history.jsonl"
-    history.write_text(json.dumps(row) + "\n")
+    history.write_text(json.dumps(HISTORY_ROW) + "\n")
     return repo, history
 
 
