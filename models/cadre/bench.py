@@ -55,9 +55,10 @@ def _user_series(config: Mapping[str, Any]) -> tuple[CausalSeries, int, list[str
     from neuroedge.models.cadre.data import read_csv_series, read_netcdf_series, windows
 
     path = str(config["series"])
+    sizes = {**TR.DEFAULTS, **config}  # batch, jac_batch, hidden: the run's, else the defaults
 
     def check_width(dx: int) -> None:  # before training (a NetCDF grid: before reading it)
-        TR.check_training_memory(dx, config, path, LENGTH - 2)
+        TR.check_training_memory(dx, sizes, path, LENGTH - 2)
 
     if path.endswith((".nc", ".nc4")):
         values, names = read_netcdf_series(path, check_width=check_width)
