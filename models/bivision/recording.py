@@ -44,10 +44,11 @@ from typing import Any, NamedTuple
 import numpy as np
 from neuroedge.errors import InputError
 from neuroedge.events.core import EVENT_DTYPE, SensorSize
+from neuroedge.models.bivision.e2s import MAX_DENSE_ELEMENTS
 
 DEFAULT_MAX_WINDOWS = 600  # 60 s of 100 ms windows: a long recording is not read whole unasked
 DEFAULT_INPUT_VALUES = 2**24  # ... nor a batch built that a large net cannot run at once
-MAX_WINDOW_BYTES = 2**32  # a requested batch (float32) over this is refused before reading
+MAX_WINDOW_BYTES = 4 * MAX_DENSE_ELEMENTS  # a requested float32 batch over this is refused
 
 
 def default_windows(size: int, steps: int = 5) -> int:

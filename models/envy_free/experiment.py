@@ -310,7 +310,8 @@ def claim_section(c: Mapping[str, Any]) -> list[str]:
 
     m, d, s = c["slope_tau_vs_m"], c["slope_tau_vs_delta"], c["success_at_tau_star"]
     rates = ", ".join(f"{k}: {v:.3f}" for k, v in s["value"].items())
-    every = {True: "hold", False: "NOT met", None: "not all measured, none failed"}
+    from neuroedge.bench.seeds import VERDICT_WORDS as every
+
     return [
         "## Claim",
         "",
