@@ -103,6 +103,13 @@ def finite_json(obj: Any, where: str = "", found: list[str] | None = None) -> An
     return obj
 
 
+def plain_json(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` as finite_json makes it, ``non_finite`` listing where a value was not finite."""
+    found: list[str] = []
+    plain = finite_json(doc, found=found)
+    return {**plain, "non_finite": found} if found else plain
+
+
 def format_value(metric: dict[str, Any] | None) -> str:
     if metric is None:
         return "-"
@@ -276,10 +283,9 @@ def write_report(
     history. ``doc`` keeps the table's ``columns`` (set if it names none), so report.json and
     the console table show what report.md shows.
 
-    report.json is written last: it commits the folder. The plots are drawn first, aside (a
-    plot that fails leaves an earlier report as it was); then an earlier report there is
-    taken out (its plots, then its report.json and report.md), so a run stopped at any point
-    leaves either no report.json or one whose report.md and plots are its own.
+    report.json is written last: it commits the folder. The plots are drawn first, aside (one
+    that fails leaves an earlier report as it was); then an earlier report is taken out (plots,
+    report.json, report.md): a run stopped anywhere leaves no report.json or its own.
 
     ``files``: the other files the run wrote in ``out`` (checkpoints, exported graphs: paths
     as the run opened them, e.g. ``out / "checkpoints" / "a.pt"``), listed in report.json;
@@ -288,10 +294,7 @@ def write_report(
     from neuroedge.bench.history import record
 
     doc.setdefault("columns", list(columns))
-    found: list[str] = []
-    plain = finite_json(doc, found=found)
-    if found:
-        plain["non_finite"] = found  # where a value was NaN or infinite (null in the rows)
+    plain = plain_json(doc)
     json.dumps(plain, allow_nan=False)  # a document JSON cannot hold fails before any removal
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -308,9 +311,8 @@ def write_report(
 
 
 def write_report_json(doc: dict[str, Any], out_dir: str | os.PathLike[str]) -> Path:
-    """report.json alone, a document of the caller's own schema (no table, no plots), in
-    ``out_dir``: an earlier report there (plots, listed files, report.md) goes first."""
-    text = json.dumps(finite_json(doc), indent=2, allow_nan=False) + "\n"
+    """report.json alone (the caller's schema, no table or plots); an earlier report goes first."""
+    text = json.dumps(plain_json(doc), indent=2, allow_nan=False) + "\n"
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     _remove_earlier_report(Path(out_dir))
     return write_text(Path(out_dir) / "report.json", text)

@@ -107,6 +107,17 @@ def test_a_closed_pipe_ends_list_quietly(tmp_path, unbuffered: bool) -> None:
     assert err.decode() == ""
 
 
+def test_list_started_with_stdout_closed_ends_with_0(tmp_path) -> None:
+    """`neuroedge list >&-`: Python's sys.stdout is None (print skips); the flush at the end
+    raised AttributeError (rc 1, a traceback)."""
+    shell = '"$0" -m neuroedge.cli list >&-'
+    proc = subprocess.run(
+        ["sh", "-c", shell, sys.executable], capture_output=True, cwd=tmp_path, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert b"Traceback" not in proc.stderr
+
+
 def test_a_broken_pipe_elsewhere_is_still_an_error_line(monkeypatch, capsys) -> None:
     import neuroedge.cli as cli
 

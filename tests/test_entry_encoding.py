@@ -166,3 +166,16 @@ def test_the_callers_streams_get_their_own_error_handlers_back(tmp_path: Path) -
     run = _run(["-c", code], env, tmp_path)
     assert run.returncode == 0, run.stderr
     assert b"HANDLERS True ('strict', 'strict')" in run.stdout
+
+
+def test_a_paths_undecodable_bytes_print_as_they_were_on_an_ascii_stdout(tmp_path: Path) -> None:
+    """A file name read in the C locale holds its non-ASCII bytes as surrogates: they are
+    written back as those bytes (a path the user can copy), other text as backslash escapes."""
+    (tmp_path / os.fsdecode(b"x_\xc3\xbc")).write_text("")  # a UTF-8 name: x_ and u-umlaut
+    code = (
+        "import os, sys\nfrom neuroedge.cli_exit import readable_output\n"
+        "with readable_output():\n    print(*os.listdir('.'), 'caf\\u00e9')\n"
+    )
+    proc = _run(["-c", code], _env(ASCII["C locale"]), tmp_path)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert proc.stdout == b"x_\xc3\xbc caf\\xe9\n"  # not x_\udcc3\udcbc

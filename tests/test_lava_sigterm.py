@@ -113,6 +113,7 @@ def test_a_run_that_fails_ends_its_network_and_leaves_no_worker(monkeypatch) -> 
     import nir
     import numpy as np
     from neuroedge.backends import lava as lava_mod
+    from neuroedge.backends import lava_processes
     from neuroedge.registry import get_backend
     from neuroedge.types import IOSpec, ModelSpec, NIRProgram
 
@@ -134,13 +135,22 @@ def test_a_run_that_fails_ends_its_network_and_leaves_no_worker(monkeypatch) -> 
         raise RuntimeError("records unreadable")
 
     monkeypatch.setattr(lava_mod.LavaNetwork, "_collect", broken)
-    pipes = []
+    handles: list[int] = []  # the shared memory handles each failed run released
+    release = lava_processes._release_memory
+
+    def counted(smm):
+        handles.append(len(smm._shared_memory_handles))
+        release(smm)
+
+    monkeypatch.setattr(lava_processes, "_release_memory", counted)
+    pipes, shm = [], []
     gc.disable()  # what is released must be, without waiting for the collector
     try:
         for _ in range(2):
             with pytest.raises(RuntimeError, match="records unreadable"):
                 backend.run(art, {"x": np.ones((20, 1, 4), dtype=np.float32)})
-            pipes.append(_pipes_open())
+            pipes.append(_open("pipe:", "socket:"))
+            shm.append(_open("/dev/shm/"))
     finally:
         gc.enable()
     assert art.handle._built == {}
@@ -148,12 +158,14 @@ def test_a_run_that_fails_ends_its_network_and_leaves_no_worker(monkeypatch) -> 
     # each worker's error pipe and sentinel closed: they stayed open until a garbage
     # collection (24 more descriptors per run of this network)
     assert pipes[1] == pipes[0]
+    # each handle's own descriptor closed; its mapping keeps one until a collection (was 2)
+    assert handles[1] > 0 and shm[1] - shm[0] <= handles[1]
 
 
-def _pipes_open() -> int:
-    """The pipes and sockets this process holds open."""
+def _open(*kinds: str) -> int:
+    """The descriptors this process holds open whose link starts with one of ``kinds``."""
     links = []
     for fd in os.listdir("/proc/self/fd"):
         with contextlib.suppress(OSError):  # the listing's own descriptor, closed meanwhile
             links.append(os.readlink(f"/proc/self/fd/{fd}"))
-    return sum(link.startswith(("pipe:", "socket:")) for link in links)
+    return sum(link.startswith(kinds) for link in links)

@@ -69,6 +69,26 @@ def test_the_folders_checked_are_numbas(tmp_path: Path, monkeypatch) -> None:
     assert not nc._writable(str(tmp_path / "afile" / "numba"))
 
 
+def test_numba_imported_first_reads_the_private_folder(tmp_path: Path) -> None:
+    """numba imported before neuroedge has read its config already: it must read it again,
+    or its CACHE_DIR stays empty and the kernels still find no locator."""
+    code = (
+        "import numba.core.config as cfg\n"
+        "from neuroedge import numba_cache as nc\n"
+        "nc._writable = lambda folder: False\n"
+        "print(nc.use_writable_cache())\n"
+        "print(cfg.CACHE_DIR)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env["TMPDIR"] = str(tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    folder = str(tmp_path / f"neuroedge-numba-{os.getuid()}")
+    assert proc.stdout.split() == [folder, folder]
+
+
 def _unshare_works() -> bool:
     if shutil.which("unshare") is None:
         return False

@@ -84,3 +84,16 @@ def test_a_relative_name_is_the_working_directorys_never_a_users_file_in_out(
     assert Path("rep/x.pt").exists() and not Path("rep/rep/x.pt").exists()
     with pytest.raises(ValueError, match="not inside the report folder rep"):
         write_report(build_document("m", []), "rep", files=["x.pt"])  # the cwd's, not rep's
+
+
+def test_write_report_json_and_write_report_both_say_where_a_value_was_not_finite(
+    tmp_path: Path,
+) -> None:
+    """write_report_json dropped write_report's ``non_finite``: a NaN became null unnamed."""
+    from neuroedge.bench.report import write_report_json
+
+    write_report_json({"rows": {"one": {"acc": float("nan")}}}, tmp_path / "a")
+    doc = json.loads((tmp_path / "a" / "report.json").read_text())
+    assert doc == {"rows": {"one": {"acc": None}}, "non_finite": ["rows.one.acc (nan)"]}
+    write_report(build_document("m", [], bad=float("inf")), tmp_path / "b")
+    assert json.loads((tmp_path / "b" / "report.json").read_text())["non_finite"] == ["bad (inf)"]

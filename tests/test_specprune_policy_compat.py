@@ -141,5 +141,8 @@ def test_host_policy_of_another_network_is_refused_naming_the_file(tmp_path):
         odd = old_host_directory(tmp_path / name, {**model.config, **sizes}, weights)
         with pytest.raises(ArtifactError, match=rf"{name}/policy\.pt: network config .* builds"):
             load_policy(odd, "host")  # torch's AssertionError / RuntimeError
+    listed = old_host_directory(tmp_path / "listed", list(model.config.items()), weights)
+    with pytest.raises(ArtifactError, match=r"listed/policy\.pt: network config is a list, not"):
+        load_policy(listed, "host")  # not a dict: 'list' object has no attribute 'get'
     fits = old_host_directory(tmp_path / "fits", model.config, model.state_dict())
     assert load_policy(fits, "host").prune.v_t_threshold == 0.35
