@@ -83,16 +83,26 @@ def test_tau90_slopes_against_delta_and_m():
     assert slope_m >= 1.1 and slope_m <= 1.9
 
 
+def _hard(rng: np.random.Generator, n: int) -> np.ndarray:
+    return F.hard_instances(8, 2.0, rng, n)
+
+
 def _tau90(sigma: float = 1.0, **kw) -> float:
-    hard = lambda rng, n: F.hard_instances(8, 2.0, rng, n)  # noqa: E731
-    return F.tau_for_success(hard, sigma=sigma, trials=100, **kw)
+    return F.tau_for_success(_hard, sigma=sigma, trials=100, **kw)
+
+
+def _rate(tau: float) -> float:
+    """Success at ``tau`` with tau_for_success's common random numbers (seed 0, 100 trials)."""
+    rng = np.random.default_rng(0)
+    return F.success_rate(_hard(rng, 100), tau, 1.0, rng, 100)
 
 
 def test_tau90_scales_as_sigma_squared_and_is_never_the_bracket_bound():
     # the means are N(u, sigma^2 / tau): tau_90 at sigma=1e-3 is 1e-6 x the one at sigma=1
     # (it was the bracket's lower bound 0.0100006 at every m, Delta)
     base = _tau90()
-    assert 1 < base < 10
+    assert 0.01 * 1.001 < base < 1e5 / 1.001  # inside the bracket, not one of its ends
+    assert _rate(base) >= 0.9 > _rate(base / 1.001)  # where success crosses the target
     assert _tau90(1e-3) == pytest.approx(1e-6 * base, rel=1e-6)
     assert _tau90(30.0) == pytest.approx(900 * base, rel=1e-6)
 
