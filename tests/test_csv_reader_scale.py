@@ -1,7 +1,6 @@
-"""The shared numeric CSV reader (models/self_distill/data.py) at scale: a file is streamed into
-one float64 buffer (peak memory about the table, not ~10x the file), plain blocks are parsed by
-numpy, and every other block by csv with the checks that name a problem. The results and the
-messages must not depend on where a block ends: every case runs with tiny blocks too."""
+"""The shared numeric CSV reader (models/self_distill/data.py) at scale: a file is streamed, one
+CSV record at a time, into one float64 buffer (peak memory about the table, not ~10x the file),
+with the checks that name a problem; results and messages as when the file was read whole."""
 
 from __future__ import annotations
 
@@ -12,14 +11,6 @@ import numpy as np
 import pytest
 from neuroedge.models.self_distill import data as D
 
-BLOCKS = [1, 7, 64, D._BLOCK]  # cut inside lines, at every line, and once per file
-
-
-@pytest.fixture(params=BLOCKS)
-def block(request, monkeypatch):
-    monkeypatch.setattr(D, "_BLOCK", request.param)
-    return request.param
-
 
 def body(x: np.ndarray, eol: str = "\n") -> str:
     return "".join(",".join(f"{v:.9g}" for v in row) + eol for row in x)
@@ -27,7 +18,7 @@ def body(x: np.ndarray, eol: str = "\n") -> str:
 
 @pytest.mark.parametrize("eol", ["\n", "\r\n", "\r"])
 @pytest.mark.parametrize("seed", range(3))
-def test_random_tables_read_as_numpy_reads_them(tmp_path, block, eol, seed):
+def test_random_tables_read_as_numpy_reads_them(tmp_path, eol, seed):
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((int(rng.integers(1, 60)), int(rng.integers(1, 6))))
     x *= 10.0 ** rng.integers(-300, 300, size=x.shape)
@@ -40,7 +31,7 @@ def test_random_tables_read_as_numpy_reads_them(tmp_path, block, eol, seed):
     assert lines.tolist() == list(range(2, len(x) + 2))
 
 
-def test_blank_lines_bom_quotes_and_spaces_keep_values_and_lines(tmp_path, block):
+def test_blank_lines_bom_quotes_and_spaces_keep_values_and_lines(tmp_path):
     path = tmp_path / "t.csv"
     text = '\ufeffa,b\r\n1,2\r\n\r\n , \n"3", 4\n5,6e-1\r7,"8\n"\n\n9,+.5'
     path.write_bytes(text.encode())
@@ -64,7 +55,7 @@ def test_blank_lines_bom_quotes_and_spaces_keep_values_and_lines(tmp_path, block
         ("7,nan\n1,2\n\xe9\n", r"line 44: byte b'\\xe9' is not UTF-8"),  # UTF-8 comes first
     ],
 )
-def test_errors_name_the_line_wherever_a_block_ends(tmp_path, block, tail, message):
+def test_errors_name_their_line(tmp_path, tail, message):
     path = tmp_path / "t.csv"
     x = np.arange(80.0).reshape(40, 2) / 7
     path.write_bytes(("a,b\n" + body(x) + tail).encode("latin-1"))
@@ -74,7 +65,7 @@ def test_errors_name_the_line_wherever_a_block_ends(tmp_path, block, tail, messa
 
 
 @pytest.mark.parametrize("columns", [None, 2])
-def test_a_first_line_of_column_numbers_is_refused_even_when_plain(tmp_path, block, columns):
+def test_a_first_line_of_column_numbers_is_refused_even_when_plain(tmp_path, columns):
     path = tmp_path / "t.csv"
     path.write_text("0,1\n" + body(np.ones((30, 2))))
     with pytest.raises(ValueError, match="line 1 is '0,1': either the header pandas writes"):
@@ -103,7 +94,7 @@ def test_a_5_mb_file_is_read_in_about_the_tables_memory(tmp_path):
     assert seconds < 5.0  # ~0.1 s here; the old reader took ~1 s without tracemalloc
 
 
-def test_a_byte_that_is_not_utf8_after_a_bom_is_named_at_its_own_line(tmp_path, block):
+def test_a_byte_that_is_not_utf8_after_a_bom_is_named_at_its_own_line(tmp_path):
     """The decoder's offset counts from after the BOM: the message named the byte 3 bytes
     earlier (b'\\n', sometimes on the line before)."""
     path = tmp_path / "t.csv"
@@ -113,7 +104,7 @@ def test_a_byte_that_is_not_utf8_after_a_bom_is_named_at_its_own_line(tmp_path, 
 
 
 @pytest.mark.parametrize("eol", [b"\n", b"\r\n", b"\r"])
-def test_a_bad_byte_is_named_at_the_line_the_other_errors_would_name(tmp_path, block, eol):
+def test_a_bad_byte_is_named_at_the_line_the_other_errors_would_name(tmp_path, eol):
     """Lines end at a bare \\r too, as the reader splits them: a bad byte was named at line 1
     of a file with \\r line ends, where a bad number at the same place read line 3."""
     path = tmp_path / "t.csv"

@@ -21,7 +21,6 @@ import os
 import re
 from array import array
 from collections.abc import Iterable, Iterator
-from itertools import chain
 from pathlib import Path
 from typing import TextIO
 
@@ -70,73 +69,12 @@ def read_numeric_csv_lines(
     return table, np.frombuffer(lines, dtype=np.int64)
 
 
-_BLOCK = 1 << 18  # characters read at a time
-_PLAIN = re.compile(r"[0-9.eE+\-,\r\n]+")  # all a block of plain numbers holds
-
-
 def _read_table(
     text: TextIO, file: Path, columns: int | None, what: str, out: tuple[array, array]
 ) -> int | None:
-    """Read the rows of the open file into ``out``; the width of a row. A block of lines of
-    plain numbers after the first line is parsed by numpy in one go; any other block goes
-    through ``csv`` and the checks that name a problem (from a '"' on, the rest of the file:
-    a quoted field may hold line ends)."""
-    blocks = _blocks(text)
-    width, offset = columns, 0  # offset: the lines before the block
-    for block in blocks:
-        table = _plain_block(block, width) if offset and width is not None else None
-        if table is not None:
-            out[0].frombytes(memoryview(table).cast("B"))
-            rows = np.arange(offset + 1, offset + len(table) + 1, dtype=np.int64)
-            out[1].frombytes(memoryview(rows).cast("B"))
-        else:
-            more = chain([block], blocks) if '"' in block else [block]
-            source = (line for piece in more for line in io.StringIO(piece, newline=""))
-            width = _read_rows(
-                csv_records(source, file, what, offset=offset), file, width, what, out
-            )
-        offset += _line_count(block)
-    return width
-
-
-def _blocks(text: TextIO) -> Iterator[str]:
-    """The text in pieces of about ``_BLOCK`` characters that end at a line end (as
-    ``newline=""`` splits lines: a '\\r' is never cut from the '\\n' after it)."""
-    pieces: list[str] = []
-    while chunk := text.read(_BLOCK):
-        cut = max(chunk.rfind("\n"), chunk.rfind("\r", 0, len(chunk) - 1)) + 1
-        if cut:
-            yield "".join([*pieces, chunk[:cut]])
-            pieces, chunk = [], chunk[cut:]
-        if chunk:
-            pieces.append(chunk)
-    if pieces:
-        yield "".join(pieces)
-
-
-def _line_count(block: str) -> int:
-    """The lines of ``block`` as ``newline=""`` splits them (at '\\n', '\\r\\n' and '\\r')."""
-    ends = block.count("\n") + block.count("\r") - block.count("\r\n")
-    return ends + (block[-1] not in "\r\n")
-
-
-def _plain_block(block: str, width: int) -> np.ndarray | None:
-    """The table of a block whose every line is ``width`` finite plain numbers joined by
-    commas (no blank line, no '\\r' but in '\\r\\n'); None for any other block. numpy parses
-    such numbers as ``float`` does (PyOS_string_to_double)."""
-    if not _PLAIN.fullmatch(block) or block.count("\r") != block.count("\r\n"):
-        return None
-    data = block.replace("\r\n", "\n") if "\r" in block else block
-    if data.startswith("\n") or "\n\n" in data:
-        return None
-    lines = data.splitlines()
-    try:
-        table = np.loadtxt(lines, dtype=np.float64, delimiter=",", comments=None, ndmin=2)
-    except ValueError:
-        return None
-    if table.shape != (len(lines), width) or not np.isfinite(table).all():
-        return None
-    return table
+    """Read the rows of the open file into ``out``, one CSV record at a time; the width of a
+    row."""
+    return _read_rows(csv_records(text, file, what), file, columns, what, out)
 
 
 def _read_rows(
