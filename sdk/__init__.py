@@ -4,13 +4,9 @@
 when a verb needs them.
 """
 
-from neuroedge.numba_cache import use_writable_cache
-
-use_writable_cache()  # before anything imports numba, which reads NUMBA_CACHE_DIR then
-
-from neuroedge.api import deploy, export, model, models, profile  # noqa: E402
-from neuroedge.registry import available_backends, known_backends  # noqa: E402
-from neuroedge.types import (  # noqa: E402
+from neuroedge.api import deploy, export, model, models, profile
+from neuroedge.registry import available_backends, known_backends
+from neuroedge.types import (
     Artifact,
     Availability,
     Efficiency,

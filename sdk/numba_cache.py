@@ -1,4 +1,4 @@
-"""A cache folder numba can write, chosen at ``import neuroedge`` (before numba is imported).
+"""A cache folder numba can write, chosen by the kernels' modules before they import numba.
 
 The event kernels (``neuroedge.events``, ``neuroedge.models.bivision``) compile with
 ``numba.njit(cache=True)``. numba caches them in the ``__pycache__`` beside their source, else

@@ -1,4 +1,4 @@
-"""``import neuroedge`` gives numba a cache folder it can write where the package and the
+"""The kernels' modules give numba a cache folder it can write where the package and the
 user-wide cache are read-only (numba.njit(cache=True) raised "no locator available")."""
 
 from __future__ import annotations
@@ -108,7 +108,11 @@ def test_a_read_only_install_and_home_import_the_kernels(tmp_path: Path) -> None
     tmp.mkdir()
     folders = {os.path.dirname(neuroedge.__file__), *neuroedge.models.__path__, str(home)}
     mounts = " && ".join(f"mount --bind {f} {f} && mount -o remount,bind,ro {f}" for f in folders)
-    code = "import os, neuroedge.models.bivision.e2s_kernels; print(os.environ['NUMBA_CACHE_DIR'])"
+    code = (  # import neuroedge does no such work; the kernels' modules do, before numba
+        "import os, neuroedge; assert 'NUMBA_CACHE_DIR' not in os.environ\n"
+        "from neuroedge.events import evt3; evt3._kernels()\n"
+        "import neuroedge.models.bivision.e2s_kernels; print(os.environ['NUMBA_CACHE_DIR'])"
+    )
     env = {k: v for k, v in os.environ.items() if k not in ("XDG_CACHE_HOME", "NUMBA_CACHE_DIR")}
     env.update(HOME=str(home), TMPDIR=str(tmp))
     command = f'{mounts} && exec "$0" -c "$1"'

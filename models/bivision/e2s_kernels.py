@@ -31,9 +31,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import numba
-import numpy as np
-from neuroedge.models.bivision.e2s import E2S_CAP, EVENT_SUPPORT_CAP, SPIKE_BIT
+from neuroedge.numba_cache import use_writable_cache
+
+use_writable_cache()  # before numba reads NUMBA_CACHE_DIR (a read-only install)
+
+import numba  # noqa: E402
+import numpy as np  # noqa: E402
+from neuroedge.models.bivision.e2s import E2S_CAP, EVENT_SUPPORT_CAP, SPIKE_BIT  # noqa: E402
 
 
 @numba.njit(cache=True, nogil=True, fastmath=True)

@@ -57,7 +57,10 @@ def new_state() -> np.ndarray:
 
 
 def _kernels():  # compiled on first use, cached on disk
-    """The (count, decode) numba kernels."""
+    """The (count, decode) numba kernels (numba given a cache folder it can write first)."""
+    from neuroedge.numba_cache import use_writable_cache
+
+    use_writable_cache()
     return _count_kernel(), _decode_kernel()
 
 
