@@ -8,6 +8,8 @@ compared with the previous one (8 steps back) at every speed; ``lookback="chunk"
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import pytest
 
@@ -247,3 +249,71 @@ def test_exported_policy_keeps_its_lookback(tmp_path):
     del manifest["prune"]["lookback"]  # written before the key existed
     (tmp_path / "speed" / "policy.json").write_text(json.dumps(manifest))
     assert load_policy(tmp_path / "speed", "host").prune.lookback == "chunk"
+
+
+def picture(episode: int, step: int) -> np.ndarray:
+    """A camera frame of its own for each (episode, env step)."""
+    return np.random.default_rng([episode, step]).integers(0, 256, (64, 64, 3), np.uint8)
+
+
+def hashing_policy():
+    """A SpecPrune policy (controller on) over an engine whose actions and scores are a fixed
+    function of its mode and inputs, as a network's are; it records each (mode, prior)."""
+    from neuroedge.models.specprune.policy import PrunedPolicy
+
+    calls = []
+
+    def engine(mode, inputs):
+        digest = hashlib.sha256(mode.encode())
+        for key in sorted(inputs):
+            digest.update(np.ascontiguousarray(inputs[key]).tobytes())
+        rng = np.random.default_rng(int.from_bytes(digest.digest()[:8], "little"))
+        calls.append((mode, inputs["prior"][0].copy()))
+        return rng.uniform(-1, 1, (1, 8, 4)).astype(np.float32), rng.random((1, 128), np.float32)
+
+    return PrunedPolicy(engine, "specprune", PruneConfig(), controller=True), calls
+
+
+def play(policy, episode: int, steps: int) -> tuple[np.ndarray, list[int]]:
+    """Episode 0 (A): images at every step, the hand descending 1 mm/step (fine mode from the
+    second inference). Episode 1 (B): as bench.rollout, images at re-plans only and the
+    asked-for earlier frame handed over, the hand still 4 mm below A's last inference's."""
+    actions, asked = [], []
+    for step in range(steps):
+        z = 0.2 - 0.001 * step if episode == 0 else 0.18
+        obs = {"proprio": np.array([0.0, 0.6, z, 1.0], np.float32), "instruction": INSTRUCTION}
+        if episode == 0 or step % 8 == 0:
+            obs.update(primary=picture(episode, step), wrist=picture(episode, step)[::-1])
+        past = policy.missing_reference(obs)
+        if past is not None:
+            asked.append(past)
+            earlier = picture(episode, past)
+            policy.add_frame(past, {"primary": earlier, "wrist": earlier[::-1]})
+        actions.append(policy.select_action(obs))
+    return np.array(actions), asked
+
+
+def test_reset_starts_the_next_episode_as_a_fresh_policy():
+    """bench.rollout reuses one policy per cell and calls reset() before each episode; after
+    it, episode B runs as on a new policy: no global set from A's last scores, coarse mode
+    (not A's fine), no speed measured from A's last hand, no A frame at B's look-back target
+    13 (B asks for its own), B's clock from step 0."""
+    used, used_calls = hashing_policy()
+    play(used, 0, 17)  # inferences at 0, 8 and 16
+    assert used.modes == ["coarse", "fine", "fine"] and sorted(used.frames) == [13, 14, 15, 16]
+    used.reset()
+    used_calls.clear()
+    actions, asked = play(used, 1, 25)
+    fresh, fresh_calls = hashing_policy()
+    fresh_actions, fresh_asked = play(fresh, 1, 25)
+    assert fresh.modes == ["coarse", "fine", "fine", "fine"]
+    assert fresh.lookbacks == [0, 8, 11, 11] and fresh_asked == [5, 13]  # T(0) = 11
+    assert not fresh_calls[0][1].any()  # no previous inference: no global set
+
+    assert used.modes == fresh.modes and [m for m, _ in used_calls] == fresh.modes
+    assert (used.lookbacks, asked) == (fresh.lookbacks, fresh_asked)
+    assert len(used_calls) == len(fresh_calls) == 4
+    for k, ((_, prior), (_, fresh_prior)) in enumerate(zip(used_calls, fresh_calls)):
+        assert np.array_equal(prior, fresh_prior), f"inference {k}: prior differs"
+    np.testing.assert_array_equal(actions, fresh_actions)
+    assert used.kept == fresh.kept
