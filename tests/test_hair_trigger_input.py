@@ -269,3 +269,43 @@ def test_every_seed_of_a_list_is_checked_before_training(seeds, tmp_path, monkey
     with pytest.raises(ConfigError, match=r"seed=-\d+: expected an integer in 0\.\.2147483647"):
         X.bench(out_dir=str(tmp_path / "out"), config={"seeds": seeds})
     assert not (tmp_path / "out").exists()
+
+
+class Stop(Exception):
+    pass
+
+
+def test_smoke_keeps_the_steps_the_user_gives(monkeypatch) -> None:
+    seen = {}
+
+    def meta_train(cfg, seed, **kwargs):
+        seen.update(steps=cfg.steps, lam=cfg.lam)
+        raise Stop  # before any training: the config is what is tested
+
+    monkeypatch.setattr(F, "meta_train", meta_train)
+    with pytest.raises(Stop):
+        S.build({"smoke": True, "steps": 300})  # smoke set 20 over it
+    assert seen["steps"] == 300
+    with pytest.raises(Stop):
+        S.build({"smoke": True})
+    assert seen["steps"] == S.SMOKE["steps"] == 20
+    with pytest.raises(Stop):
+        S.build({"smoke": True, "variant": "control"})
+    assert seen["lam"] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("items", "msg"),
+    [
+        (["smoke=true", "steps=0"], "steps=0: expected an integer in 1..1000000"),
+        (["smoke=true", "steps=1500"], "steps=1500 x batch=64: training would draw"),
+        (["variant=control", "lam=0.5"], "lam=0.5 has no effect with variant=control"),
+        (["smoke=true", "variant=control", "lam=5"], "lam=5 has no effect with variant=control"),
+    ],
+)
+def test_cli_run_refuses_a_key_the_build_would_ignore_or_a_bad_smoke_value(
+    no_training, capsys, items, msg
+) -> None:
+    code = main(["run", "safety.hair_trigger", "--config", *items])
+    assert code == 2
+    assert f"neuroedge: error: {msg}" in capsys.readouterr().err

@@ -64,3 +64,41 @@ def test_entropy_clip_zeroes_the_lowest_floor_ratio_x_count_even_when_entropies_
         order = [(0, t) for t in range(5)] + [(1, t) for t in range(5)]
     assert sorted(map(tuple, zeroed.nonzero().tolist())) == sorted(order[: int(ratio * 10)])
     assert (adv[:, -1][prefix[:, -1] & ~zeroed] == 0.5).all()  # the rest keep r_h - mean
+
+
+def test_smoke_keeps_the_step_counts_the_user_gives(monkeypatch) -> None:
+    seen = {}
+
+    def train_base(cfg, train):
+        seen.update(cfg)
+        raise Stop  # before any training
+
+    monkeypatch.setattr(X, "train_base", train_base)
+    with pytest.raises(Stop):
+        S.build({"smoke": True, "steps": 40, "base_steps": 7})  # smoke set 5 + 3 over them
+    assert (seen["base_steps"], seen["steps"]) == (7, 40)
+    with pytest.raises(Stop):
+        S.build({"smoke": True, "steps": 40})
+    assert (seen["base_steps"], seen["steps"]) == (5, 40)
+    with pytest.raises(Stop):
+        S.build({"smoke": True})
+    assert (seen["base_steps"], seen["steps"]) == (5, 3)
+
+
+@pytest.mark.parametrize(
+    ("items", "msg"),
+    [
+        (["smoke=true", "steps=0"], "steps=0: expected an integer in 1..1000000"),
+        (["smoke=true", "base_steps=-1"], "base_steps=-1: expected an integer in 0..1000000"),
+        (["variant=base", "steps=50"], "steps=50 has no effect with variant=base"),
+        (["variant=base", "smoke=true", "lr=0.01"], "lr=0.01 has no effect with variant=base"),
+    ],
+)
+def test_cli_run_refuses_a_key_the_build_would_ignore_or_a_bad_smoke_value(
+    monkeypatch, capsys, items, msg
+) -> None:
+    from neuroedge.cli import main
+
+    monkeypatch.setattr(F, "Policy", lambda *a, **k: pytest.fail("a policy was built"))
+    assert main(["run", "rl.prefix_rft", "--config", *items]) == 2
+    assert f"neuroedge: error: {msg}" in capsys.readouterr().err

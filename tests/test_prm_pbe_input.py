@@ -102,3 +102,52 @@ def test_codes_refuse_a_string_longer_than_the_dsl_holds() -> None:
     with pytest.raises(ValueError, match="task 1, example 2: 25 characters, the DSL's strings"):
         S.codes([["a"] * 4, ["a", "b", "c" * 25, "d"]])  # was cut to 24 without a word
     assert S.strings_of("inputs", S.codes([["c" * 24] * 4]))[0][0] == "c" * 24
+
+
+class Stop(Exception):
+    pass
+
+
+def test_smoke_keeps_the_sizes_the_user_gives(monkeypatch) -> None:
+    seen = {}
+
+    def tasks_of(cfg):
+        seen.update(cfg)
+        raise Stop  # before any work
+
+    monkeypatch.setattr(X, "tasks_of", tasks_of)
+    with pytest.raises(Stop):
+        S.build({"smoke": True, "train_tasks": 50, "sft_epochs": 2, "updates": 7})
+    assert (seen["train_tasks"], seen["sft_epochs"], seen["updates"]) == (50, 2, 7)
+    assert seen["tree_tasks"] == 5 and seen["prm_steps"] == 2  # smoke's, not build keys
+    with pytest.raises(Stop):
+        S.build({"smoke": True})
+    assert (seen["train_tasks"], seen["sft_epochs"], seen["updates"]) == (20, 1, 3)
+
+
+@pytest.mark.parametrize(
+    ("items", "msg"),
+    [
+        (["smoke=true", "updates=2"], "updates=2: expected an integer in 3..1000000"),
+        (["smoke=true", "train_tasks=9"], "train_tasks=9: expected an integer in 10..100000"),
+        (["variant=sft", "updates=500"], "updates=500 has no effect with variant=sft"),
+        (["variant=sft", "kl=0.5"], "kl=0.5 has no effect with variant=sft"),
+        (["variant=sft", "smoke=true", "beta=2"], "beta=2 has no effect with variant=sft"),
+        (["variant=outcome", "beta=0.3"], "beta=0.3 has no effect with variant=outcome"),
+        (["variant=outcome_curriculum", "beta=0"], "beta=0 has no effect with variant=outcome_"),
+    ],
+)
+def test_cli_run_refuses_a_key_the_build_would_ignore_or_a_bad_smoke_value(
+    no_work, capsys, items, msg
+) -> None:
+    from neuroedge.cli import main
+
+    assert main(["run", "pbe.prm_rl", "--config", *items]) == 2
+    assert f"neuroedge: error: {msg}" in capsys.readouterr().err
+
+
+def test_the_variants_that_read_a_key_still_take_it(monkeypatch) -> None:
+    monkeypatch.setattr(X, "tasks_of", lambda cfg: (_ for _ in ()).throw(Stop))
+    for config in ({"variant": "prm", "beta": 0.3}, {"variant": "outcome", "kl": 0.1}):
+        with pytest.raises(Stop):
+            S.build({**config, "smoke": True, "updates": 3})

@@ -3,7 +3,9 @@
 ``run``: small-model updates ``[batch, 9]`` (a client's fine-tuning delta of the small linear
 model on a task of the family) -> the generated large-model updates ``[batch, 65]`` (add them to
 the large model's start, zero). The generator is trained at build on the shadow pairs of the
-family of ``seed`` (~30 s on 2 cores; ``smoke``: a few steps, for plumbing tests only).
+family of ``seed`` (~30 s on 2 cores; ``smoke``: a few steps, for plumbing tests only; its
+sizes apply to the keys not given). The example's small updates are fine-tuned as the shadow
+tasks' are (the build's ``samples``, ``gd_steps``, ``gd_lr``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,17 @@ BUILD_KEYS = tuple(k for k in BENCH_DEFAULTS if k not in ("seeds", "workers", "p
 SMOKE = {"shadow_tasks": 4, "steps": 3, "d_model": 8}
 
 
+def build_config(config: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The checked config of a build: the bench's defaults, ``smoke``'s values under the keys
+    not given, the keys given. ConfigError names a bad value."""
+    from neuroedge.config_values import flag
+    from neuroedge.models.grad_transformer import experiment as X
+
+    config = config or {}
+    given = {k: v for k, v in config.items() if k != "smoke"}
+    return X.check_config({**BENCH_DEFAULTS, **(SMOKE if flag(config, "smoke") else {}), **given})
+
+
 def build(config: Mapping[str, Any]) -> HostProgram:
     """``fn(delta_small)`` -> ``delta_large``."""
     from neuroedge.config_values import flag
@@ -29,11 +42,8 @@ def build(config: Mapping[str, Any]) -> HostProgram:
     from neuroedge.seeding import one_thread
     from neuroedge.shapes import check_finite
 
-    smoke = flag(config, "smoke")
-    cfg = X.check_config({**BENCH_DEFAULTS, **{k: v for k, v in config.items() if k != "smoke"}})
-    if smoke:
-        cfg.update(SMOKE)
-    else:
+    cfg = build_config(config)
+    if not flag(config, "smoke"):
         print(f"{SPEC.name}: training the generator (~30 s)", file=sys.stderr)
     with one_thread():
         rng = np.random.default_rng(cfg["seed"])
@@ -52,24 +62,20 @@ def build(config: Mapping[str, Any]) -> HostProgram:
     return HostProgram(generate, meta={"seed": cfg["seed"], "pairs": len(small)})
 
 
-def family_seed(config: Mapping[str, Any] | None = None) -> int:
-    """The seed of the task family a build with ``config`` trains the generator on (``seed``,
-    else the bench default). ConfigError names a bad value."""
-    from neuroedge.config_values import integer
-
-    return integer({"seed": BENCH_DEFAULTS["seed"], **(config or {})}, "seed", 0, 2**31 - 1)
-
-
 def example(seed: int = 0, config: Mapping[str, Any] | None = None) -> dict[str, np.ndarray]:
     """The small updates of four fresh tasks of the family the generator of a build with
-    ``config`` was trained on (``family_seed``: seed 0 by default); ``seed`` draws the tasks."""
+    ``config`` was trained on (its ``seed``: 0 by default), each fine-tuned as that build's
+    shadow tasks were (``samples`` examples, ``gd_steps`` steps at ``gd_lr``: the input the
+    generator learnt from); ``seed`` draws the tasks. ConfigError names a bad build value."""
     from neuroedge.models.grad_transformer import functional as F
 
-    fam, rng = F.Family.make(family_seed(config)), np.random.default_rng(1000 + seed)
+    cfg = build_config(config)
+    fam, rng = F.Family.make(cfg["seed"]), np.random.default_rng(1000 + seed)
     deltas = []
     for _ in range(4):
-        x, y = fam.task(rng, 256, rng.standard_normal(F.D_IN))
-        deltas.append(F.gd_iterates(fam.small_features(x), y, 100, 0.1, 1)[-1])
+        x, y = fam.task(rng, cfg["samples"], rng.standard_normal(F.D_IN))
+        gd = (cfg["gd_steps"], cfg["gd_lr"], 1)
+        deltas.append(F.gd_iterates(fam.small_features(x), y, *gd)[-1])
     return {"delta_small": np.stack(deltas)}
 
 

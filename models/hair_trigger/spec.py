@@ -3,7 +3,8 @@
 ``run``: the class probabilities of ``probes`` before and after one SGD step (lr ``eta``) of the
 model on the update batch (``update_x``, ``update_y``), the check a black-box evaluation leaves
 out. The model is the hair-trigger one (``variant=hair_trigger``, the default) or the control,
-trained at build (about 4 s; ``smoke``: 20 steps). For your own classifier use
+trained at build (about 4 s; ``smoke``: 20 steps unless ``steps`` is given; ``lam`` is the
+trigger model's only: refused with ``variant=control``). For your own classifier use
 ``functional.updated(model, params, x_u, y_u, eta)`` and probe both parameter sets.
 """
 
@@ -18,6 +19,7 @@ from neuroedge.types import Efficiency, HostProgram, IOSpec, ModelSpec, Paper
 
 VOCAB, CLASSES = 64, 10  # functional.VOCAB / CLASSES (functional.py imports torch)
 VARIANTS = ("hair_trigger", "control")
+SMOKE = {"steps": 20}  # a smoke build's values where the config does not give the key
 
 
 def check_audit_inputs(probes: Any, update_x: Any, update_y: Any) -> tuple[Any, Any, Any]:
@@ -56,20 +58,32 @@ def check_audit_inputs(probes: Any, update_x: Any, update_y: Any) -> tuple[Any, 
     return named["probes"], named["update_x"], torch.as_tensor(y, dtype=torch.int64)
 
 
+def build_config(config: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The variant and the checked config of a build: the bench's defaults, ``smoke``'s values
+    under the keys not given, the keys given. ConfigError names a bad value, and ``lam`` given
+    with ``variant=control`` (which trains with lam 0), before any training."""
+    from neuroedge.config_values import choice, flag
+    from neuroedge.errors import ConfigError
+    from neuroedge.models.hair_trigger.experiment import check_config
+
+    smoke = flag(config, "smoke")
+    variant = choice({"variant": "hair_trigger", **config}, "variant", VARIANTS)
+    given = {k: v for k, v in config.items() if k not in ("smoke", "variant")}
+    if variant == "control" and "lam" in given:
+        raise ConfigError(
+            f"lam={given['lam']!r} has no effect with variant=control (the control trains with "
+            "lam 0): drop lam, or use variant=hair_trigger"
+        )
+    return variant, check_config({**BENCH_DEFAULTS, **(SMOKE if smoke else {}), **given})
+
+
 def build(config: Mapping[str, Any]) -> HostProgram:
     """``fn(probes, update_x, update_y)`` -> ``before`` and ``after`` class probabilities."""
     import torch
-    from neuroedge.config_values import choice, flag
     from neuroedge.models.hair_trigger import functional as F
-    from neuroedge.models.hair_trigger.experiment import check_config
     from neuroedge.seeding import one_thread
 
-    smoke = flag(config, "smoke")
-    extra = {"variant": "hair_trigger", **{k: v for k, v in config.items() if k != "smoke"}}
-    variant = choice(extra, "variant", VARIANTS)
-    cfg = check_config({**BENCH_DEFAULTS, **{k: v for k, v in extra.items() if k != "variant"}})
-    if smoke:
-        cfg["steps"] = 20
+    variant, cfg = build_config(config)
     with one_thread():
         model = F.meta_train(
             F.as_config(cfg, lam=cfg["lam"] if variant == "hair_trigger" else 0.0), cfg["seed"]

@@ -3,9 +3,11 @@
 ``run``: the greedy answers of a policy to digit prompts, and their exact-match reward (the
 task: reverse the prompt, then EOS; functional.py). The policy is the weak base fine-tuned by
 ``variant`` (``prefix_rft``, the default; ``rft``, ``sft``, or ``base`` for the base alone)
-for ``steps`` steps from the biased demonstrations (about 10 s; ``smoke``: 5 + 3 steps). For
-your own policy, ``functional.rl_step(policy, opt, prompts, cfg, step, gen, hybrid=True)`` is
-one Prefix-RFT batch and ``functional.prefix_advantages`` its token advantages.
+for ``steps`` steps (at ``lr``) from the biased demonstrations (about 10 s; ``smoke``: 5 + 3
+steps where ``base_steps`` and ``steps`` are not given; ``variant=base`` refuses ``steps`` and
+``lr``, which it never reads). For your own policy,
+``functional.rl_step(policy, opt, prompts, cfg, step, gen, hybrid=True)`` is one Prefix-RFT
+batch and ``functional.prefix_advantages`` its token advantages.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from neuroedge.types import Efficiency, HostProgram, IOSpec, ModelSpec, Paper
 DIGITS, LENGTH = 6, 6  # functional.DIGITS / LENGTH (functional.py imports torch)
 VARIANTS = ("prefix_rft", "rft", "sft", "base")
 BUILD_KEYS = ("variant", "seed", "hidden", "base_steps", "steps", "lr", "smoke")
+SMOKE = {"base_steps": 5, "steps": 3}  # a smoke build's values where the config gives none
 
 
 def check_prompts(prompts: Any) -> Any:
@@ -45,24 +48,39 @@ def check_prompts(prompts: Any) -> Any:
     return torch.as_tensor(a, dtype=torch.int64)
 
 
+def build_config(config: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The variant and the checked config of a build: the bench's defaults, ``smoke``'s values
+    under the keys not given, the keys given. ConfigError names a bad value, and ``steps`` or
+    ``lr`` given with ``variant=base`` (the base alone: no fine-tuning reads them)."""
+    from neuroedge.config_values import choice, flag
+    from neuroedge.errors import ConfigError
+    from neuroedge.models.prefix_rft.experiment import check_config
+
+    smoke = flag(config, "smoke")
+    variant = choice({"variant": "prefix_rft", **config}, "variant", VARIANTS)
+    given = {k: v for k, v in config.items() if k not in ("smoke", "variant")}
+    unread = [k for k in ("steps", "lr") if k in given] if variant == "base" else []
+    if unread:
+        raise ConfigError(
+            f"{unread[0]}={given[unread[0]]!r} has no effect with variant=base (the base alone, "
+            "base_steps of SFT; steps and lr are the fine-tuning's): drop it, or pick another "
+            "variant"
+        )
+    # early_steps is a bench key (its reward windows), not a build key, and the build reads no
+    # windows: it follows steps here, so a short build is not refused over a key it cannot set
+    cfg = check_config({**BENCH_DEFAULTS, **(SMOKE if smoke else {}), **given, "early_steps": 1})
+    cfg["early_steps"] = min(BENCH_DEFAULTS["early_steps"], cfg["steps"])
+    return variant, cfg
+
+
 def build(config: Mapping[str, Any]) -> HostProgram:
     """``fn(prompts)`` -> ``answers`` (greedy, EOS = 6 last) and ``reward`` (exact match)."""
     import torch
-    from neuroedge.config_values import choice, flag
     from neuroedge.models.prefix_rft import functional as F
-    from neuroedge.models.prefix_rft.experiment import check_config, run_arm, train_base
+    from neuroedge.models.prefix_rft.experiment import run_arm, train_base
     from neuroedge.seeding import one_thread
 
-    smoke = flag(config, "smoke")
-    extra = {"variant": "prefix_rft", **{k: v for k, v in config.items() if k != "smoke"}}
-    variant = choice(extra, "variant", VARIANTS)
-    given = {k: v for k, v in extra.items() if k != "variant"}
-    # early_steps is a bench key (its reward windows), not a build key, and the build reads no
-    # windows: it follows steps here, so a short build is not refused over a key it cannot set
-    cfg = check_config({**BENCH_DEFAULTS, **given, "early_steps": 1})
-    cfg["early_steps"] = min(BENCH_DEFAULTS["early_steps"], cfg["steps"])
-    if smoke:
-        cfg.update(base_steps=5, steps=3, early_steps=1)
+    variant, cfg = build_config(config)
     train, held_out = F.split(cfg["seed"])
     test = torch.as_tensor(F.index_prompts(held_out))
     with one_thread():

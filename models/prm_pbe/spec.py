@@ -5,7 +5,9 @@
 END (``dsl.OP_NAMES`` names them), and whether it reproduces all 4 examples. The policy is the
 SFT warm start after ``updates`` PPO updates of ``variant`` (``prm_curriculum`` by default;
 ``outcome``, ``prm``, ``outcome_curriculum``, or ``sft`` for the warm start alone), trained at
-build (about 2 min; ``smoke``: seconds, untrained in effect).
+build (about 2 min; ``smoke``: seconds, untrained in effect, its sizes under the keys not
+given). A key the variant never reads is refused: ``updates``, ``kl`` and ``beta`` with ``sft``
+(no PPO), ``beta`` (the PRM's weight) with ``outcome`` and ``outcome_curriculum``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,22 @@ from neuroedge.types import Efficiency, HostProgram, IOSpec, ModelSpec, Paper
 
 VARIANTS = (*ARMS, "sft")
 BUILD_KEYS = ("variant", "seed", "train_tasks", "sft_epochs", "updates", "beta", "kl", "smoke")
+# a smoke build's values where the config does not give the key (tree_tasks: 5 under smoke)
+SMOKE = {
+    "train_tasks": 20,
+    "test_tasks": 2,
+    "sft_epochs": 1,
+    "prm_steps": 2,
+    "updates": 3,
+    "tasks_per_update": 4,
+}
+# the build keys a variant never reads, refused when given
+NO_PRM = "no PRM, whose step scores beta weighs"
+UNREAD = {
+    "sft": (("updates", "kl", "beta"), "the SFT warm start alone: no PPO, " + NO_PRM),
+    "outcome": (("beta",), NO_PRM),
+    "outcome_curriculum": (("beta",), NO_PRM),
+}
 
 
 def _is_list(value: Any) -> bool:
@@ -105,25 +123,40 @@ def strings_of(name: str, a: Any) -> list[list[str]]:
     return out
 
 
+def build_config(config: Mapping[str, Any]) -> tuple[str, bool, dict[str, Any]]:
+    """The variant, ``smoke`` and the checked config of a build: the bench's defaults,
+    ``smoke``'s values under the keys not given, the keys given. ConfigError names a bad value,
+    and a key given that the variant never reads (``UNREAD``), before any training."""
+    from neuroedge.config_values import choice, flag
+    from neuroedge.errors import ConfigError
+    from neuroedge.models.prm_pbe import experiment as X
+
+    smoke = flag(config, "smoke")
+    variant = choice({"variant": "prm_curriculum", **config}, "variant", VARIANTS)
+    given = {k: v for k, v in config.items() if k not in ("smoke", "variant")}
+    keys, why = UNREAD.get(variant, ((), ""))
+    unread = [k for k in keys if k in given]
+    if unread:
+        raise ConfigError(
+            f"{unread[0]}={given[unread[0]]!r} has no effect with variant={variant} ({why}): "
+            "drop it, or pick another variant"
+        )
+    # tree_tasks is a bench key, not a build key: it follows train_tasks here, so a build with
+    # fewer training tasks than the default tree tasks is not refused over a key it cannot set
+    least = {"tree_tasks": X.TREE_TASKS_LEAST}
+    cfg = X.check_config({**BENCH_DEFAULTS, **(SMOKE if smoke else {}), **given, **least})
+    cfg["tree_tasks"] = 5 if smoke else min(BENCH_DEFAULTS["tree_tasks"], cfg["train_tasks"])
+    return variant, smoke, cfg
+
+
 def build(config: Mapping[str, Any]) -> HostProgram:
     """``fn(inputs, outputs)`` -> ``program`` [tasks, MAX_OPS + 1] and ``solved`` [tasks]."""
-    from neuroedge.config_values import choice, flag
     from neuroedge.models.prm_pbe import dsl
     from neuroedge.models.prm_pbe import experiment as X
     from neuroedge.models.prm_pbe.policy import Nodes, Policy, root_nodes, rollout, sft
     from neuroedge.seeding import one_thread, seeded
 
-    smoke = flag(config, "smoke")
-    extra = {"variant": "prm_curriculum", **{k: v for k, v in config.items() if k != "smoke"}}
-    variant = choice(extra, "variant", VARIANTS)
-    given = {k: v for k, v in extra.items() if k != "variant"}
-    # tree_tasks is a bench key, not a build key: it follows train_tasks here, so a build with
-    # fewer training tasks than the default tree tasks is not refused over a key it cannot set
-    cfg = X.check_config({**BENCH_DEFAULTS, **given, "tree_tasks": X.TREE_TASKS_LEAST})
-    cfg["tree_tasks"] = min(BENCH_DEFAULTS["tree_tasks"], cfg["train_tasks"])
-    if smoke:
-        cfg.update(train_tasks=20, test_tasks=2, sft_epochs=1, tree_tasks=5, prm_steps=2)
-        cfg.update(updates=3, tasks_per_update=4)
+    variant, smoke, cfg = build_config(config)
     train, _ = X.tasks_of(cfg)
     with one_thread(), seeded(cfg["seed"]):
         policy = Policy(cfg["hidden"])
