@@ -1,10 +1,13 @@
 """apr.conrad's command line on a user's repository: a repair, and every bad flag, history
-line and test id refused before the repository is copied, naming what is wrong."""
+line and test id refused before the repository is copied, naming what is wrong; a key the
+stage model never reads refused there and by ``neuroedge run`` / ``bench`` alike."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+
+import pytest
 
 
 def write_repo(tmp_path: Path, files: dict[str, str]) -> Path:
@@ -172,3 +175,94 @@ def test_a_sandbox_that_fails_while_copying_leaves_no_folder(tmp_path: Path, mon
     with pytest.raises(ConradError, match="not a folder"):
         Sandbox(tmp_path / "missing")
     assert not list(tmp_path.glob("conrad-*"))
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        (["decode=generate"], "decode='generate' with model='scripted': decode is how a local"),
+        (["decode=score"], "decode='score' with model='scripted'"),
+        (['lm_stages=["edit_think"]'], r"lm_stages=\['edit_think'\] with model='scripted'"),
+        (
+            ["model=endpoint", "endpoint=http://127.0.0.1:9/v1", "llm_model=m", "decode=score"],
+            "decode='score' with model='endpoint': .* always writes its reply",
+        ),
+    ],
+)
+@pytest.mark.parametrize("command", ["run", "bench"])
+def test_a_key_the_stage_model_never_reads_is_refused(command, config, message, tmp_path, capsys):
+    """decode=generate with the scripted model ran the scripted model, the key never read."""
+    import re
+
+    from neuroedge.cli import main
+
+    out = tmp_path / "r"
+    extra = ["--out", str(out)] if command == "bench" else ["--repeats", "1"]
+    assert main([command, "apr.conrad", *extra, "--config", "targets=7", *config]) == 2
+    err = capsys.readouterr().err
+    assert re.search(message, err) and "leave" in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_the_repair_command_refuses_decode_with_the_scripted_model(tmp_path, capsys):
+    from neuroedge.models.conrad.__main__ import main
+
+    args = [str(tmp_path), "tests/test_x.py::test_y", "issue"]
+    assert main([*args, "--decode", "generate"]) == 2
+    assert "error: decode='generate' with model='scripted'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("command", "config", "message"),
+    [
+        (
+            "run",
+            ["method=baseline", "samples=3"],
+            r"samples=3 \(forward .*\) with method='baseline'",
+        ),
+        ("run", ["method=conrad", "temperature=0.3"], "temperature=0.3 .* method='conrad': only"),
+        ("run", ["method=forward", "top_k=2"], "top_k=2 .* only the conrad or no_guardian arm"),
+        ("bench", ['arms=["baseline","conrad"]', "samples=4"], r"arms=\['baseline', 'conrad'\]"),
+        ("bench", ['arms=["forward"]', "top_k=2"], r"top_k=2 .* with arms=\['forward'\]"),
+    ],
+)
+def test_a_key_no_arm_run_reads_is_refused(command, config, message, tmp_path, capsys):
+    """method=baseline samples=3 temperature=0.3 top_k=2 reached the repair, all three unread
+    (samples and temperature are forward exploration's, top_k the exemplar retrieval's)."""
+    import re
+
+    from neuroedge.cli import main
+
+    out = tmp_path / "r"
+    extra = ["--out", str(out)] if command == "bench" else ["--repeats", "1"]
+    assert main([command, "apr.conrad", *extra, "--config", "targets=7", *config]) == 2
+    err = capsys.readouterr().err
+    assert re.search(message, err) and "and it is not run; leave" in err, err
+    assert "Traceback" not in err and not out.exists()
+
+
+def test_keys_an_arm_run_reads_are_accepted():
+    from neuroedge.models.conrad.experiment import check_config
+
+    assert check_config({"samples": 4, "top_k": 2})["samples"] == 4  # the default arms: all
+    assert check_config({"arms": ["no_guardian"], "top_k": 2})["arms"] == ["no_guardian"]
+    assert check_config({"samples": 2, "temperature": 0.5}, "forward")["arms"] == ["forward"]
+    assert check_config({"top_k": 3}, "conrad")["top_k"] == 3
+
+
+@pytest.mark.parametrize(("config", "targets"), [({"targets": 3}, 3), ({}, 7)])
+def test_smoke_keeps_the_users_targets(config, targets, monkeypatch):
+    """smoke=true targets=3 built a repository of 7 open issues (smoke overwrote targets)."""
+    import neuroedge.models.conrad.corpus as corpus
+    from neuroedge.models.conrad.spec import SPEC
+
+    asked = []
+
+    def generate(seed, n):
+        asked.append(n)
+        raise RuntimeError("stop before the repository is written")
+
+    monkeypatch.setattr(corpus, "generate", generate)
+    with pytest.raises(RuntimeError, match="stop before"):
+        SPEC.build({"smoke": True, **config})
+    assert asked == [targets]

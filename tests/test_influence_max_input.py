@@ -184,3 +184,30 @@ def test_an_edge_list_that_is_not_utf8_names_the_file_and_line(tmp_path):
     path.write_bytes(b"0,1\n1,2\n# caf\xe9\n")
     with pytest.raises(ValueError, match=r"latin1.csv: line 3: byte b'\\xe9' is not UTF-8"):
         load_edge_list(path)
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ({"horizon": 4}, {"karate": 4, "lesmis": 4}),  # lesmis ran the default 500
+        ({"horizon": 4, "horizons": {"lesmis": 6}}, {"karate": 4, "lesmis": 6}),
+        ({}, {"karate": X.DEFAULTS["horizon"], "lesmis": 500}),
+    ],
+)
+def test_a_users_horizon_applies_to_every_graph_unless_horizons_names_it(
+    config, expected, tmp_path, monkeypatch
+):
+    """horizon=8 ran karate at 8 and lesmis at the default horizons' 500."""
+    from neuroedge.models.influence_max import learner as L
+
+    ran = {}
+
+    def run_online(graph, policy, ref, horizon, seed, learn=True, desc=None):
+        ran[desc.split()[0]] = horizon
+        return np.arange(1.0, horizon + 1)
+
+    monkeypatch.setattr(L, "run_online", run_online)
+    config = {"graphs": ["karate", "lesmis"], "worlds": 4, "eval_worlds": 4, **config}
+    doc = X.bench(str(tmp_path / "out"), config=config)
+    assert ran == expected
+    assert {name: g["horizon"] for name, g in doc["results"].items()} == expected

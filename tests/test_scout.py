@@ -309,3 +309,18 @@ def test_neuroedge_run_prints_the_answer_text(capsys) -> None:
     gold = generate(8_000, 2, 0).questions[0].answer
     out = capsys.readouterr().out
     assert f"text '{gold}'" in out and "grounded" in out
+
+
+@pytest.mark.parametrize("role", ["all", "answer"])
+@pytest.mark.parametrize("command", ["run", "bench"])
+def test_local_role_without_local_model_is_refused(command, role, tmp_path, capsys) -> None:
+    """local_role=all without local_model ran the keyword policy, the key never read."""
+    from neuroedge.cli import main
+
+    out = tmp_path / "out"
+    extra = ["--out", str(out)] if command == "bench" else ["--repeats", "1"]
+    args = [command, "ltu.scout", *extra, "--config", f"local_role={role}"]
+    assert main([*args, "sizes=[8000]", "questions=2"] if command == "bench" else args) == 2
+    err = capsys.readouterr().err
+    assert f"local_role='{role}' without local_model: the role is the local model's" in err
+    assert "give local_model=smollm2" in err and "Traceback" not in err and not out.exists()

@@ -86,6 +86,62 @@ def test_bench_refuses_before_any_work(tmp_path):
     assert not (tmp_path / "out").exists()  # no export, no report
 
 
+@pytest.mark.parametrize(("key", "value"), [("onnx_length", 7), ("stream_steps", 4)])
+def test_an_onnxrt_only_key_without_onnxrt_is_refused_before_any_work(key, value, tmp_path, capsys):
+    """--backend host --config onnx_length=7 exited 0 with onnx_length in the report, unread."""
+    from neuroedge.cli import main
+
+    out = tmp_path / "out"
+    args = ["bench", "ttt.linear_attention", "--backend", "host", "--out", str(out)]
+    start = time.perf_counter()
+    assert main([*args, "--config", "lengths=[16]", "repeats=1", f"{key}={value}"]) == 2
+    assert time.perf_counter() - start < 5 and not out.exists()
+    err = capsys.readouterr().err
+    assert f"config {key}={value} (" in err and "read only with the onnxrt backend" in err
+    assert "backends (host): add --backend host,onnxrt" in err and "Traceback" not in err
+    from neuroedge.models.ttt.bench_checks import check_backend_keys
+
+    check_backend_keys({"lengths": [16]}, ("host",))  # host keys are fine without it
+
+
+def _onnxrt_probe(monkeypatch, ok: bool) -> None:
+    """The onnxrt backend's probe answering ``ok`` (with a reason when not), whatever is
+    installed here."""
+    from neuroedge.registry import get_backend
+    from neuroedge.types import Availability
+
+    answer = Availability(ok, "" if ok else "stubbed: onnxruntime is not installed")
+    monkeypatch.setattr(type(get_backend("onnxrt")), "probe", lambda self: answer)
+
+
+@pytest.mark.parametrize("named", [["--backend", "host,onnxrt"], []])  # [] the CLI's default
+@pytest.mark.parametrize(("key", "value"), [("onnx_length", 7), ("stream_steps", 4)])
+def test_an_onnxrt_key_with_onnxrt_unavailable_is_refused(
+    key, value, named, tmp_path, capsys, monkeypatch
+):
+    """onnxrt asked for but its probe failing: the onnxrt rows were skipped and onnx_length /
+    stream_steps accepted, written into the report, unread."""
+    from neuroedge.cli import main
+
+    _onnxrt_probe(monkeypatch, ok=False)
+    out = tmp_path / "out"
+    args = ["bench", "ttt.linear_attention", *named, "--out", str(out), "--config"]
+    assert main([*args, "lengths=[16]", "repeats=1", f"{key}={value}"]) == 2
+    err = capsys.readouterr().err
+    assert f"config {key}={value} (" in err and "read only with the onnxrt backend" in err
+    assert "not available here (stubbed: onnxruntime is not installed)" in err
+    assert f"leave {key} out" in err and "Traceback" not in err and not out.exists()
+
+
+def test_an_onnxrt_key_is_accepted_when_onnxrt_runs(monkeypatch):
+    from neuroedge.models.ttt.bench_checks import check_backend_keys
+
+    _onnxrt_probe(monkeypatch, ok=True)
+    check_backend_keys({"onnx_length": 7, "stream_steps": 4}, ("host", "onnxrt"))
+    _onnxrt_probe(monkeypatch, ok=False)
+    check_backend_keys({"lengths": [16]}, ("host", "onnxrt"))  # the default bench: skipped rows
+
+
 def test_an_oversized_layer_is_refused_before_allocating():
     with pytest.raises(ValueError, match="head_dim=100000 needs") as err:
         TTTLayer(32, 2, 100000)

@@ -90,7 +90,9 @@ def model_config(args: argparse.Namespace) -> dict:
         from neuroedge.models.conrad.protocol import ConradError
 
         raise ConradError(f"--endpoint and --model {args.model}: give one stage model")
-    cfg = {"model": model, "decode": args.decode}
+    cfg = {"model": model}
+    if args.decode is not None:  # given: refused unless a local model reads it
+        cfg["decode"] = args.decode
     given = {"endpoint": args.endpoint, "llm_model": args.llm_model}
     cfg.update({k: v for k, v in given.items() if v})  # "" is the flags' default: not given
     return check_config(cfg)
@@ -109,11 +111,11 @@ def check_flags(args: argparse.Namespace) -> None:
         integer(flags, "--top-k", 1)
         number(flags, "--timeout", 0.0, open_low=True)
         number(flags, "--temperature", 0.0, open_low=True)
+        model_config(args)
     except ConfigError as err:
         raise ConradError(str(err)) from err
     if "::" not in args.test_id:
         raise ConradError(f"test id {args.test_id!r}: expected path::name")
-    model_config(args)
     if args.out:
         from neuroedge.atomic import check_writable
 
@@ -197,7 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--model", default="scripted", help="scripted, smollm2 or a model path")
     ap.add_argument(
-        "--decode", default="score", choices=("score", "generate"), help="a local model's way"
+        "--decode", choices=("score", "generate"), help="a local model's way (default score)"
     )
     ap.add_argument("--endpoint", default="", help="an OpenAI-compatible base URL (chat LLM)")
     ap.add_argument("--llm-model", default="", help="the model name the endpoint serves")

@@ -35,6 +35,7 @@ from neuroedge.models.conrad.mining import choose_exemplar, distill
 from neuroedge.models.conrad.protocol import STAGES, Attempt, ConradError, Exemplar
 from neuroedge.models.conrad.repair import ScriptedRepairer, StagedRepairer, repair_once
 from neuroedge.models.conrad.sandbox import Sandbox, all_pass, diagnose
+from neuroedge.models.conrad.unread import check_unread
 
 NAME = "apr.conrad"
 # The longest run of one test file a config may set: a day, where the generated functions' tests
@@ -121,8 +122,9 @@ def usage_of(model: Any) -> dict[str, int]:
     return out
 
 
-def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """The config with every value checked (ConfigError / ConradError naming key and value)."""
+def check_config(cfg: Mapping[str, Any], method: str | None = None) -> dict[str, Any]:
+    """The config with every value checked (ConfigError / ConradError naming key and value);
+    ``method``: the one arm a build runs (``arms`` otherwise)."""
     from neuroedge.config_values import integer, number
 
     out = {**DEFAULTS, **dict(cfg)}
@@ -146,6 +148,7 @@ def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
         if not isinstance(value, list | tuple) or not value or set(value) - set(known):
             raise ConradError(f"{key} must be a non-empty list of {list(known)}, got {value!r}")
         out[key] = [x for x in known if x in value]
+    out["arms"] = [method] if method else out["arms"]
     model = out["model"]
     if not isinstance(model, str) or (
         model not in ("scripted", "smollm2", "endpoint") and not Path(model).exists()
@@ -164,6 +167,7 @@ def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
             "model=endpoint needs both the endpoint (an OpenAI-compatible base URL) and "
             "llm_model, and those keys need model=endpoint"
         )
+    check_unread(cfg, model, out["arms"], "method" if method else "arms")
     return out
 
 

@@ -5,7 +5,9 @@
 suite ``passed`` with it, and the ``model_calls`` spent. ``--config method=...`` picks the arm
 (``conrad`` by default; ``baseline``, ``no_guardian``, ``forward``), ``seed`` the
 repository, ``model=smollm2`` a real language model for the stages (``model=endpoint
-endpoint=URL llm_model=NAME``: a chat LLM on an OpenAI-compatible server). For a repository of
+endpoint=URL llm_model=NAME``: a chat LLM on an OpenAI-compatible server); ``samples`` and
+``temperature`` are the ``forward`` arm's, ``top_k`` ``conrad``'s and ``no_guardian``'s (refused
+with another method); ``smoke``: 7 open issues unless ``targets`` is given. For a repository of
 yours, ``python -m neuroedge.models.conrad`` (README).
 """
 
@@ -21,6 +23,7 @@ from neuroedge.types import Efficiency, HostProgram, IOSpec, ModelSpec, Paper
 
 MAX_PATCH = 4096
 BUILD_DEFAULTS: dict[str, Any] = {"seed": 0, "method": "conrad", "targets": 20}
+SMOKE = {"targets": 7}  # the test matrix: a repository with 7 open issues, unless targets given
 
 
 def build(config: Mapping[str, Any]) -> HostProgram:
@@ -31,14 +34,12 @@ def build(config: Mapping[str, Any]) -> HostProgram:
 
     from neuroedge.config_values import flag
 
-    cfg = {**BUILD_DEFAULTS, **dict(config)}
-    if flag(cfg, "smoke"):  # the test matrix: a repository with 7 open issues
-        cfg["targets"] = 7
-    cfg.pop("smoke", None)
+    smoke = SMOKE if flag(config, "smoke") else {}  # under the keys the user gives
+    cfg = {**BUILD_DEFAULTS, **smoke, **{k: v for k, v in config.items() if k != "smoke"}}
     method = cfg.pop("method")
     if method not in ARMS:
         raise ConradError(f"method {method!r}; expected one of {list(ARMS)}")
-    cfg = check_config(cfg)
+    cfg = check_config(cfg, method)  # a key the method never reads is refused
     seed = cfg["seeds"][0]
     corpus = generate(seed, cfg["targets"])
     history = history_of(corpus, cfg["timeout_s"])

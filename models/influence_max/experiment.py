@@ -22,6 +22,11 @@ list); ``k`` must be in 1..n-1 on every graph; ``horizon`` and each of ``horizon
 the run; each graph's dense reachability (worlds x n x n) must fit functional.MAX_REACH_BYTES
 at ``worlds`` and ``eval_worlds``. regret_vs_random is left out, with a rejection saying why,
 when random's own regret is zero (the ratio would be 0/0).
+
+Horizons (``merged``): ``horizons`` gives a graph its own horizon, ``horizon`` every other
+graph's. A user's ``horizon`` without ``horizons`` applies to every graph: the default
+``horizons`` (Les Mis at 500) holds only when neither key is given; with both, each
+``horizons`` entry wins for its graph.
 """
 
 from __future__ import annotations
@@ -62,6 +67,16 @@ HORIZON_HINT = " (the log-log regret slope over rounds [T/4, T] needs at least 2
 MAX_WORLDS = 10**5  # live-edge worlds drawn at once (reach is worlds x n x n; its memory at a
 # graph's n is bounded by functional.MAX_REACH_BYTES)
 RATIO_FLOOR = 1e-9  # nodes per round: random's regret at or below this makes the ratio undefined
+
+
+def merged(config: Mapping[str, Any] | None) -> dict[str, Any]:
+    """DEFAULTS under the user's config; a user's ``horizon`` without ``horizons`` drops the
+    default per-graph ``horizons`` (it ran Les Mis at 500 whatever ``horizon`` said)."""
+    user = dict(config or {})
+    cfg = {**DEFAULTS, **user}
+    if "horizon" in user and "horizons" not in user:
+        cfg["horizons"] = {}
+    return cfg
 
 
 def load_graph(name: str, cfg: Mapping[str, Any]) -> F.ICGraph:
@@ -340,7 +355,7 @@ def bench(
     """Run every graph and policy; write report.json/report.md/regret.png."""
     from neuroedge.bench.report import build_document, write_report
 
-    cfg = {**DEFAULTS, **(config or {})}
+    cfg = merged(config)
     graphs = load_all(cfg)  # every config error before the first simulation
     if isinstance(cfg["graphs"], str):
         cfg["graphs"] = [cfg["graphs"]]

@@ -64,12 +64,14 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """Every value the bench reads, before any work (ConfigError naming the key)."""
+def check_config(given: Mapping[str, Any]) -> dict[str, Any]:
+    """DEFAULTS under the user's ``given``, every value the bench reads checked before any
+    work (ConfigError naming the key); a key the chosen policy never reads is refused."""
     from neuroedge.config_values import choice, int_list, integer
     from neuroedge.errors import ConfigError
     from neuroedge.models.scout.corpus import TOKENS_PER_QUESTION
 
+    cfg = {**DEFAULTS, **given}
     out = dict(cfg)
     out["seed"] = integer(cfg, "seed", 0, 2**31 - 1)
     out["sizes"] = sorted(int_list(cfg, "sizes", 1_000, 20_000_000))
@@ -85,6 +87,12 @@ def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
             "OpenAI-compatible base URL and its model name) or neither (the keyword policy)"
         )
     out["local_role"] = choice(cfg, "local_role", ("answer", "all"))
+    if "local_role" in given and not out["local_model"]:
+        raise ConfigError(
+            f"local_role={out['local_role']!r} without local_model: the role is the local "
+            "model's (answer: it writes the answers; all: it forages and evaluates too); give "
+            "local_model=smollm2 (or a GGUF file or model folder), or leave local_role out"
+        )
     if out["endpoint"] and out["local_model"]:
         raise ConfigError("endpoint and local_model: give one answer model, not both")
     if out["sizes"][0] < TOKENS_PER_QUESTION * out["questions"]:
@@ -310,7 +318,7 @@ def bench(
     from neuroedge.models.scout.claims import claim_section, claims, scout_plot
     from tqdm import tqdm
 
-    cfg = check_config({**DEFAULTS, **(config or {})})
+    cfg = check_config(config or {})
     policy = policy_name(cfg)
     res: dict[str, Any] = {"sizes": {}}
     make = policy_factory(cfg)  # a missing model fails here, before any document

@@ -48,7 +48,7 @@ def decode(a: Any, name: str, padded: bool) -> str:
 def build(config: Mapping[str, Any]) -> HostProgram:
     from neuroedge.models.scout import experiment as X
 
-    cfg = X.check_config({**BENCH_DEFAULTS, **dict(config)})
+    cfg = X.check_config(dict(config))  # the bench's DEFAULTS under the user's
     make = X.policy_factory(cfg)
 
     def ask(document: Any, question: Any) -> dict[str, np.ndarray]:

@@ -13,7 +13,7 @@ loaded machine a row can read above 1 (ORT's L=2048 parallel form: 1.21 of a 124
 roofline, ~200-220 quiet). With ``onnxrt`` among the backends, the streaming step and the
 dynamic-length parallel export are timed against the host too; the step is built from the
 config's variant, d_model, heads, head_dim and seed like every other row, and ``block`` is the
-chunked form's block size. The config is checked first (bench_checks.check_bench_config).
+chunked form's block size. The config is checked first (bench_checks.checked_config).
 """
 
 from __future__ import annotations
@@ -302,15 +302,14 @@ def bench(
     progress: bool = True,
 ) -> dict[str, Any]:
     """Run the benchmark, write report.json/report.md/scaling.png, return the document.
-    The config is checked first (bench_checks.check_bench_config), before any work."""
+    The config is checked first (bench_checks.checked_config), before any work."""
     from neuroedge.bench.report import build_document, write_report
-    from neuroedge.models.ttt.bench_checks import check_bench_config
+    from neuroedge.models.ttt.bench_checks import checked_config
     from neuroedge.models.ttt.module import TTTLayer
     from neuroedge.registry import get_backend
     from neuroedge.seeding import seeded, torch_threads
 
-    cfg = {**BENCH_DEFAULTS, **(config or {})}
-    check_bench_config(cfg)
+    cfg = checked_config(config or {}, backends)  # BENCH_DEFAULTS under the user's
     out, skipped = Path(out_dir), []
     # the caller's thread count and random state come back after the measurements
     with torch_threads(int(cfg["threads"])), seeded(int(cfg["seed"])):
