@@ -140,6 +140,26 @@ def train_config(model: str, config: Any, keys: Iterable[str]) -> dict[str, Any]
 # the switches every model's build reads the same way
 FLAGS = ("smoke", "untrained", "train_if_missing")
 USE_WORDS = {"build": "build", "train": "training", "bench": "benchmark"}
+# the build keys that say which trained weights to take (a file, or what to train): a build
+# with ``smoke`` or ``untrained`` reads neither
+WEIGHT_KEYS = ("checkpoint", "train_config")
+
+
+def fresh_build(config: Mapping[str, Any]) -> bool:
+    """Whether a build with ``config`` makes an untrained net (``smoke`` or ``untrained``
+    true); ConfigError when it also gives a ``checkpoint`` or ``train_config`` (not None):
+    neither would be read, and the net would be untrained without a word."""
+    for switch in ("smoke", "untrained"):
+        if not flag(config, switch):
+            continue
+        for key in WEIGHT_KEYS:
+            if config.get(key) is not None:
+                raise ConfigError(
+                    f"{switch}=true builds an untrained net, so {key}={config[key]!r} would "
+                    "not be read: drop one of them"
+                )
+        return True
+    return False
 
 
 def check_keys(

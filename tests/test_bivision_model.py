@@ -154,7 +154,8 @@ def test_augmentation_names_parse_and_reject_unknown_ones():
 @pytest.mark.parametrize(
     ("size", "message"),
     [
-        (2.5, r"size=2.5: expected an integer in 8..4096"),  # was cut to 2, then named "2"
+        (2.5, r"size=2.5: expected an integer in 8..1024"),  # was cut to 2, then named "2"
+        (1032, r"size=1032: expected an integer in 8..1024"),  # training's cap (was 4096)
         (True, "size=True"),
         (0, "size=0"),
         (12, "input size 12 must be a multiple of 8"),
@@ -212,12 +213,15 @@ def test_a_net_of_another_sensor_size_builds_runs_and_exports_at_that_size(tmp_p
 @pytest.mark.parametrize(
     ("saved", "config", "message"),
     [
-        ({"size": None}, {}, r"checkpoint config size=None: expected a multiple of 8 in 8\.\.4096"),
+        ({"size": None}, {}, r"checkpoint config size=None: expected a multiple of 8 in 8\.\.1024"),
+        ({"size": 2048}, {}, r"checkpoint config size=2048: expected a multiple of 8 in 8\.\.1024"),
         ({"size": 12}, {}, r"checkpoint config size=12: expected a multiple of 8"),
         ({"variant": "bogus"}, {}, r"checkpoint config variant='bogus': expected one of"),
         ({}, {"size": 32}, r"size=32 contradicts the checkpoint .* \(trained with size=16\)"),
         ({}, {"variant": "lif_histogram"}, r"variant='lif_histogram' contradicts the checkpoint"),
         ({}, {"smoke": True}, r"smoke=true builds an untrained net, so checkpoint="),
+        ({"seed": 0}, {"seed": 9}, r"seed=9 contradicts the checkpoint .* \(trained with seed=0\)"),
+        ({"task": "detection"}, {"task": "classification"}, r"task='classification' contradicts"),
     ],
 )
 def test_a_checkpoint_config_that_cannot_be_built_or_is_contradicted_is_named(
@@ -273,3 +277,59 @@ def test_evaluation_feeds_the_representation_of_the_nets_variant(variant) -> Non
         assert values <= {0.0, 1.0}
     else:  # log1p of event counts
         assert max(values) > 1.0 and any(v != int(v) for v in values)
+
+
+def test_a_seed_that_contradicts_the_checkpoint_is_refused_by_the_cli(tmp_path, capsys) -> None:
+    """``seed`` drew only the weights the checkpoint then overwrote: seed=9 ran the seed-0 net
+    (size and variant were refused, seed not). A checkpoint that saved no seed or task (from
+    before those keys) contradicts neither."""
+    from neuroedge.checkpoints import save_checkpoint
+    from neuroedge.cli import main
+    from neuroedge.models.bivision.spec import SPEC
+    from neuroedge.models.bivision.train import DEFAULTS, make_net
+
+    cfg = {**DEFAULTS, "size": 16, "seed": 0}
+    path = save_checkpoint(
+        tmp_path / "c.pt", {"state_dict": make_net(cfg).state_dict(), "config": cfg}
+    )
+    run = ["run", "event.bivision", "--backend", "null", "--repeats", "1", "--config"]
+    assert main([*run, f"checkpoint={path}", "seed=9"]) == 2
+    assert f"seed=9 contradicts the checkpoint {path} (trained with seed=0)" in (
+        capsys.readouterr().err
+    )
+    assert main([*run, f"checkpoint={path}", "seed=0"]) == 0
+    assert main([*run, f"checkpoint={path}", "seed=true"]) == 2  # True == 1: not a seed
+    assert "seed=True: expected an integer >= 0" in capsys.readouterr().err
+    old = {k: v for k, v in cfg.items() if k not in ("seed", "task")}  # saved before those keys
+    old_path = save_checkpoint(
+        tmp_path / "old.pt", {"state_dict": make_net(cfg).state_dict(), "config": old}
+    )
+    program = SPEC.build({"checkpoint": str(old_path), "seed": 9, "task": "detection"})
+    assert program.meta["trained"]  # unknown, not contradicted: was a KeyError without the guard
+
+
+def test_a_detection_net_trained_by_the_cli_is_the_one_task_detection_builds(
+    tmp_path, monkeypatch, capsys
+) -> None:
+    """`neuroedge train event.bivision --config task=detection` saves event.bivision.detection;
+    every build read event.bivision.classification (task was no build key). Trained for real,
+    tiny (about 2 s), through the CLI: the path training writes is the one a build reads."""
+    import json
+
+    from neuroedge.cli import main
+    from neuroedge.models.bivision.spec import SPEC
+    from neuroedge.paths import checkpoint_path
+
+    monkeypatch.setenv("NEUROEDGE_HOME", str(tmp_path / "home"))
+    tiny = ["size=16", "train_samples=8", "test_samples=8", "epochs=1", "batch=8"]
+    assert main(["train", "event.bivision", "--config", "task=detection", *tiny]) == 0
+    path = json.loads(capsys.readouterr().out)["path"]
+    assert path == str(checkpoint_path("event.bivision.detection"))
+    program = SPEC.build({"task": "detection"})
+    assert program.meta["trained"] and program.meta["task"] == "detection"
+    assert program.meta["checkpoint"] == path and program.meta["axes"]["size"] == 16
+    assert not SPEC.build({}).meta["trained"]  # no classification net there
+    run = ["run", "event.bivision", "--backend", "null", "--repeats", "1", "--config"]
+    assert main([*run, "task=detection"]) == 0, capsys.readouterr().err
+    assert main([*run, f"checkpoint={path}", "task=classification"]) == 2
+    assert "task='classification' contradicts the checkpoint" in capsys.readouterr().err

@@ -76,8 +76,11 @@ def test_deploy_profiles_the_example_of_the_net_it_built(tmp_path, monkeypatch) 
     np.testing.assert_array_equal(spec.example_for(0, artifact.meta["build_config"])["x"], expected)
 
 
-def test_an_untrained_build_records_the_train_config_data(tmp_path) -> None:
-    program = spec_mod.build({"smoke": True, "train_config": {"seed": 5, "steps": 8}})
+def test_an_untrained_build_records_the_train_config_data(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("NEUROEDGE_HOME", str(tmp_path))  # no checkpoint, and none trained:
+    config = {"train_if_missing": False, "train_config": {"seed": 5, "steps": 8}}
+    program = spec_mod.build(config)  # (smoke=true with a train_config is refused)
+    assert not program.meta["trained"]
     assert program.meta["config"][spec_mod.BUILT] == {"seed": 5, "steps": 8}
     assert spec_mod.data_settings(program.meta["config"]) == (5, 8)
     assert spec_mod.SPEC.built_example(0, program)["x"].shape[0] == 8

@@ -47,6 +47,10 @@ def test_evaluate_scores_the_held_out_split_of_the_nets_seed(tmp_path: Path) -> 
         SPEC.evaluate(run, {"checkpoint": str(path), "eval_batch": "abc"})
 
 
-def test_without_a_checkpoint_the_defaults_or_train_config_decide() -> None:
+def test_without_a_checkpoint_the_defaults_or_train_config_decide(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("NEUROEDGE_HOME", str(tmp_path))  # no checkpoint there
     assert data_settings({"smoke": True}) == (0, 4)
-    assert data_settings({"smoke": True, "train_config": {"seed": 5, "steps": 8}}) == (5, 8)
+    assert data_settings({"train_config": {"seed": 5, "steps": 8}}) == (5, 8)  # it trains so
+    assert data_settings({"seed": 6, "train_config": {"steps": 8}}) == (6, 8)  # the build's seed
+    with pytest.raises(ConfigError, match="smoke=true builds an untrained net, so train_config="):
+        data_settings({"smoke": True, "train_config": {"seed": 5, "steps": 8}})  # not read

@@ -276,3 +276,79 @@ def test_an_arch_that_does_not_fit_the_data_is_refused_before_training(monkeypat
     monkeypatch.setattr(train, "train_dense", refuse)
     with pytest.raises(ConfigError, match="arch='resnet18' takes 3x32x32 images .* 1x8x8"):
         pipeline.run_variants({**QUICK, "arch": "resnet18"}, ("dense",), progress=False)
+
+
+def _seeded_checkpoint(path: Path, seed: int, config: dict | None = None) -> Path:
+    """A checkpoint as training saves it (random fixed-mask weights), trained with ``seed``."""
+    from neuroedge.checkpoints import save_checkpoint
+    from unisparse_nets import random_net
+
+    saved = {**train.DEFAULTS, **(config or {}), "seed": seed}
+    return save_checkpoint(path, {"state_dict": random_net(seed).state_dict(), "config": saved})
+
+
+def test_a_seed_that_contradicts_the_checkpoint_is_refused(no_training, tmp_path, capsys):
+    """``seed`` drew only the weights the checkpoint then overwrote: seed=7 ran the seed-3 net
+    (and its split), as snn.lif_convnet refuses. A checkpoint that saved no seed (from before
+    the key) is not contradicted: it builds."""
+    from neuroedge.checkpoints import save_checkpoint
+    from neuroedge.cli import main
+    from neuroedge.models.unisparse import spec as spec_mod
+    from unisparse_nets import random_net
+
+    ckpt = _seeded_checkpoint(tmp_path / "u.pt", 3)
+    run = ["run", "snn.unisparse", "--backend", "null", "--repeats", "1", "--config"]
+    assert main([*run, f"checkpoint={ckpt}", "seed=7"]) == 2
+    err = capsys.readouterr().err
+    assert f"seed=7 contradicts the checkpoint {ckpt} (trained with seed=3)" in err
+    with pytest.raises(ConfigError, match="seed=7 contradicts the checkpoint"):
+        spec_mod.data_settings({"checkpoint": str(ckpt), "seed": 7})
+    assert spec_mod.build({"checkpoint": str(ckpt), "seed": 3}).meta["trained"]
+    old = {k: v for k, v in train.DEFAULTS.items() if k != "seed"}  # saved before seed was
+    old_path = save_checkpoint(
+        tmp_path / "old.pt", {"state_dict": random_net(3).state_dict(), "config": old}
+    )
+    assert spec_mod.build({"checkpoint": str(old_path), "seed": 7}).meta["trained"]
+
+
+def test_train_if_missing_trains_with_the_builds_seed(no_training, tmp_path, monkeypatch, capsys):
+    """The build's ``seed`` is what train_if_missing trains with: seed=5 saved a checkpoint
+    trained with seed 0 (train_config alone went to training)."""
+    from neuroedge.cli import main
+    from neuroedge.models.unisparse import spec as spec_mod
+
+    calls: list[dict] = []
+
+    def fake_train(config, out=None):
+        calls.append(dict(config))
+        _seeded_checkpoint(Path(out), config.get("seed", 0), config)
+        return {"path": out}
+
+    monkeypatch.setenv("NEUROEDGE_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(pipeline, "train_and_save", fake_train)
+    run = ["run", "snn.unisparse", "--backend", "null", "--repeats", "1", "--config"]
+    assert main([*run, "seed=5", 'train_config={"seed": 3}']) == 2
+    assert "seed=5 contradicts train_config seed=3: give it once" in capsys.readouterr().err
+    assert calls == []
+    config = {"train_if_missing": True, "seed": 5, "train_config": {"dense_epochs": 1}}
+    assert spec_mod.data_settings(config) == (5, spec_mod.STEPS)  # before it is trained
+    program = spec_mod.build(config)
+    assert calls == [{"dense_epochs": 1, "seed": 5}]
+    assert program.meta["trained"] and program.meta["config"][spec_mod.BUILT]["seed"] == 5
+
+
+def test_lava_samples_without_lava_is_refused_before_training(no_training, tmp_path, capsys):
+    """``lava_samples`` is read by the Lava rows alone: with --backend host it was accepted,
+    written into report.json and never read."""
+    from neuroedge.cli import main
+    from neuroedge.models.unisparse.bench import run_bench
+
+    out = tmp_path / "out"
+    bench = ["bench", "snn.unisparse", "--out", str(out)]
+    assert main([*bench, "--backend", "host", "--config", "lava_samples=12"]) == 2
+    err = capsys.readouterr().err
+    assert "config lava_samples=12 (the test digits of the Lava rows) is read only with the " in err
+    assert "lava backend, which is not among this run's backends (host)" in err
+    assert not out.exists()
+    with pytest.raises(ConfigError, match=r"backends \(host, onnxrt\): add --backend host,lava"):
+        run_bench(str(out), ["host", "onnxrt"], {"lava_samples": 12})

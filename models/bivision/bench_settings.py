@@ -11,6 +11,11 @@ from neuroedge.errors import ConfigError
 
 MODEL = "event.bivision"
 MAX_NOISE_HZ = 1e6  # background activity per pixel, for training and the sweep's rates
+# The largest sensor side S of a net, in training, the bench and a build alike (a build takes
+# only what training can make: it accepted up to 4096, training 1024). At S = 1024 one 100 ms
+# window is 10.5M input values (5 steps x 2 x S x S), under a recording's default batch of
+# 2**24 values (``recording.DEFAULT_INPUT_VALUES``); a generated dataset holds that per sample.
+MAX_SIZE = 1024
 COLUMNS = (
     "accuracy",
     "map50",
@@ -84,7 +89,7 @@ def check_values(cfg: dict[str, Any], bench: bool) -> dict[str, Any]:
     counts = ("train_samples", "test_samples", "epochs", "batch")
     for key in counts + (("throughput_tiles", "throughput_repeats") if bench else ()):
         out[key] = integer(cfg, key, 1, 10**7)
-    out["size"] = integer(cfg, "size", 8, 1024)
+    out["size"] = integer(cfg, "size", 8, MAX_SIZE)
     if out["size"] % 8:
         raise ConfigError(f"size={out['size']}: expected a multiple of 8 (three stride-2 stages)")
     out["lr"] = number(cfg, "lr", 0, 10, open_low=True)

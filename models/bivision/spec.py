@@ -13,8 +13,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
-from neuroedge.config_values import integer
+from neuroedge.config_values import fresh_build, integer
 from neuroedge.models.bivision.bench import SWEEP_DEFAULTS
+from neuroedge.models.bivision.bench_settings import MAX_SIZE
 from neuroedge.seeding import seeded
 from neuroedge.types import Efficiency, IOSpec, Measurement, ModelSpec, Paper, TorchProgram
 
@@ -23,20 +24,18 @@ STEPS = 5  # E2S time steps (20 ms each over a 100 ms window)
 
 
 def _checkpoint(config: Mapping[str, Any]) -> tuple[Any, dict[str, Any] | None]:
-    """(path, loaded checkpoint or None): the one a build with the user's ``config`` reads,
-    unless ``smoke``. Its saved size and variant are checked, and a config ``size`` or
-    ``variant`` that contradicts them is refused (the checkpoint's would win silently)."""
+    """(path, loaded checkpoint or None): the one a build with the user's ``config`` reads
+    (``checkpoint``, else where ``neuroedge train`` saves a net of ``task``), unless ``smoke``.
+    Its saved size and variant are checked, and a config ``size``, ``variant``, ``seed`` or
+    ``task`` that contradicts its saved one is refused (the checkpoint's would win silently)."""
     from neuroedge.checkpoints import load_checkpoint, resolve_checkpoint
     from neuroedge.errors import ArtifactError, ConfigError
     from neuroedge.models.bivision.train import VARIANTS
 
-    smoke = config.get("smoke")
-    if smoke and config.get("checkpoint") is not None:
-        raise ConfigError(
-            f"smoke=true builds an untrained net, so checkpoint={config['checkpoint']!r} "
-            "would not be read: drop one of them"
-        )
-    path = resolve_checkpoint(config, "event.bivision.classification", check=not smoke)
+    smoke = fresh_build(config)  # smoke=true with a checkpoint: refused, it would not be read
+    if "seed" in config:  # checked before it is compared with a checkpoint's (True == 1)
+        integer(config, "seed", 0)
+    path = resolve_checkpoint(config, checkpoint_name(config), check=not smoke)
     if smoke or not path.is_file():
         return path, None
     ckpt = load_checkpoint(path, required=("state_dict", "config"))
@@ -44,23 +43,32 @@ def _checkpoint(config: Mapping[str, Any]) -> tuple[Any, dict[str, Any] | None]:
     if not isinstance(saved, Mapping) or not {"variant", "size"} <= set(saved):
         raise ArtifactError(f"{path}: checkpoint config lacks 'variant' and 'size'")
     size = saved["size"]
-    if isinstance(size, bool) or not isinstance(size, int) or not 8 <= size <= 4096 or size % 8:
+    if isinstance(size, bool) or not isinstance(size, int) or not 8 <= size <= MAX_SIZE or size % 8:
         raise ArtifactError(
-            f"{path}: checkpoint config size={size!r}: expected a multiple of 8 in 8..4096"
+            f"{path}: checkpoint config size={size!r}: expected a multiple of 8 in 8..{MAX_SIZE}"
         )
     if saved["variant"] not in VARIANTS:
         raise ArtifactError(
             f"{path}: checkpoint config variant={saved['variant']!r}: expected one of "
             f"{sorted(VARIANTS)}"
         )
-    for key in ("size", "variant"):
-        if key in config and config[key] != saved[key]:
+    for key in ("size", "variant", "seed", "task"):  # a key it did not save: not compared
+        if key in config and key in saved and config[key] != saved[key]:
             raise ConfigError(
                 f"{key}={config[key]!r} contradicts the checkpoint {path} (trained with "
                 f"{key}={saved[key]!r}): drop {key} or name another checkpoint"
             )
     _check_representation(path, ckpt)
     return path, ckpt
+
+
+def checkpoint_name(config: Mapping[str, Any]) -> str:
+    """The name of the checkpoint ``neuroedge train event.bivision`` saves for the config's
+    ``task`` (default classification), and a build reads unless ``checkpoint`` names one."""
+    from neuroedge.config_values import choice
+    from neuroedge.models.bivision.data import TASKS
+
+    return f"{SPEC.name}.{choice({'task': TASKS[0], **config}, 'task', TASKS)}"
 
 
 def _check_representation(path: Any, ckpt: Mapping[str, Any]) -> None:
@@ -111,7 +119,7 @@ def _geometry(cfg: Mapping[str, Any], ckpt: Mapping[str, Any] | None) -> tuple[i
 
     if ckpt:
         return int(ckpt["config"]["size"]), str(ckpt["config"]["variant"])
-    size = integer({"size": SIZE, **cfg}, "size", 8, 4096)
+    size = integer({"size": SIZE, **cfg}, "size", 8, MAX_SIZE)
     if size % 8:
         raise ConfigError(f"size={size}: expected a multiple of 8 (three stride-2 stages)")
     return size, choice({**DEFAULTS, **cfg}, "variant", tuple(VARIANTS))
@@ -124,8 +132,10 @@ def sensor_size(config: Mapping[str, Any] | None = None) -> int:
 
 def build(config: Mapping[str, Any]) -> TorchProgram:
     """BiSNet (``variant`` statnf_e2s or lif_histogram), with a checkpoint's weights when one
-    is given (``checkpoint``) or exists at the default path; ``smoke`` forces untrained. The
-    sensor side is the checkpoint's (else ``size``, else ``SIZE``)."""
+    is given (``checkpoint``) or exists at the default path of its ``task`` (classification,
+    or detection: what ``neuroedge train event.bivision --config task=detection`` saved);
+    ``smoke`` forces untrained. The sensor side is the checkpoint's (else ``size``, else
+    ``SIZE``); ``meta["task"]`` is the task its weights were trained for."""
     from neuroedge.checkpoints import load_weights
     from neuroedge.models.bivision import neuromorphic, train
 
@@ -150,6 +160,7 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
         meta={
             "trained": trained,
             "variant": cfg["variant"],
+            "task": ckpt["config"].get("task") if ckpt else None,
             "checkpoint": str(path) if trained else None,
             "nir": neuromorphic.refuse_full_graph,
             "config": {**config, "size": size, "variant": variant},
@@ -257,14 +268,15 @@ SPEC = ModelSpec(
     seed_sweep=True,
     evaluate=evaluate,
     exportable=("onnx",),
-    # build: build() and make_net (size: the sensor side when no checkpoint); evaluate()'s
+    # build: build() and make_net (size: the sensor side when no checkpoint; task: which
+    # default checkpoint, as train saves it); evaluate()'s
     # eval_samples and noise_rate_hz are left out: with a bench hook the generic bench never
     # runs it.
     # train: train.DEFAULTS (train.py imports torch) plus data and fit's threads. bench: the
     # sweep defaults, the seed list (bench.seeds), the recording for the throughput rows and
     # what train.fit reads (variant and noise_rate_hz are set by the sweep itself)
     config_keys={
-        "build": ("checkpoint", "smoke", "seed", "variant", "size"),
+        "build": ("checkpoint", "smoke", "seed", "variant", "size", "task"),
         "train": (
             "task",
             "variant",

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 from neuroedge.errors import ConfigError
+from neuroedge.models.bivision.bench_settings import MAX_SIZE
 from neuroedge.models.bivision.data import TASKS, EventSet
 from neuroedge.models.bivision.module import BiSNet
 
@@ -88,7 +89,7 @@ def make_net(cfg: Mapping[str, Any]) -> BiSNet:
 
     if cfg["variant"] not in VARIANTS:
         raise ValueError(f"variant {cfg['variant']!r} is not one of {sorted(VARIANTS)}")
-    size = integer(cfg, "size", 8, 4096)  # 2.5 was cut to 2, then refused as "2"
+    size = integer(cfg, "size", 8, MAX_SIZE)  # 2.5 was cut to 2, then refused as "2"
     with seeded(integer({"seed": cfg.get("seed", 0)}, "seed", 0)):  # the caller's RNG kept
         return BiSNet(VARIANTS[cfg["variant"]][0], size)
 
@@ -192,6 +193,7 @@ def train(
     """
     from neuroedge.checkpoints import save_checkpoint
     from neuroedge.models.bivision.data import dataset_sensor, ensure_dataset, load_task
+    from neuroedge.models.bivision.spec import checkpoint_name  # spec imports this module
     from neuroedge.paths import checkpoint_path, home
     from neuroedge.seeding import torch_threads
 
@@ -221,7 +223,7 @@ def train(
         loss = fit(net, train_set, cfg["task"], cfg, progress)
         seconds = time.perf_counter() - start
         metrics = task_metrics(*predict(net, test_set.x), test_set, cfg["task"])
-    path = Path(out) if out else checkpoint_path(f"event.bivision.{cfg['task']}")
+    path = Path(out) if out else checkpoint_path(checkpoint_name(cfg))  # where a build reads
     save_checkpoint(
         path,
         {

@@ -64,11 +64,11 @@ def _architecture(config: Mapping[str, Any]) -> tuple[Path, dict[str, Any] | Non
     config was stored has none and is built at the config's ``hidden`` (else ``HIDDEN``). A
     config ``hidden`` that contradicts the checkpoint's is refused (ConfigError)."""
     from neuroedge.checkpoints import load_checkpoint, resolve_checkpoint
-    from neuroedge.config_values import integer
+    from neuroedge.config_values import fresh_build, integer
     from neuroedge.errors import ConfigError
 
     hidden = integer({"hidden": HIDDEN, **config}, "hidden", 1, MAX_HIDDEN)
-    smoke = config.get("smoke")
+    smoke = fresh_build(config)  # smoke=true with a checkpoint: refused, it would not be read
     path = resolve_checkpoint(config, SPEC.name, check=not smoke)
     if smoke or not path.is_file():
         return path, None, hidden

@@ -112,9 +112,9 @@ def load(config: Mapping[str, Any]) -> tuple[Any, Any, Any, str]:
     from neuroedge.models.freq_halluc.detector import Detector
     from neuroedge.models.freq_halluc.lm import RecallLM, RecallTask
 
-    from neuroedge.config_values import flag
+    from neuroedge.config_values import fresh_build
 
-    if flag(config, "smoke"):
+    if fresh_build(config):  # with a checkpoint: refused, it would not be read
         res = fit({**BENCH_DEFAULTS, **SMOKE}, own=False)
         return res["model"], res["task"], res["detector"], "(smoke: not saved)"
     path = resolve_checkpoint(config, SPEC.name)

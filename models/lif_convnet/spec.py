@@ -39,9 +39,10 @@ def eval_batch(config: Mapping[str, Any]) -> int:
 
 
 def _fresh(config: Mapping[str, Any]) -> bool:
-    from neuroedge.config_values import flag
+    """``smoke`` or ``untrained``; with a checkpoint or train_config refused (not read)."""
+    from neuroedge.config_values import fresh_build
 
-    return flag(config, "smoke") or flag(config, "untrained")
+    return fresh_build(config)
 
 
 def _checkpoint(config: Mapping[str, Any]) -> tuple[Path, dict[str, Any] | None]:

@@ -6,7 +6,8 @@ theory metric; returns the final state and the modified-energy and momentum erro
 ``bench``: see ``neuroedge.models.meshft.bench``.
 
 Config: ``mesh`` = "grid" (16 x 16 periodic), "delaunay" (256-point periodic Delaunay) or a
-path to a meshio file; ``hodge``, ``steps``, ``dt``, ``checkpoint``.
+path to a meshio file; ``steps``, ``dt``, ``checkpoint``, ``smoke`` (the theory metric, no
+checkpoint read). ``hodge`` is a training key: a build takes the checkpoint's.
 """
 
 from __future__ import annotations
@@ -149,14 +150,16 @@ def load_model(config: Mapping[str, Any]) -> tuple[Any, bool]:
     checkpoint the config names (``checkpoint``) that was trained on another mesh is refused
     (ConfigError): the user asked for those weights; the default one is then passed over."""
     from neuroedge.checkpoints import load_checkpoint, load_weights, resolve_checkpoint
+    from neuroedge.config_values import fresh_build
     from neuroedge.errors import ConfigError
     from neuroedge.models.meshft.module import MeshFT
 
     cfg = {**DEFAULTS, **config}
+    smoke = fresh_build(cfg)  # smoke=true with a checkpoint: refused, it would not be read
     mesh = make_mesh(str(cfg["mesh"]))
-    path = resolve_checkpoint(cfg, SPEC.name, check=not cfg.get("smoke"))
+    path = resolve_checkpoint(cfg, SPEC.name, check=not smoke)
     named = bool(cfg.get("checkpoint"))
-    if path.is_file() and not cfg.get("smoke"):
+    if path.is_file() and not smoke:
         ckpt = load_checkpoint(path, required=("state_dict", "config"))
         saved = saved_config(ckpt["config"], path)
         if saved["mesh"] == cfg["mesh"]:

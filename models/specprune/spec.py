@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from neuroedge.models.specprune.data import vocabulary
 from neuroedge.models.specprune.train import DEFAULTS as TRAIN_DEFAULTS
-from neuroedge.config_values import flag, integer
+from neuroedge.config_values import flag, fresh_build, integer
 from neuroedge.errors import ConfigError
 from neuroedge.seeding import seeded
 from neuroedge.types import Efficiency, IOSpec, ModelSpec, Paper, TorchProgram
@@ -64,7 +64,7 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
         check_mode(mode)
     except ValueError as err:
         raise ConfigError(f"mode={mode!r}: {err}") from err
-    if flag(config, "smoke"):
+    if fresh_build(config):  # with a checkpoint or train_config: refused, as neither is read
         with seeded(seed):
             model, trained = train.make_policy(train.DEFAULTS).eval(), False
     else:

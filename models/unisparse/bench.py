@@ -22,6 +22,7 @@ from neuroedge.models.unisparse.seeds import CLAIM_DROP_PTS, CLAIM_REDUCTION, RI
 from neuroedge.models.unisparse import train
 from neuroedge.models.unisparse.export_parity import (  # noqa: F401 (LAVA_MODES stays bench's)
     LAVA_MODES,
+    check_backend_keys,
     lava_rows,
     nir_check,
     onnx_rows,
@@ -230,6 +231,7 @@ def run_bench(
 
     check_seed_keys(config)  # the user's own keys: seed and seeds together are ambiguous
     cfg = check_config({**train.DEFAULTS, **config}, config)  # every value, before any training
+    check_backend_keys(config, backends)  # lava_samples without lava: refused, not ignored
     with torch_threads(int(cfg.get("threads", 1))):
         out = Path(out_dir)
         seeds = seed_list(cfg)

@@ -111,25 +111,27 @@ _PIPELINE_DEFAULTS = {
 
 def build(config: Mapping[str, Any]) -> TorchProgram:
     """The folded (deployed) mini-ResNet: trained from a checkpoint, or untrained for ``smoke``
-    (or ``untrained``, as for snn.lif_convnet): random weights at once, no training."""
+    (or ``untrained``, as for snn.lif_convnet): random weights at once, no training. ``seed``
+    draws an untrained net's weights, is what ``train_if_missing`` trains with, and must be the
+    seed a checkpoint was trained with (as for snn.lif_convnet)."""
     from neuroedge.checkpoints import load_weights, resolve_checkpoint
     from neuroedge.models.unisparse import export, module, train
 
-    from neuroedge.config_values import flag, integer, mapping
+    from neuroedge.config_values import flag, fresh_build, integer
 
     seed = integer({"seed": config.get("seed", 0)}, "seed", 0, SEED_MAX)
-    train_config = mapping(config, "train_config")
-    _training_request(train_config)  # a key training does not read, a bad value: refused first
-    fresh = flag(config, "smoke") or flag(config, "untrained")
+    asked = _asked(config)  # train_config (a mapping) with the build's seed
+    fresh = fresh_build(config)  # with a checkpoint or train_config: refused, not read
+    _training_request(asked)  # a key training does not read, a bad value: refused first
     path = resolve_checkpoint(config, SPEC.name, check=not fresh)
     if not fresh and not path.is_file() and flag(config, "train_if_missing"):
-        _train(train_config, str(path))
+        _train(asked, str(path))
     trained = bool(not fresh and path.is_file())
     cfg = dict(train.DEFAULTS)
     if trained:
-        ckpt, saved = _trained(path, train_config)
+        ckpt, saved = _trained(path, config)
         cfg.update(saved)
-    data = _data(ckpt["config"] if trained else train_config)  # the split this net takes
+    data = _data(ckpt["config"] if trained else asked)  # the split this net takes
     with seeded(seed):  # untrained weights follow the seed; folding
         net = train.make_net(cfg)  # draws too (fresh layers, then overwritten)
         if trained:
@@ -170,20 +172,45 @@ def _training_request(train_config: Mapping[str, Any]) -> dict[str, Any]:
     return pipeline.check_config({**_PIPELINE_DEFAULTS, **train.DEFAULTS, **asked}, asked, False)
 
 
-def _trained(path: Any, train_config: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(the checkpoint at ``path``, its checked training config: ``saved_config``). A
-    ``train_config`` value it was not trained with is refused (ConfigError), as
+def _asked(config: Mapping[str, Any]) -> dict[str, Any]:
+    """What ``train_if_missing`` would train with, as given: ``train_config`` with the build's
+    ``seed`` (a ``train_config`` seed that contradicts it is refused, as snn.lif_convnet does);
+    empty for a ``smoke``/``untrained`` build, which trains nothing."""
+    from neuroedge.config_values import fresh_build, mapping
+    from neuroedge.errors import ConfigError
+
+    asked = mapping(config, "train_config")
+    if fresh_build(config) or "seed" not in config:
+        return asked
+    if "seed" in asked and asked["seed"] != config["seed"]:
+        raise ConfigError(
+            f"seed={config['seed']!r} contradicts train_config seed={asked['seed']!r}: give it once"
+        )
+    return {**asked, "seed": config["seed"]}
+
+
+def _trained(path: Any, config: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the checkpoint at ``path``, its checked training config: ``saved_config``). A build
+    ``seed`` or a ``train_config`` value it was not trained with is refused (ConfigError), as
     snn.lif_convnet does: with a checkpoint nothing trains, so it would be ignored silently
     (``device`` says where to train, not which net: not compared). A training key it did not
     save (a checkpoint from before the key existed) is unknown, not today's default: never
     compared; the pipeline's keys are saved only when given, so a missing one took its default."""
     from neuroedge.checkpoint_configs import refuse_ignored_train_config, settle_saved
     from neuroedge.checkpoints import load_checkpoint
+    from neuroedge.config_values import mapping
+    from neuroedge.errors import ConfigError
     from neuroedge.models.unisparse import train
 
     ckpt = load_checkpoint(path, required=("state_dict", "config"))
     saved = saved_config(ckpt, path)
     settled = settle_saved(saved, train.DEFAULTS, certain=_PIPELINE_DEFAULTS)
+    if "seed" in config and "seed" in saved and config["seed"] != saved["seed"]:
+        raise ConfigError(
+            f"seed={config['seed']!r} contradicts the checkpoint {path} (trained with "
+            f"seed={saved['seed']!r}): drop seed or name another checkpoint"
+        )
+    train_config = mapping(config, "train_config")
     wanted = _training_request(train_config)
     refuse_ignored_train_config(train_config, wanted, settled, path, exempt=("device",))
     return ckpt, saved
@@ -203,14 +230,14 @@ def _data(saved: Mapping[str, Any]) -> dict[str, int]:
 
 def data_settings(config: Mapping[str, Any] | None = None) -> tuple[int, int]:
     """(split seed, time steps) of the net a build with ``config`` takes: a checkpoint's saved
-    ``seed`` and ``steps`` (it was trained on that split), else ``train_config``'s (what
-    ``train_if_missing`` trains with), else the defaults (0, ``STEPS``).
+    ``seed`` and ``steps`` (it was trained on that split), else those ``train_if_missing``
+    trains with (``train_config``'s, the build's ``seed``), else the defaults (0, ``STEPS``).
 
     A build's ``meta["config"]`` holds the settings of the net it built under ``BUILT``: they
     are taken as they are, without reading the checkpoint file again (another process, e.g.
     ``neuroedge train``, may have replaced it since: its split is not this net's)."""
     from neuroedge.checkpoints import resolve_checkpoint
-    from neuroedge.config_values import flag, mapping
+    from neuroedge.config_values import fresh_build
     from neuroedge.errors import ConfigError
 
     cfg = dict(config or {})
@@ -219,11 +246,11 @@ def data_settings(config: Mapping[str, Any] | None = None) -> tuple[int, int]:
             raise ConfigError(f"{BUILT}={cfg[BUILT]!r}: expected the data settings of a built net")
         built = _data(cfg[BUILT])
         return built["seed"], built["steps"]
-    saved: Mapping[str, Any] = mapping(cfg, "train_config")
-    if not (flag(cfg, "smoke") or flag(cfg, "untrained")):
+    saved: Mapping[str, Any] = _asked(cfg)
+    if not fresh_build(cfg):
         path = resolve_checkpoint(cfg, SPEC.name, check=False)
-        if path.is_file():  # its config, the train_config checked against it
-            saved = _trained(path, saved)[1]
+        if path.is_file():  # its config, the seed and train_config checked against it
+            saved = _trained(path, cfg)[1]
     data = _data(saved)
     return data["seed"], data["steps"]
 
