@@ -49,6 +49,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 from neuroedge.backends.base import MeasuredBackend, axes_meta, check_options, int_option
+from neuroedge.backends.lava_install import LOCAL_VERSION, import_problem, installed_problem
 from neuroedge.backends.lava_map import (
     Layer,
     Loihi2Limits,
@@ -107,19 +108,16 @@ class LavaBackend(MeasuredBackend):
     throughput_unit: ClassVar[str] = "steps"  # bench reports simulated time steps per second
 
     def probe(self) -> Availability:
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            found = version("lava-nc")
-        except PackageNotFoundError:
-            return Availability(
-                False, "lava-nc is not installed (python -m neuroedge.backends.lava_install)"
-            )
+        problem = installed_problem()  # the stock lava-nc crashes at import on Python 3.11
+        if problem is not None:
+            return Availability(False, problem)
         if importlib.util.find_spec("lava.magma") is None:
-            return Availability(False, f"lava-nc {found} is installed but lava.magma is missing")
+            return Availability(
+                False, f"lava-nc {LOCAL_VERSION} is installed but lava.magma is missing"
+            )
         hw = hardware_reason()
         where = "Loihi2HwCfg (hardware extension found)" if hw is None else f"Loihi2SimCfg; {hw}"
-        return Availability(True, f"lava-nc {found}: {where}")
+        return Availability(True, f"lava-nc {LOCAL_VERSION}: {where}")
 
     def supports(self, spec: ModelSpec) -> Support:
         """Spiking models whose smoke build maps to Lava populations (traced, not guessed)."""
@@ -140,9 +138,10 @@ class LavaBackend(MeasuredBackend):
         variant = options.get("variant", "floating_pt")
         if variant not in VARIANTS:
             raise ValueError(f"lava variant {variant!r} is not one of {VARIANTS}")
-        availability = self.probe()
-        if not availability.ok:
-            raise BackendUnavailable(availability.reason)
+        availability = self.probe()  # then lava's import, which the probe leaves to here
+        reason = availability.reason if not availability.ok else import_problem()
+        if reason is not None:
+            raise BackendUnavailable(reason)
         config = options.get("config", "hw" if hardware_reason() is None else "sim")
         if config not in ("hw", "sim"):
             raise ConfigError(f"backend 'lava' option config={config!r}: expected 'hw' or 'sim'")

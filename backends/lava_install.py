@@ -54,6 +54,7 @@ STOCK_VERSION = "0.10.0"
 LOCAL_VERSION = "0.10.0+py311"
 STOCK_WHEEL = f"lava_nc-{STOCK_VERSION}-py3-none-any.whl"
 PATCHED_WHEEL = f"lava_nc-{LOCAL_VERSION}-py3-none-any.whl"
+COMMAND = "python -m neuroedge.backends.lava_install"  # what installs or repairs it
 STOCK_SHA256 = "d646723e888a72868dac77d31beee3eef1f540366a8c1a8578a2dc3302470926"
 DEPENDENCIES = ("asteval==0.9.33", "networkx==2.8.7")  # lava's own bounds, verified here
 # path in the wheel -> (stock bytes, replacement); each must occur exactly once
@@ -118,6 +119,47 @@ def installed_version() -> str | None:
         return version("lava-nc")
     except PackageNotFoundError:
         return None
+
+
+def installed_problem() -> str | None:
+    """None when lava-nc is the build :func:`install` makes (its version :data:`LOCAL_VERSION`
+    and every :data:`SOURCE_PATCHES` file patched) or a version of the user's own (neither that
+    nor the stock release: :func:`import_problem` checks it at compile), else what is wrong and
+    the command that fixes it. Reads the installed metadata and files, imports nothing:
+    cheap enough for ``neuroedge doctor``. The stock 0.10.0 crashes at import on Python 3.11."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    fix = f"run {COMMAND}"
+    try:
+        dist = distribution("lava-nc")
+    except PackageNotFoundError:
+        return f"lava-nc is not installed ({COMMAND})"
+    if dist.version == STOCK_VERSION:
+        return (
+            f"lava-nc {dist.version} is installed, not the patched {LOCAL_VERSION} build that "
+            f"runs on Python 3.11: {fix}"
+        )
+    if dist.version != LOCAL_VERSION:  # a build of the user's own: compile tries its import
+        return None
+    for name, (_, patched) in SOURCE_PATCHES.items():
+        try:
+            ok = patched in Path(str(dist.locate_file(name))).read_bytes()
+        except OSError as err:
+            return f"lava-nc {dist.version}: {name} does not read ({err}): {fix} --force"
+        if not ok:
+            return f"lava-nc {dist.version}: {name} lacks the Python 3.11 patch: {fix} --force"
+    return None
+
+
+def import_problem() -> str | None:
+    """None when lava's compiler imports (what :func:`installed_problem` cannot see: a build
+    whose files look patched yet fail at import), else the error and the fix. Imports lava
+    (0.1 s): for the compile that imports it anyway, not for ``neuroedge doctor``."""
+    try:
+        import lava.magma.compiler.var_model  # noqa: F401 (where the stock build fails on 3.11)
+    except (ImportError, ValueError, TypeError, AttributeError, OSError) as err:
+        return f"lava-nc does not import ({type(err).__name__}: {err}): run {COMMAND} --force"
+    return None
 
 
 def check(python: str = sys.executable) -> tuple[bool, str]:
@@ -213,7 +255,7 @@ def install(wheel: Path | None = None, force: bool = False) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(  # no __doc__ under python -OO
-        prog="python -m neuroedge.backends.lava_install",
+        prog=COMMAND,
         description=(__doc__ or "").split("\n\n")[0],
     )
     p.add_argument("--wheel", type=Path, default=None, help="a local stock lava-nc wheel")

@@ -8,7 +8,6 @@ silent (a test fails on it).
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from collections.abc import Mapping
 from dataclasses import replace
@@ -19,6 +18,7 @@ import numpy as np
 from neuroedge.backends.base import MeasuredBackend, axes_meta, check_options, int_option, unroll
 from neuroedge.backends.export_folders import export_once
 from neuroedge.backends.export_folders import refuse_existing as _refuse_existing
+from neuroedge.backends.onnxrt_probe import onnxrt_availability
 from neuroedge.errors import ArtifactError, ConfigError
 from neuroedge.npyfile import load_npz
 from neuroedge.export.tensorrt import VARIANTS as PRECISIONS  # int8: Q/DQ, calibrated
@@ -54,16 +54,7 @@ class OnnxRuntimeBackend(MeasuredBackend):
     finite_inputs: ClassVar[bool] = True
 
     def probe(self) -> Availability:
-        if importlib.util.find_spec("onnxruntime") is None:
-            return Availability(False, "onnxruntime is not installed (pip install onnxruntime)")
-        if importlib.util.find_spec("onnx") is None:
-            return Availability(False, "onnx is not installed (pip install onnx)")
-        import onnxruntime as ort
-
-        return Availability(
-            True,
-            f"onnxruntime {ort.__version__}, providers: {', '.join(ort.get_available_providers())}",
-        )
+        return onnxrt_availability()  # imports both packages: installed is not enough
 
     def supports(self, spec: ModelSpec) -> Support:
         if "onnx" not in spec.exportable:

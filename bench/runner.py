@@ -23,7 +23,7 @@ from neuroedge.bench.parity import (
 )
 from neuroedge.bench.sops import OpCounter
 from neuroedge.errors import NeuroedgeError
-from neuroedge.registry import get_backend
+from neuroedge.registry import get_backend, probed
 from neuroedge.shapes import bind_inputs
 from neuroedge.types import Measurement, ModelSpec, Report, TorchProgram
 
@@ -154,7 +154,7 @@ def _compile_rows(
     artifacts: dict[tuple[str, str], Any] = {}
     for name in tqdm(backends, desc=f"bench {spec.name}", disable=not progress):
         backend = get_backend(name)
-        availability, support = backend.probe(), backend.supports(spec)
+        availability, support = probed(backend), backend.supports(spec)
         if not availability.ok or not support.ok:
             reason = availability.reason if not availability.ok else support.reason
             rows[(name, "default")] = Report(spec.name, name, rejections=(reason,))

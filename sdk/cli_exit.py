@@ -73,6 +73,43 @@ def readable_output() -> Iterator[None]:
                 stream.reconfigure(errors=errors)
 
 
+# import name -> pip distribution, where they differ (the rest install under their own name)
+DISTRIBUTIONS = {"sklearn": "scikit-learn", "lava": "lava-nc", "PIL": "pillow"}
+SET_UP = "install neuroedge's dependencies (make test, or pip install -e ., in the source tree)"
+
+
+def install_hint(module: str) -> str:
+    """How to install the package that provides the top-level ``module``, from neuroedge's
+    own requirements (setup.cfg's install_requires and extras, as installed)."""
+    from importlib.metadata import PackageNotFoundError, requires
+
+    dist = DISTRIBUTIONS.get(module, module)
+    if dist == "lava-nc":
+        return "python -m neuroedge.backends.lava_install (the set-up runs it)"
+    try:
+        declared = requires("neuroedge") or []
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        declared = []
+    key = dist.lower().replace("_", "-")
+    for line in declared:
+        name, _, marker = line.partition(";")
+        if name.split("==")[0].strip().lower().replace("_", "-") != key:
+            continue
+        if "extra ==" in marker:
+            extra = marker.split("extra ==")[1].strip().strip("'\"")
+            return f"pip install 'neuroedge[{extra}]'"
+        return f"neuroedge requires it: {SET_UP}"
+    return "not a requirement of the wheel: the set-up (make) installs it, see the Makefile"
+
+
+def missing_package_line(err: ModuleNotFoundError) -> str:
+    """The one line for a package a command needs that is not installed."""
+    if not err.name:  # raised by hand, without the module's name
+        return f"neuroedge: error: missing package ({err}): {SET_UP}"
+    module = err.name.split(".")[0]
+    return f"neuroedge: error: missing package {module} ({err}): {install_hint(module)}"
+
+
 def error_status(err: BaseException, debug: bool) -> int:
     """The exit status of ``err`` raised by a command, after its one line (or re-raised)."""
     try:
@@ -98,6 +135,11 @@ def error_status(err: BaseException, debug: bool) -> int:
         return EXIT_READER_GONE
     except UnicodeEncodeError:  # neuroedge's own output, never the user's input: a bug
         raise
+    except ModuleNotFoundError as err:  # an optional or broken set-up; neuroedge's own: a bug
+        if debug or (err.name or "").split(".")[0] == "neuroedge":
+            raise
+        print(missing_package_line(err), file=sys.stderr)
+        return 2
     except (NeuroedgeError, ValueError, OSError) as err:  # OSError: paths the user gave
         if debug:
             raise

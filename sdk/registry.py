@@ -111,13 +111,24 @@ def get_backend(name: str) -> Backend:
     return _load("backend", name, table[name])()
 
 
+def probed(backend: Backend) -> Availability:
+    """``backend.probe()``, or, where the probe itself raises, unavailable with the error as the
+    reason: a bug in one probe (a third party's too) must not end doctor or a bench."""
+    try:
+        return backend.probe()
+    except Exception as err:  # any error of a probe is its reason: probes never raise
+        return Availability(False, f"its probe raised {type(err).__name__}: {err}")
+
+
 def available_backends() -> dict[str, Availability]:
-    """``{name: Availability}`` for every known backend; probes never raise, and a backend
-    whose plugin does not load is unavailable, its import error the reason."""
+    """``{name: Availability}`` for every known backend; probes never raise (``probed``), and
+    a backend whose plugin does not load is unavailable, its import error the reason."""
     found = {}
     for name in known_backends():
         try:
-            found[name] = get_backend(name).probe()
+            backend = get_backend(name)
         except PluginError as err:
             found[name] = Availability(False, str(err))
+            continue
+        found[name] = probed(backend)
     return found
