@@ -8,6 +8,8 @@ AvgPool2d/SumPool2d, Flatten, Affine/Linear/Scale) is composed into one synaptic
 the pooling after it become a single ``Sparse`` process with exactly torch's arithmetic (Lava's
 own ``Conv`` computes a flipped-kernel convolution in (x, y, c) layout; the composed sparse
 matrix needs neither the flip nor the layout change). Dense matrices (< 50% zeros) use ``Dense``.
+Shapes come from the Inputs through the synapses (neuroedge.export.nir_shapes.propagate), so a
+population whose parameters are single values (norse writes 0-d arrays) takes its input's shape.
 
 Graphs, not only chains. A population with several incoming edges (a residual net's membrane
 shortcut: NIR sums a node's inputs) gets one synapse per edge, all into its ``a_in`` (Lava sums
@@ -157,14 +159,23 @@ def _walk_back(graph: Any, start: str, preds: dict[str, list[str]]) -> tuple[str
         node = sources[0]
 
 
-def _out_shape(node: Any) -> tuple[int, ...]:
-    from neuroedge.export.nir_run import node_shape
-
-    return node_shape(node, "output_type")
+def _known(shapes: dict[str, tuple[int, ...] | None], name: str) -> tuple[int, ...]:
+    """Node ``name``'s output shape as propagated from the Inputs (a population's from the
+    synapses into it: norse writes 0-d parameters); refused when no Input declares one."""
+    if not shapes.get(name):
+        raise ExportRefused(
+            f"Lava mapping: the shape of node {name!r} is unknown (no shape reaches it from "
+            "the graph's Input nodes); give the Input its shape"
+        )
+    return shapes[name]
 
 
 def _synapses(
-    graph: Any, name: str, preds: dict[str, list[str]], depths: dict[str, int]
+    graph: Any,
+    name: str,
+    preds: dict[str, list[str]],
+    depths: dict[str, int],
+    shapes: dict[str, tuple[int, ...] | None],
 ) -> tuple[list[tuple[str, np.ndarray]], np.ndarray, int, np.ndarray]:
     """The composed ``(source, W)`` of every edge into ``name``, the summed bias of the
     feed-forward edges, the depth, and the summed bias of the recurrent edges."""
@@ -185,7 +196,7 @@ def _synapses(
                 "later population; only a population's edges onto itself are "
                 "mapped as recurrence"
             )
-        w, b = compose_chain(graph, chain, _out_shape(graph.nodes[source]))
+        w, b = compose_chain(graph, chain, _known(shapes, source))
         found.append((source, w))
         if source == name:
             recurrent = recurrent + b
@@ -205,8 +216,10 @@ def _synapses(
 def plan(graph: Any, dt: float) -> list[Layer]:
     """The populations of ``graph`` in order, with composed, threshold-folded synapses."""
     from neuroedge.export.nir_run import graph_order
+    from neuroedge.export.nir_shapes import propagate
 
     order, _ = graph_order(graph)  # back edges: checked per population in _synapses
+    shapes = propagate(graph, where="Lava mapping")
     preds = {n: [s for s, d in graph.edges if d == n] for n in graph.nodes}
     depths = {n: 0 for n, v in graph.nodes.items() if type(v).__name__ == "Input"}
     layers = []
@@ -222,7 +235,7 @@ def plan(graph: Any, dt: float) -> list[Layer]:
                     f"inputs ({preds[name]}); a readout takes one"
                 )
             pred = preds[name][0]
-            found, bias, depth, _ = _synapses(graph, name, preds, depths)
+            found, bias, depth, _ = _synapses(graph, name, preds, depths, shapes)
             shape = tuple(int(v) for v in np.atleast_1d(bias.shape))
             layers.append(
                 Layer(pred, tuple(Synapse(s, w) for s, w in found), bias, 1.0, False, shape, depth)
@@ -236,9 +249,11 @@ def plan(graph: Any, dt: float) -> list[Layer]:
                 f"(neurons: {', '.join(NEURON_KINDS)}, synapses: "
                 f"{', '.join(LINEAR_KINDS)})"
             )
-        found, bias, depth, recurrent_bias = _synapses(graph, name, preds, depths)
+        found, bias, depth, recurrent_bias = _synapses(graph, name, preds, depths, shapes)
         depths[name] = depth
-        layers.append(_fold(name, node, kind, found, (bias, recurrent_bias), depth, depths, dt))
+        layers.append(
+            _fold(name, node, kind, found, (bias, recurrent_bias), depth, depths, dt, shapes)
+        )
     return layers
 
 
@@ -251,9 +266,10 @@ def _fold(
     depth: int,
     depths: dict[str, int],
     dt: float,
+    shapes: dict[str, tuple[int, ...] | None],
 ) -> Layer:
     """The population ``name`` with its synapses' gains and thresholds folded in."""
-    shape = _out_shape(node)
+    shape = _known(shapes, name)
     g, spiking, offset, dv, du = _neuron_terms(name, node, kind, shape, dt)
     # a recurrent edge (source == name) arrives one step later by itself: no extra delay
     synapses = [

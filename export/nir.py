@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 from neuroedge.atomic import atomic_path
 from neuroedge.errors import ArtifactError, ExportRefused
+from neuroedge.export.nir_shapes import conv2d_io, declared, propagate
 from neuroedge.types import ModelSpec, TorchProgram
 
 HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
@@ -154,15 +155,6 @@ def to_nir(
     return graph
 
 
-def _shape(types: Mapping[str, Any] | None) -> tuple[int, ...] | None:
-    if not types:
-        return None
-    arr = next(iter(types.values()))
-    if arr is None or np.asarray(arr).ndim != 1 or np.asarray(arr).size == 0:
-        return None
-    return tuple(int(d) for d in np.asarray(arr))
-
-
 def _check_finite(where: str, name: str, param: str, value: Any) -> None:
     """Refuse a float parameter holding NaN or +-inf (an inf weight makes NaN membranes,
     which compare "equal" to a reference that is NaN too), naming node and parameter."""
@@ -184,7 +176,8 @@ def _check_finite(where: str, name: str, param: str, value: Any) -> None:
 
 def validate(graph: Any, where: str = "graph") -> None:
     """Edges name existing nodes, node types are known, no parameter holds NaN or inf, every time
-    constant (tau, tau_mem, tau_syn) is positive, shapes agree along every edge."""
+    constant (tau, tau_mem, tau_syn) is positive, shapes agree along every edge, and every
+    node's parameters fit the shape it receives from the Inputs (nir_shapes.propagate)."""
     names = set(graph.nodes)
     for name, node in graph.nodes.items():
         kind = type(node).__name__
@@ -211,13 +204,22 @@ def validate(graph: Any, where: str = "graph") -> None:
                     f"{where}: edge {src!r} -> {dst!r} names node {end!r}, "
                     f"which the graph lacks (nodes: {sorted(names)})"
                 )
-        out = _shape(getattr(graph.nodes[src], "output_type", None))
-        into = _shape(getattr(graph.nodes[dst], "input_type", None))
+        out, into = _declared(graph.nodes[src], "output"), _declared(graph.nodes[dst], "input")
         if out is not None and into is not None and np.prod(out) != np.prod(into):
             raise ArtifactError(
                 f"{where}: edge {src!r} -> {dst!r}: node {src!r} outputs "
                 f"shape {list(out)} but node {dst!r} expects {list(into)}"
             )
+    propagate(graph, where)  # what each node receives, from the Inputs: parameters must fit
+
+
+def _declared(node: Any, side: str) -> tuple[int, ...] | None:
+    """A node's declared input or output shape; a Conv2d's from its weight, stride, padding,
+    dilation, groups and input_shape (torch's formula: nir 1.0.8 ignores groups and takes the
+    kernel's height for both axes)."""
+    if type(node).__name__ == "Conv2d":
+        return conv2d_io(node)[0 if side == "input" else 1]
+    return declared(getattr(node, f"{side}_type", None))
 
 
 def write_nir(graph: Any, path: str | os.PathLike[str]) -> Path:

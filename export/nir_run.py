@@ -14,9 +14,13 @@ Every neuron is the forward-Euler step of NIR's continuous equation with the gra
 Design decisions, and why:
 
 * Nodes with several incoming edges sum their inputs (NIR's semantics of a residual add).
-* Cycles (recurrent weights): a depth-first walk from the inputs marks the edges that close a
-  cycle; those carry the source's output from the *previous* step (zeros at t=0), which is how
+* Cycles (recurrent weights): an edge ``s -> d`` carries ``s``'s output from the *previous*
+  step (zeros at t=0) when a cycle through it has ``d`` as a shallowest node (fewest edges from
+  any Input), whatever the nodes are called and however the file orders them
+  (neuroedge.export.nir_shapes); a population onto itself delays the edge back into it, as
   norse/nirtorch and the Braille paper's platforms run them. That buffer is explicit state.
+* Shapes come from the Inputs through every node (nir_shapes.propagate): a neuron parameter
+  that is neither one value nor the shape the node receives is refused, naming the node.
 * dt: from ``dt=`` or the graph's ``metadata["dt"]``; neither is an error, never a default.
 * Reset: ``reset=`` overrides, else each node's ``metadata["reset"]``, else NIR's reset to
   ``v_reset`` ("zero").
@@ -32,6 +36,7 @@ from typing import Any
 import numpy as np
 from neuroedge.errors import ArtifactError, ExportRefused
 from neuroedge.export.nir import RESETS
+from neuroedge.export.nir_shapes import declared, propagate, schedule
 from neuroedge.types import TorchProgram
 
 STATEFUL = {
@@ -58,35 +63,19 @@ SUPPORTED = (
 
 
 def graph_order(graph: Any) -> tuple[list[str], set[tuple[str, str]]]:
-    """Nodes in execution order and the set of back edges (those closing a cycle)."""
-    succ: dict[str, list[str]] = {n: [] for n in graph.nodes}
-    for s, d in graph.edges:
-        succ[s].append(d)
+    """Nodes in execution order and the set of delayed edges: an edge ``s -> d`` carries
+    ``s``'s previous step when ``d`` reaches ``s`` through nodes no shallower than ``d`` (fewest
+    edges from an Input): a cycle through the edge has ``d`` as a shallowest node. The rule reads
+    the graph's structure only, never node names or the order of nodes and edges
+    (neuroedge.export.nir_shapes.schedule)."""
     inputs = [n for n, v in graph.nodes.items() if type(v).__name__ == "Input"]
     if not inputs:
         raise ArtifactError(f"NIR graph has no Input node (nodes: {sorted(graph.nodes)})")
-    back: set[tuple[str, str]] = set()
-    state: dict[str, int] = {}  # 1 on the DFS stack, 2 done
-    post: list[str] = []
-    for root in inputs:
-        stack = [(root, iter(succ[root]))]
-        state[root] = 1
-        while stack:
-            node, it = stack[-1]
-            nxt = next(it, None)
-            if nxt is None:
-                state[node] = 2
-                post.append(node)
-                stack.pop()
-            elif state.get(nxt) == 1:
-                back.add((node, nxt))
-            elif nxt not in state:
-                state[nxt] = 1
-                stack.append((nxt, iter(succ[nxt])))
-    unreached = sorted(set(graph.nodes) - set(post))
+    order, back = schedule(graph)
+    unreached = sorted(set(graph.nodes) - set(order))
     if unreached:
         raise ArtifactError(f"NIR nodes {unreached} are not reachable from the inputs {inputs}")
-    return post[::-1], back
+    return order, back
 
 
 def check_euler_step(name: str, node: Any, dt: float) -> None:
@@ -185,11 +174,8 @@ def _neuron(
 
 
 def node_shape(node: Any, key: str) -> tuple[int, ...]:
-    types = getattr(node, key, None) or {}
-    arr = next(iter(types.values()), None)
-    if arr is None or np.asarray(arr).ndim != 1 or np.asarray(arr).size == 0:
-        return ()
-    return tuple(int(d) for d in np.asarray(arr))
+    """The shape a node declares in ``input_type``/``output_type``; () when it declares none."""
+    return declared(getattr(node, key, None)) or ()
 
 
 class NIRStepper:
@@ -269,16 +255,16 @@ def from_nir(graph: Any, dt: float | None = None, reset: str | None = None) -> T
             "step); frameworks disagree on the default (norse 1e-3, snnTorch 1e-4)"
         )
     module, inputs, outputs, slots = NIRStepper.module(graph, float(dt), reset)
+    shapes = propagate(graph, where="NIR graph")  # parameters that do not fit: refused
     if not slots:
         raise ExportRefused(
             "this NIR graph has no neuron or recurrent state: nothing to step "
             "over time (import it as a stateless network instead)"
         )
-    shapes = {slot: node_shape(graph.nodes[slot[0]], "output_type") for slot in slots}
 
     def init_state(batch: int) -> tuple[Any, ...]:
-        # unknown population shape (writers that omit types): (batch, 1) broadcasts
-        return tuple(torch.zeros(batch, *(shapes[s] or (1,))) for s in slots)
+        # unknown shape (an Input that declares none): (batch, 1) broadcasts
+        return tuple(torch.zeros(batch, *(shapes.get(n) or (1,))) for n, _ in slots)
 
     state_names = tuple(f"{n.replace('.', '_')}_{p}" for n, p in slots)
     return TorchProgram(

@@ -1,6 +1,7 @@
 """NIR files and graphs the host runner and ``neuroedge nir`` must refuse or flag: corrupt HDF5
 metadata, infinite parameters, a dt longer than a time constant or different from the file's,
-negative Flatten dims, and a reference output that never changes."""
+negative Flatten dims, a reference output that never changes, and parameters or convolutions
+that do not fit the shape arriving from the Input."""
 
 from __future__ import annotations
 
@@ -195,3 +196,99 @@ def test_graph_that_does_not_read_back_leaves_the_older_file(tmp_path, monkeypat
         nir_export.write_nir(chain(2 * np.eye(2)), path)
     assert path.read_bytes() == before  # was: replaced by the file that failed the check
     assert [p.name for p in tmp_path.iterdir()] == ["g.nir"]
+
+
+def pooled_if_graph(threshold_shape, declared, channels=2, groups=1):
+    """conv (3 channels, 8x8) -> SumPool2d 2x2 -> IF: the IF receives (3, 4, 4). The IF
+    declares ``declared`` (from r); its thresholds have ``threshold_shape``."""
+    import nir
+
+    weight = np.random.default_rng(0).normal(0.5, 1, (3, channels, 3, 3)).astype(np.float32)
+    nodes = {
+        "x": nir.Input({"input": np.array([2, 8, 8])}),
+        "conv": nir.Conv2d((8, 8), weight, 1, 1, 1, groups, np.zeros(3, np.float32)),
+        "sp": nir.SumPool2d(np.array([2, 2]), np.array([2, 2]), np.array([0, 0])),
+        "if": nir.IF(r=np.ones(declared, np.float32), v_threshold=np.ones(declared, np.float32)),
+        "o": nir.Output({"output": np.array(declared or (3, 4, 4))}),
+    }
+    nodes["if"].v_threshold = np.ones(threshold_shape, np.float32)
+    edges = [("x", "conv"), ("conv", "sp"), ("sp", "if"), ("if", "o")]
+    return nir.NIRGraph(nodes, edges, metadata={"dt": 1.0}, type_check=False)
+
+
+def test_neuron_parameters_that_do_not_fit_a_pooled_map_are_refused(tmp_path):
+    """SumPool2d declares no shape; the IF's four thresholds broadcast along the last axis of
+    the (3, 4, 4) map it receives: the runner ran that, silently, before shapes were
+    propagated from the Input."""
+    import nir
+    from neuroedge.export.nir import read_nir
+    from neuroedge.export.nir_run import run_nir
+
+    path = tmp_path / "bad.nir"
+    nir.write(str(path), pooled_if_graph((4,), (4,)))
+    with pytest.raises(ArtifactError, match=r"'if' \(IF\) expects shape \[4\] but receives \[3, 4"):
+        read_nir(path)
+    x = np.ones((2, 1, 2, 8, 8), np.float32)
+    # a 0-d r declares nothing: the thresholds are checked against what arrives
+    with pytest.raises(ArtifactError, match=r"'v_threshold' has shape \[4\], but the node rec"):
+        run_nir(pooled_if_graph((4,), ()), {"x": x})
+    assert run_nir(pooled_if_graph((3, 4, 4), ()), {"x": x})["o"].shape == (2, 1, 3, 4, 4)
+
+
+def test_conv_with_the_wrong_channel_count_is_still_refused():
+    """A grouped convolution takes weight.shape[1] * groups channels (4 here); one that does
+    not fit its input is refused, naming both shapes."""
+    from neuroedge.export.nir import validate
+
+    with pytest.raises(ArtifactError, match=r"'x' outputs shape \[2, 8, 8\].*expects \[4, 8"):
+        validate(pooled_if_graph((3, 4, 4), (3, 4, 4), channels=2, groups=2))
+
+
+def shape_graph(case: str):
+    """Graphs whose shapes only propagation from the Input finds wrong (the LIF's 0-d
+    parameters declare none): ``back`` feeds the LIF's previous step with 4 values where the
+    LIF receives 5; ``sum`` adds 1 value to 4 (a sum broadcasts them); ``affine`` gives an
+    Affine of weight (5, 24) a (6, 4) input (24 values, but the product runs on the last axis)."""
+    import nir
+
+    w = lambda *shape: np.ones(shape, np.float32)  # noqa: E731
+    # tau, r, v_leak, v_threshold, v_reset: 0-d, as norse writes them
+    cell = nir.LIF(*(np.asarray(v, np.float32) for v in (0.01, 1, 0, 0.05, 0)))
+    nodes = {
+        "a": nir.Input({"input": np.array([3])}),
+        "lif": cell,
+        "o": nir.Output({"output": np.array([])}),
+    }
+    nodes["la"] = nir.Linear(w(1 if case == "sum" else 5, 3))
+    edges = [("a", "la"), ("la", "lif"), ("lif", "o")]
+    if case == "back":
+        nodes["back"] = nir.Linear(w(4, 5))
+        edges += [("lif", "back"), ("back", "lif")]
+    elif case == "sum":
+        nodes.update(b=nir.Input({"input": np.array([2])}), lb=nir.Linear(w(4, 2)))
+        edges += [("b", "lb"), ("lb", "lif")]
+    else:
+        nodes.update(a=nir.Input({"input": np.array([6, 4])}), la=nir.Affine(w(5, 24), w(5)))
+    return nir.NIRGraph(nodes, edges, metadata={"dt": 1e-3}, type_check=False)
+
+
+@pytest.mark.parametrize(
+    "case,message",
+    [
+        ("back", r"'lif' sums inputs of different shapes: \[5\] and \[4\] from 'back' \(its pr"),
+        ("sum", r"'lif' sums inputs of different shapes: \[1\] from 'la', \[4\] from 'lb'"),
+        ("affine", r"'la' \(Affine, weight \[5, 24\]\) receives shape \[6, 4\]: expected a last"),
+    ],
+)
+def test_shapes_that_do_not_fit_are_refused_naming_the_node(case, message, tmp_path):
+    """In a file and in memory, before any step: each case would otherwise broadcast or crash
+    inside torch (no test reached these three checks before)."""
+    import nir
+    from neuroedge.export.nir import read_nir
+    from neuroedge.export.nir_run import run_nir
+
+    nir.write(str(tmp_path / "g.nir"), shape_graph(case), compression=None)  # 0-d arrays
+    with pytest.raises(ArtifactError, match=message):
+        read_nir(tmp_path / "g.nir")
+    with pytest.raises(ArtifactError, match=message):
+        run_nir(shape_graph(case), {"a": np.ones((2, 1, 3), np.float32)})
