@@ -52,14 +52,15 @@ def check_nir(
     dt = _nir_check_args(graph, path, backend, dt, steps, batch, density)
     name, shape = _nir_input(graph, path)
     x = _nir_input_array(path, inputs, shape, steps, batch, density, seed)
+    options = _nir_check_options(backend, _nir_options(backend, options, x))
     try:
         reference = run_nir(graph, {name: x}, dt=dt)
     except ExportRefused as err:  # an unsupported node: say which file it is in
         raise ExportRefused(f"{path}: {err}") from None
+    _nir_check_mapping(backend, path, graph, dt, options)
     outputs = [n for n, v in graph.nodes.items() if type(v).__name__ == "Output"]
     program = NIRProgram(graph, dt)
     spec = _nir_spec(path, program, name, shape, outputs, reference, x)
-    options = _nir_options(backend, options, x)
     artifact, got, seconds = _nir_run_backend(backend, program, spec, options, {name: x})
     report: dict[str, Any] = {
         "file": str(path),
@@ -163,6 +164,49 @@ def _nir_options(
     from neuroedge.backends.lava import default_input_scale
 
     return {**(options or {}), "input_scale": str(int(default_input_scale(x)))}
+
+
+def _nir_check_options(backend: str, options: Mapping[str, str] | None) -> Mapping[str, str] | None:
+    """``options``, checked as the backend's compile checks them where that needs no backend
+    installed, before its probe (which ``_nir_run_backend`` reads first): the names and types
+    (``check_options_before_build``), and lava's variant and input_scale; so a bad value is
+    the same error on every machine, lava installed or not."""
+    from neuroedge.backends.base import check_options_before_build
+
+    check_options_before_build(get_backend(backend), options)
+    if backend != "lava":
+        return options
+    from neuroedge.backends.lava import VARIANTS, _input_scale
+
+    given = dict(options or {})
+    variant = given.get("variant", "floating_pt")
+    if variant not in VARIANTS:
+        raise ValueError(f"lava variant {variant!r} is not one of {VARIANTS}")
+    _input_scale(given)
+    return options
+
+
+def _nir_check_mapping(
+    backend: str,
+    path: str | os.PathLike[str],
+    graph: Any,
+    dt: float,
+    options: Mapping[str, str] | None,
+) -> None:
+    """Whether lava takes ``graph`` (its populations, their time constants at ``dt``, the chip
+    fit), as its compile maps it, before its probe: the mapping needs no lava installed."""
+    if backend != "lava":
+        return
+    from neuroedge.backends.base import int_option
+    from neuroedge.backends.lava_map import Loihi2Limits, chip_fit, plan
+
+    try:
+        layers = plan(graph, dt)
+    except ExportRefused as err:  # a node lava cannot map: say which file it is in
+        raise ExportRefused(f"{path}: {err}") from None
+    fit = chip_fit(layers, Loihi2Limits(chips=int_option(backend, options or {}, "chips", 1)))
+    if not fit.fits:
+        raise ExportRefused(f"{path} does not fit Loihi 2: {fit.reason}")
 
 
 def _nir_input(graph: Any, path: str | os.PathLike[str]) -> tuple[str, tuple[int, ...]]:

@@ -2,8 +2,9 @@
 ``torchrun`` and ``chat_server`` (a fake OpenAI-compatible server) fixtures.
 
 Markers map to probes: ``tensorrt`` -> the tensorrt backend, ``loihi`` -> the lava backend,
-``gpu`` -> a CUDA device visible to torch. ``NEUROEDGE_REQUIRE=tensorrt,gpu`` (comma list of
-marker or backend names) turns those skips into failures, for runs on machines that must have
+``gpu`` -> a CUDA device visible to torch; ``need_package("tonic")`` skips unless a package
+outside install_requires imports. ``NEUROEDGE_REQUIRE=tensorrt,gpu`` (comma list of marker,
+backend or package names) turns those skips into failures, for runs on machines that must have
 them.
 """
 
@@ -64,6 +65,30 @@ def require_backend(name: str) -> None:
         skip_or_fail(name, reason)
 
 
+def package_reason(module: str, imports: bool = True) -> str | None:
+    """None when ``module`` imports (with ``imports=False``: is found, for a package of data
+    files whose own imports need more), else why not: for the packages outside install_requires
+    that ``make`` installs (tests/test_packaging.py NOT_DECLARED)."""
+    import importlib
+    import importlib.util
+
+    if not imports:
+        found = importlib.util.find_spec(module) is not None
+        return None if found else f"{module} is not installed; make installs it"
+    try:
+        importlib.import_module(module)
+    except ImportError as err:
+        return f"{module} does not import ({err}); make installs it"
+    return None
+
+
+def require_package(module: str, imports: bool = True) -> None:
+    """Call at the top of a test (or fixture) that needs package ``module``."""
+    reason = package_reason(module, imports)
+    if reason is not None:
+        skip_or_fail(module, reason)
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     for marker in item.iter_markers():
         if marker.name == "gpu":
@@ -80,6 +105,14 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def require() -> object:
     """``require("lava")`` skips (or fails, under NEUROEDGE_REQUIRE) unless the backend runs."""
     return require_backend
+
+
+@pytest.fixture(scope="session")
+def need_package() -> object:
+    """``need_package("tonic")`` skips (or fails, under NEUROEDGE_REQUIRE=tonic) with the
+    import's reason unless package ``tonic`` imports (``imports=False``: is installed);
+    session-wide, for module fixtures too."""
+    return require_package
 
 
 @pytest.fixture

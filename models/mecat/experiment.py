@@ -43,6 +43,8 @@ with the embedding error against the host and every system's DATE through that e
 against the host's (``date_max_abs_diff``, ``date_mean_abs_diff``, ``system_order_kept``).
 The graphs go to ``.neuroedge/artifacts/onnxrt/caption.date/encoder-<hash>/``
 (``deploy.export_pair``: a folder per encoder's weights, so runs at once keep their own).
+Where onnxrt is asked for but unavailable, its probe is read before the sweep and the report
+says ``onnxrt rows skipped: <reason>`` (``onnxrt_plan``) instead of the rows.
 
 With ``data=PATH`` (a jsonl of the user's captions, ``data.read_jsonl``) the bench scores that
 file instead, with the generic sentence against the same references as the floor; there is no
@@ -250,20 +252,37 @@ def scores_plot(doc: dict[str, Any], path: Path) -> Path:
 FILE_ONLY_UNUSED = ("seeds", "seed", "workers", "clips", "refs")  # generated sets' keys
 
 
+def onnxrt_plan(backends: Sequence[str]) -> tuple[bool, list[str]]:
+    """Whether the encoder's onnxrt rows are measured: onnxrt among ``backends`` and its probe
+    passing, read before any work (the rows come after the sweep); else the report's note
+    ``onnxrt rows skipped: <the probe's reason>``, as event.bivision and ttt.linear_attention
+    say it (no note when onnxrt was not asked for)."""
+    if "onnxrt" not in backends:
+        return False, []
+    from neuroedge.registry import get_backend
+
+    availability = get_backend("onnxrt").probe()
+    if availability.ok:
+        return True, []
+    return False, [f"onnxrt rows skipped: {availability.reason}"]
+
+
 def bench_file(
     out_dir: str, cfg: dict[str, Any], history: str | None, backends: Sequence[str] = ("host",)
 ) -> dict[str, Any]:
     """Score the user's caption file, with the generic sentence as the floor; with onnxrt among
-    ``backends``, the encoder's deployment rows on the file's own captions and references."""
+    ``backends`` (and available: ``onnxrt_plan``), the encoder's deployment rows on the file's
+    own captions and references."""
     from neuroedge.bench.report import build_document, write_report
     from neuroedge.models.mecat.data import read_jsonl
 
+    deploy, skipped = onnxrt_plan(backends)
     cands, refs = read_jsonl(cfg["data"])
     enc = encoder(cfg["model"])
     user, clips = system_row("user", enc, cands, refs, cfg["delta"])
     floor, _ = system_row("generic", enc, [GENERIC] * len(cands), refs, cfg["delta"])
     deployed = []
-    if "onnxrt" in backends:
+    if deploy:
         from neuroedge.models.mecat.deploy import deployment_rows
         from neuroedge.paths import artifact_dir
         from neuroedge.seeding import one_thread
@@ -273,9 +292,17 @@ def bench_file(
             deployed = deployment_rows(enc, systems, refs, cfg, artifact_dir(NAME, "onnxrt"))
     columns = [*METRICS, "seconds", *(DEPLOY_COLUMNS if deployed else ())]
     doc = build_document(
-        NAME, [user, floor, *deployed], config=cfg, columns=columns, per_clip=clips
+        NAME,
+        [user, floor, *deployed],
+        config=cfg,
+        columns=columns,
+        per_clip=clips,
+        skipped=skipped,
     )
-    write_report(doc, out_dir, columns=columns, plots=[scores_plot], history=history)
+    sections = [f"- {line}" for line in skipped]
+    write_report(
+        doc, out_dir, columns=columns, sections=sections, plots=[scores_plot], history=history
+    )
     return doc
 
 
@@ -299,10 +326,11 @@ def bench(
         cfg = check_config({**DEFAULTS, **user})
         cfg = {k: v for k, v in cfg.items() if k not in FILE_ONLY_UNUSED}
         return bench_file(out_dir, cfg, history, backends)
+    deploy, skipped = onnxrt_plan(backends)  # before the sweep: the rows come after it
     cfg, seeds, results = run_over_seeds(NAME, user, DEFAULTS, check_config, run_seed)
     per_seed = {s: r["rows"] for s, r in results.items()}
     deployed = []
-    if "onnxrt" in backends:
+    if deploy:
         from neuroedge.models.mecat.data import scene_set
         from neuroedge.models.mecat.deploy import deployment_rows
         from neuroedge.paths import artifact_dir
@@ -325,9 +353,10 @@ def bench(
         cfg,
         claim,
         [*METRICS, "seconds", *DEPLOY_COLUMNS],
-        claim_lines(claim, claim_notes(claim)),
+        [*claim_lines(claim, claim_notes(claim)), *(f"- {line}" for line in skipped)],
         [scores_plot],
         history,
         extra_rows=deployed,
         per_clip={str(s): r["per_clip"] for s, r in results.items()},
+        skipped=skipped,
     )
