@@ -236,7 +236,9 @@ def plan(graph: Any, dt: float) -> list[Layer]:
                 )
             pred = preds[name][0]
             found, bias, depth, _ = _synapses(graph, name, preds, depths, shapes)
-            shape = tuple(int(v) for v in np.atleast_1d(bias.shape))
+            # the chain's output shape (a Flatten keeping axes gives (3, 36), not (108,)): the
+            # composed weights flatten it in C order, so the host readout reshapes back to it
+            shape = _known(shapes, pred)
             layers.append(
                 Layer(pred, tuple(Synapse(s, w) for s, w in found), bias, 1.0, False, shape, depth)
             )

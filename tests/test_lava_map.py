@@ -127,3 +127,59 @@ def test_shortcut_edges_become_delayed_synapses_and_a_bare_readout_a_population(
     assert sum(-np.clip(x, None, 0).sum(1) for x in eff).max() <= 32767
     for w, e, syn in zip(q.weights, q.weight_exps, c.synapses):
         np.testing.assert_allclose(w * 2.0**e / q.scale, syn.weight, atol=2 ** (e + 1) / q.scale)
+
+
+def _readout_2d_graph() -> object:
+    """A spiking conv flattened to (3, 36) (Flatten 1..2) and scaled per element: an Output
+    fed by a linear chain whose output keeps two axes."""
+    import nir
+
+    rng = np.random.default_rng(0)
+    f = lambda a: np.asarray(a, np.float32)  # noqa: E731
+    nodes = {
+        "in": nir.Input(np.array([2, 6, 6])),
+        "conv": nir.Conv2d((6, 6), f(rng.normal(0.5, 1, (3, 2, 3, 3))), 1, 1, 1, 1, f([0] * 3)),
+        "if": nir.IF(r=f(np.ones((3, 6, 6))), v_threshold=f(np.ones((3, 6, 6)))),
+        "fl": nir.Flatten(np.array([3, 6, 6]), 1, 2),
+        "sc": nir.Scale(f(rng.normal(size=(3, 36)))),
+        "o": nir.Output(np.array([3, 36])),
+        "spk": nir.Output(np.array([3, 6, 6])),
+    }
+    edges = [("in", "conv"), ("conv", "if"), ("if", "fl"), ("fl", "sc"), ("sc", "o")]
+    edges.append(("if", "spk"))
+    return nir.NIRGraph(nodes, edges, metadata={"dt": 1.0}, type_check=False)
+
+
+def test_bare_readout_with_two_output_axes_keeps_the_hosts_shape_and_order():
+    """The readout's value (Lava's synaptic input integrated on the host) has the reference's
+    per-step shape (3, 36), element for element: it was flat (108,) and `neuroedge nir`
+    crashed comparing (T, B, 3, 36) with (T, B, 108)."""
+    from neuroedge.backends.lava import _integrate
+    from neuroedge.backends.lava_map import plan
+    from neuroedge.export.nir_run import run_nir
+
+    graph = _readout_2d_graph()
+    x = (np.random.default_rng(1).random((5, 2, 2, 6, 6)) < 0.5).astype(np.float32)
+    ref = run_nir(graph, {"in": x}, dt=1.0)
+    readout = plan(graph, dt=1.0)[-1]
+    assert readout.name == "sc" and not readout.spiking
+    assert readout.shape == np.shape(ref["o"])[2:] == (3, 36)
+    (syn,) = readout.synapses
+    assert syn.source == "if"
+    synaptic = np.asarray(ref["spk"], np.float64).reshape(5, 2, -1) @ syn.weight.T
+    got = _integrate(readout, synaptic, 1.0)
+    np.testing.assert_allclose(got, ref["o"], rtol=1e-5, atol=1e-5)
+
+
+def test_bare_readout_with_two_output_axes_runs_on_lava(require, tmp_path):
+    """End to end (`neuroedge nir FILE --backend lava`): equal to the host, not a crash."""
+    import nir
+    from neuroedge.api import check_nir
+
+    require("lava")
+    path = tmp_path / "readout2d.nir"
+    nir.write(path, _readout_2d_graph())
+    report = check_nir(path, "lava", steps=5, batch=2)
+    for name, shape in (("o", [5, 2, 3, 36]), ("spk", [5, 2, 3, 6, 6])):
+        assert report["outputs"][name]["shape"] == shape
+        assert report["outputs"][name]["max_abs_err"] < 1e-4
