@@ -1,9 +1,9 @@
 """Up-front checks of the ``neuroedge bench vla.specprune`` config.
 
 ``check_bench_config`` runs before the checkpoint is loaded (or trained), anything is exported
-and any closed-loop episode runs; ``check_baseline_budget`` right after the load, since the
-number of visual tokens is the trained network's. Every refusal is a ConfigError naming the key,
-the value and what is expected.
+and any closed-loop episode runs; the visual tokens per inference (``baseline_budget`` and
+``budgets`` are bounded by them) are fixed by the architecture (spec.VISUAL, 128). Every refusal
+is a ConfigError naming the key, the value and what is expected.
 """
 
 from __future__ import annotations
@@ -17,7 +17,16 @@ from neuroedge.errors import ConfigError
 # Where the closed-loop episodes run: eager PyTorch from the checkpoint, or the exported ONNX
 # graphs (bench.evaluate_job), which exist only when onnxrt is among the benchmarked backends.
 EVAL_BACKENDS = ("host", "onnxrt")
-POSITIVE_KEYS = ("threads", "episodes", "repeats", "workers")
+# Counts >= 1 and their upper bounds: threads (torch's count is a C int; 3e9 overflowed), the
+# closed-loop episodes per task and the timing repeats (10**6, as the other models' counts: the
+# defaults are 50 and 60, the README's largest run 450 episodes).
+MAX_COUNT = 10**6
+POSITIVE_KEYS: dict[str, int | None] = {
+    "threads": 4096,
+    "episodes": MAX_COUNT,
+    "repeats": MAX_COUNT,
+    "workers": None,
+}
 
 
 def check_tasks(value: Any) -> tuple[str, ...]:
@@ -60,13 +69,15 @@ def check_bench_config(cfg: dict[str, Any], backends: Sequence[str]) -> None:
     from neuroedge.models.specprune.bench_variants import ablation_configs, candidate_configs
     from neuroedge.models.specprune.functional import LOOKBACKS, PruneConfig, lookback_choices
 
-    for key in POSITIVE_KEYS:
-        if key in cfg:  # threads: torch's count is a C int (3e9 overflowed)
-            integer(cfg, key, 1, 4096 if key == "threads" else None)
+    from neuroedge.models.specprune.spec import VISUAL
+
+    for key, most in POSITIVE_KEYS.items():
+        if key in cfg:
+            integer(cfg, key, 1, most)
     if "tasks" in cfg:
         check_tasks(cfg["tasks"])
-    if "baseline_budget" in cfg:
-        integer(cfg, "baseline_budget", 1, hint=" (visual tokens FastV and random keep)")
+    if "baseline_budget" in cfg:  # VISUAL: every policy's (make_policy fixes image and patch)
+        check_baseline_budget(cfg["baseline_budget"], VISUAL)
     if "eval_backend" in cfg:
         check_eval_backend(cfg["eval_backend"], backends)
     if "lookback" in cfg and (
@@ -80,7 +91,7 @@ def check_bench_config(cfg: dict[str, Any], backends: Sequence[str]) -> None:
         # layouts seed0.. seed numpy's generator: 0..2**32-1 (-1 failed after the training)
         integer(cfg, "seed0", 0, 2**32 - 1, hint=" (the first layout seed)")
     if cfg.get("budgets", []) != []:  # an empty list: no budget sweep
-        int_list(cfg, "budgets")
+        int_list(cfg, "budgets", 1, VISUAL)
     try:
         candidate_configs(cfg.get("candidates", []), PruneConfig())
         ablation_configs(cfg.get("blank_views", []), PruneConfig())
@@ -95,7 +106,7 @@ def check_baseline_budget(value: int, n_visual: int) -> int:
         "baseline_budget",
         1,
         n_visual,
-        hint=" (visual tokens per inference of this checkpoint)",
+        hint=" (visual tokens per inference of the policy)",
     )
 
 

@@ -26,12 +26,14 @@ import numpy as np
 from neuroedge.atomic import write_bytes
 from neuroedge.errors import ArtifactError
 from neuroedge.npyfile import load_npz
-from neuroedge.models.specprune.sim import ACTION_DIM, TASKS, ManipulationEnv
+from neuroedge.models.specprune.sim import ACTION_DIM, MAX_STEPS, TASKS, ManipulationEnv
 from neuroedge.paths import home
 
 CHUNK = 8  # actions predicted and executed per policy query (OpenVLA-OFT's chunk of 8)
 STRIDE = 2  # a training sample every STRIDE steps (neighbouring frames are near duplicates)
 TEXT_LEN = 8  # instruction tokens, padded
+# the most samples one demonstration episode gives: one every STRIDE of its MAX_STEPS steps
+MAX_EPISODE_SAMPLES = -(-MAX_STEPS // STRIDE)
 EVAL_SEED0 = 10_000  # first evaluation seed; demonstrations use 0..n-1
 TUNE_SEED0 = 20_000  # first held-out layout for choosing settings (never the evaluation seeds)
 NOISE_STD = 0.15

@@ -85,8 +85,10 @@ SAVED_KEYS = ("tasks", "episodes", "dim", "heads", "depth", "ffn", "vit_depth")
 # (torch's count is a C int), demonstration episodes per task (each holds up to 60 samples of
 # two 64x64 RGB frames, 1.5 MB, all in memory and stacked once more at the end: 2,000 x 3 tasks
 # are up to 18 GB; the default is 300), the random shift (it pads both views by that many
-# pixels; the frames are 64 wide) and the network's sizes (allocated at once; their product
-# is bounded by MAX_PARAMS).
+# pixels; the frames are 64 wide), the network's sizes (allocated at once; their product
+# is bounded by MAX_PARAMS) and the optimizer steps per phase (MAX_STEPS, as the other models:
+# the default is 1600 + 1400). ``batch`` is bounded by the demonstrations (check_batch).
+MAX_STEPS = 10**6
 INT_BOUNDS: dict[str, tuple[int, int | None]] = {
     "episodes": (1, 2_000),
     "batch": (1, None),
@@ -98,9 +100,11 @@ INT_BOUNDS: dict[str, tuple[int, int | None]] = {
     "seed": (0, 2**32 - 1),
     "vit_depth": (0, 64),
     "shift": (0, 64),
-    "steps": (0, None),
-    "finetune_steps": (0, None),
+    "steps": (0, MAX_STEPS),
+    "finetune_steps": (0, MAX_STEPS),
 }
+# what ``init``'s checkpoint must share with the config (its weights are loaded)
+NETWORK_KEYS = ("dim", "heads", "depth", "ffn", "vit_depth")
 # Parameters of the policy: AdamW keeps four float32 copies (weights, gradients, two moments),
 # 1.6 GB at 100 M; the default network has 1.7 M.
 MAX_PARAMS = 100_000_000
@@ -124,10 +128,11 @@ def check_train_config(cfg: dict[str, Any]) -> dict[str, Any]:
 
     cfg = {**cfg, "tasks": check_tasks(cfg["tasks"])}
     for key, (least, most) in INT_BOUNDS.items():
-        integer(cfg, key, least, most)
-    for key in ("lr", "finetune_lr"):
-        number(cfg, key, 0.0, open_low=True)
-    number(cfg, "max_minutes", 0.0)
+        cfg[key] = integer(cfg, key, least, most)
+    for key in ("lr", "finetune_lr"):  # AdamW's peak rates (the defaults 1.5e-3 and 6e-4)
+        cfg[key] = number(cfg, key, 0.0, 10.0, open_low=True)
+    cfg["max_minutes"] = number(cfg, "max_minutes", 0.0)
+    check_batch(cfg)
     if cfg["dim"] % cfg["heads"] or (cfg["dim"] // cfg["heads"]) % 2:
         raise ConfigError(
             f"dim={cfg['dim']} heads={cfg['heads']}: each head needs an even width "
@@ -142,10 +147,49 @@ def check_train_config(cfg: dict[str, Any]) -> dict[str, Any]:
         )
     if cfg["steps"] + cfg["finetune_steps"] == 0:
         raise ConfigError("nothing to train: steps and finetune_steps are both 0")
-    init = cfg.get("init") or ""
-    if not isinstance(init, str) or (init and not Path(init).is_file()):
-        raise ConfigError(f'init={init!r}: expected the path of a checkpoint file, or ""')
+    check_init(cfg)
     return cfg
+
+
+def check_batch(cfg: Mapping[str, Any]) -> None:
+    """ConfigError for a ``batch`` larger than the most samples the demonstrations can give
+    (every episode a success of the longest length), before they are generated (11-20 min);
+    ``run_phase`` checks the samples they gave."""
+    from neuroedge.errors import ConfigError
+    from neuroedge.models.specprune.data import MAX_EPISODE_SAMPLES
+
+    most = cfg["episodes"] * len(cfg["tasks"]) * MAX_EPISODE_SAMPLES
+    if cfg["batch"] > most:
+        raise ConfigError(
+            f"batch={cfg['batch']}: expected an integer in 1..{most} (the most demonstration "
+            f"samples of episodes={cfg['episodes']} x {len(cfg['tasks'])} tasks, "
+            f"{MAX_EPISODE_SAMPLES} per episode)"
+        )
+
+
+def check_init(cfg: Mapping[str, Any]) -> None:
+    """Config ``init``: "" (fresh weights) or a checkpoint this training can continue from,
+    loaded here (a bad file is named before the demos, not after them) and of the config's
+    network sizes (its weights are loaded into that network)."""
+    from neuroedge.errors import ArtifactError, ConfigError
+
+    init = cfg.get("init", "")
+    if not isinstance(init, str):  # [], 0 or false meant fresh weights without a word
+        raise ConfigError(f'init={init!r}: expected the path of a checkpoint file, or ""')
+    if not init:
+        return
+    if not Path(init).is_file():
+        raise ConfigError(f"init={init!r}: no such checkpoint file")
+    try:
+        saved = load_policy_checkpoint(init)[1]
+    except ArtifactError as err:
+        raise ConfigError(f"init: {err}") from None
+    other = [f"{k}={saved[k]}" for k in NETWORK_KEYS if saved[k] != cfg[k]]
+    if other:
+        raise ConfigError(
+            f"init={init!r}: a network of {', '.join(other)}; this training's is "
+            f"{', '.join(f'{k}={cfg[k]}' for k in NETWORK_KEYS)}"
+        )
 
 
 def policy_parameters(config: Mapping[str, Any]) -> int:
@@ -217,7 +261,7 @@ def train(
             for a in (demos.primary, demos.wrist, demos.proprio, demos.text, demos.actions)
         ]
         policy = make_policy(cfg).train()
-        if cfg.get("init"):  # continue from a checkpoint's weights (same network config)
+        if cfg["init"]:  # continue from a checkpoint's weights (checked: same network)
             policy.load_state_dict(load_policy_checkpoint(cfg["init"])[0].state_dict())
         phases = [
             ("phase 1", float(cfg["lr"]), int(cfg["steps"])),
@@ -274,7 +318,7 @@ def run_phase(
     opt = torch.optim.AdamW(policy.parameters(), lr=peak, weight_decay=1e-4)
     batch, n = int(cfg["batch"]), len(tensors[0])
     if n < batch:
-        raise ValueError(f"{n} demonstration samples, fewer than one batch of {batch}")
+        raise ValueError(f"batch={batch}: {n} demonstration samples, fewer than one batch")
     gen = torch.Generator().manual_seed(int(cfg["seed"]))
     losses: list[float] = []
     start, budget_s = time.monotonic(), 60.0 * float(cfg["max_minutes"] or 1e9)
