@@ -69,3 +69,49 @@ def test_an_untrained_build_with_weights_named_is_refused(name, switch, key, tmp
     err = capsys.readouterr().err
     want = f"{switch}=true builds an untrained net, so {key}={given} would not be read: drop one"
     assert want in err and "Traceback" not in err
+
+
+BIG = 2**64  # overflowed a C integer (a traceback, or a message naming no key)
+COUNT_CASES = [  # (verb, model, config, message): each refused before any work, rc 2
+    ("run", "uq.last_layer", ["steps=10**12"], "steps=1000000000000: expected an integer in 1.."),
+    ("run", "uq.last_layer", [f"seed={BIG}"], f"seed={BIG}: expected an integer in 0..2147483647"),
+    ("train", "snn.unisparse", ["dense_epochs=10**12"], "dense_epochs=1000000000000: expected"),
+    ("train", "snn.unisparse", [f"sparse_epochs={BIG}"], f"sparse_epochs={BIG}: expected"),
+    ("train", "snn.unisparse", [f"finetune_epochs={BIG}"], f"finetune_epochs={BIG}: expected"),
+    ("bench", "apr.conrad", ["samples=10**12"], "samples=1000000000000: expected an integer"),
+    ("run", "apr.conrad", ["lm_stages=[[1]]"], "lm_stages must be a non-empty list of"),
+    ("bench", "apr.conrad", ["arms=[[1]]"], "arms must be a non-empty list of"),
+    ("run", "apr.conrad", ["model="], "model '': 'scripted', 'smollm2', a model file"),
+    ("run", "event.bivision", [f"seed={BIG}"], f"seed={BIG}: expected an integer in 0..4294967295"),
+    ("run", "graph.influence_max", [f"seed={BIG}"], f"seed={BIG}: expected an integer in 0.."),
+    ("bench", "alloc.envy_free", [f"seed={BIG}"], f"seed={BIG}: expected an integer in 0.."),
+]
+
+
+@pytest.mark.parametrize(("verb", "name", "config", "message"), COUNT_CASES)
+def test_huge_counts_and_unhashable_items_are_refused_by_key(
+    verb, name, config, message, tmp_path, capsys
+) -> None:
+    """Counts without an upper bound ran on without end (steps=10**12) or overflowed (2**64);
+    list items that are lists failed in set(); model="" loaded the working folder."""
+    config = [c.replace("10**12", str(10**12)) for c in config]
+    if verb == "run":
+        config += ["smoke=true"] if name != "graph.influence_max" else []
+        args = ["run", name, "--backend", "null", "--repeats", "1"]
+    else:
+        args = [verb, name, "--out", str(tmp_path / "out")]
+    assert main([*args, "--config", *config]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_checked_numbers_are_returned_as_floats() -> None:
+    """number() was only a check: its float was dropped, so 2**64 reached torch as an int
+    (OverflowError in causal.cadre; NaN or a run on in snn.unisparse)."""
+    from neuroedge.models.cadre import train as cadre
+    from neuroedge.models.unisparse import pipeline, train
+
+    cfg = cadre.check_config({**cadre.DEFAULTS, "alpha": BIG, "beta": BIG, "lambda_s": BIG})
+    assert all(type(cfg[k]) is float for k in ("alpha", "beta", "lambda_s", "lambda_z", "lr"))
+    cfg = pipeline.check_config({**train.DEFAULTS, "lr": BIG, "kd_temp": BIG}, device=False)
+    assert type(cfg["lr"]) is float and type(cfg["kd_temp"]) is float

@@ -21,6 +21,7 @@ from neuroedge.types import Efficiency, IOSpec, Measurement, ModelSpec, Paper, T
 
 SIZE = 32  # sensor pixels per side of the registered model
 STEPS = 5  # E2S time steps (20 ms each over a 100 ms window)
+SEED_MAX = 2**32 - 1  # the bench's bound (bench_settings); 2**64 overflowed in torch
 
 
 def _checkpoint(config: Mapping[str, Any]) -> tuple[Any, dict[str, Any] | None]:
@@ -34,7 +35,7 @@ def _checkpoint(config: Mapping[str, Any]) -> tuple[Any, dict[str, Any] | None]:
 
     smoke = fresh_build(config)  # smoke=true with a checkpoint: refused, it would not be read
     if "seed" in config:  # checked before it is compared with a checkpoint's (True == 1)
-        integer(config, "seed", 0)
+        integer(config, "seed", 0, SEED_MAX)
     path = resolve_checkpoint(config, checkpoint_name(config), check=not smoke)
     if smoke or not path.is_file():
         return path, None
@@ -148,7 +149,7 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
         net = train.make_net(cfg)
         load_weights(net, ckpt["state_dict"], path)
     else:
-        with seeded(integer(cfg, "seed", 0)):
+        with seeded(integer(cfg, "seed", 0, SEED_MAX)):
             net = train.make_net(cfg)
     net.eval()
     return TorchProgram(

@@ -64,16 +64,17 @@ def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
     synthetic generator has its own domains and would ignore it); ``time_column`` the CSV
     series' time column. ConfigError names key and value.
     """
+    out = dict(cfg)  # the checked values: alpha=2**64 as a float (as an int torch overflowed)
     for key, most in (("steps", MAX_STEPS), ("batch", MAX_BATCH), ("hidden", MAX_HIDDEN)):
-        integer(cfg, key, 1, most)
-    integer(cfg, "jac_batch", 1, cfg["batch"])
-    integer(cfg, "seed", 0, 2**32 - 1)
-    number(cfg, "lr", 0.0, 1.0, open_low=True)
+        out[key] = integer(cfg, key, 1, most)
+    out["jac_batch"] = integer(cfg, "jac_batch", 1, cfg["batch"])
+    out["seed"] = integer(cfg, "seed", 0, 2**32 - 1)
+    out["lr"] = number(cfg, "lr", 0.0, 1.0, open_low=True)
     for key in ("lambda_z", "lambda_s", "alpha", "beta", "threshold"):
         if key in cfg:
-            number(cfg, key, 0.0)
+            out[key] = number(cfg, key, 0.0)
     if "n" in cfg:
-        integer(cfg, "n", 1, MAX_N)
+        out["n"] = integer(cfg, "n", 1, MAX_N)
     series = cfg.get("series")
     if "series" in cfg and (not isinstance(series, str) or not series):
         raise ConfigError(f"series={series!r}: expected the path of a CSV or NetCDF file")
@@ -85,7 +86,7 @@ def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
                 "the synthetic generator would ignore it"
             )
     _check_time_column(cfg)
-    return dict(cfg)
+    return out
 
 
 def _check_time_column(cfg: Mapping[str, Any]) -> None:

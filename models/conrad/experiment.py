@@ -41,6 +41,9 @@ NAME = "apr.conrad"
 # The longest run of one test file a config may set: a day, where the generated functions' tests
 # take milliseconds (default 30 s); 99999999999 overflowed subprocess's timeout, a traceback.
 MAX_TIMEOUT_S = 86_400.0
+# The most forward-exploration passes per issue: 125x the paper's 8 (each pass is a full repair
+# with its model calls and a test run); samples=10**12 ran on without end.
+MAX_SAMPLES = 1000
 ARMS = ("baseline", "conrad", "no_guardian", "forward")
 DEFAULTS: dict[str, Any] = {
     "seeds": [0, 1, 2, 3, 4],
@@ -133,8 +136,9 @@ def check_config(cfg: Mapping[str, Any], method: str | None = None) -> dict[str,
         raise ConradError(f"unknown config keys {unknown}; expected some of {sorted(DEFAULTS)}")
     out["seeds"] = _seeds(cfg)
     out.pop("seed", None)
-    for key in ("targets", "top_k", "samples"):
+    for key in ("targets", "top_k"):
         out[key] = integer(out, key, 1)
+    out["samples"] = integer(out, "samples", 1, MAX_SAMPLES)
     out["temperature"] = number(out, "temperature", 0.0, open_low=True)
     out["timeout_s"] = number(out, "timeout_s", 0.0, MAX_TIMEOUT_S, open_low=True)
     for key in ("endpoint", "llm_model"):  # [] or {} read as "not given", a scripted run
@@ -144,14 +148,19 @@ def check_config(cfg: Mapping[str, Any], method: str | None = None) -> dict[str,
                 "leave the key out for the scripted model"
             )
     for key, known in (("lm_stages", STAGES), ("arms", ARMS)):
-        value = out[key]
-        if not isinstance(value, list | tuple) or not value or set(value) - set(known):
+        value = out[key]  # an unhashable item ([[1]]) failed in set(): a traceback
+        if (
+            not isinstance(value, list | tuple)
+            or not value
+            or not all(isinstance(x, str) for x in value)
+            or set(value) - set(known)
+        ):
             raise ConradError(f"{key} must be a non-empty list of {list(known)}, got {value!r}")
         out[key] = [x for x in known if x in value]
     out["arms"] = [method] if method else out["arms"]
     model = out["model"]
-    if not isinstance(model, str) or (
-        model not in ("scripted", "smollm2", "endpoint") and not Path(model).exists()
+    if not isinstance(model, str) or (  # "" exists as Path("") (".") and loaded the cwd
+        model not in ("scripted", "smollm2", "endpoint") and (not model or not Path(model).exists())
     ):
         raise ConradError(
             f"model {model!r}: 'scripted', 'smollm2', a model file / folder or 'endpoint'"

@@ -53,8 +53,8 @@ MAX_PROBE_BYTES = 4 * 2**30
 def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """Every value the bench reads, checked before any work; ConfigError names key and value.
 
-    Counts: trials, budget_trials in 1..10^5, brute_force_instances in 1..10^4, seed >= 0;
-    sigma finite > 0. Hard instances need an even m in 2..10^5 (ms, delta_sweep_m, each
+    Counts: trials, budget_trials in 1..10^5, brute_force_instances in 1..10^4, seed in
+    0..2^32-1; sigma finite > 0. Hard instances need an even m in 2..10^5 (ms, delta_sweep_m, each
     budget case's m) and 0 < Delta <= m/4 (eps = 2 Delta/m <= 1/2); m_sweep_delta is an
     integer >= 1. ms and deltas need two distinct values for a slope. brute_force_ms are in
     1..20 (2^m allocations). budget_cases is a non-empty list of [m, Delta] pairs. trials x the
@@ -64,7 +64,7 @@ def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
     integer(cfg, "trials", 1, MAX_TRIALS)
     integer(cfg, "budget_trials", 1, MAX_TRIALS)
     integer(cfg, "brute_force_instances", 1, MAX_BRUTE_FORCE_INSTANCES)
-    integer(cfg, "seed", 0)
+    integer(cfg, "seed", 0, 2**32 - 1)  # numpy's seeds, as every other model's bench
     number(cfg, "sigma", 0.0, open_low=True)
     int_list(cfg, "brute_force_ms", 1, F.BRUTE_FORCE_MAX_ITEMS)
     m_delta = _even_m(cfg, "delta_sweep_m", integer(cfg, "delta_sweep_m", 2, MAX_M))

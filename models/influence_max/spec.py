@@ -18,9 +18,11 @@ BUILD_DEFAULTS: dict[str, Any] = {"k": 2, "worlds": 200, "seed": 0}
 def check_config(config: Mapping[str, Any]) -> tuple[int, int, int]:
     """(k, worlds, seed) of the run config, checked before any work: k (the seed budget; at
     most the graph's node count, checked when the edges are given) and worlds in 1..10^5
-    integers, seed an integer >= 0. ConfigError names the key and the value."""
+    integers, seed an integer in 0..2^32-1 (the bench's, numpy's seeds). ConfigError names the
+    key and the value."""
     cfg = {**BUILD_DEFAULTS, **config}
-    return integer(cfg, "k", 1), integer(cfg, "worlds", 1, MAX_WORLDS), integer(cfg, "seed", 0)
+    k, worlds = integer(cfg, "k", 1), integer(cfg, "worlds", 1, MAX_WORLDS)
+    return k, worlds, integer(cfg, "seed", 0, 2**32 - 1)
 
 
 def build(config: Mapping[str, Any]) -> HostProgram:

@@ -35,14 +35,15 @@ ORDER = ("dense", "unisparse", "spike_only", "weight_only", "random_mask")
 BUDGET_SLACK = 0.05  # measured energy may exceed the target by 5% (test set vs training batches)
 # integer keys: (least value, greatest value or None). Upper bounds where a huge value would
 # crash or exhaust memory before any message: time steps and the seed (spec.MAX_STEPS and
-# spec.SEED_MAX give the reasons), threads (torch's count is a C int: 3e9 overflowed).
-MAX_THREADS = 4096
+# spec.SEED_MAX give the reasons), threads (torch's count is a C int: 3e9 overflowed), epochs
+# (snn.lif_convnet's bound; 10**12 trained on without end, 2**64 overflowed in range()).
+MAX_THREADS, MAX_EPOCHS = 4096, 100_000
 INT_KEYS: dict[str, tuple[int, int | None]] = {
     "steps": (1, MAX_STEPS),
     "batch": (1, None),
-    "dense_epochs": (0, None),
-    "sparse_epochs": (0, None),
-    "finetune_epochs": (0, None),
+    "dense_epochs": (0, MAX_EPOCHS),
+    "sparse_epochs": (0, MAX_EPOCHS),
+    "finetune_epochs": (0, MAX_EPOCHS),
     "seed": (0, SEED_MAX),
     "threads": (1, MAX_THREADS),
     "lava_samples": (1, None),
@@ -106,15 +107,16 @@ def check_config(
         )
     for key, (least, most) in INT_KEYS.items():
         if key in out:
-            integer(out, key, least, most)
+            out[key] = integer(out, key, least, most)
     if out.get("seeds") not in (None, ""):  # each seed of a bench under seed's rule
         int_list(out, "seeds", *INT_KEYS["seed"])
     if out.get("train_subset") is not None:
-        integer(out, "train_subset", 1, hint=" or None (every training image)")
+        hint = " or None (every training image)"
+        out["train_subset"] = integer(out, "train_subset", 1, hint=hint)
     for key, bounds in NUMBER_KEYS.items():
         if key in out and not (key == "energy_target_uj" and out[key] is None):
             low, open_low, high = bounds
-            number(out, key, low, high, open_low)
+            out[key] = number(out, key, low, high, open_low)  # 2**64 as a float, not an int
     for key, choices in CHOICE_KEYS.items():
         if key in out and (not isinstance(out[key], str) or out[key] not in choices):
             raise ConfigError(f"{key}={out[key]!r}: expected one of {', '.join(choices)}")

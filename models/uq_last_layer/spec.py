@@ -11,6 +11,9 @@ from neuroedge.models.uq_last_layer.experiment import DEFAULTS as BENCH_DEFAULTS
 from neuroedge.types import Efficiency, HostProgram, IOSpec, ModelSpec, Paper
 
 IN_FEATURES = 8  # the synthetic regression task of data.synthetic_regression
+# a build's seed and steps under the bench's bounds (experiment.check_config): steps=10**12
+# trained on without end and 2**64 overflowed, a traceback
+MAX_SEED, MAX_STEPS = 2**31 - 1, 10**6
 
 
 def check_inputs(x: Any) -> np.ndarray:
@@ -37,7 +40,7 @@ def build(config: Mapping[str, Any]) -> HostProgram:
         raise ValueError(f"subset {subset!r} is not one of {', '.join(F.SUBSETS)}")
     smoke = bool(config.get("smoke"))
     cfg = {"seed": 0, "steps": 30 if smoke else 1000, **config}
-    seed, steps = integer(cfg, "seed", 0), integer(cfg, "steps", 1)
+    seed, steps = integer(cfg, "seed", 0, MAX_SEED), integer(cfg, "steps", 1, MAX_STEPS)
     split = load_split("synthetic", seed, 200 if smoke else 2000)
     net = F.make_mlp(IN_FEATURES, 8 if smoke else 32, 1, seed)
     F.train_map(net, split.x_train, split.y_train, "regression", steps=steps, lr=5e-3)
