@@ -88,6 +88,7 @@ def _load_reason(err: BaseException) -> str:
 def load_checkpoint(path: str | os.PathLike[str], required: tuple[str, ...] = ()) -> dict:
     """Load a checkpoint without unpickling code; missing or corrupt files raise ArtifactError."""
     import pickle
+    import struct
     import zipfile
 
     import torch
@@ -106,6 +107,7 @@ def load_checkpoint(path: str | os.PathLike[str], required: tuple[str, ...] = ()
         KeyError,  # the weights-only unpickler on arbitrary bytes (a text file named .pt)
         IndexError,
         pickle.UnpicklingError,
+        struct.error,  # a pickle cut inside an opcode's argument (b"\x80\x02J\x00")
         zipfile.BadZipFile,
     ) as err:
         raise ArtifactError(f"{path}: not a readable checkpoint ({_load_reason(err)})") from err

@@ -151,6 +151,17 @@ def test_a_garbage_checkpoint_gets_no_advice_to_unpickle_it(
     assert "g.pt: not a readable checkpoint" in err_text and "weights_only" not in err_text
 
 
+@pytest.mark.parametrize("data", [b"\x80\x02J\x00", b"\x80\x02M\x00", b"\x80\x02G\x00\x00"])
+def test_a_pickle_cut_inside_an_opcode_argument_is_not_a_readable_checkpoint(
+    tmp_path: Path, data: bytes
+) -> None:
+    from neuroedge.checkpoints import load_checkpoint
+
+    (tmp_path / "cut.pt").write_bytes(data)  # was struct.error: a traceback, exit 1
+    with pytest.raises(ArtifactError, match="cut.pt: not a readable checkpoint"):
+        load_checkpoint(tmp_path / "cut.pt")
+
+
 @pytest.mark.parametrize(
     "backend", ["host", "onnxrt", pytest.param("lava", marks=pytest.mark.loihi)]
 )
