@@ -149,14 +149,16 @@ def test_a_stop_signal_native_code_lost_still_stops_the_command(
     """numba's compiler, torch's exporter or an extension's import can print the signal's
     exception as ignored (the command then ended 0) or turn it into another error (exit 1,
     a long traceback): the command still ends with the signal's status and one line."""
-    import os
     import signal
+    import threading
 
     import neuroedge.cli as cli
 
     def work(args) -> int:
         try:
-            os.kill(os.getpid(), getattr(signal, sig))  # the handler raises here...
+            # to the main thread itself: os.kill lets the kernel pick any thread (torch's
+            # OpenMP workers under make test), and the handler then ran after this block
+            signal.pthread_kill(threading.main_thread().ident, getattr(signal, sig))  # raises...
             signal.pthread_sigmask(signal.SIG_BLOCK, [])  # (lets it run)
         except BaseException:  # ...and native code loses it
             if lost != "swallowed":

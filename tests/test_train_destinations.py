@@ -12,11 +12,11 @@ from neuroedge.cli import main
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        ("lr=-1", "lr=-1: expected a finite number > 0"),
+        ("lr=-1", "lr=-1: expected a finite number in (0, 10]"),
         ("batch=0", "batch=0: expected an integer >= 1"),
         ("heads=3", "dim=128 heads=3: each head needs an even width"),
         ("threads=0", "threads=0: expected an integer in 1..4096"),
-        ("init=/no/such.pt", "init='/no/such.pt': expected the path of a checkpoint file"),
+        ("init=/no/such.pt", "init='/no/such.pt': no such checkpoint file"),
     ],
 )
 def test_specprune_training_values_are_refused_before_the_demos(value, message, capsys) -> None:
