@@ -49,14 +49,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 from neuroedge.backends.base import MeasuredBackend, axes_meta, check_options, int_option
-from neuroedge.backends.lava_install import LOCAL_VERSION, import_problem, installed_problem
-from neuroedge.backends.lava_map import (
-    Layer,
-    Loihi2Limits,
-    chip_fit,
-    plan,
-    quantize,
-)
+from neuroedge.backends.lava_install import import_problem, installed_problem, installed_version
+from neuroedge.backends.lava_map import Layer, Loihi2Limits, chip_fit, plan, quantize
 from neuroedge.backends.lava_processes import (  # public names, kept importable from here
     PACK,  # noqa: F401
     build_processes,  # noqa: F401
@@ -113,11 +107,11 @@ class LavaBackend(MeasuredBackend):
             return Availability(False, problem)
         if importlib.util.find_spec("lava.magma") is None:
             return Availability(
-                False, f"lava-nc {LOCAL_VERSION} is installed but lava.magma is missing"
+                False, f"lava-nc {installed_version()} is installed but lava.magma is missing"
             )
         hw = hardware_reason()
         where = "Loihi2HwCfg (hardware extension found)" if hw is None else f"Loihi2SimCfg; {hw}"
-        return Availability(True, f"lava-nc {LOCAL_VERSION}: {where}")
+        return Availability(True, f"lava-nc {installed_version()}: {where}")
 
     def supports(self, spec: ModelSpec) -> Support:
         """Spiking models whose smoke build maps to Lava populations (traced, not guessed)."""
@@ -130,21 +124,34 @@ class LavaBackend(MeasuredBackend):
             return Support(False, f"{spec.name} does not map to Lava: {err}")
         return Support(True)
 
+    def checked_options(self, options: Mapping[str, Any] | None) -> dict[str, Any]:
+        """``check_options`` and every option value compile reads (variant, config, chips,
+        input_scale), checked without lava installed: run, bench, deploy and ``neuroedge nir``
+        call it before the build (which may train) and the probe."""
+        given = check_options(self.name, options, OPTIONS)
+        variant = given.get("variant", "floating_pt")
+        if variant not in VARIANTS:
+            raise ConfigError(
+                f"backend 'lava' option variant={variant!r}: expected one of {', '.join(VARIANTS)}"
+            )
+        config = given.get("config", "sim")
+        if config not in ("hw", "sim"):
+            raise ConfigError(f"backend 'lava' option config={config!r}: expected 'hw' or 'sim'")
+        int_option(self.name, given, "chips", 1)
+        _input_scale(given)
+        return given
+
     def compile(
         self, program: Program, spec: ModelSpec, options: Mapping[str, str] | None = None
     ) -> Artifact:
         """Map ``program`` (TorchProgram SNN or NIRProgram) to Lava; refuses what cannot fit."""
-        options = check_options(self.name, options, OPTIONS)
+        options = self.checked_options(options)
         variant = options.get("variant", "floating_pt")
-        if variant not in VARIANTS:
-            raise ValueError(f"lava variant {variant!r} is not one of {VARIANTS}")
         availability = self.probe()  # then lava's import, which the probe leaves to here
         reason = availability.reason if not availability.ok else import_problem()
         if reason is not None:
             raise BackendUnavailable(reason)
         config = options.get("config", "hw" if hardware_reason() is None else "sim")
-        if config not in ("hw", "sim"):
-            raise ConfigError(f"backend 'lava' option config={config!r}: expected 'hw' or 'sim'")
         if config == "hw" and hardware_reason() is not None:
             raise ExportRefused(f"config=hw: {hardware_reason()}")
         graph, dt = _graph_of(program, spec)
@@ -195,8 +202,9 @@ def _input_scale(options: Mapping[str, str]) -> float:
     except (TypeError, ValueError):
         raise ConfigError(f"backend 'lava' option input_scale={raw!r}: expected a number") from None
     if not (1 <= input_scale <= 255 and input_scale.is_integer()):
+        shown = int(raw) if isinstance(raw, float) and raw.is_integer() else raw  # --input-scale
         raise ConfigError(
-            f"input_scale {raw!r}: fixed_pt inputs are graded spikes round(x * "
+            f"input_scale {shown!r}: fixed_pt inputs are graded spikes round(x * "
             "input_scale), so it must be an integer in 1..255 (checked for every variant)"
         )
     return input_scale

@@ -11,7 +11,7 @@ from typing import Any
 from neuroedge.atomic import check_writable
 from neuroedge.config_values import check_repeats
 from neuroedge.errors import BackendUnavailable, ExportRefused
-from neuroedge.registry import get_backend, get_model, model_table
+from neuroedge.registry import get_backend, get_model, model_table, probed
 from neuroedge.nir_check import check_nir  # noqa: F401 (public: neuroedge.api.check_nir)
 from neuroedge.types import Artifact, ModelSpec, Report, TorchProgram
 
@@ -31,7 +31,7 @@ def ready_backend(name: str, backend: str) -> Any:
     """The backend ``backend``, available on this machine and taking model ``name``;
     BackendUnavailable names the reason otherwise (cheap: before any input is made)."""
     be = get_backend(backend)
-    availability = be.probe()
+    availability = probed(be)  # a probe that raises is its reason, as in doctor
     if not availability.ok:
         raise BackendUnavailable(f"backend {backend!r} is not available: {availability.reason}")
     support = be.supports(get_model(name))

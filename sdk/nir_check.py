@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from neuroedge.errors import BackendUnavailable, ConfigError, ExportRefused, InputError
-from neuroedge.registry import get_backend
+from neuroedge.registry import get_backend, probed
 from neuroedge.types import Artifact, ModelSpec
 
 # the random spike input's settings when no ``inputs`` file is given
@@ -168,21 +168,12 @@ def _nir_options(
 
 def _nir_check_options(backend: str, options: Mapping[str, str] | None) -> Mapping[str, str] | None:
     """``options``, checked as the backend's compile checks them where that needs no backend
-    installed, before its probe (which ``_nir_run_backend`` reads first): the names and types
-    (``check_options_before_build``), and lava's variant and input_scale; so a bad value is
+    installed, before its probe (which ``_nir_run_backend`` reads first):
+    ``check_options_before_build`` (lava's ``checked_options``: every value), so a bad value is
     the same error on every machine, lava installed or not."""
     from neuroedge.backends.base import check_options_before_build
 
     check_options_before_build(get_backend(backend), options)
-    if backend != "lava":
-        return options
-    from neuroedge.backends.lava import VARIANTS, _input_scale
-
-    given = dict(options or {})
-    variant = given.get("variant", "floating_pt")
-    if variant not in VARIANTS:
-        raise ValueError(f"lava variant {variant!r} is not one of {VARIANTS}")
-    _input_scale(given)
     return options
 
 
@@ -302,7 +293,7 @@ def _nir_run_backend(
     import time
 
     be = get_backend(backend)
-    availability = be.probe()
+    availability = probed(be)
     if not availability.ok:
         raise BackendUnavailable(f"backend {backend!r} is not available: {availability.reason}")
     start = time.perf_counter()

@@ -159,6 +159,9 @@ def test_a_lava_build_of_another_version_is_left_to_its_import(monkeypatch, tmp_
 
     _fake_lava(monkeypatch, tmp_path, "0.11.0.dev0", patched=False)  # e.g. built from source
     assert lava_install.installed_problem() is None  # compile's import_problem checks it
+    from neuroedge.backends.lava import LavaBackend
+
+    assert "lava-nc 0.11.0.dev0" in LavaBackend().probe().reason  # was 0.10.0+py311 always
 
 
 def test_a_lava_that_fails_at_import_is_refused_at_compile_naming_the_fix(monkeypatch) -> None:

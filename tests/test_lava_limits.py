@@ -7,6 +7,7 @@ import re
 
 import numpy as np
 import pytest
+from neuroedge.cli import main
 from neuroedge.errors import ConfigError, ExportRefused
 
 
@@ -325,3 +326,62 @@ def test_fixed_pt_refuses_inputs_whose_graded_spike_wraps_in_int32(require):
         with pytest.raises(InputError, match="fixed_pt input holds 1 NaN or inf values"):
             art.handle.run(y)
     assert not art.handle._built  # refused before any Lava process was made
+
+
+BAD_OPTIONS = (
+    ("input_scale=999", "input_scale '999'"),
+    ("variant=bogus", "variant='bogus': expected one of floating_pt, fixed_pt"),
+    ("config=xx", "config='xx': expected 'hw' or 'sim'"),
+    ("chips=0", "chips='0': expected an integer >= 1"),
+)
+
+
+@pytest.mark.parametrize(("option", "message"), BAD_OPTIONS)
+def test_a_bad_lava_option_value_is_refused_before_the_build(option, message, monkeypatch, capsys):
+    """run/bench/deploy check options before the build (which may train); compile refused
+    these values only after it (and after a train_if_missing training)."""
+    import dataclasses
+
+    import neuroedge.api as api
+    from neuroedge.backends.lava import LavaBackend
+    from neuroedge.types import Support
+
+    if not LavaBackend().probe().ok:
+        pytest.skip(LavaBackend().probe().reason)
+
+    def boom(config):
+        raise AssertionError("built before the lava options were checked")
+
+    spec = dataclasses.replace(api.get_model("snn.lif_convnet"), build=boom)
+    monkeypatch.setattr(api, "get_model", lambda name: spec)
+    monkeypatch.setattr(LavaBackend, "supports", lambda self, spec: Support(True))
+    args = ["run", "snn.lif_convnet", "--backend", "lava", "--option", option, "--repeats", "1"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("option", "message"), BAD_OPTIONS)
+def test_a_bad_lava_option_value_is_named_without_lava(option, message, monkeypatch):
+    """Without lava the value is the same ConfigError (was 'not available'), from compile and
+    from the check before the build, and ``neuroedge nir`` still says it as given (999)."""
+    import neuroedge.backends.lava as lava
+    from neuroedge.backends.base import check_options_before_build
+
+    monkeypatch.setattr(lava, "installed_problem", lambda: "lava-nc is not installed")
+    key, value = option.split("=")
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        check_options_before_build(lava.LavaBackend(), {key: value})
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        lava.LavaBackend().compile(None, None, {key: value})  # before the program is read
+
+
+def test_nir_shows_a_bad_input_scale_as_given(monkeypatch, capsys, nir_data):
+    import neuroedge.backends.lava as lava
+
+    monkeypatch.setattr(lava, "installed_problem", lambda: "lava-nc is not installed")
+    path = str(nir_data("lif/lif_norse.nir"))
+    args = ["nir", path, "--backend", "lava", "--input-scale", "999", "--steps", "3"]
+    assert main([*args, "--dt", "1e-4"]) == 2
+    err = capsys.readouterr().err
+    assert "input_scale 999:" in err and "not available" not in err

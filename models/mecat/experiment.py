@@ -259,9 +259,9 @@ def onnxrt_plan(backends: Sequence[str]) -> tuple[bool, list[str]]:
     say it (no note when onnxrt was not asked for)."""
     if "onnxrt" not in backends:
         return False, []
-    from neuroedge.registry import get_backend
+    from neuroedge.registry import get_backend, probed
 
-    availability = get_backend("onnxrt").probe()
+    availability = probed(get_backend("onnxrt"))
     if availability.ok:
         return True, []
     return False, [f"onnxrt rows skipped: {availability.reason}"]

@@ -88,9 +88,9 @@ def check_backend_keys(given: Mapping[str, Any], backends: Sequence[str]) -> Non
     if "onnxrt" not in backends:
         why = f"not among this run's backends ({', '.join(backends)}): add --backend host,onnxrt"
     else:
-        from neuroedge.registry import get_backend
+        from neuroedge.registry import get_backend, probed
 
-        availability = get_backend("onnxrt").probe()
+        availability = probed(get_backend("onnxrt"))
         if availability.ok:
             return
         why = (

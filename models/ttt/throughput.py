@@ -306,7 +306,7 @@ def bench(
     from neuroedge.bench.report import build_document, write_report
     from neuroedge.models.ttt.bench_checks import checked_config
     from neuroedge.models.ttt.module import TTTLayer
-    from neuroedge.registry import get_backend
+    from neuroedge.registry import get_backend, probed
     from neuroedge.seeding import seeded, torch_threads
 
     cfg = checked_config(config or {}, backends)  # BENCH_DEFAULTS under the user's
@@ -320,7 +320,7 @@ def bench(
         rows = bench_forms(layer, cfg, roofline, progress)
         out.mkdir(parents=True, exist_ok=True)
         if "onnxrt" in backends:
-            availability = get_backend("onnxrt").probe()
+            availability = probed(get_backend("onnxrt"))
             if availability.ok:
                 rows += [*bench_stream(cfg, out), bench_parallel_onnx(cfg, layer, out, roofline)]
             else:

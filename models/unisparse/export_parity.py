@@ -49,10 +49,10 @@ def onnx_rows(
     from neuroedge.models.unisparse import spec as spec_mod
     from neuroedge.models.unisparse.data import direct_encoding, load_digits
     from neuroedge.models.unisparse.module import fold
-    from neuroedge.registry import get_backend
+    from neuroedge.registry import get_backend, probed
 
     backend = get_backend("onnxrt")
-    available = backend.probe()
+    available = probed(backend)
     if not available.ok:
         return [Report(model, "onnxrt", rejections=(available.reason,))]
     split = load_digits(int(cfg["seed"]))
@@ -101,10 +101,10 @@ def lava_rows(
     from neuroedge.models.unisparse.data import direct_encoding, load_digits
     from neuroedge.models.unisparse.export import to_nir
     from neuroedge.models.unisparse.module import fold
-    from neuroedge.registry import get_backend
+    from neuroedge.registry import get_backend, probed
 
     backend = get_backend("lava")
-    available = backend.probe()
+    available = probed(backend)
     if not available.ok:
         return [Report(model, "lava", rejections=(available.reason,))], []
     split = load_digits(int(cfg["seed"]))
