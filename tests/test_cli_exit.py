@@ -167,7 +167,14 @@ def test_a_stop_signal_native_code_lost_still_stops_the_command(
 
     monkeypatch.delenv("NEUROEDGE_DEBUG", raising=False)
     monkeypatch.setattr(cli, "cmd_doctor", work)
-    assert main(["doctor"]) == code
+    # Python's own Ctrl-C handler, as in a terminal: a shell starts a background job (`make
+    # test &`, nohup) with SIGINT ignored, and then no SIGINT reaches the command at all
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        status = main(["doctor"])
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert status == code
     assert capsys.readouterr().err.strip() == f"neuroedge: {line}"
     monkeypatch.setattr(cli, "cmd_doctor", lambda args: 0)
     assert main(["doctor"]) == 0  # the next command in this process is not stopped
