@@ -282,6 +282,45 @@ def check_repeats(repeats: Any) -> int:
     return int(repeats)
 
 
+def backend_plan(backend: str, backends: Sequence[str]) -> tuple[bool, str | None]:
+    """Whether ``backend``'s rows of a bench are measured, read before any work: ``(True,
+    None)`` when it is among ``backends`` and its probe passes; ``(False, None)`` when it was not
+    asked for; ``(False, reason)`` when asked for but not available here (the probe's reason)."""
+    if backend not in backends:
+        return False, None
+    from neuroedge.registry import get_backend, probed
+
+    availability = probed(get_backend(backend))
+    return (True, None) if availability.ok else (False, availability.reason)
+
+
+def check_backend_keys(
+    given: Mapping[str, Any], backends: Sequence[str], backend: str, keys: Mapping[str, str]
+) -> None:
+    """ConfigError for a key of the user's config (``given``, not the merged one) that only
+    ``backend``'s rows read (``keys``: each key and what it sets) when those rows are not
+    measured (``backend_plan``): ``backend`` not among ``backends``, or not available here, where
+    its rows would be skipped and the key accepted, written into the report, unread."""
+    named = [k for k in keys if k in given]
+    if not named:
+        return
+    measured, reason = backend_plan(backend, backends)
+    if measured:
+        return
+    if reason is None:
+        why = f"not among this run's backends ({', '.join(backends)}): add --backend host,{backend}"
+    else:
+        why = (
+            f"not available here ({reason}), so its rows would be skipped: make it available "
+            "(neuroedge doctor)"
+        )
+    key = named[0]
+    raise ConfigError(
+        f"config {key}={given[key]!r} ({keys[key]}) is read only with the {backend} backend, "
+        f"which is {why}, or leave {key} out"
+    )
+
+
 def check_seed_keys(user: Mapping[str, Any]) -> None:
     """ConfigError when the user's config (not merged with defaults) gives both ``seed`` and
     ``seeds`` (``bench.seeds.seed_list`` read the seeds while report.json recorded the seed)."""

@@ -99,9 +99,10 @@ def test_an_onnxrt_only_key_without_onnxrt_is_refused_before_any_work(key, value
     err = capsys.readouterr().err
     assert f"config {key}={value} (" in err and "read only with the onnxrt backend" in err
     assert "backends (host): add --backend host,onnxrt" in err and "Traceback" not in err
-    from neuroedge.models.ttt.bench_checks import check_backend_keys
+    from neuroedge.config_values import check_backend_keys
+    from neuroedge.models.ttt.bench_checks import ONNXRT_KEYS
 
-    check_backend_keys({"lengths": [16]}, ("host",))  # host keys are fine without it
+    check_backend_keys({"lengths": [16]}, ("host",), "onnxrt", ONNXRT_KEYS)  # host keys: fine
 
 
 def _onnxrt_probe(monkeypatch, ok: bool) -> None:
@@ -134,12 +135,14 @@ def test_an_onnxrt_key_with_onnxrt_unavailable_is_refused(
 
 
 def test_an_onnxrt_key_is_accepted_when_onnxrt_runs(monkeypatch):
-    from neuroedge.models.ttt.bench_checks import check_backend_keys
+    from neuroedge.config_values import check_backend_keys
+    from neuroedge.models.ttt.bench_checks import ONNXRT_KEYS
 
     _onnxrt_probe(monkeypatch, ok=True)
-    check_backend_keys({"onnx_length": 7, "stream_steps": 4}, ("host", "onnxrt"))
+    both = ("host", "onnxrt")
+    check_backend_keys({"onnx_length": 7, "stream_steps": 4}, both, "onnxrt", ONNXRT_KEYS)
     _onnxrt_probe(monkeypatch, ok=False)
-    check_backend_keys({"lengths": [16]}, ("host", "onnxrt"))  # the default bench: skipped rows
+    check_backend_keys({"lengths": [16]}, both, "onnxrt", ONNXRT_KEYS)  # default: skipped rows
 
 
 def test_an_oversized_layer_is_refused_before_allocating():

@@ -352,3 +352,20 @@ def test_lava_samples_without_lava_is_refused_before_training(no_training, tmp_p
     assert not out.exists()
     with pytest.raises(ConfigError, match=r"backends \(host, onnxrt\): add --backend host,lava"):
         run_bench(str(out), ["host", "onnxrt"], {"lava_samples": 12})
+
+
+def test_lava_samples_with_lava_unavailable_is_refused_before_training(
+    no_training, tmp_path, monkeypatch
+):
+    """lava asked for but its probe failing: the Lava rows are skipped, so ``lava_samples``
+    would be accepted and unread (ttt refused its onnxrt keys then; unisparse accepted)."""
+    from neuroedge.models.unisparse.bench import run_bench
+    from neuroedge.registry import get_backend
+    from neuroedge.types import Availability
+
+    answer = Availability(False, "stubbed: lava-nc is not installed")
+    monkeypatch.setattr(type(get_backend("lava")), "probe", lambda self: answer)
+    out = tmp_path / "out"
+    with pytest.raises(ConfigError, match=r"not available here \(stubbed: lava-nc is not ins"):
+        run_bench(str(out), ["host", "lava"], {"lava_samples": 12})
+    assert not out.exists()

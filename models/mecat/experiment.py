@@ -253,18 +253,14 @@ FILE_ONLY_UNUSED = ("seeds", "seed", "workers", "clips", "refs")  # generated se
 
 
 def onnxrt_plan(backends: Sequence[str]) -> tuple[bool, list[str]]:
-    """Whether the encoder's onnxrt rows are measured: onnxrt among ``backends`` and its probe
-    passing, read before any work (the rows come after the sweep); else the report's note
-    ``onnxrt rows skipped: <the probe's reason>``, as event.bivision and ttt.linear_attention
-    say it (no note when onnxrt was not asked for)."""
-    if "onnxrt" not in backends:
-        return False, []
-    from neuroedge.registry import get_backend, probed
+    """Whether the encoder's onnxrt rows are measured (``config_values.backend_plan``: onnxrt
+    among ``backends`` and its probe passing), read before any work (the rows come after the
+    sweep); else the report's note ``onnxrt rows skipped: <the probe's reason>``, as
+    event.bivision and ttt.linear_attention say it (no note when onnxrt was not asked for)."""
+    from neuroedge.config_values import backend_plan
 
-    availability = probed(get_backend("onnxrt"))
-    if availability.ok:
-        return True, []
-    return False, [f"onnxrt rows skipped: {availability.reason}"]
+    measured, reason = backend_plan("onnxrt", backends)
+    return measured, [] if reason is None else [f"onnxrt rows skipped: {reason}"]
 
 
 def bench_file(

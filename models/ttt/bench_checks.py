@@ -5,9 +5,9 @@ each refusal is a ConfigError naming the key, the value and what is expected. Si
 so that a typo fails here and not as an allocation error: the layer by
 ``module.MAX_LAYER_PARAMETERS`` weights, and the masked parallel form, which holds a
 ``batch x heads x L x L`` score matrix, by MAX_SCORE_ENTRIES fp32 entries (4 GiB) at the largest
-``lengths`` entry and at ``onnx_length`` (batch 1). ``check_backend_keys`` refuses a key that
+``lengths`` entry and at ``onnx_length`` (batch 1). ``checked_config`` also refuses a key that
 only the onnxrt rows read (``ONNXRT_KEYS``) when the user gives it and onnxrt is not benchmarked
-or not available.
+or not available (``config_values.check_backend_keys``, as every model's bench).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from neuroedge.config_values import int_list, integer
+from neuroedge.config_values import check_backend_keys, int_list, integer
 from neuroedge.errors import ConfigError
 
 MAX_SCORE_ENTRIES = 2**30  # batch * heads * L * L of the parallel form: 4 GiB of fp32 scores
@@ -77,40 +77,13 @@ def check_bench_config(cfg: Mapping[str, Any]) -> None:
     _scores("onnx_length", cfg["onnx_length"], 1, cfg["heads"])
 
 
-def check_backend_keys(given: Mapping[str, Any], backends: Sequence[str]) -> None:
-    """A key of the user's config (``given``, not the merged one) that only the onnxrt rows
-    read is refused, naming the key and the backend, when onnxrt is not among ``backends`` or
-    is not available here (its probe's reason: the rows would be skipped, the key unread; so
-    also under the CLI's default backends host,onnxrt, the key asking for those rows)."""
-    keys = [k for k in ONNXRT_KEYS if k in given]
-    if not keys:
-        return
-    if "onnxrt" not in backends:
-        why = f"not among this run's backends ({', '.join(backends)}): add --backend host,onnxrt"
-    else:
-        from neuroedge.registry import get_backend, probed
-
-        availability = probed(get_backend("onnxrt"))
-        if availability.ok:
-            return
-        why = (
-            f"not available here ({availability.reason}), so its rows would be skipped: "
-            "make it available (neuroedge doctor)"
-        )
-    key = keys[0]
-    raise ConfigError(
-        f"config {key}={given[key]!r} ({ONNXRT_KEYS[key]}) is read only with the onnxrt "
-        f"backend, which is {why}, or leave {key} out"
-    )
-
-
 def checked_config(given: Mapping[str, Any], backends: Sequence[str]) -> dict[str, Any]:
     """The bench config (BENCH_DEFAULTS under the user's ``given``), checked before any work:
     every value (``check_bench_config``), then the keys of a backend not run
-    (``check_backend_keys``)."""
+    (``config_values.check_backend_keys``)."""
     from neuroedge.models.ttt.throughput import BENCH_DEFAULTS
 
     cfg = {**BENCH_DEFAULTS, **given}
     check_bench_config(cfg)
-    check_backend_keys(given, backends)
+    check_backend_keys(given, backends, "onnxrt", ONNXRT_KEYS)
     return cfg

@@ -306,7 +306,7 @@ def bench(
     from neuroedge.bench.report import build_document, write_report
     from neuroedge.models.ttt.bench_checks import checked_config
     from neuroedge.models.ttt.module import TTTLayer
-    from neuroedge.registry import get_backend, probed
+    from neuroedge.config_values import backend_plan
     from neuroedge.seeding import seeded, torch_threads
 
     cfg = checked_config(config or {}, backends)  # BENCH_DEFAULTS under the user's
@@ -319,12 +319,11 @@ def bench(
         roofline = max(rates.values())
         rows = bench_forms(layer, cfg, roofline, progress)
         out.mkdir(parents=True, exist_ok=True)
-        if "onnxrt" in backends:
-            availability = probed(get_backend("onnxrt"))
-            if availability.ok:
-                rows += [*bench_stream(cfg, out), bench_parallel_onnx(cfg, layer, out, roofline)]
-            else:
-                skipped.append(f"onnxrt rows skipped: {availability.reason}")
+        measured, reason = backend_plan("onnxrt", backends)
+        if measured:
+            rows += [*bench_stream(cfg, out), bench_parallel_onnx(cfg, layer, out, roofline)]
+        elif reason is not None:
+            skipped.append(f"onnxrt rows skipped: {reason}")
     lines = ratio_lines(rows, rates)
     for line in [*lines, *skipped]:
         print(line)

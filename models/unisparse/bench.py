@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from neuroedge.bench.seeds import seed_list, seed_rows, verdict
-from neuroedge.config_values import check_seed_keys
+from neuroedge.config_values import check_backend_keys, check_seed_keys
 from neuroedge.models.unisparse import seeds as seeds_mod
 from neuroedge.models.unisparse.seeds import CLAIM_DROP_PTS, CLAIM_REDUCTION, RIVALS, SOPS, VERDICT
 from neuroedge.models.unisparse import train
 from neuroedge.models.unisparse.export_parity import (  # noqa: F401 (LAVA_MODES stays bench's)
+    LAVA_KEYS,
     LAVA_MODES,
-    check_backend_keys,
     lava_rows,
     nir_check,
     onnx_rows,
@@ -231,7 +231,7 @@ def run_bench(
 
     check_seed_keys(config)  # the user's own keys: seed and seeds together are ambiguous
     cfg = check_config({**train.DEFAULTS, **config}, config)  # every value, before any training
-    check_backend_keys(config, backends)  # lava_samples without lava: refused, not ignored
+    check_backend_keys(config, backends, "lava", LAVA_KEYS)  # lava_samples: lava rows only
     with torch_threads(int(cfg.get("threads", 1))):
         out = Path(out_dir)
         seeds = seed_list(cfg)

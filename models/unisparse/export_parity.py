@@ -1,12 +1,13 @@
 """The bench's export parity checks: each folded variant run by ONNX Runtime and by Lava (Loihi 2
 simulator, floating_pt and fixed_pt) and compared with the host over every step, and the NIR
-round trip of the unisparse net (neuroedge's NIR runner and norse). ``check_backend_keys``
-refuses a key only the Lava rows read (``LAVA_KEYS``) when lava is not benchmarked."""
+round trip of the unisparse net (neuroedge's NIR runner and norse). ``LAVA_KEYS`` are the
+config keys only the Lava rows read: the bench refuses them when lava is not benchmarked or not
+available (``config_values.check_backend_keys``)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,22 +21,6 @@ if TYPE_CHECKING:
 # Read only by the Lava rows (``lava_rows``); with lava not benchmarked they were accepted,
 # written into the report and never read.
 LAVA_KEYS: dict[str, str] = {"lava_samples": "the test digits of the Lava rows"}
-
-
-def check_backend_keys(given: Mapping[str, Any], backends: Sequence[str]) -> None:
-    """A key of the user's config (``given``, not the merged one) that only the Lava rows
-    read is refused, naming the key and the backend, when lava is not among ``backends``."""
-    from neuroedge.errors import ConfigError
-
-    if "lava" in backends:
-        return
-    for key, what in LAVA_KEYS.items():
-        if key in given:
-            raise ConfigError(
-                f"config {key}={given[key]!r} ({what}) is read only with the lava backend, "
-                f"which is not among this run's backends ({', '.join(backends)}): add "
-                f"--backend host,lava, or leave {key} out"
-            )
 
 
 def onnx_rows(
