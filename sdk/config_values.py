@@ -162,6 +162,39 @@ def fresh_build(config: Mapping[str, Any]) -> bool:
     return False
 
 
+def layered(
+    config: Mapping[str, Any],
+    defaults: Mapping[str, Any],
+    smoke: Mapping[str, Any],
+    variants: Sequence[str] = (),
+    default: str = "",
+    unread: Mapping[str, tuple[Sequence[str], str]] | None = None,
+) -> tuple[str | None, bool, dict[str, Any]]:
+    """A build's variant, ``smoke`` switch and merged config before the model's own value
+    checks: ``defaults``, then ``smoke``'s values under the keys the user did not give (when
+    ``smoke`` is true: a smoke build never overrides a size the user gave), then the user's keys
+    (``smoke`` and ``variant`` left out). With ``variants``, the ``variant`` (``default``, else
+    the first, when not given) is checked as one of them, and a key given that it never reads
+    (``unread``: variant -> the keys and why) is a ConfigError naming key, value and variant,
+    before any training; without ``variants``, the variant is None and a ``variant`` key stays
+    in the config for the model's own check to refuse."""
+    on = flag(config, "smoke")
+    given = {k: v for k, v in config.items() if k not in ("smoke", "variant")}
+    variant = None
+    if variants:
+        variant = choice({"variant": default or variants[0], **config}, "variant", variants)
+        keys, why = (unread or {}).get(variant, ((), ""))
+        named = [k for k in keys if k in given]
+        if named:
+            raise ConfigError(
+                f"{named[0]}={given[named[0]]!r} has no effect with variant={variant} ({why}): "
+                "drop it, or pick another variant"
+            )
+    elif "variant" in config:
+        given["variant"] = config["variant"]  # a model without variants: its check refuses it
+    return variant, on, {**defaults, **(smoke if on else {}), **given}
+
+
 def check_keys(
     model: str, config: Mapping[str, Any] | None, valid: set[str] | None, use: str
 ) -> None:

@@ -87,3 +87,25 @@ def test_a_config_that_is_no_mapping_is_refused_naming_it(config) -> None:
         ne.deploy("snn.lif_convnet", config=config, repeats=1)
     with pytest.raises(ConfigError, match=r"snn.lif_convnet: config=.* is not a mapping"):
         ne.export("snn.lif_convnet", config=config)
+
+
+def test_layered_puts_smoke_under_the_users_keys_and_refuses_a_key_the_variant_never_reads():
+    from neuroedge.config_values import layered
+
+    defaults, smoke = {"steps": 100, "lam": 1.0, "seed": 0}, {"steps": 3, "seed": 9}
+    unread = {"control": (("lam",), "the control trains with lam 0")}
+    kinds = ("trigger", "control")
+    assert layered({}, defaults, smoke, kinds, unread=unread) == ("trigger", False, defaults)
+    variant, on, cfg = layered({"smoke": True, "steps": 7}, defaults, smoke, kinds)
+    assert (variant, on, cfg) == ("trigger", True, {"steps": 7, "lam": 1.0, "seed": 9})
+    got = layered({"variant": "control"}, defaults, smoke, kinds, default="control")
+    assert got[0] == "control" and "variant" not in got[2]
+    assert layered({}, defaults, smoke, kinds, default="control")[0] == "control"
+    with pytest.raises(ConfigError, match=r"lam=2 has no effect with variant=control \(the co"):
+        layered({"variant": "control", "lam": 2}, defaults, smoke, kinds, unread=unread)
+    with pytest.raises(ConfigError, match=r"variant='nope': expected one of trigger, control"):
+        layered({"variant": "nope"}, defaults, smoke, kinds)
+    with pytest.raises(ConfigError, match=r"smoke='yes': expected true or false"):
+        layered({"smoke": "yes"}, defaults, smoke)
+    # no variants: a variant key is left for the model's own check to refuse
+    assert layered({"variant": "x"}, defaults, smoke) == (None, False, {**defaults, "variant": "x"})

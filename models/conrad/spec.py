@@ -32,10 +32,9 @@ def build(config: Mapping[str, Any]) -> HostProgram:
     from neuroedge.models.conrad.protocol import ConradError
     from neuroedge.text_codes import encode
 
-    from neuroedge.config_values import flag
+    from neuroedge.config_values import layered
 
-    smoke = SMOKE if flag(config, "smoke") else {}  # under the keys the user gives
-    cfg = {**BUILD_DEFAULTS, **smoke, **{k: v for k, v in config.items() if k != "smoke"}}
+    cfg = layered(config, BUILD_DEFAULTS, SMOKE)[2]  # smoke's targets under the user's keys
     method = cfg.pop("method")
     if method not in ARMS:
         raise ConradError(f"method {method!r}; expected one of {list(ARMS)}")

@@ -24,14 +24,13 @@ SMOKE = {"shadow_tasks": 4, "steps": 3, "d_model": 8}
 
 
 def build_config(config: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The checked config of a build: the bench's defaults, ``smoke``'s values under the keys
-    not given, the keys given. ConfigError names a bad value."""
-    from neuroedge.config_values import flag
+    """The checked config of a build (``config_values.layered``: the bench's defaults,
+    ``smoke``'s values under the keys not given, the keys given). ConfigError names a bad
+    value."""
+    from neuroedge.config_values import layered
     from neuroedge.models.grad_transformer import experiment as X
 
-    config = config or {}
-    given = {k: v for k, v in config.items() if k != "smoke"}
-    return X.check_config({**BENCH_DEFAULTS, **(SMOKE if flag(config, "smoke") else {}), **given})
+    return X.check_config(layered(config or {}, BENCH_DEFAULTS, SMOKE)[2])
 
 
 def build(config: Mapping[str, Any]) -> HostProgram:

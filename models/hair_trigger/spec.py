@@ -59,22 +59,16 @@ def check_audit_inputs(probes: Any, update_x: Any, update_y: Any) -> tuple[Any, 
 
 
 def build_config(config: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-    """The variant and the checked config of a build: the bench's defaults, ``smoke``'s values
-    under the keys not given, the keys given. ConfigError names a bad value, and ``lam`` given
-    with ``variant=control`` (which trains with lam 0), before any training."""
-    from neuroedge.config_values import choice, flag
-    from neuroedge.errors import ConfigError
+    """The variant and the checked config of a build (``config_values.layered``: the bench's
+    defaults, ``smoke``'s values under the keys not given, the keys given). ConfigError names a
+    bad value, and ``lam`` given with ``variant=control`` (which trains with lam 0), before any
+    training."""
+    from neuroedge.config_values import layered
     from neuroedge.models.hair_trigger.experiment import check_config
 
-    smoke = flag(config, "smoke")
-    variant = choice({"variant": "hair_trigger", **config}, "variant", VARIANTS)
-    given = {k: v for k, v in config.items() if k not in ("smoke", "variant")}
-    if variant == "control" and "lam" in given:
-        raise ConfigError(
-            f"lam={given['lam']!r} has no effect with variant=control (the control trains with "
-            "lam 0): drop lam, or use variant=hair_trigger"
-        )
-    return variant, check_config({**BENCH_DEFAULTS, **(SMOKE if smoke else {}), **given})
+    unread = {"control": (("lam",), "the control trains with lam 0")}
+    variant, _, cfg = layered(config, BENCH_DEFAULTS, SMOKE, VARIANTS, unread=unread)
+    return str(variant), check_config(cfg)
 
 
 def build(config: Mapping[str, Any]) -> HostProgram:

@@ -49,28 +49,21 @@ def check_prompts(prompts: Any) -> Any:
 
 
 def build_config(config: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-    """The variant and the checked config of a build: the bench's defaults, ``smoke``'s values
-    under the keys not given, the keys given. ConfigError names a bad value, and ``steps`` or
-    ``lr`` given with ``variant=base`` (the base alone: no fine-tuning reads them)."""
-    from neuroedge.config_values import choice, flag
-    from neuroedge.errors import ConfigError
+    """The variant and the checked config of a build (``config_values.layered``: the bench's
+    defaults, ``smoke``'s values under the keys not given, the keys given). ConfigError names a
+    bad value, and ``steps`` or ``lr`` given with ``variant=base`` (the base alone: no
+    fine-tuning reads them)."""
+    from neuroedge.config_values import layered
     from neuroedge.models.prefix_rft.experiment import check_config
 
-    smoke = flag(config, "smoke")
-    variant = choice({"variant": "prefix_rft", **config}, "variant", VARIANTS)
-    given = {k: v for k, v in config.items() if k not in ("smoke", "variant")}
-    unread = [k for k in ("steps", "lr") if k in given] if variant == "base" else []
-    if unread:
-        raise ConfigError(
-            f"{unread[0]}={given[unread[0]]!r} has no effect with variant=base (the base alone, "
-            "base_steps of SFT; steps and lr are the fine-tuning's): drop it, or pick another "
-            "variant"
-        )
+    why = "the base alone, base_steps of SFT; steps and lr are the fine-tuning's"
+    unread = {"base": (("steps", "lr"), why)}
+    variant, _, cfg = layered(config, BENCH_DEFAULTS, SMOKE, VARIANTS, unread=unread)
     # early_steps is a bench key (its reward windows), not a build key, and the build reads no
     # windows: it follows steps here, so a short build is not refused over a key it cannot set
-    cfg = check_config({**BENCH_DEFAULTS, **(SMOKE if smoke else {}), **given, "early_steps": 1})
+    cfg = check_config({**cfg, "early_steps": 1})
     cfg["early_steps"] = min(BENCH_DEFAULTS["early_steps"], cfg["steps"])
-    return variant, cfg
+    return str(variant), cfg
 
 
 def build(config: Mapping[str, Any]) -> HostProgram:

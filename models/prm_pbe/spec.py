@@ -124,29 +124,21 @@ def strings_of(name: str, a: Any) -> list[list[str]]:
 
 
 def build_config(config: Mapping[str, Any]) -> tuple[str, bool, dict[str, Any]]:
-    """The variant, ``smoke`` and the checked config of a build: the bench's defaults,
-    ``smoke``'s values under the keys not given, the keys given. ConfigError names a bad value,
-    and a key given that the variant never reads (``UNREAD``), before any training."""
-    from neuroedge.config_values import choice, flag
-    from neuroedge.errors import ConfigError
+    """The variant, ``smoke`` and the checked config of a build (``config_values.layered``:
+    the bench's defaults, ``smoke``'s values under the keys not given, the keys given).
+    ConfigError names a bad value, and a key given that the variant never reads (``UNREAD``),
+    before any training."""
+    from neuroedge.config_values import layered
     from neuroedge.models.prm_pbe import experiment as X
 
-    smoke = flag(config, "smoke")
-    variant = choice({"variant": "prm_curriculum", **config}, "variant", VARIANTS)
-    given = {k: v for k, v in config.items() if k not in ("smoke", "variant")}
-    keys, why = UNREAD.get(variant, ((), ""))
-    unread = [k for k in keys if k in given]
-    if unread:
-        raise ConfigError(
-            f"{unread[0]}={given[unread[0]]!r} has no effect with variant={variant} ({why}): "
-            "drop it, or pick another variant"
-        )
+    variant, smoke, cfg = layered(
+        config, BENCH_DEFAULTS, SMOKE, VARIANTS, default="prm_curriculum", unread=UNREAD
+    )
     # tree_tasks is a bench key, not a build key: it follows train_tasks here, so a build with
     # fewer training tasks than the default tree tasks is not refused over a key it cannot set
-    least = {"tree_tasks": X.TREE_TASKS_LEAST}
-    cfg = X.check_config({**BENCH_DEFAULTS, **(SMOKE if smoke else {}), **given, **least})
+    cfg = X.check_config({**cfg, "tree_tasks": X.TREE_TASKS_LEAST})
     cfg["tree_tasks"] = 5 if smoke else min(BENCH_DEFAULTS["tree_tasks"], cfg["train_tasks"])
-    return variant, smoke, cfg
+    return str(variant), smoke, cfg
 
 
 def build(config: Mapping[str, Any]) -> HostProgram:
