@@ -144,7 +144,9 @@ def seed_value(text: str) -> int:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if not 0 <= value < 2**32:
+    from neuroedge.config_values import SEED_MAX
+
+    if not 0 <= value <= SEED_MAX:
         raise argparse.ArgumentTypeError(f"expected an integer in [0, 2**32), got {value}")
     return value
 

@@ -137,6 +137,10 @@ def train_config(model: str, config: Any, keys: Iterable[str]) -> dict[str, Any]
     return config
 
 
+# the largest seed a config takes: numpy's seed range (0..2**32-1), torch's too; every model's
+# seed keys are bounded by it (2**64 overflowed inside torch, a traceback instead of the key)
+SEED_MAX = 2**32 - 1
+
 # the switches every model's build reads the same way
 FLAGS = ("smoke", "untrained", "train_if_missing")
 USE_WORDS = {"build": "build", "train": "training", "bench": "benchmark"}

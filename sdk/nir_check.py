@@ -93,7 +93,9 @@ def _random_input(
             "use (its shape gives T and batch): leave them out"
         )
     steps, batch, density, seed = (RANDOM_INPUT[k] if v is None else v for k, v in given.items())
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
+    from neuroedge.config_values import SEED_MAX
+
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= SEED_MAX:
         raise ValueError(f"seed={seed!r}: expected an integer in [0, 2**32) (numpy's seeds)")
     return steps, batch, density, seed
 

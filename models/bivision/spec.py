@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
-from neuroedge.config_values import fresh_build, integer
+from neuroedge.config_values import SEED_MAX, fresh_build, integer
 from neuroedge.models.bivision.bench import SWEEP_DEFAULTS
 from neuroedge.models.bivision.bench_settings import MAX_SIZE
 from neuroedge.seeding import seeded
@@ -21,7 +21,6 @@ from neuroedge.types import Efficiency, IOSpec, Measurement, ModelSpec, Paper, T
 
 SIZE = 32  # sensor pixels per side of the registered model
 STEPS = 5  # E2S time steps (20 ms each over a 100 ms window)
-SEED_MAX = 2**32 - 1  # the bench's bound (bench_settings); 2**64 overflowed in torch
 
 
 def _checkpoint(config: Mapping[str, Any]) -> tuple[Any, dict[str, Any] | None]:

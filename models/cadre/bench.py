@@ -96,7 +96,7 @@ def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """``train.check_config``, plus ``seeds`` (a list of integers in 0..2^32-1, synthetic
     generator only: a user's series is trained once, at ``seed``) and ``workers``."""
     from neuroedge.bench.seeds import check_workers
-    from neuroedge.config_values import int_list
+    from neuroedge.config_values import SEED_MAX, int_list
     from neuroedge.errors import ConfigError
 
     out = TR.check_config(cfg)
@@ -106,7 +106,7 @@ def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
                 f"seeds={cfg['seeds']!r}: only read on the synthetic generator; a series "
                 "is trained once, at seed"
             )
-        out["seeds"] = int_list(cfg, "seeds", 0, 2**32 - 1)
+        out["seeds"] = int_list(cfg, "seeds", 0, SEED_MAX)
     try:
         check_workers(cfg.get("workers", 1))
     except ValueError as err:

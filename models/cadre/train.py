@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from neuroedge.config_values import integer, number
+from neuroedge.config_values import SEED_MAX, integer, number
 from neuroedge.errors import ConfigError, InputError
 from neuroedge.models.cadre import functional as F
 from neuroedge.models.cadre.data import CausalSeries
@@ -68,7 +68,7 @@ def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
     for key, most in (("steps", MAX_STEPS), ("batch", MAX_BATCH), ("hidden", MAX_HIDDEN)):
         out[key] = integer(cfg, key, 1, most)
     out["jac_batch"] = integer(cfg, "jac_batch", 1, cfg["batch"])
-    out["seed"] = integer(cfg, "seed", 0, 2**32 - 1)
+    out["seed"] = integer(cfg, "seed", 0, SEED_MAX)
     out["lr"] = number(cfg, "lr", 0.0, 1.0, open_low=True)
     for key in ("lambda_z", "lambda_s", "alpha", "beta", "threshold"):
         if key in cfg:

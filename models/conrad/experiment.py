@@ -183,7 +183,7 @@ def check_config(cfg: Mapping[str, Any], method: str | None = None) -> dict[str,
 def _seeds(cfg: Mapping[str, Any]) -> list[int]:
     """The user's ``seeds`` (distinct integers) or ``[seed]``, the default seeds when neither
     is given; both together are refused (one of them was silently dropped)."""
-    from neuroedge.config_values import int_list, integer
+    from neuroedge.config_values import SEED_MAX, int_list, integer
 
     if "seed" in cfg and "seeds" in cfg:
         raise ConradError(
@@ -191,8 +191,8 @@ def _seeds(cfg: Mapping[str, Any]) -> list[int]:
             "seeds=[...] several)"
         )
     if "seed" in cfg:
-        return [integer(cfg, "seed", 0, 2**32 - 1)]
-    seeds = int_list({**DEFAULTS, **cfg}, "seeds", 0, 2**32 - 1)  # each seed's corpus, numpy's
+        return [integer(cfg, "seed", 0, SEED_MAX)]
+    seeds = int_list({**DEFAULTS, **cfg}, "seeds", 0, SEED_MAX)  # each seed's corpus, numpy's
     if len(set(seeds)) != len(seeds):  # [0, 0] ran seed 0 once and reported one seed
         raise ConradError(f"seeds={seeds!r}: a seed is given twice; give each once")
     return seeds

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from neuroedge.config_values import int_list, integer, number, number_list
+from neuroedge.config_values import SEED_MAX, int_list, integer, number, number_list
 from neuroedge.errors import ConfigError
 from neuroedge.models.envy_free import functional as F
 from neuroedge.types import Measurement, Report
@@ -64,7 +64,7 @@ def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
     integer(cfg, "trials", 1, MAX_TRIALS)
     integer(cfg, "budget_trials", 1, MAX_TRIALS)
     integer(cfg, "brute_force_instances", 1, MAX_BRUTE_FORCE_INSTANCES)
-    integer(cfg, "seed", 0, 2**32 - 1)  # numpy's seeds, as every other model's bench
+    integer(cfg, "seed", 0, SEED_MAX)  # numpy's seeds, as every other model's bench
     number(cfg, "sigma", 0.0, open_low=True)
     int_list(cfg, "brute_force_ms", 1, F.BRUTE_FORCE_MAX_ITEMS)
     m_delta = _even_m(cfg, "delta_sweep_m", integer(cfg, "delta_sweep_m", 2, MAX_M))

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 from neuroedge.bench.seeds import VERDICT_WORDS, verdict
-from neuroedge.config_values import flag, integer, number
+from neuroedge.config_values import SEED_MAX, flag, integer, number
 from neuroedge.errors import ConfigError
 from neuroedge.models.influence_max import functional as F
 from neuroedge.models.influence_max import learner as L
@@ -140,7 +140,7 @@ def load_all(cfg: Mapping[str, Any]) -> dict[str, F.ICGraph]:
         integer({key: horizon}, key, MIN_HORIZON, MAX_HORIZON, HORIZON_HINT)
     integer(cfg, "worlds", 1, MAX_WORLDS)
     integer(cfg, "eval_worlds", 1, MAX_WORLDS)
-    integer(cfg, "seed", 0, 2**32 - 1)
+    integer(cfg, "seed", 0, SEED_MAX)
     number(cfg, "rho", 0, 100)
     flag(cfg, "undirected")
     names = graph_names(cfg)

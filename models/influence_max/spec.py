@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from neuroedge.config_values import integer
+from neuroedge.config_values import SEED_MAX, integer
 from neuroedge.models.influence_max.experiment import DEFAULTS as BENCH_DEFAULTS
 from neuroedge.models.influence_max.experiment import MAX_WORLDS
 from neuroedge.types import Efficiency, HostProgram, IOSpec, ModelSpec, Paper
@@ -22,7 +22,7 @@ def check_config(config: Mapping[str, Any]) -> tuple[int, int, int]:
     key and the value."""
     cfg = {**BUILD_DEFAULTS, **config}
     k, worlds = integer(cfg, "k", 1), integer(cfg, "worlds", 1, MAX_WORLDS)
-    return k, worlds, integer(cfg, "seed", 0, 2**32 - 1)
+    return k, worlds, integer(cfg, "seed", 0, SEED_MAX)
 
 
 def build(config: Mapping[str, Any]) -> HostProgram:

@@ -31,14 +31,14 @@ def check_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
     """The training config over DEFAULTS, every value checked before any work (ConfigError
     naming key and value): 2.5 epochs is not 2, and 0 epochs would save untrained weights as a
     trained checkpoint."""
-    from neuroedge.config_values import integer, number, train_config
+    from neuroedge.config_values import SEED_MAX, integer, number, train_config
 
     cfg = {**DEFAULTS, **train_config("snn.lif_convnet", config, DEFAULTS)}
     for key, least, most in (
         ("steps", 1, 10_000),
         ("epochs", 1, 100_000),
         ("batch", 1, 100_000),
-        ("seed", 0, 2**32 - 1),
+        ("seed", 0, SEED_MAX),
         ("channels1", 1, 4096),
         ("channels2", 1, 4096),
     ):

@@ -40,12 +40,12 @@ def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """Every value the bench reads, before any work: ConfigError naming the key and value
     (``de_n=2.5`` failed inside numpy after the first experiments; ``oneshot_seeds=0`` wrote a
     report of empty means)."""
-    from neuroedge.config_values import integer, number, number_list
+    from neuroedge.config_values import SEED_MAX, integer, number, number_list
     from neuroedge.errors import ConfigError
 
     out = dict(cfg)
     for key, least, most in (
-        ("seed", 0, 2**32 - 1 - 1000),  # seeds run up to seed + 100 + oneshot_seeds
+        ("seed", 0, SEED_MAX - 1000),  # seeds run up to seed + 100 + oneshot_seeds
         ("identity_n", 4, 10**5),
         ("identity_seeds", 1, 1000),
         ("oneshot_n", 4, 10**5),

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from neuroedge.config_values import int_list, integer
+from neuroedge.config_values import SEED_MAX, int_list, integer
 from neuroedge.errors import ConfigError
 
 # Where the closed-loop episodes run: eager PyTorch from the checkpoint, or the exported ONNX
@@ -89,7 +89,7 @@ def check_bench_config(cfg: dict[str, Any], backends: Sequence[str]) -> None:
         )
     if "seed0" in cfg:
         # layouts seed0.. seed numpy's generator: 0..2**32-1 (-1 failed after the training)
-        integer(cfg, "seed0", 0, 2**32 - 1, hint=" (the first layout seed)")
+        integer(cfg, "seed0", 0, SEED_MAX, hint=" (the first layout seed)")
     if cfg.get("budgets", []) != []:  # an empty list: no budget sweep
         int_list(cfg, "budgets", 1, VISUAL)
     try:

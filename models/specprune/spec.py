@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from neuroedge.models.specprune.data import vocabulary
 from neuroedge.models.specprune.train import DEFAULTS as TRAIN_DEFAULTS
-from neuroedge.config_values import flag, fresh_build, integer
+from neuroedge.config_values import SEED_MAX, flag, fresh_build, integer
 from neuroedge.errors import ConfigError
 from neuroedge.seeding import seeded
 from neuroedge.types import Efficiency, IOSpec, ModelSpec, Paper, TorchProgram
@@ -82,7 +82,7 @@ def build(config: Mapping[str, Any]) -> TorchProgram:
 def _build_seed(config: Mapping[str, Any]) -> int:
     """Config ``seed`` (default 0), an integer in 0..2**32-1 (1.5 ran as 1), of a ``smoke``
     build only: it draws the untrained weights; a trained build's are its checkpoint's."""
-    seed = integer({"seed": 0, **config}, "seed", 0, 2**32 - 1)
+    seed = integer({"seed": 0, **config}, "seed", 0, SEED_MAX)
     if "seed" in config and not flag(config, "smoke"):
         raise ConfigError(
             f"seed={config['seed']!r}: seed draws the untrained weights of smoke=true only; a "

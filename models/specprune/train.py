@@ -50,6 +50,7 @@ from typing import Any
 
 import numpy as np
 from neuroedge.checkpoints import load_checkpoint, load_weights, save_checkpoint
+from neuroedge.config_values import SEED_MAX
 from neuroedge.paths import checkpoint_path
 
 MODEL = "vla.specprune"
@@ -97,7 +98,7 @@ INT_BOUNDS: dict[str, tuple[int, int | None]] = {
     "depth": (1, 1024),
     "ffn": (1, 16384),
     "threads": (1, 4096),
-    "seed": (0, 2**32 - 1),
+    "seed": (0, SEED_MAX),
     "vit_depth": (0, 64),
     "shift": (0, 64),
     "steps": (0, MAX_STEPS),

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from neuroedge.config_values import check_backend_keys, int_list, integer
+from neuroedge.config_values import SEED_MAX, check_backend_keys, int_list, integer
 from neuroedge.errors import ConfigError
 
 MAX_SCORE_ENTRIES = 2**30  # batch * heads * L * L of the parallel form: 4 GiB of fp32 scores
@@ -69,7 +69,7 @@ def check_bench_config(cfg: Mapping[str, Any]) -> None:
         integer(cfg, key, 1)
     for key, (most, why) in LIMITS.items():
         integer(cfg, key, 1, most, f" ({why})")
-    integer(cfg, "seed", 0, 2**32 - 1, " (numpy's and torch's seed range)")
+    integer(cfg, "seed", 0, SEED_MAX, " (numpy's and torch's seed range)")
     lengths = int_list(cfg, "lengths", 1)  # tokens per sequence
     _variant(cfg["variant"])
     check_sizes(cfg, get_variant(cfg["variant"]).kernel)

@@ -28,12 +28,12 @@ def check_build(config: Mapping[str, Any] | None) -> dict[str, Any]:
     """``config`` over DEFAULTS with the sizes and seed checked (``module.check_sizes``; seed
     0..2**32-1, numpy's and torch's seed range: 1.5 ran as seed 1), before any allocation;
     each as a plain int (``np.int64(16)`` passes the check, and TTTLayer takes Python ints)."""
-    from neuroedge.config_values import integer
+    from neuroedge.config_values import SEED_MAX, integer
     from neuroedge.models.ttt.module import check_sizes
 
     cfg = {**DEFAULTS, **(config or {})}
     check_sizes(cfg)
-    cfg["seed"] = integer(cfg, "seed", 0, 2**32 - 1)
+    cfg["seed"] = integer(cfg, "seed", 0, SEED_MAX)
     cfg.update({key: integer(cfg, key) for key in ("d_model", "heads", "head_dim")})
     return cfg
 

@@ -21,22 +21,23 @@ from typing import Any
 
 import numpy as np
 from neuroedge.bench.energy import HOROWITZ_45NM, EnergyModel
-from neuroedge.config_values import int_list, integer, number
+from neuroedge.config_values import SEED_MAX, int_list, integer, number
 from neuroedge.distributed import lead_value
 from neuroedge.errors import ConfigError, NeuroedgeError
 from neuroedge.models.unisparse import train
 from neuroedge.models.unisparse.data import ImageSplit, load_cifar10, load_digits
 from neuroedge.models.unisparse.measure import LayerStats, evaluate_folded
 from neuroedge.models.unisparse.module import ARCHS, SpikingResNet, fold
-from neuroedge.models.unisparse.spec import MAX_STEPS, SEED_MAX
+from neuroedge.models.unisparse.spec import MAX_STEPS
 from neuroedge.types import Measurement
 
 ORDER = ("dense", "unisparse", "spike_only", "weight_only", "random_mask")
 BUDGET_SLACK = 0.05  # measured energy may exceed the target by 5% (test set vs training batches)
 # integer keys: (least value, greatest value or None). Upper bounds where a huge value would
 # crash or exhaust memory before any message: time steps and the seed (spec.MAX_STEPS and
-# spec.SEED_MAX give the reasons), threads (torch's count is a C int: 3e9 overflowed), epochs
-# (snn.lif_convnet's bound; 10**12 trained on without end, 2**64 overflowed in range()).
+# config_values.SEED_MAX give the reasons), threads (torch's count is a C int: 3e9
+# overflowed), epochs (snn.lif_convnet's bound; 10**12 trained on without end, 2**64
+# overflowed in range()).
 MAX_THREADS, MAX_EPOCHS = 4096, 100_000
 INT_KEYS: dict[str, tuple[int, int | None]] = {
     "steps": (1, MAX_STEPS),

@@ -57,14 +57,15 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
+from neuroedge.config_values import SEED_MAX
 from neuroedge.seeding import seeded
 from neuroedge.types import Efficiency, IOSpec, Measurement, ModelSpec, Paper, TorchProgram
 
 STEPS = 4
-# Upper bounds of the seed (numpy's and sklearn's seeds are 32-bit) and of the time steps
-# (BPTT keeps every step's activations, measured 9 MB a step at batch 64 on the mini-ResNet:
-# 256 steps are 2.5 GB; the paper's T is 4); ``pipeline.check_config`` applies them.
-SEED_MAX, MAX_STEPS = 2**32 - 1, 256
+# The upper bound of the time steps (BPTT keeps every step's activations, measured 9 MB a step
+# at batch 64 on the mini-ResNet: 256 steps are 2.5 GB; the paper's T is 4);
+# ``pipeline.check_config`` applies it, and config_values.SEED_MAX to the seed.
+MAX_STEPS = 256
 # the key of a build's meta["config"] holding the data settings (split seed, steps) of the net
 # it built: example and evaluate follow them, not the checkpoint file read again
 BUILT = "built_net"

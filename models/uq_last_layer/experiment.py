@@ -66,6 +66,11 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+# the bounds of a seed and of training steps, a build's too (spec): steps=10**12 trained on
+# without end and 2**64 overflowed, a traceback
+MAX_SEED, MAX_STEPS = 2**31 - 1, 10**6
+
+
 def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """Every number the bench reads, before any training: ConfigError naming the key and value
     (``steps=2.5`` failed in range() after loading; ``timing_repeats=0`` after 6 s of
@@ -75,8 +80,8 @@ def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
 
     out = dict(cfg)
     for key, least, most in (
-        ("seed", 0, 2**31 - 1),
-        ("steps", 1, 10**6),
+        ("seed", 0, MAX_SEED),
+        ("steps", 1, MAX_STEPS),
         ("hidden_regression", 1, 4096),
         ("hidden_classification", 1, 4096),
         ("n_synthetic", 1, 10**6),
