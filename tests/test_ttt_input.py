@@ -58,8 +58,10 @@ def test_the_exported_step_has_the_configured_width_and_state(tmp_path):
         ("variant", "v2", r"variant='v2'.*v6, la_momentum"),
         ("variant", "bogus", r"variant='bogus'"),
         ("head_dim", 100000, r"head_dim=100000 needs .*MAX_LAYER_PARAMETERS"),
-        ("lengths", [10**6], r"lengths=1000000: the parallel form .*MAX_SCORE_ENTRIES"),
-        ("onnx_length", 10**6, r"onnx_length=1000000: the parallel form"),
+        ("lengths", [10**6], r"lengths=1000000 with batch=\d+, heads=\d+: the parallel form .*"),
+        ("onnx_length", 10**6, r"onnx_length=1000000 with heads=\d+: the parallel form"),
+        # a batch too large named only lengths, and said "use shorter lengths or fewer heads"
+        ("batch", 10**12, r"batch=1000000000000, heads=\d+: .*a smaller batch, or fewer heads"),
         # no upper bound: a 46 TiB stream input, an overflow in torch, a run without end
         ("stream_steps", 99999999999, r"stream_steps=99999999999: .* in 1..65536 \(tokens"),
         ("threads", 3000000000, r"threads=3000000000: .* in 1..4096 \(torch takes"),

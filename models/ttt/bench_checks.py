@@ -50,12 +50,17 @@ def _variant(value: Any) -> None:
 
 
 def _scores(key: str, value: int, rows: int, heads: int) -> None:
+    """ConfigError when the parallel form at ``key``'s length would hold more than
+    MAX_SCORE_ENTRIES scores; ``rows`` is the bench's batch for ``lengths`` and 1 for
+    ``onnx_length``, so the message names batch too where it counts."""
     entries = rows * heads * value * value
     if entries > MAX_SCORE_ENTRIES:
+        named = f"batch={rows}, heads={heads}" if key == "lengths" else f"heads={heads}"
         raise ConfigError(
-            f"config {key}={value}: the parallel form would hold {rows} x {heads} x {value} x "
-            f"{value} = {entries:,} scores ({4 * entries / 2**30:.1f} GiB); at most "
-            f"{MAX_SCORE_ENTRIES:,} (MAX_SCORE_ENTRIES): use shorter lengths or fewer heads"
+            f"config {key}={value} with {named}: the parallel form would hold {rows} x {heads} "
+            f"x {value} x {value} = {entries:,} scores ({4 * entries / 2**30:.1f} GiB); at most "
+            f"{MAX_SCORE_ENTRIES:,} (MAX_SCORE_ENTRIES): use shorter {key}, "
+            f"{'a smaller batch, ' if key == 'lengths' else ''}or fewer heads"
         )
 
 
