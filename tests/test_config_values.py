@@ -101,8 +101,10 @@ def test_layered_puts_smoke_under_the_users_keys_and_refuses_a_key_the_variant_n
     got = layered({"variant": "control"}, defaults, smoke, kinds, default="control")
     assert got[0] == "control" and "variant" not in got[2]
     assert layered({}, defaults, smoke, kinds, default="control")[0] == "control"
-    with pytest.raises(ConfigError, match=r"lam=2 has no effect with variant=control \(the co"):
-        layered({"variant": "control", "lam": 2}, defaults, smoke, kinds, unread=unread)
+    unread["control"] = (("lam", "steps"), "the control trains with lam 0")
+    tail = r"\(the control trains with lam 0\): drop it, or pick another variant$"
+    with pytest.raises(ConfigError, match=r"^lam=2 has no effect with variant=control " + tail):
+        layered({"variant": "control", "steps": 5, "lam": 2}, defaults, smoke, kinds, unread=unread)
     with pytest.raises(ConfigError, match=r"variant='nope': expected one of trigger, control"):
         layered({"variant": "nope"}, defaults, smoke, kinds)
     with pytest.raises(ConfigError, match=r"smoke='yes': expected true or false"):
