@@ -13,14 +13,14 @@ per-run copies; another model or retrained weights get a folder of their own).
 
 from __future__ import annotations
 
+import contextlib
 import errno
-import fcntl
 import hashlib
 import os
 import secrets
 import shutil
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -104,8 +104,7 @@ def _publish(work: Path, final: Path, key: str, lock: Path) -> Path:
         try:
             if content_hash(final) == key:
                 return final
-            with open(lock, "a") as held:
-                fcntl.flock(held, fcntl.LOCK_EX)  # released on close
+            with _locked(lock):
                 if content_hash(final) == key:
                     return final
                 aside = final.with_name(f".{final.name}.{secrets.token_hex(6)}.stale")
@@ -114,6 +113,45 @@ def _publish(work: Path, final: Path, key: str, lock: Path) -> Path:
             continue  # removed meanwhile: publish again
         shutil.rmtree(aside, ignore_errors=True)
     raise ArtifactError(f"{final}: could not publish the export there (changing under us)")
+
+
+@contextlib.contextmanager
+def _locked(lock: Path) -> Iterator[None]:
+    """``lock`` held exclusively inside, waiting while another process holds it: flock on
+    POSIX, msvcrt.locking on Windows. Either lock is the OS's, released when its process
+    ends, so a run killed while holding it blocks no later run."""
+    try:
+        import fcntl
+    except ImportError:  # Windows
+        fcntl = None
+    with open(lock, "a") as held:
+        if fcntl is None:
+            with _msvcrt_locked(held):
+                yield
+        else:
+            fcntl.flock(held, fcntl.LOCK_EX)  # released on close
+            yield
+
+
+@contextlib.contextmanager
+def _msvcrt_locked(held: Any) -> Iterator[None]:
+    """The first byte of the open file ``held`` locked inside (Windows). LK_LOCK gives up
+    after 10 tries a second apart (EDEADLOCK): tried again, so it waits as flock does."""
+    import msvcrt
+
+    held.seek(0)  # the bytes locked start at the file position
+    while True:
+        try:
+            msvcrt.locking(held.fileno(), msvcrt.LK_LOCK, 1)
+            break
+        except OSError as err:
+            if err.errno != errno.EDEADLOCK:
+                raise
+    try:
+        yield
+    finally:
+        held.seek(0)
+        msvcrt.locking(held.fileno(), msvcrt.LK_UNLCK, 1)
 
 
 def refuse_existing(path: Path, precision: str, stateful: bool) -> None:

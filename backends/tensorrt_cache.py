@@ -85,7 +85,7 @@ def sidecar_path(engine: Path) -> Path:
 def _is_sidecar(side: Path) -> bool:
     """Whether ``side`` holds a record of the shape ``EngineCache.store`` writes."""
     try:
-        record = json.loads(side.read_text())
+        record = json.loads(side.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
     return isinstance(record, dict) and {"key", "engine_sha256"} <= set(record)
@@ -109,7 +109,7 @@ def stale_reason(engine: Path, key: EngineKey) -> str | None:
         return "no cached engine"
     side = sidecar_path(engine)
     try:
-        record = json.loads(side.read_text())
+        record = json.loads(side.read_text(encoding="utf-8"))
         built = EngineKey(**record["key"])
         recorded_sha = str(record["engine_sha256"])
     except FileNotFoundError:

@@ -8,7 +8,6 @@ runtime's idle worker threads from spinning through the other's timed call.
 from __future__ import annotations
 
 import math
-import resource
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -42,8 +41,13 @@ class Latency:
         }
 
 
-def peak_rss_mb() -> float:
-    """Peak resident memory of this process so far (ru_maxrss), in MB."""
+def peak_rss_mb() -> float | None:
+    """Peak resident memory of this process so far (ru_maxrss), in MB; None where it is not
+    measured (Windows has no ``resource`` module)."""
+    try:
+        import resource
+    except ImportError:
+        return None
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
 

@@ -10,7 +10,7 @@ import signal
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from neuroedge.signals import sigterm_exits
+from neuroedge.signals import sigint_blocked, signals_blocked, sigterm_exits
 
 STOP_GRACE_S = 5.0  # how long a worker has to unwind after SIGTERM before it gets SIGKILL
 
@@ -32,16 +32,13 @@ class _Worker:
         """Start it with Ctrl-C blocked (the mask carries over: it is the parent's to handle,
         which ends the workers); a Ctrl-C meanwhile is raised here once it has started. The
         resource tracker is started first: starting it unblocks Ctrl-C, so a worker started
-        with it was born without the mask."""
-        from multiprocessing import resource_tracker
-
-        resource_tracker.ensure_running()
-        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        with it was born without the mask (``sigint_blocked``: a no-op without signal masks,
+        on Windows)."""
         try:
-            self.proc.start()
+            with sigint_blocked():
+                self.proc.start()
         finally:
             self._theirs.close()
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
     def send(self, cfg: Any) -> bool:
         """Hand it ``cfg``; False when it is gone."""
@@ -60,7 +57,7 @@ class _Worker:
         elif code < 0:
             name = signal.Signals(-code).name if -code in signal.valid_signals() else -code
             how = f"was killed by signal {name}"
-            if -code == signal.SIGKILL:
+            if -code == getattr(signal, "SIGKILL", None):  # none on Windows
                 how += " (as the kernel's out-of-memory killer does: fewer workers use less memory)"
         else:
             how = f"exited with code {code} without sending a result"
@@ -150,8 +147,7 @@ def _stop(pool: Sequence[_Worker]) -> None:
     whatever still runs ``STOP_GRACE_S`` later; Ctrl-C and SIGTERM wait until they are gone."""
     import time
 
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-    try:
+    with signals_blocked(signal.SIGINT, signal.SIGTERM):
         started = [w for w in pool if w.proc.pid is not None]
         for worker in started:
             worker.proc.terminate()
@@ -163,8 +159,6 @@ def _stop(pool: Sequence[_Worker]) -> None:
                 worker.proc.join()
         for worker in pool:
             worker.conn.close()
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def _work(conn: Any, fn: Callable[[Any], Any]) -> None:

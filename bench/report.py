@@ -76,9 +76,9 @@ def build_document(model: str, rows: Sequence[Report], **extra: Any) -> dict[str
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "machine": machine_description(),
         "rows": [r.to_json() for r in rows],
-        # ru_maxrss is the whole process's peak: every backend of the run (and the training
-        # before it) together, so it is the run's figure, not a row's
-        "process_peak_rss_mb": round(peak_rss_mb(), 1),
+        # ru_maxrss is the whole process's peak (every backend of the run and the training
+        # before it): the run's figure, not a row's; None where not measured (Windows)
+        "process_peak_rss_mb": None if (peak := peak_rss_mb()) is None else round(peak, 1),
         "provenance": provenance(),
     }
     doc.update(extra)
@@ -384,7 +384,7 @@ def _written_before(path: Path) -> tuple[list[str], list[str]]:
     removes them, so a folder never mixes an old run's plot with a new run's numbers) and the
     other files it wrote, inside the folder. Other files in the folder are left alone."""
     try:
-        listed = json.loads(path.read_text())
+        listed = json.loads(path.read_text(encoding="utf-8"))
         plots, names = listed.get("plots", []), listed.get("files", [])
     except (OSError, ValueError, AttributeError):
         return [], []

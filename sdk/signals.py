@@ -69,11 +69,24 @@ def sigint_blocked() -> Iterator[None]:
 
     multiprocessing's resource tracker is started first: starting it unblocks SIGINT in the
     calling thread (resource_tracker.ensure_running), which undid the block for every process
-    forked after a shared memory block was first made."""
-    from multiprocessing import resource_tracker
+    forked after a shared memory block was first made. A no-op where there are no signal
+    masks (Windows: no pthread_sigmask, nor a resource tracker to start)."""
+    if hasattr(signal, "pthread_sigmask"):
+        from multiprocessing import resource_tracker
 
-    resource_tracker.ensure_running()
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        resource_tracker.ensure_running()
+    with signals_blocked(signal.SIGINT):
+        yield
+
+
+@contextlib.contextmanager
+def signals_blocked(*signums: int) -> Iterator[None]:
+    """``signums`` held off in this thread inside, arriving on exit; a no-op where there are
+    no signal masks (Windows has no pthread_sigmask)."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, set(signums))
     try:
         yield
     finally:
@@ -114,12 +127,16 @@ def sigterm_exits() -> Iterator[None]:
 
 def stdout_reader_gone() -> bool:
     """Whether stdout is a pipe whose reader has closed (``neuroedge list | head -1``), as
-    against a BrokenPipeError from elsewhere (a socket to a model's LLM endpoint)."""
+    against a BrokenPipeError from elsewhere (a socket to a model's LLM endpoint). False where
+    that cannot be told (a stdout without a descriptor; no ``select.poll``: Windows): the error
+    is then reported, never hidden."""
     import select
 
     try:
         fd = sys.stdout.fileno()
     except (OSError, ValueError):  # a stdout with no descriptor (replaced by a caller)
+        return False
+    if not hasattr(select, "poll"):
         return False
     poller = select.poll()
     poller.register(fd, select.POLLOUT)

@@ -157,7 +157,7 @@ def dataset_sensor(root: str | os.PathLike[str]) -> SensorSize:
             'giving the sensor, e.g. {"width": 32, "height": 32}'
         )
     try:
-        cfg = json.loads(path.read_text())
+        cfg = json.loads(path.read_text(encoding="utf-8-sig"))  # a BOM too (Notepad)
         size = {k: cfg[k] for k in ("width", "height")}
     except (ValueError, KeyError, TypeError) as err:
         raise ValueError(f"{path}: needs integer width and height ({err})") from None

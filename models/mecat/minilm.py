@@ -117,7 +117,7 @@ class MiniLM:
         missing = [f for f in REQUIRED if not (self.folder / f).is_file()]
         if missing:
             raise FileNotFoundError(f"{self.folder}: model folder lacks {', '.join(missing)}")
-        cfg = json.loads((self.folder / "config.json").read_text())
+        cfg = json.loads((self.folder / "config.json").read_text(encoding="utf-8"))
         self.layers, self.heads = cfg["num_hidden_layers"], cfg["num_attention_heads"]
         self.hidden, self.eps = cfg["hidden_size"], cfg["layer_norm_eps"]
         self.tokenizer = WordPiece(self.folder / "vocab.txt", max_length)

@@ -29,6 +29,7 @@ Design decisions (the paper uses LIBERO, whose scene assets are not on PyPI):
 from __future__ import annotations
 
 import os
+import platform
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -113,8 +114,9 @@ def check_cameras(frames: Mapping[str, Any], image_size: int = IMAGE_SIZE) -> No
 
 def _choose_gl() -> None:
     """MuJoCo picks its GL platform when first imported (metaworld imports it): offscreen EGL
-    unless the user chose one. Done here, by the first environment, not at module import."""
-    if "mujoco" not in sys.modules:
+    on Linux unless the user chose one (mujoco refuses egl elsewhere: it takes CGL on macOS,
+    GLFW on Windows by itself). Done here, by the first environment, not at module import."""
+    if "mujoco" not in sys.modules and platform.system() == "Linux":
         os.environ.setdefault("MUJOCO_GL", "egl")
 
 

@@ -170,7 +170,7 @@ def add_noise_to_dataset(
     from neuroedge.events.simulator import noise_events
 
     src, dst = Path(src), Path(dst)
-    cfg = json.loads((src / "config.json").read_text())
+    cfg = json.loads((src / "config.json").read_text(encoding="utf-8-sig"))
     sensor = SensorSize(int(cfg["width"]), int(cfg["height"]))
     params = DVSParams(noise_rate_hz=noise_rate_hz, hot_pixels=hot_pixels)
     for k, path in enumerate(sorted(src.rglob("*"))):
