@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import socket
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -56,8 +57,13 @@ def draft_prefix(name: str) -> str:
 
 
 def _alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host may still write its draft. On Windows there is no
+    probe without side effects (os.kill(pid, 0) sends CTRL_C_EVENT there): False, and the draft
+    is left to ``DEAD_DRAFT_AGE_S`` alone."""
     if pid == os.getpid():
         return True  # another thread's draft
+    if sys.platform == "win32":
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -218,3 +218,17 @@ def test_json_files_are_read_as_utf8_with_or_without_a_bom_under_a_c_locale(tmp_
     assert lines[0] == "SensorSize(width=32, height=32) SensorSize(width=32, height=32)"
     assert lines[1:3] == ["True", "(['a.png'], []) True"]
     assert lines[3].endswith(" True"), lines[3]  # past config.json, to the weights
+
+
+def test_draft_liveness_sends_no_signal_on_windows(monkeypatch):
+    """os.kill(pid, 0) is CTRL_C_EVENT on Windows: probing a concurrent writer's pid would
+    stop it. There the draft is left to its age alone."""
+    from neuroedge import atomic
+
+    def no_kill(*args):
+        raise AssertionError(f"os.kill{args} called")
+
+    monkeypatch.setattr(atomic.sys, "platform", "win32")
+    monkeypatch.setattr(atomic.os, "kill", no_kill)
+    assert atomic._alive(os.getpid() + 1) is False
+    assert atomic._alive(os.getpid()) is True  # this process's other thread: never removed
