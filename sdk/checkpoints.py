@@ -12,9 +12,12 @@ from neuroedge.errors import ArtifactError
 
 
 def save_checkpoint(path: str | os.PathLike[str], payload: dict[str, Any]) -> Path:
-    """``payload`` holds tensors, numbers, strings, lists and dicts only."""
+    """``payload`` holds tensors, numbers, strings, lists and dicts only. A NaN or infinite
+    tensor is refused before anything is written (ArtifactError naming it), as ``load_checkpoint``
+    refuses such a file: a diverged run left an all-NaN checkpoint that a later build read."""
     import torch
 
+    _check_no_nan(payload, Path(path))
     with atomic_path(path) as tmp:
         torch.save(payload, tmp)
     return Path(path)

@@ -22,6 +22,12 @@ class ConfigError(NeuroedgeError, ValueError):
     """A --config key the model does not read; the message names it and lists the valid ones."""
 
 
+class TrainingDiverged(ConfigError):
+    """A training run whose loss became NaN or infinite: the message names the model, the phase
+    and step, and the config keys that set the step size (a ConfigError: the run's values are
+    what to change). Raised before any NaN weights are saved or any figure of them reported."""
+
+
 class InputError(NeuroedgeError, ValueError):
     """Model inputs that do not fit the spec: the message names the input, the expected shape
     and dtype, and what was given."""

@@ -38,20 +38,21 @@ def _flip_a_bit_of_the_tensor_bytes(src: Path, dst: Path) -> None:
 def test_a_checkpoint_with_a_flipped_bit_or_nan_weights_is_refused(tmp_path: Path) -> None:
     """torch's zip reader skips CRCs: the flipped bit loaded as a wrong weight, silently."""
     import torch
-    from neuroedge.checkpoints import load_checkpoint, save_checkpoint
+    from neuroedge.checkpoints import load_checkpoint
 
     good = _small_checkpoint(tmp_path / "good.pt")
     assert torch.equal(load_checkpoint(good)["state_dict"]["w"][0], torch.linspace(-1, 1, 256)[:16])
     _flip_a_bit_of_the_tensor_bytes(good, tmp_path / "flip.pt")
     with pytest.raises(ArtifactError, match=r"flip.pt: corrupt checkpoint: the CRC of its member"):
         load_checkpoint(tmp_path / "flip.pt")
+    # written by torch.save (a file from elsewhere: save_checkpoint refuses NaN weights)
     nan = {"state_dict": {"layer.w": torch.tensor([1.0, float("nan")])}, "config": {}}
-    save_checkpoint(tmp_path / "nan.pt", nan)
+    torch.save(nan, tmp_path / "nan.pt")
     with pytest.raises(ArtifactError, match=r"tensor 'state_dict.layer.w' \[2\] holds 1 NaN"):
         load_checkpoint(tmp_path / "nan.pt")
     for value in (float("inf"), float("-inf")):  # loaded before: the net's outputs went NaN
         inf = {"state_dict": {"layer.w": torch.tensor([1.0, value, value])}, "config": {}}
-        save_checkpoint(tmp_path / "inf.pt", inf)
+        torch.save(inf, tmp_path / "inf.pt")
         with pytest.raises(ArtifactError, match=r"\[3\] holds 0 NaN and 2 infinite value"):
             load_checkpoint(tmp_path / "inf.pt")
 
