@@ -195,7 +195,7 @@ class PrunedPolicy:
         if self.scores is not None:
             for view in range(2):
                 part = self.scores[view * PER_VIEW : (view + 1) * PER_VIEW]
-                prior[view * PER_VIEW + top_k_set(part, self.prune.k_global)] = 1.0
+                prior[view * PER_VIEW + global_set(part, self.prune.k_global)] = 1.0
         step = self.query_step()
         self.add_frame(step, obs)
         past = self.reference(step, v_t)
@@ -214,6 +214,15 @@ class PrunedPolicy:
                 cam: patch_vectors(self.frames[step][cam], PATCH) for cam in CAMERAS
             }
         return self.patches[step]
+
+
+def global_set(scores: np.ndarray, k: int) -> np.ndarray:
+    """V_global of one view (eq. 2): the ``k`` highest of the previous inference's last-layer
+    scores among the tokens that reached that layer. The network scatters survivors' scores
+    (softmax attention means: positive) into zeros, so a token pruned on the way scores 0 and
+    is never picked, not even as a tie: a view with fewer than ``k`` survivors gives fewer."""
+    scored = np.flatnonzero(scores > 0)
+    return scored[top_k_set(scores[scored], k)]
 
 
 def torch_engine(model: Any, method: str, prune: PruneConfig) -> Engine:
