@@ -111,7 +111,10 @@ def test_checked_numbers_are_returned_as_floats() -> None:
     from neuroedge.models.cadre import train as cadre
     from neuroedge.models.unisparse import pipeline, train
 
-    cfg = cadre.check_config({**cadre.DEFAULTS, "alpha": BIG, "beta": BIG, "lambda_s": BIG})
+    # integers at the keys' upper bounds (2**64 itself is refused now: a loss weight over 1e6
+    # or a rate over 10 trained to NaN or not at all)
+    top = 10**6
+    cfg = cadre.check_config({**cadre.DEFAULTS, "alpha": top, "beta": top, "lambda_s": top})
     assert all(type(cfg[k]) is float for k in ("alpha", "beta", "lambda_s", "lambda_z", "lr"))
-    cfg = pipeline.check_config({**train.DEFAULTS, "lr": BIG, "kd_temp": BIG}, device=False)
+    cfg = pipeline.check_config({**train.DEFAULTS, "lr": 10, "kd_temp": 100}, device=False)
     assert type(cfg["lr"]) is float and type(cfg["kd_temp"]) is float

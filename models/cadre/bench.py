@@ -248,7 +248,7 @@ def claim_over_seeds(
         "mcc_beta_vae_mean": float(np.mean(vae)),
         "cadre_minus_beta_vae": {"mean": mean, "se": se},
         "wins": wins,
-        "ties": len(seeds) - wins - losses,
+        "ties": sum(abs(d) <= TIE for d in diffs),  # a NaN MCC (diverged) is none of the three
         "losses": losses,
         "parts": parts,
         "holds": all(parts.values()),
@@ -261,13 +261,16 @@ def claim_section(claim: Mapping[str, Any]) -> list[str]:
     from neuroedge.bench.seeds import claim_lines
 
     d = claim["cadre_minus_beta_vae"]
+    nan = sum(not np.isfinite(x) for x in claim["mcc_difference"])
+    unmeasured = f" ({nan} seed{'s' * (nan != 1)} with a NaN MCC: not compared)" if nan else ""
     notes = [
         f"- rule: {claim['rule']}",
         f"- identity J_g = B, max |J_g - B|: {claim['identity_max_abs_err']:.3g}",
         f"- mean MCC: CaDRe {claim['mcc_cadre_mean']:.4f}, beta-VAE "
         f"{claim['mcc_beta_vae_mean']:.4f}",
         f"- CaDRe - beta-VAE MCC, paired by seed: {d['mean']:+.4f} +- {d['se']:.4f} (SE)",
-        f"- CaDRe wins / ties / losses: {claim['wins']} / {claim['ties']} / {claim['losses']}",
+        f"- CaDRe wins / ties / losses: {claim['wins']} / {claim['ties']} / {claim['losses']}"
+        + unmeasured,
     ]
     return claim_lines(claim, notes)
 
@@ -284,8 +287,13 @@ def _identity_row() -> Report:
 
 
 def _model_rows(result: Mapping[str, Any]) -> list[Report]:
-    """The ``cadre`` row (MCC and graph scores) and the ``beta-vae`` row (MCC)."""
+    """The ``cadre`` row (MCC and graph scores) and the ``beta-vae`` row (MCC). A graph that is
+    not finite (``scores`` None) has NaN scores and a note: thresholding it gave an empty graph,
+    whose SHD was counted as if measured."""
     sc = result["scores"]
+    names = ("shd", "f1", "tpr", "fdr", "skeleton_f1")
+    values = [float("nan")] * 5 if sc is None else [getattr(sc, n) for n in names]
+    notes = () if sc is not None else ("estimated J_g not finite: SHD, F1, TPR, FDR not counted",)
     return [
         Report(
             SPEC.name,
@@ -293,12 +301,12 @@ def _model_rows(result: Mapping[str, Any]) -> list[Report]:
             "cadre",
             metrics={
                 "mcc": Measurement(result["mcc_cadre"], "correlation"),
-                "shd": Measurement(sc.shd, "edges", "counted"),
-                "f1": Measurement(sc.f1, "fraction"),
-                "tpr": Measurement(sc.tpr, "fraction"),
-                "fdr": Measurement(sc.fdr, "fraction"),
-                "skeleton_f1": Measurement(sc.skeleton_f1, "fraction"),
+                **{
+                    n: Measurement(v, *(("edges", "counted") if n == "shd" else ("fraction",)))
+                    for n, v in zip(names, values)
+                },
             },
+            notes=notes,
         ),
         Report(
             SPEC.name,

@@ -58,13 +58,17 @@ def dag_penalty(a: Any) -> Any:
 
 
 def mcc(estimate: np.ndarray, truth: np.ndarray) -> float:
-    """Mean absolute Pearson correlation after Hungarian matching (columns = components)."""
+    """Mean absolute Pearson correlation after Hungarian matching (columns = components); NaN
+    when ``estimate`` holds a NaN or infinite value (a diverged model: no figure to report).
+    A constant column's correlations (0/0) count as 0: it carries no signal."""
     from scipy.optimize import linear_sum_assignment
 
     est = np.asarray(estimate, dtype=np.float64).reshape(-1, estimate.shape[-1])
     tru = np.asarray(truth, dtype=np.float64).reshape(-1, truth.shape[-1])
     if len(est) != len(tru):
         raise ValueError(f"MCC needs paired samples, got {len(est)} and {len(tru)}")
+    if not np.isfinite(est).all():  # was 0.0 through nan_to_num: read as a measured MCC
+        return float("nan")
     k = tru.shape[1]
     corr = np.corrcoef(est.T, tru.T)[: est.shape[1], est.shape[1] :]
     corr = np.nan_to_num(np.abs(corr))

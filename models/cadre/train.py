@@ -51,6 +51,13 @@ MAX_STEPS, MAX_N, MAX_BATCH, MAX_HIDDEN, MAX_PERIOD = 10**6, 10**6, 10**5, 4096,
 # memory) is refused before training; the copies of each dx^2 term, see training_bytes
 MAX_TRAINING_BYTES = 4 * 2**30
 PRIOR_INPUT_COPIES, JACOBIAN_COPIES, WEIGHT_COPIES = 2.5, 8.5, 7
+# The loss weights lambda_z, lambda_s, alpha, beta scale their terms against the reconstruction's
+# weight of 1 (defaults 0.1, 0.1, 1e-2, 1e-1). The gradient is clipped to norm 5 and Adam's eps is
+# 1e-8, so a weight w leaves the reconstruction a share of ~5 / w of each step: above ~5e8 that
+# is under eps and the reconstruction stops training the model (at 2**64 the MCC equalled the
+# untrained model's to 10 digits); at 1e39 the float32 loss overflowed to NaN at step 1.
+MAX_LOSS_WEIGHT = 1e6
+LOSS_WEIGHTS = ("lambda_z", "lambda_s", "alpha", "beta")
 
 
 def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
@@ -58,21 +65,31 @@ def check_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
 
     steps in 1..10^6, n (synthetic windows) in 1..10^6, batch in 1..10^5, jac_batch in
     1..batch (the Jacobian sub-batch is cut from the batch), hidden in 1..4096, seed in
-    0..2^32-1; lr finite in (0, 1]; the loss weights lambda_z, lambda_s, alpha, beta and the
-    graph threshold on |J_g| finite >= 0. Bench only: ``series`` a file path; ``period`` (the
-    number of seasonal domains) None or an integer in 1..10^4, and only with ``series`` (the
-    synthetic generator has its own domains and would ignore it); ``time_column`` the CSV
-    series' time column. ConfigError names key and value.
+    0..2^32-1; lr finite in (0, 1]; the loss weights lambda_z, lambda_s, alpha, beta finite in
+    [0, MAX_LOSS_WEIGHT] (the reason beside it); the graph threshold on |J_g| finite >= 0.
+    Bench only: ``series`` a file path; ``period`` (the number of seasonal domains) None or an
+    integer in 1..10^4, and only with ``series`` (the synthetic generator has its own domains
+    and would ignore it); ``time_column`` the CSV series' time column. ConfigError names key
+    and value.
     """
-    out = dict(cfg)  # the checked values: alpha=2**64 as a float (as an int torch overflowed)
+    out = dict(cfg)  # the checked values: alpha=10**6 as a float (an int 2**64 overflowed torch)
     for key, most in (("steps", MAX_STEPS), ("batch", MAX_BATCH), ("hidden", MAX_HIDDEN)):
         out[key] = integer(cfg, key, 1, most)
     out["jac_batch"] = integer(cfg, "jac_batch", 1, cfg["batch"])
     out["seed"] = integer(cfg, "seed", 0, SEED_MAX)
     out["lr"] = number(cfg, "lr", 0.0, 1.0, open_low=True)
-    for key in ("lambda_z", "lambda_s", "alpha", "beta", "threshold"):
+    for key in LOSS_WEIGHTS:
         if key in cfg:
             out[key] = number(cfg, key, 0.0)
+            if out[key] > MAX_LOSS_WEIGHT:
+                raise ConfigError(
+                    f"{key}={cfg[key]!r}: expected a finite number in [0, {MAX_LOSS_WEIGHT:g}]: "
+                    "a loss weight above it leaves the reconstruction (weight 1) too small a "
+                    "share of the clipped gradient to train the model, and from ~1e38 the "
+                    "float32 loss overflows to NaN"
+                )
+    if "threshold" in cfg:
+        out["threshold"] = number(cfg, "threshold", 0.0)
     if "n" in cfg:
         out["n"] = integer(cfg, "n", 1, MAX_N)
     series = cfg.get("series")
@@ -126,17 +143,20 @@ def fit(
 ) -> FitResult:
     """Adam on the (penalised) negative ELBO; CaDRe gets the graph penalties, BetaVAE none.
     The latent samples are drawn from ``seed`` inside ``seeded``: the caller's generator is
-    left as it was."""
+    left as it was. A NaN or infinite loss (the step's, read for ``losses`` anyway) stops
+    training with TrainingDiverged naming the step and the keys that scale the loss."""
+    from neuroedge.divergence import check_loss
     from tqdm import tqdm
 
     cfg = {**DEFAULTS, **(config or {})}
+    keys = ("lr", *LOSS_WEIGHTS) if isinstance(model, CaDRe) else ("lr", "lambda_z")
     x_all = torch.as_tensor(data.x)
     d_all = torch.as_tensor(data.domain, dtype=torch.long)
     gen = torch.Generator().manual_seed(cfg["seed"])
     opt = torch.optim.Adam(model.parameters(), lr=cfg["lr"])
     losses = []
     with seeded(int(cfg["seed"])):
-        for _ in tqdm(range(cfg["steps"]), desc=desc, leave=False):
+        for step in tqdm(range(1, cfg["steps"] + 1), desc=desc, leave=False):
             idx = torch.randint(len(x_all), (cfg["batch"],), generator=gen)
             terms = model.terms(x_all[idx], d_all[idx])
             loss = terms["recon"] + cfg["lambda_z"] * terms["kl_z"]
@@ -146,7 +166,7 @@ def fit(
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
             opt.step()
-            losses.append(loss.item())
+            losses.append(check_loss(loss, f"causal.cadre ({desc}) training step {step}", keys))
     return FitResult(model.eval(), tuple(losses))
 
 
@@ -218,7 +238,8 @@ def new_cadre(dx: int, dz: int, domains: int, cfg: Mapping[str, Any]) -> CaDRe:
 def compare(
     data: CausalSeries, domains: int, config: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
-    """Train CaDRe and the beta-VAE at the same budget; MCC of both, graph scores of CaDRe."""
+    """Train CaDRe and the beta-VAE at the same budget; MCC of both, graph scores of CaDRe
+    (None when the graph is not finite: an empty thresholded graph is no measured SHD)."""
     cfg = {**DEFAULTS, **(config or {})}
     dx, dz = data.x.shape[-1], data.z.shape[-1]
     cadre = fit(new_cadre(dx, dz, domains, cfg), data, cfg, "CaDRe")
@@ -230,7 +251,11 @@ def compare(
         "mcc_cadre": latent_mcc(cadre.model, data),
         "mcc_beta_vae": latent_mcc(vae.model, data),
         "graph": graph,
-        "scores": F.graph_scores(graph, data.graph, cfg["threshold"]),
+        "scores": (
+            F.graph_scores(graph, data.graph, cfg["threshold"])
+            if np.isfinite(graph).all()
+            else None
+        ),
         "losses_cadre": cadre.losses,
         "losses_beta_vae": vae.losses,
         "model": cadre.model,

@@ -96,9 +96,17 @@ def fit_substep_cap(model: Any, pairs: int) -> int:
 
 def fit_substep_refusal(err: Any, model: Any, dt: float, lr: float, done: int, pairs: int) -> Any:
     """The ConfigError for a training step past ``fit_substep_cap`` (``err``: the forward's
-    SubstepCapError), after ``done`` AdamW steps at ``lr``."""
-    from neuroedge.errors import ConfigError
+    SubstepCapError), after ``done`` AdamW steps at ``lr``; TrainingDiverged when the metric's
+    omega_max is NaN or infinite (the weights diverged: no sub-step count to name)."""
+    from neuroedge.errors import ConfigError, TrainingDiverged
 
+    if not math.isfinite(err.omega):  # NaN / inf weights: no sub-step count or memory to name
+        return TrainingDiverged(
+            f"physics.meshft training step {done + 1}: training diverged at lr={lr!r} (the "
+            f"learned metric's omega_max is {err.omega} after {done} AdamW "
+            f"step{'s' * (done != 1)}); the metric is no longer finite, so nothing was saved: "
+            f"lower lr (default {DEFAULTS['lr']:g}) and train again"
+        )
     per_sub, ratio = _autograd_per_substep(model, pairs)[1], err.ratio
     implied = f"{math.ceil(ratio):,}" if math.isfinite(ratio) else f"{ratio}"
     return ConfigError(
@@ -253,11 +261,13 @@ def train(config: Mapping[str, Any] | None = None, out: str | None = None) -> di
     from neuroedge.checkpoints import save_checkpoint
     from neuroedge.models.meshft import train as T
     from neuroedge.models.meshft.module import MeshFT
+    from neuroedge.seeding import seeded
 
     cfg = {**DEFAULTS, **(config or {})}
     iters, pairs, lr, dt = train_values(cfg)
     mesh = make_mesh(str(cfg["mesh"]))
-    model = MeshFT(mesh, str(cfg["hodge"])).float()
+    with seeded(0):  # the initial weights, as bench._train_models: one config, one checkpoint
+        model = MeshFT(mesh, str(cfg["hodge"])).float()
     check_train_substeps(model, dt, iters)
     data = T.plane_wave_pairs(mesh, pairs, dt, seed=0)
     losses = T.fit(model, data, iters, lr)
