@@ -62,7 +62,7 @@ BAD_VALUES = [
     ("seeds", [-1], r"\[-1\] are not integers in 0\.\.4294967295"),
     ("seeds", [3, 2**32], r"\[4294967296\] are not integers in 0\.\.4294967295"),
     ("seeds", "3", "non-empty list of integers"),
-    ("lr", 0.0, "> 0"),
+    ("lr", 0.0, r"in \(0, 10\]"),
     ("kd_weight", 1.5, r"in \[0, 1\]"),
     ("augment", "yes", "true or false"),
     ("data", 3, "cifar-10-batches-py folder"),

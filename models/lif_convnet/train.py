@@ -11,6 +11,7 @@ import numpy as np
 
 from neuroedge.bench.provenance import thread_settings
 from neuroedge.checkpoints import save_checkpoint
+from neuroedge.divergence import check_loss
 from neuroedge.models.lif_convnet.data import direct_encoding, load_digits_split
 from neuroedge.models.lif_convnet.module import LIFConvNet
 from neuroedge.paths import checkpoint_path
@@ -77,7 +78,7 @@ def train(
         steps, batch = int(cfg["steps"]), int(cfg["batch"])
         start = time.perf_counter()
         bar = tqdm(range(int(cfg["epochs"])), desc="train snn.lif_convnet", disable=not progress)
-        for _ in bar:
+        for epoch in bar:
             net.train()
             order = rng.permutation(len(data.y_train))
             for first in range(0, len(order), batch):
@@ -91,8 +92,11 @@ def train(
                 opt.step()
             sched.step()
             net.eval()
+            # the epoch's last loss, read once per epoch as before: a diverged run stops here,
+            # naming lr (save_checkpoint still refuses a NaN weight that left the loss finite)
+            value = check_loss(loss, f"snn.lif_convnet training epoch {epoch + 1}", ("lr",))
             bar.set_postfix(
-                loss=f"{loss.item():.3f}",
+                loss=f"{value:.3f}",
                 test_acc=f"{accuracy(net, data.x_test, data.y_test, steps):.3f}",
             )
     seconds = time.perf_counter() - start

@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
+from neuroedge.divergence import check_loss
+from neuroedge.errors import ConfigError, TrainingDiverged
 from neuroedge.models.unisparse.constraint import constrained_terms, task_loss
 from neuroedge.models.unisparse.data import ImageSplit, direct_encoding
 from neuroedge.models.unisparse.module import SpikingResNet
@@ -76,6 +78,12 @@ def run_epoch(
         opt.step()
         losses.append(float(loss.detach()))
     if dp is not None:
+        if not losses:  # every global batch skipped: its NaN mean would read as divergence
+            raise ConfigError(
+                f"batch={cfg['batch']} with {dp.world.size} data-parallel ranks: no global "
+                "batch gives every rank a sample, so nothing trained; expected batch (and "
+                f"train_subset) >= {dp.world.size}"
+            )
         dp.average_buffers(net)  # BN running statistics: each rank saw its own share
         losses = [dp.mean(float(np.mean(losses)))]
     return {
@@ -126,6 +134,28 @@ def _optimizer(
     )
 
 
+# the config keys that set the scale of a phase's steps (named when it diverges)
+DENSE_KEYS = ("lr", "weight_decay")
+CONSTRAINED_KEYS = (
+    *DENSE_KEYS,
+    *("bn_lr", "mask_lr", "penalty_rho", "dual_lr", "spike_scale", "e_ac_pj", "kd_temp"),
+)
+
+
+def check_finite(net: torch.nn.Module, where: str, keys: tuple[str, ...]) -> None:
+    """TrainingDiverged naming ``where``, the first non-finite tensor and ``keys`` when a
+    parameter or buffer of ``net`` holds NaN or inf. A finite loss does not prove finite
+    weights: NaN thresholds or BN statistics silence their layer (no spike, so no NaN reaches
+    the logits), and such a net measured 0 SOPs, its energy budget "met", at chance."""
+    tensors = [(n, t) for n, t in net.state_dict().items() if t.is_floating_point()]
+    bad = [n for n, t in tensors if not bool(torch.isfinite(t).all())]  # once per phase
+    if bad:
+        raise TrainingDiverged(
+            f"{where}: training diverged ({len(bad)} tensor(s) hold NaN or inf, first "
+            f"{bad[0]!r}); nothing was saved or measured: lower {', '.join(keys)} and train again"
+        )
+
+
 def fit_phase(
     net: SpikingResNet,
     data: ImageSplit,
@@ -137,7 +167,10 @@ def fit_phase(
     progress: bool,
     on_batch: Callable[[int, int], None] | None = None,
 ) -> list[dict[str, float]]:
-    """``epochs`` epochs with a cosine learning rate; returns per-epoch logs (with seconds)."""
+    """``epochs`` epochs with a cosine learning rate; returns per-epoch logs (with seconds).
+    TrainingDiverged at the first epoch whose mean loss is NaN or inf (the loss each step
+    already reads, averaged over ranks: every rank stops at one epoch), or at the end when a
+    weight or statistic is no longer finite (``check_finite``)."""
     from tqdm import tqdm
 
     # the constrained phases move the thresholds (BN affine) faster than the weights
@@ -158,11 +191,12 @@ def fit_phase(
     if dp is not None:
         dp.broadcast(net)  # every rank starts from rank 0's parameters
         progress = progress and dp.world.lead
-    logs = []
+    logs, keys = [], DENSE_KEYS if budget is None else CONSTRAINED_KEYS
     bar = tqdm(range(epochs), desc=f"unisparse {label}", disable=not progress, leave=False)
-    for _ in bar:
+    for epoch in bar:
         start = time.perf_counter()
         log = run_epoch(net, data, opt, cfg, rng, budget, tick)
+        check_loss(log["loss"], f"snn.unisparse {label} phase epoch {epoch + 1}", keys)
         sched.step()
         log["seconds"] = time.perf_counter() - start
         if budget is not None:
@@ -171,4 +205,5 @@ def fit_phase(
         bar.set_postfix(loss=f"{log['loss']:.3f}", energy=f"{log['energy_uj']:.3g}")
     if dp is not None:
         dp.check_agreement(net, f"the {label} phase")
+    check_finite(net, f"snn.unisparse {label} phase", keys)
     return logs

@@ -26,6 +26,7 @@ from neuroedge.distributed import lead_value
 from neuroedge.errors import ConfigError, NeuroedgeError
 from neuroedge.models.unisparse import train
 from neuroedge.models.unisparse.data import ImageSplit, load_cifar10, load_digits
+from neuroedge.models.unisparse.loop import CONSTRAINED_KEYS, DENSE_KEYS, check_finite
 from neuroedge.models.unisparse.measure import LayerStats, evaluate_folded
 from neuroedge.models.unisparse.module import ARCHS, SpikingResNet, fold
 from neuroedge.models.unisparse.spec import MAX_STEPS
@@ -49,24 +50,43 @@ INT_KEYS: dict[str, tuple[int, int | None]] = {
     "threads": (1, MAX_THREADS),
     "lava_samples": (1, None),
 }
-# number keys: (least value, whether it is excluded, greatest value or None)
+# number keys: (least value, whether it is excluded, greatest value or None). Upper bounds where
+# a larger value has no use and trained on to NaN weights that were then measured (lr=1e12,
+# penalty_rho, spike_scale, e_ac_pj, dual_lr or temp_start of 1e300 each did):
+# - lr, mask_lr, bn_lr <= 10: the Adam step size; snn.lif_convnet's and event.bivision's bound
+#   (the defaults are 2e-3 and 1e-2);
+# - weight_decay: AdamW scales each weight by (1 - lr x weight_decay) per step, so the product
+#   is bounded (``_check_decay``): above 1 each step flips every weight's sign (above 2 it
+#   grows them too);
+# - penalty_rho <= 1e6 (5e5x the default 2, which already holds E within 1% of its target):
+#   past it the penalty alone sets the gradient; 1e300 overflowed float32 to inf;
+# - spike_scale <= 100 (a share of the energy gradient; 0.1-1 were tried): 1e300 overflowed
+#   the threshold gradients to NaN;
+# - e_ac_pj <= 1000 pJ per accumulate, 1000x Horowitz's 45 nm 0.9 pJ: 1e300 overflowed the
+#   float32 energy to inf;
+# - kd_temp <= 100 (the default 4; distillation uses t of 1-20): t^2 scales the distillation
+#   term, and 1e30 overflowed t^2 in float32;
+# - dual_lr <= 10 (500x the default 0.02): the multiplier moves by up to 3 dual_lr per batch;
+# - temp_start, temp_end <= 1e4 (the defaults are 4 and 200): the gate sigmoid(t m) is a step
+#   well before that, and temp_start=1e300 overflowed the mask gradient to NaN.
+MAX_LR = 10.0
 NUMBER_KEYS: dict[str, tuple[float, bool, float | None]] = {
     "budget_ratio": (0.0, True, 1.0),
     "energy_target_uj": (0.0, True, None),
     "aim": (0.0, True, 1.0),
-    "lr": (0.0, True, None),
-    "mask_lr": (0.0, True, None),
-    "bn_lr": (0.0, True, None),
+    "lr": (0.0, True, MAX_LR),
+    "mask_lr": (0.0, True, MAX_LR),
+    "bn_lr": (0.0, True, MAX_LR),
     "weight_decay": (0.0, False, None),
-    "temp_start": (0.0, True, None),
-    "temp_end": (0.0, True, None),
-    "dual_lr": (0.0, False, None),
-    "e_ac_pj": (0.0, True, None),
+    "temp_start": (0.0, True, 1e4),
+    "temp_end": (0.0, True, 1e4),
+    "dual_lr": (0.0, False, 10.0),
+    "e_ac_pj": (0.0, True, 1000.0),
     "kd_weight": (0.0, False, 1.0),
-    "kd_temp": (0.0, True, None),
+    "kd_temp": (0.0, True, 100.0),
     "target_anneal": (0.0, False, 1.0),
-    "penalty_rho": (0.0, False, None),
-    "spike_scale": (0.0, False, None),
+    "penalty_rho": (0.0, False, 1e6),
+    "spike_scale": (0.0, False, 100.0),
 }
 CHOICE_KEYS = {"spike_grad": train.SPIKE_GRADS, "mask_gate": train.MASK_GATES, "arch": tuple(ARCHS)}
 
@@ -118,6 +138,7 @@ def check_config(
         if key in out and not (key == "energy_target_uj" and out[key] is None):
             low, open_low, high = bounds
             out[key] = number(out, key, low, high, open_low)  # 2**64 as a float, not an int
+    _check_decay(out)
     for key, choices in CHOICE_KEYS.items():
         if key in out and (not isinstance(out[key], str) or out[key] not in choices):
             raise ConfigError(f"{key}={out[key]!r}: expected one of {', '.join(choices)}")
@@ -137,6 +158,18 @@ def check_config(
     if device:
         check_device(out.get("device", "cpu"))
     return out
+
+
+def _check_decay(cfg: Mapping[str, Any]) -> None:
+    """ConfigError when ``lr x weight_decay`` exceeds 1: AdamW's decoupled decay multiplies
+    every weight by ``1 - lr x weight_decay`` per step (the dense phase runs at ``lr``), which
+    then flips its sign, and above 2 grows it (weight_decay=1e6 trained to a net at chance)."""
+    if "lr" in cfg and "weight_decay" in cfg and cfg["lr"] * cfg["weight_decay"] > 1:
+        raise ConfigError(
+            f"weight_decay={cfg['weight_decay']!r} with lr={cfg['lr']!r}: expected lr x "
+            f"weight_decay <= 1 (weight_decay <= {1 / cfg['lr']:g}): AdamW scales each weight "
+            "by 1 - lr x weight_decay per step, so a larger product flips their signs"
+        )
 
 
 def check_variants(value: Any) -> list[str]:
@@ -244,12 +277,17 @@ def measure_variant(
 
     The energy is priced at ``cfg["e_ac_pj"]`` per SOP, the constant the training constraint
     uses (``constraint.constrained_terms``), so the dense energy that sets the target, the
-    constraint and the ``budget_met`` check are in one currency."""
+    constraint and the ``budget_met`` check are in one currency. TrainingDiverged, before any
+    figure, when the folded net holds NaN or inf (``loop.check_finite``)."""
     from neuroedge.seeding import seeded
 
     energy = energy_model(cfg)
     with seeded(int(cfg.get("seed", 0))):  # fold's fresh layers draw (then are overwritten),
         folded = fold(net)  # not from the caller's generator
+    # a NaN net fires nothing: 0 SOPs would read as its budget met (fit_phase stops training
+    # at it; this covers any other caller and a fold that overflows)
+    keys = DENSE_KEYS if name == "dense" else CONSTRAINED_KEYS
+    check_finite(folded, f"snn.unisparse {name} (folded to measure)", keys)
     metrics, layers = evaluate_folded(
         folded,
         data.x_test,
