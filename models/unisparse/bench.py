@@ -51,7 +51,8 @@ def claim_check(results: Mapping[str, VariantResult]) -> dict[str, Any]:
     weight-only. A rival under 5x fewer SOPs than dense spent more: unless unisparse beats it
     anyway, that comparison is not decided (``beats`` None, its reason in ``reasons``).
     ``holds``: False when a part fails or a rival is missing, else None when a comparison is
-    undecided, else True."""
+    undecided, else True; None with a ``reason`` when the dense net did not learn
+    (``seeds.dense_learned``)."""
     val = {n: {k: m.value for k, m in r.metrics.items()} for n, r in results.items()}
     dense, uni = val["dense"], val["unisparse"]
 
@@ -85,7 +86,7 @@ def claim_check(results: Mapping[str, VariantResult]) -> dict[str, Any]:
             *parts["beats"].values(),
         ]
     )
-    return parts
+    return seeds_mod.dense_learned(parts, {"this run": dense["accuracy"]})
 
 
 def host_rows(model: str, results: Mapping[str, VariantResult]) -> list[Report]:
@@ -148,6 +149,7 @@ def summary_sections(
     lines = [
         f"## Claim on digits{f' ({scope})' if scope else ''}: {VERDICT[claim['holds']]}",
         "",
+        *([f"- {claim['reason']}"] if "reason" in claim else []),
         (
             f"- SOP reduction (no first layer) vs dense: {claim['sop_reduction']:.2f}x "
             f"(need >= {CLAIM_REDUCTION:g}x): {claim['reduction_holds']}"
