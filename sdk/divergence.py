@@ -27,3 +27,21 @@ def check_loss(loss: Any, where: str, keys: Sequence[str]) -> float:
             f"nothing was saved or measured: lower {', '.join(keys)} and train again"
         )
     return value
+
+
+def check_weights(net: Any, where: str, keys: Sequence[str]) -> None:
+    """TrainingDiverged naming ``where``, the first non-finite tensor and ``keys`` when a
+    floating parameter or buffer of the torch module ``net`` holds NaN or inf. A finite loss
+    does not prove finite weights: a NaN membrane never crosses its threshold, so a NaN
+    convolution, threshold or BN statistic silences its layer and no NaN reaches the loss (such
+    nets trained every epoch to a finite loss and measured 0 SOPs, an energy budget "met", at
+    chance). Reads every tensor: call it once per epoch or phase, not per step."""
+    import torch
+
+    state = net.state_dict()
+    bad = [n for n, t in state.items() if t.is_floating_point() and not torch.isfinite(t).all()]
+    if bad:
+        raise TrainingDiverged(
+            f"{where}: training diverged ({len(bad)} tensor(s) hold NaN or inf, first "
+            f"{bad[0]!r}); nothing was saved or measured: lower {', '.join(keys)} and train again"
+        )

@@ -107,8 +107,12 @@ def _batch_loss(net: BiSNet, xs: Any, task: str, labels: Any, targets: Any) -> A
 def fit(
     net: BiSNet, data: EventSet, task: str, cfg: Mapping[str, Any], progress: bool = True
 ) -> float:
-    """Train ``net`` in place on ``data``; returns the last epoch's mean loss."""
+    """Train ``net`` in place on ``data``; returns the last epoch's mean loss.
+    TrainingDiverged (naming lr) at the first NaN or infinite batch loss, or at the end of an
+    epoch whose weights are no longer finite (``divergence.check_weights``), before a NaN net
+    is measured or saved (the loop went on through every epoch)."""
     import torch
+    from neuroedge.divergence import check_loss, check_weights
     from neuroedge.models.bivision.detection import make_targets
     from neuroedge.seeding import seeded, torch_threads
     from tqdm import tqdm
@@ -130,7 +134,7 @@ def fit(
         labels = torch.from_numpy(data.labels)
         mean_loss = float("nan")
         bar = tqdm(range(epochs), desc=f"train {cfg['variant']} {task}", disable=not progress)
-        for _ in bar:
+        for epoch in bar:
             net.train()
             losses = []
             order = rng.permutation(len(data.x))
@@ -147,8 +151,11 @@ def fit(
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
-                losses.append(loss.item())
+                where = f"event.bivision training ({cfg['variant']}, {task}) epoch {epoch + 1}"
+                # the value read for the epoch's mean anyway: a NaN loss stops the run here
+                losses.append(check_loss(loss, f"{where} batch {first // batch + 1}", ("lr",)))
             sched.step()
+            check_weights(net, where, ("lr",))
             mean_loss = float(np.mean(losses))
             bar.set_postfix(loss=f"{mean_loss:.3f}")
         net.eval()

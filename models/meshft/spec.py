@@ -50,15 +50,22 @@ def rollout_values(cfg: Mapping[str, Any]) -> tuple[int, float]:
     return integer(cfg, "steps", 1, MAX_STEPS), number(cfg, "dt", 0.0, open_low=True)
 
 
+# AdamW's step size, at most MAX_LR as snn.lif_convnet's, event.bivision's and unisparse's lr:
+# an Adam step moves each weight by up to lr, and from lr=1 (1 to 3 steps) the learned metric's
+# omega_max already outgrows the training's sub-step cap (``fit_substep_cap``: refused); lr
+# above float32's largest value (3.4e38) overflowed in AdamW's update, a RuntimeError traceback.
+MAX_LR = 10.0
+
+
 def train_values(cfg: Mapping[str, Any]) -> tuple[int, int, float, float]:
     """(train_iters, train_pairs, lr, dt) of ``train``: integers >= 1 (pairs at most
     MAX_TRAIN_PAIRS: each is a simulated (state, next state) of the mesh, generated and held
-    in memory), finite numbers > 0; train_iters x sub-steps is bounded by
+    in memory), finite numbers > 0 (lr at most MAX_LR); train_iters x sub-steps is bounded by
     ``check_train_substeps``."""
     return (
         integer(cfg, "train_iters", 1),
         integer(cfg, "train_pairs", 1, MAX_TRAIN_PAIRS),
-        number(cfg, "lr", 0.0, open_low=True),
+        number(cfg, "lr", 0.0, MAX_LR, open_low=True),
         number(cfg, "dt", 0.0, open_low=True),
     )
 

@@ -93,7 +93,10 @@ def fit(
 ) -> list[float]:
     """AdamW (weight decay 1e-6, grad-clip 1.0) on the one-step loss; returns the loss trace.
     A MeshFT's CFL sub-steps are bounded in every step's forward (``spec.fit_substep_cap``):
-    the learned metric may grow until one step would keep GBs of autograd activations."""
+    the learned metric may grow until one step would keep GBs of autograd activations.
+    TrainingDiverged at the first NaN or infinite loss (naming ``lr``), before the weights
+    are saved or rolled out."""
+    from neuroedge.divergence import check_loss
     from neuroedge.models.meshft.module import MeshFT, SubstepCapError
     from neuroedge.models.meshft.spec import fit_substep_cap, fit_substep_refusal
     from tqdm import tqdm
@@ -114,7 +117,8 @@ def fit(
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
                 opt.step()
-                losses.append(loss.item())
+                where = f"physics.meshft training ({desc}) step {len(losses) + 1}"
+                losses.append(check_loss(loss, where, (f"lr (now {lr:g})",)))  # read anyway
         except SubstepCapError as err:
             raise fit_substep_refusal(err, model, batch.dt, lr, len(losses), batch_size) from None
         finally:

@@ -270,9 +270,9 @@ def train(
         ]
         losses: list[float] = []
         done_steps = []
-        for label, peak, steps in phases:
+        for (label, peak, steps), key in zip(phases, ("lr", "finetune_lr"), strict=True):
             if steps > 0:
-                losses = run_phase(policy, tensors, cfg, peak, steps, label)
+                losses = run_phase(policy, tensors, cfg, peak, steps, label, key)
                 done_steps.append(len(losses))
     path = Path(out) if out else checkpoint_path(MODEL)
     summary = {"final_l1": float(np.mean(losses[-50:])), "samples": len(demos), "steps": done_steps}
@@ -309,11 +309,20 @@ def frozen_policy(policy: Any, cfg: Mapping[str, Any]) -> Iterator[str]:
 
 
 def run_phase(
-    policy: Any, tensors: list[Any], cfg: Mapping[str, Any], peak: float, steps: int, label: str
+    policy: Any,
+    tensors: list[Any],
+    cfg: Mapping[str, Any],
+    peak: float,
+    steps: int,
+    label: str,
+    key: str = "lr",
 ) -> list[float]:
     """One cosine phase of ``steps`` AdamW steps from the policy's current weights, with its own
-    optimizer and a data order seeded by ``cfg["seed"]``; returns the per-step L1 losses."""
+    optimizer and a data order seeded by ``cfg["seed"]``; returns the per-step L1 losses.
+    TrainingDiverged naming ``key`` (the config key of ``peak``) at the first NaN or infinite
+    loss, before the NaN weights are saved (the phase went on to its last step)."""
     import torch
+    from neuroedge.divergence import check_loss
     from tqdm import tqdm
 
     opt = torch.optim.AdamW(policy.parameters(), lr=peak, weight_decay=1e-4)
@@ -341,7 +350,8 @@ def run_phase(
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
                 opt.step()
-                losses.append(float(loss.detach()))
+                where = f"vla.specprune training, {label} step {len(losses) + 1}"
+                losses.append(check_loss(loss.detach(), where, (key,)))  # read per step anyway
                 bar.set_postfix(l1=f"{np.mean(losses[-50:]):.4f}")
                 bar.update(1)
     return losses

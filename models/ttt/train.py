@@ -136,8 +136,11 @@ def train_one(
     progress: bool = True,
     label: str | None = None,
 ) -> tuple[Any, dict[str, Any]]:
-    """Train one LM; returns the model and ``{variant, loss, accuracy, seconds, ...}``."""
+    """Train one LM; returns the model and ``{variant, loss, accuracy, seconds, ...}``.
+    TrainingDiverged naming lr when the loss read every 20 steps (and at the last step) is NaN
+    or infinite, before a NaN model's loss and accuracy are tabled."""
     import torch
+    from neuroedge.divergence import check_loss
     from neuroedge.seeding import seeded, torch_threads
     from tqdm import tqdm
 
@@ -165,8 +168,9 @@ def train_one(
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             sched.step()
-            if step % 20 == 0:
-                bar.set_postfix(loss=f"{loss.item():.3f}")
+            if step % 20 == 0 or step == steps - 1:  # read every 20 steps, and the last
+                where = f"ttt.linear_attention training ({label or variant.name}) step {step + 1}"
+                bar.set_postfix(loss=f"{check_loss(loss, where, ('lr',)):.3f}")
         seconds = time.perf_counter() - start
         result = {
             "variant": label or variant.name,

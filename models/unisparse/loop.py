@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
-from neuroedge.divergence import check_loss
-from neuroedge.errors import ConfigError, TrainingDiverged
+from neuroedge.divergence import check_loss, check_weights
+from neuroedge.errors import ConfigError
 from neuroedge.models.unisparse.constraint import constrained_terms, task_loss
 from neuroedge.models.unisparse.data import ImageSplit, direct_encoding
 from neuroedge.models.unisparse.module import SpikingResNet
@@ -142,20 +142,6 @@ CONSTRAINED_KEYS = (
 )
 
 
-def check_finite(net: torch.nn.Module, where: str, keys: tuple[str, ...]) -> None:
-    """TrainingDiverged naming ``where``, the first non-finite tensor and ``keys`` when a
-    parameter or buffer of ``net`` holds NaN or inf. A finite loss does not prove finite
-    weights: NaN thresholds or BN statistics silence their layer (no spike, so no NaN reaches
-    the logits), and such a net measured 0 SOPs, its energy budget "met", at chance."""
-    tensors = [(n, t) for n, t in net.state_dict().items() if t.is_floating_point()]
-    bad = [n for n, t in tensors if not bool(torch.isfinite(t).all())]  # once per phase
-    if bad:
-        raise TrainingDiverged(
-            f"{where}: training diverged ({len(bad)} tensor(s) hold NaN or inf, first "
-            f"{bad[0]!r}); nothing was saved or measured: lower {', '.join(keys)} and train again"
-        )
-
-
 def fit_phase(
     net: SpikingResNet,
     data: ImageSplit,
@@ -170,7 +156,7 @@ def fit_phase(
     """``epochs`` epochs with a cosine learning rate; returns per-epoch logs (with seconds).
     TrainingDiverged at the first epoch whose mean loss is NaN or inf (the loss each step
     already reads, averaged over ranks: every rank stops at one epoch), or at the end when a
-    weight or statistic is no longer finite (``check_finite``)."""
+    weight or statistic is no longer finite (``divergence.check_weights``)."""
     from tqdm import tqdm
 
     # the constrained phases move the thresholds (BN affine) faster than the weights
@@ -205,5 +191,5 @@ def fit_phase(
         bar.set_postfix(loss=f"{log['loss']:.3f}", energy=f"{log['energy_uj']:.3g}")
     if dp is not None:
         dp.check_agreement(net, f"the {label} phase")
-    check_finite(net, f"snn.unisparse {label} phase", keys)
+    check_weights(net, f"snn.unisparse {label} phase", keys)
     return logs

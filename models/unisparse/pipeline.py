@@ -26,7 +26,8 @@ from neuroedge.distributed import lead_value
 from neuroedge.errors import ConfigError, NeuroedgeError
 from neuroedge.models.unisparse import train
 from neuroedge.models.unisparse.data import ImageSplit, load_cifar10, load_digits
-from neuroedge.models.unisparse.loop import CONSTRAINED_KEYS, DENSE_KEYS, check_finite
+from neuroedge.divergence import check_weights
+from neuroedge.models.unisparse.loop import CONSTRAINED_KEYS, DENSE_KEYS
 from neuroedge.models.unisparse.measure import LayerStats, evaluate_folded
 from neuroedge.models.unisparse.module import ARCHS, SpikingResNet, fold
 from neuroedge.models.unisparse.spec import MAX_STEPS
@@ -278,7 +279,7 @@ def measure_variant(
     The energy is priced at ``cfg["e_ac_pj"]`` per SOP, the constant the training constraint
     uses (``constraint.constrained_terms``), so the dense energy that sets the target, the
     constraint and the ``budget_met`` check are in one currency. TrainingDiverged, before any
-    figure, when the folded net holds NaN or inf (``loop.check_finite``)."""
+    figure, when the folded net holds NaN or inf (``divergence.check_weights``)."""
     from neuroedge.seeding import seeded
 
     energy = energy_model(cfg)
@@ -287,7 +288,7 @@ def measure_variant(
     # a NaN net fires nothing: 0 SOPs would read as its budget met (fit_phase stops training
     # at it; this covers any other caller and a fold that overflows)
     keys = DENSE_KEYS if name == "dense" else CONSTRAINED_KEYS
-    check_finite(folded, f"snn.unisparse {name} (folded to measure)", keys)
+    check_weights(folded, f"snn.unisparse {name} (folded to measure)", keys)
     metrics, layers = evaluate_folded(
         folded,
         data.x_test,

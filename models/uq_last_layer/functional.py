@@ -71,6 +71,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
+from neuroedge.divergence import check_loss
 from neuroedge.seeding import one_thread, seeded
 from neuroedge.models.uq_last_layer.predictive import (
     expected_softmax,
@@ -112,6 +113,8 @@ def train_map(
 ) -> Any:
     """Full-batch Adam on the NLL plus L2 (the MAP estimate), early-stopped on a held-out
     ``val_fraction`` of the rows (checked every 25 steps; the best state is kept).
+    TrainingDiverged at a NaN or infinite loss read there or after the last step (a net of NaN
+    weights was returned: a NaN validation loss never compared above the best one).
 
     Runs on one thread (``neuroedge.seeding.one_thread``: the matrices here are tiny, and idle
     intra-op threads spin: each op took ~30 ms with 2 threads on a loaded 2-core machine,
@@ -135,22 +138,27 @@ def train_map(
             else torch.nn.functional.cross_entropy(out, targets)
         )
 
+    def checked(step: int) -> float:
+        """The validation loss (the fitting loss without validation rows), or
+        TrainingDiverged naming lr and weight_decay where it is NaN or infinite."""
+        with torch.no_grad():
+            loss = loss_of(val_x, val_y) if n_val else loss_of(fit_x, fit_y)
+        keys = (f"lr (now {lr:g})", f"weight_decay (now {weight_decay:g})")
+        return check_loss(loss, f"uq.last_layer MAP training, after {step} steps", keys)
+
     opt = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=weight_decay)
     best, best_state = math.inf, None
     with one_thread():
         for step in tqdm(range(steps), desc="train MAP", disable=not progress, leave=False):
-            if n_val and step % 25 == 0:
-                with torch.no_grad():
-                    val = float(loss_of(val_x, val_y))
-                if val < best:
+            if step % 25 == 0:  # read every 25 steps (the early stopping's reads)
+                val = checked(step)
+                if n_val and val < best:
                     best, best_state = val, copy.deepcopy(net.state_dict())
             opt.zero_grad()
             loss_of(fit_x, fit_y).backward()
             opt.step()
-    if best_state is not None:
-        with torch.no_grad():
-            if float(loss_of(val_x, val_y)) > best:
-                net.load_state_dict(best_state)
+    if checked(steps) > best and best_state is not None:
+        net.load_state_dict(best_state)
     return net.eval()
 
 
