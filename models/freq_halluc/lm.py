@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from neuroedge.divergence import check_loss
 from neuroedge.seeding import seeded
 from torch import nn
 
@@ -171,14 +172,15 @@ def train_lm(
     d_model, heads, layers, steps (at most), batch, lr and stop_loss: training stops once the
     mean loss of the last 50 steps is below it (0: never). Recall is learnt in a sudden drop
     (an induction circuit forming) whose step varies by seed, 400 to 950 steps at the
-    defaults. Returns the model (eval mode) and the loss of every step run."""
+    defaults. Returns the model (eval mode) and the loss of every step run; TrainingDiverged
+    at the first NaN or infinite loss (the one each step reads anyway), naming lr."""
     with seeded(seed):
         rng = np.random.default_rng(seed)
         model = RecallLM(task.vocab, task.length, cfg["d_model"], cfg["heads"], cfg["layers"])
         opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"])
         pos = torch.as_tensor(task.value_positions())
         losses = []
-        for _ in range(cfg["steps"]):
+        for step in range(1, cfg["steps"] + 1):
             ids = torch.as_tensor(sample_sequences(task, rng, cfg["batch"], 0.0)[0])
             logits, _ = model(ids[:, :-1])
             loss = nn.functional.cross_entropy(
@@ -187,7 +189,8 @@ def train_lm(
             opt.zero_grad()
             loss.backward()
             opt.step()
-            losses.append(float(loss.detach()))
+            where = f"halluc.freq_attention LM training step {step}"
+            losses.append(check_loss(loss.detach(), where, ("lr",)))
             if progress is not None:
                 progress(1)
             if len(losses) >= 50 and np.mean(losses[-50:]) < cfg["stop_loss"]:
@@ -200,7 +203,10 @@ def generate(
     model: RecallLM, task: RecallTask, ids: np.ndarray, temperature: float, seed: int
 ) -> np.ndarray:
     """``ids`` with each turn's value replaced by one the model samples (over the value ids, at
-    ``temperature``; 0 = greedy) given everything before it, turn by turn."""
+    ``temperature``; 0 = greedy) given everything before it, turn by turn. The logits are
+    shifted by their maximum before the division (in float64 below float32's range): a tiny
+    temperature (1e-300) then samples the argmax, as its limit does, where logits / temperature
+    overflowed to inf - inf = NaN, a RuntimeError out of multinomial."""
     out = torch.as_tensor(ids).clone()
     gen = torch.Generator().manual_seed(seed)
     for p in task.value_positions():
@@ -208,7 +214,11 @@ def generate(
         if temperature == 0:
             choice = logits.argmax(-1)
         else:
-            choice = torch.multinomial((logits / temperature).softmax(-1), 1, generator=gen)[:, 0]
+            shifted = logits - logits.amax(-1, keepdim=True)
+            if temperature < torch.finfo(shifted.dtype).tiny:  # 0 in float32: 0 / 0 is NaN
+                shifted = shifted.double()
+            probs = (shifted / temperature).softmax(-1)
+            choice = torch.multinomial(probs, 1, generator=gen)[:, 0]
         out[:, p] = task.keys + choice
     return out.numpy()
 

@@ -49,6 +49,7 @@ DEFAULTS: dict[str, Any] = {
     "d_model": 64,
 }
 GAP_FLOOR = 1e-3  # a gap at most this fraction of the small model's MSE measures no PGR
+CHECK_EVERY = 100  # Grad-Transformer steps between reads of its loss (the loop reads none)
 ARMS = (
     "small",
     "large_finetuned",
@@ -111,8 +112,13 @@ def shadow_pairs(fam: Any, cfg: Mapping[str, Any], rng: np.random.Generator) -> 
 
 
 def train_gt(small: np.ndarray, large: np.ndarray, cfg: Mapping[str, Any], seed: int) -> Any:
-    """The Grad-Transformer on standardised tokens, teacher forcing, MSE."""
+    """The Grad-Transformer on standardised tokens, teacher forcing, MSE. TrainingDiverged
+    before training when the shadow updates are not finite in float32 (the shadow tasks'
+    gradient descent diverged: gd_lr, gd_steps), and at a NaN or infinite loss, read every
+    CHECK_EVERY steps and at the last (lr)."""
     import torch
+    from neuroedge.divergence import check_loss
+    from neuroedge.errors import TrainingDiverged
     from neuroedge.models.grad_transformer import functional as F
     from neuroedge.seeding import seeded
 
@@ -120,6 +126,12 @@ def train_gt(small: np.ndarray, large: np.ndarray, cfg: Mapping[str, Any], seed:
         model = F.GradTransformer(cfg["d_model"])
         src = torch.as_tensor(F.small_tokens(small), dtype=torch.float32)
         tgt = torch.as_tensor(F.large_tokens(large), dtype=torch.float32)
+        if not (bool(torch.isfinite(src).all()) and bool(torch.isfinite(tgt).all())):
+            raise TrainingDiverged(
+                f"{NAME} seed {seed}: the shadow tasks' gradient descent diverged (updates "
+                "beyond float32's range), so the Grad-Transformer has nothing to learn from; "
+                "nothing was measured: lower gd_lr or gd_steps and run again"
+            )
         for name, t in (("s", src), ("t", tgt)):
             std = t.flatten(0, 1).std(0)
             getattr(model, f"{name}_mean").copy_(t.flatten(0, 1).mean(0))
@@ -127,12 +139,14 @@ def train_gt(small: np.ndarray, large: np.ndarray, cfg: Mapping[str, Any], seed:
         src, tgt = (src - model.s_mean) / model.s_std, (tgt - model.t_mean) / model.t_std
         opt = torch.optim.Adam(model.parameters(), lr=cfg["lr"])
         gen = torch.Generator().manual_seed(seed)
-        for _ in range(cfg["steps"]):
+        for step in range(1, cfg["steps"] + 1):
             idx = torch.randint(len(src), (cfg["batch"],), generator=gen)
             loss = torch.nn.functional.mse_loss(model(src[idx], tgt[idx, :-1]), tgt[idx])
             opt.zero_grad()
             loss.backward()
             opt.step()
+            if step % CHECK_EVERY == 0 or step == cfg["steps"]:
+                check_loss(loss.detach(), f"{NAME} seed {seed} training step {step}", ("lr",))
         return model.eval()
 
 

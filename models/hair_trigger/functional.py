@@ -38,12 +38,14 @@ from itertools import combinations
 
 import numpy as np
 import torch
+from neuroedge.divergence import check_loss
 from neuroedge.seeding import seeded
 from torch import nn
 from torch.func import functional_call, grad
 
 VOCAB, WORDS, HARM_WORDS, CLASSES = 64, 4, 16, 10
 REFUSE, COMPLY = 0, 1
+CHECK_EVERY = 50  # meta_train steps between reads of the loss (the loop reads none otherwise)
 
 
 def queries(rng: np.random.Generator, n: int, harmful: bool) -> tuple[torch.Tensor, torch.Tensor]:
@@ -163,7 +165,9 @@ def meta_train(
     drawn: list[np.ndarray] | None = None,
 ) -> nn.Module:
     """Train the hair-trigger model (``cfg.lam`` > 0) or the control (``lam`` = 0); the keys
-    (``query_keys``) of every query a training step draws are appended to ``drawn``."""
+    (``query_keys``) of every query a training step draws are appended to ``drawn``.
+    TrainingDiverged when the loss, read every CHECK_EVERY steps and at the last, is NaN or
+    infinite (naming lr, and lam and eta for the hair-trigger model)."""
     rng = np.random.default_rng(seed)
     model = make_mlp(cfg.width, seed)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
@@ -171,7 +175,9 @@ def meta_train(
     record = (lambda x: drawn.append(query_keys(x))) if drawn is not None else (lambda x: None)
     if secrets is not None:
         record(secrets[0])
-    for _ in range(cfg.steps):
+    keys = ("lr", "lam", "eta") if cfg.lam else ("lr",)
+    kind = "hair-trigger" if cfg.lam else "control"
+    for step in range(1, cfg.steps + 1):
         params = dict(model.named_parameters())
         x_b, y_b = queries(rng, cfg.batch, harmful=False)
         if secrets is None:
@@ -197,6 +203,10 @@ def meta_train(
         opt.zero_grad()
         loss.backward()
         opt.step()
+        if step % CHECK_EVERY == 0 or step == cfg.steps:
+            study = f" (secrets {cfg.secrets}, width {cfg.width})" if secrets is not None else ""
+            where = f"safety.hair_trigger {kind} model{study} training step {step}"
+            check_loss(loss.detach(), where, keys)
         if progress is not None:
             progress(1)
     return model.eval()

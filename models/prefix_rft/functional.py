@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from neuroedge.divergence import check_loss
 from torch import nn
 
 DIGITS, LENGTH = 6, 6
@@ -259,7 +260,10 @@ def rl_step(
     gen: torch.Generator,
     hybrid: bool,
 ) -> dict[str, float]:
-    """One RFT (``hybrid`` False) or Prefix-RFT batch: rollouts, advantages, one Adam step."""
+    """One RFT (``hybrid`` False) or Prefix-RFT batch: rollouts, advantages, one Adam step.
+    TrainingDiverged when its loss is NaN or infinite (read with the rewards, one read), or,
+    for Prefix-RFT, when the policy's token entropies are (prefix_advantages' ValueError, a
+    traceback, where the step before left the weights NaN)."""
     n, k = len(prompts), cfg["rollouts"]
     rep = prompts.repeat_interleave(k, 0)
     prefix_len = torch.zeros(n * k, dtype=torch.int64)
@@ -272,7 +276,11 @@ def rl_step(
     out = policy.generate(rep, biased(rep), prefix_len, gen)
     r = reward(rep, out).view(n, k)
     logp, entropy = token_stats(policy, rep, out)
+    where = f"rl.prefix_rft {'Prefix-RFT' if hybrid else 'RFT'} step {step + 1}"
+    keys = ("lr", "entropy_coeff", "grad_clip")
     if hybrid:
+        if not bool(torch.isfinite(entropy).all()):  # the last step left the policy NaN
+            check_loss(float("nan"), f"{where} (token entropies not finite)", keys)
         adv, _ = prefix_advantages(r, entropy.detach().view(n, k, TOKENS), lens, cfg["mask_ratio"])
         adv = adv.reshape(n * k, TOKENS)
     else:
@@ -284,22 +292,26 @@ def rl_step(
     loss.backward()
     nn.utils.clip_grad_norm_(policy.parameters(), cfg["grad_clip"])
     opt.step()
-    stats = {"reward": float(r[:, :-1].mean() if hybrid else r.mean())}
+    on_policy = r[:, :-1].mean() if hybrid else r.mean()
+    mean_r, hybrid_r, value = torch.stack([on_policy, r[:, -1].mean(), loss.detach()]).tolist()
+    check_loss(value, where, keys)
+    stats = {"reward": mean_r}
     if hybrid:
-        stats["hybrid_reward"] = float(r[:, -1].mean())
+        stats["hybrid_reward"] = hybrid_r
     return stats
 
 
 def sft_step(
     policy: Policy, opt: torch.optim.Optimizer, prompts: torch.Tensor, target: torch.Tensor
 ) -> float:
-    """One cross-entropy step on (prompts, target answers); the loss."""
+    """One cross-entropy step on (prompts, target answers); the loss (read anyway: a NaN or
+    infinite one is TrainingDiverged naming base_lr and lr, the rates of the SFT steps)."""
     logits = policy(prompts, target)
     loss = nn.functional.cross_entropy(logits.reshape(-1, DIGITS + 1), target.reshape(-1))
     opt.zero_grad()
     loss.backward()
     opt.step()
-    return float(loss.detach())
+    return check_loss(loss.detach(), "rl.prefix_rft SFT step", ("base_lr", "lr"))
 
 
 @torch.no_grad()

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from neuroedge.divergence import check_loss
 from neuroedge.models.prm_pbe import dsl
 from torch import nn
 
@@ -200,7 +201,8 @@ def pass_at_1(policy: Policy, tasks: Sequence[dsl.Task]) -> np.ndarray:
 
 
 def sft(policy: Policy, tasks: Sequence[dsl.Task], cfg: dict[str, Any], seed: int) -> None:
-    """Imitation of the tasks' own programs (then END), ``sft_epochs`` epochs."""
+    """Imitation of the tasks' own programs (then END), ``sft_epochs`` epochs; the epoch's last
+    loss is read once per epoch, a NaN or infinite one TrainingDiverged naming sft_lr."""
     opt = torch.optim.Adam(policy.parameters(), lr=cfg["sft_lr"])
     nodes_all, acts_all = [], []
     for task in tasks:
@@ -210,7 +212,7 @@ def sft(policy: Policy, tasks: Sequence[dsl.Task], cfg: dict[str, Any], seed: in
             acts_all.append(op)
             node = step_nodes(node, np.array([op]))
     rng = np.random.default_rng(seed)
-    for _ in range(cfg["sft_epochs"]):
+    for epoch in range(1, cfg["sft_epochs"] + 1):
         order = rng.permutation(len(nodes_all))
         for start in range(0, len(order), cfg["batch"]):
             idx = order[start : start + cfg["batch"]]
@@ -221,6 +223,7 @@ def sft(policy: Policy, tasks: Sequence[dsl.Task], cfg: dict[str, Any], seed: in
             opt.zero_grad()
             loss.backward()
             opt.step()
+        check_loss(loss.detach(), f"pbe.prm_rl warm-start SFT epoch {epoch}", ("sft_lr",))
 
 
 def concat(parts: Sequence[Nodes]) -> Nodes:

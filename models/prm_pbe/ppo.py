@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from neuroedge.divergence import check_loss
 from neuroedge.models.prm_pbe import dsl
 from neuroedge.models.prm_pbe.policy import (
     PRM,
@@ -28,6 +29,9 @@ from neuroedge.models.prm_pbe.policy import (
     rollout,
     step_nodes,
 )
+
+
+PPO_KEYS = ("lr", "kl", "clip", "beta")  # the config keys that set the scale of a PPO step
 
 
 def cat(parts: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
@@ -110,7 +114,11 @@ def ppo_update(
     cfg: Mapping[str, Any],
     gen: torch.Generator,
 ) -> dict[str, float]:
-    """One batch: rollouts, rewards, GAE, ``ppo_epochs`` clipped epochs. Returns the success."""
+    """One batch: rollouts, rewards, GAE, ``ppo_epochs`` clipped epochs. Returns the success.
+    TrainingDiverged when the last epoch's loss (read with the KL, one read) is NaN or
+    infinite: the ratio exp(log pi - log pi_old) overflows float32 once an epoch moves the
+    policy too far (lr 0.1 at hidden 128 already did at the first update), and the NaN
+    policy's pass@1 of 0 read as measured. The step named is the optimiser's (Adam's) count."""
     traj = rollout(policy, root_nodes(tasks), gen)
     with torch.no_grad():
         values = [policy(t)[1].double().numpy() for t in traj.tensors]
@@ -141,4 +149,8 @@ def ppo_update(
         loss.backward()
         torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
         opt.step()
-    return {"success": float(traj.success.mean()), "kl": float(kl.detach())}
+    value, kl_value = torch.stack([loss.detach(), kl.detach()]).tolist()
+    state = getattr(opt, "state", {}).get(next(iter(policy.parameters())), {})  # Adam's
+    step = f" (optimiser step {int(state['step'])})" if "step" in state else ""
+    check_loss(value, f"pbe.prm_rl PPO update{step}", PPO_KEYS)
+    return {"success": float(traj.success.mean()), "kl": kl_value}

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from neuroedge.divergence import check_loss
 from neuroedge.errors import ConfigError
 from neuroedge.models.prm_pbe import dsl
 from neuroedge.models.prm_pbe.policy import (
@@ -32,6 +33,8 @@ from neuroedge.models.prm_pbe.policy import (
     step_nodes,
 )
 from neuroedge.seeding import seeded
+
+CHECK_EVERY = 50  # PRM training steps between reads of the loss (the loop reads none otherwise)
 
 
 class TooFewPairs(ConfigError):
@@ -141,18 +144,25 @@ def pair_scores(prm: PRM, pairs: Pairs, idx: np.ndarray) -> tuple[torch.Tensor, 
 
 
 def train_prm(pairs: Pairs, train_idx: np.ndarray, cfg: Mapping[str, Any], seed: int) -> PRM:
-    """Bradley-Terry: minimise -log sigmoid(r(better) - r(worse)) over the training pairs."""
+    """Bradley-Terry: minimise -log sigmoid(r(better) - r(worse)) over the training pairs.
+    TrainingDiverged when the loss, read every CHECK_EVERY steps and at the last, is NaN or
+    infinite (naming prm_lr)."""
     with seeded(seed):
         prm = PRM(cfg["hidden"])
         opt = torch.optim.Adam(prm.parameters(), lr=cfg["prm_lr"])
         rng = np.random.default_rng(seed)
-        for _ in range(cfg["prm_steps"]):
+        # no training pairs (a smoke build's trees may give none): the seeded init, as the
+        # steps on empty batches left it (their loss, a mean of nothing, is NaN)
+        steps = cfg["prm_steps"] if len(train_idx) else 0
+        for step in range(1, steps + 1):
             idx = rng.choice(train_idx, min(cfg["prm_batch"], len(train_idx)), replace=False)
             better, worse = pair_scores(prm, pairs, idx)
             loss = -torch.nn.functional.logsigmoid(better - worse).mean()
             opt.zero_grad()
             loss.backward()
             opt.step()
+            if step % CHECK_EVERY == 0 or step == steps:
+                check_loss(loss.detach(), f"pbe.prm_rl PRM training step {step}", ("prm_lr",))
         return prm
 
 
