@@ -157,6 +157,10 @@ def test_hair_trigger_a_nan_twin_is_not_read_as_same_outputs() -> None:
         "d_same_outputs_other_update is None: not finite" in x for x in X.claim_section(claim)
     )
     assert X.claim_over_seeds({0: _ht_rows(0.0)}, cfg)["holds"] is True
+    # a seed that measured the part failing is not hidden by another seed's NaN
+    failed = X.claim_over_seeds({0: _ht_rows(0.5), 1: _ht_rows(NAN)}, cfg)
+    assert failed["parts"]["d_same_outputs_other_update"] is False and failed["holds"] is False
+    assert "d_same_outputs_other_update" not in failed["reasons"]
 
 
 def test_hair_trigger_an_overflowing_twin_reports_nan_rates_not_argmax_of_nan() -> None:

@@ -43,7 +43,7 @@ def digits() -> pipeline.ImageSplit:
         ("bn_lr", 1e12, r"in \(0, 10\]"),
         ("penalty_rho", 1e300, r"in \[0, 1e\+06\]"),
         ("spike_scale", 1e300, r"in \[0, 100\]"),
-        ("e_ac_pj", 1e300, r"in \(0, 1000\]"),
+        ("e_ac_pj", 1e300, r"in \(0, 1e\+06\]"),
         ("kd_temp", 1e30, r"in \(0, 100\]"),
         ("dual_lr", 1e300, r"in \[0, 10\]"),
         ("temp_start", 1e300, r"in \(0, 10000\]"),
@@ -55,6 +55,15 @@ def test_unisparse_rate_keys_are_bounded_above(key, value, expected):
     with pytest.raises(ConfigError, match=expected) as err:
         pipeline.check_config({**QUICK, key: value})
     assert str(err.value).startswith(f"{key}={value!r}")
+
+
+def test_unisparse_lr_times_weight_decay_is_bounded_at_exactly_1():
+    assert pipeline.check_config({**QUICK, "lr": 0.5, "weight_decay": 2.0})["weight_decay"] == 2.0
+    past = float(np.nextafter(2.0, 3.0))
+    with pytest.raises(ConfigError, match=r"expected lr x weight_decay <= 1 \(weight_decay <= 2\)"):
+        pipeline.check_config({**QUICK, "lr": 0.5, "weight_decay": past})
+    # a platform's cost per synaptic event of some nJ (SpiNNaker) is a value a user gives
+    assert pipeline.check_config({**QUICK, "e_ac_pj": 9000})["e_ac_pj"] == 9000.0
 
 
 def test_unisparse_train_refuses_lr_1e12_before_training(tmp_path, capsys, monkeypatch):
@@ -174,14 +183,35 @@ def test_uq_claim_does_not_count_a_map_net_that_did_not_learn():
     for tuning in F.TUNINGS:
         cell = collapsed["tunings"][tuning]["datasets"]["d"]
         assert cell["holds"] is None
-        assert cell["reason"].startswith("not measured: the MAP net did not learn in seed(s) [3]")
+        assert cell["reason"].startswith(
+            "not measured: in seed(s) [3] the MAP net gained less than map_min_gain=0.05 nats"
+        )
     assert collapsed["holds"] is None
     lines = "\n".join(seed_claim.claim_section(collapsed))
-    assert "| not measured: the MAP net did not learn in seed(s) [3] (seed 3: test NLL" in lines
+    assert "| not measured: in seed(s) [3] the MAP net gained less than map_min_gain" in lines
     assert seed_claim.claim_over_seeds({2: _uq_rows(math.nan, 1.08)})["holds"] is None
     learned = {2: _uq_rows(0.18, 1.08), 3: _uq_rows(0.25, 1.08)}
     assert seed_claim.claim_over_seeds(learned)["holds"] is True
     assert seed_claim.claim_over_seeds({2: _uq_rows(1.083, None)})["holds"] is True  # old rows
+
+
+@pytest.mark.parametrize(
+    ("map_nll", "min_gain", "holds"),
+    [
+        (1.07, 0.05, None),  # gained 0.01 nats: the size of the collapses measured
+        (1.02, 0.05, True),  # gained 0.06
+        (1.07, 0.0, True),  # weak-signal data: the user lowers map_min_gain to read the GLMs
+        (1.08, 0.0, True),  # exactly at the constant predictor with a 0 bound: counted
+    ],
+)
+def test_uq_map_min_gain_is_the_bound_and_a_config_key(map_nll, min_gain, holds):
+    from neuroedge.models.uq_last_layer.experiment import DEFAULTS, check_config
+
+    rows = {2: _uq_rows(map_nll, 1.08)}
+    assert seed_claim.claim_over_seeds(rows, min_gain)["holds"] is holds
+    assert check_config({**DEFAULTS, "map_min_gain": min_gain})["map_min_gain"] == min_gain
+    with pytest.raises(ConfigError, match=r"^map_min_gain=-0.1: expected a finite number in"):
+        check_config({**DEFAULTS, "map_min_gain": -0.1})
 
 
 def test_uq_constant_predictor_nll():

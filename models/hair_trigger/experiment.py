@@ -295,8 +295,10 @@ def claim_over_seeds(per_seed: Mapping[int, Sequence[Report]], cfg: Mapping[str,
 
 
 def claim_from_figures(per_seed: Mapping[int, Mapping[str, float]]) -> dict:
-    """The claim over seeds from each seed's ``seed_figures``; a part with a NaN or infinite
-    figure is None (not measured: a NaN compares False), its reason in ``reasons``."""
+    """The claim over seeds from each seed's ``seed_figures``: a part fails when a finite
+    figure fails its test; else, with a NaN or infinite figure, it is None (not measured: a NaN
+    compares False), its reason in ``reasons`` (a seed that diverged never hides another seed's
+    measured failure)."""
     figs = list(per_seed.values())
     each = {k: [f[k] for f in figs] for k in figs[0]}
     tests = {  # part: {figure: the test every seed's figure must pass}
@@ -312,8 +314,9 @@ def claim_from_figures(per_seed: Mapping[int, Mapping[str, float]]) -> dict:
     for part, figures in tests.items():
         bad = [f"{n} (seed {s})" for n in figures for s, x in zip(per_seed, each[n])
                if not np.isfinite(x)]  # fmt: skip
-        parts[part] = None if bad else all(t(x) for n, t in figures.items() for x in each[n])
-        if bad:
+        ok = all(t(x) for n, t in figures.items() for x in each[n] if np.isfinite(x))
+        parts[part] = None if bad and ok else ok
+        if bad and ok:
             reasons[part] = f"not finite: {', '.join(bad)}; the model diverged, nothing measured"
     holds = verdict(list(parts.values()))
     return {"seeds": list(per_seed), **each, "parts": parts, "reasons": reasons, "holds": holds}

@@ -63,8 +63,9 @@ INT_KEYS: dict[str, tuple[int, int | None]] = {
 #   past it the penalty alone sets the gradient; 1e300 overflowed float32 to inf;
 # - spike_scale <= 100 (a share of the energy gradient; 0.1-1 were tried): 1e300 overflowed
 #   the threshold gradients to NaN;
-# - e_ac_pj <= 1000 pJ per accumulate, 1000x Horowitz's 45 nm 0.9 pJ: 1e300 overflowed the
-#   float32 energy to inf;
+# - e_ac_pj <= 1e6 pJ (1 uJ) per accumulate, over 100x any published platform's cost per
+#   synaptic event (SpiNNaker's is of the order of nJ): training reads E / E_target, where it
+#   cancels, but 1e300 overflowed the float32 energy to inf;
 # - kd_temp <= 100 (the default 4; distillation uses t of 1-20): t^2 scales the distillation
 #   term, and 1e30 overflowed t^2 in float32;
 # - dual_lr <= 10 (500x the default 0.02): the multiplier moves by up to 3 dual_lr per batch;
@@ -82,7 +83,7 @@ NUMBER_KEYS: dict[str, tuple[float, bool, float | None]] = {
     "temp_start": (0.0, True, 1e4),
     "temp_end": (0.0, True, 1e4),
     "dual_lr": (0.0, False, 10.0),
-    "e_ac_pj": (0.0, True, 1000.0),
+    "e_ac_pj": (0.0, True, 1e6),
     "kd_weight": (0.0, False, 1.0),
     "kd_temp": (0.0, True, 100.0),
     "target_anneal": (0.0, False, 1.0),

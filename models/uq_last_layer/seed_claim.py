@@ -85,21 +85,24 @@ def const_nll(split: Any) -> float:
     return F.nll(pred, split.y_test, split.task)
 
 
-def _map_learned(cell: dict[str, Any], fits: list[Mapping[str, Any]], seeds: list[int]) -> bool:
-    """False, with ``reason``, when in some seed the MAP's test NLL is not MAP_MIN_GAIN below
+def _map_learned(
+    cell: dict[str, Any], fits: list[Mapping[str, Any]], seeds: list[int], min_gain: float
+) -> bool:
+    """False, with ``reason``, when in some seed the MAP's test NLL is not ``min_gain`` below
     the constant predictor's (``fits``: each seed's row metrics; rows without ``const_nll``,
     written before it was recorded, are read as before)."""
     short = [
         (s, f["map_nll"].value, f["const_nll"].value)
         for s, f in zip(seeds, fits)
-        if "const_nll" in f and not f["map_nll"].value <= f["const_nll"].value - MAP_MIN_GAIN
+        if "const_nll" in f and not f["map_nll"].value <= f["const_nll"].value - min_gain
     ]
     if short:
         s, got, const = short[0]
         cell["reason"] = (
-            f"not measured: the MAP net did not learn in seed(s) {[x[0] for x in short]} (seed "
-            f"{s}: test NLL {got:.4g} against the constant predictor's {const:.4g}, need "
-            f"{MAP_MIN_GAIN:g} below), so both GLMs' figures are worthless"
+            f"not measured: in seed(s) {[x[0] for x in short]} the MAP net gained less than "
+            f"map_min_gain={min_gain:g} nats over the constant predictor (seed {s}: test NLL "
+            f"{got:.4g} against {const:.4g}): a collapsed net, whose GLMs' figures say nothing, "
+            "or data with little signal (then lower map_min_gain to read them)"
         )
     return not short
 
@@ -109,6 +112,7 @@ def _cell_verdict(
     test_rows: list[float],
     fits: Sequence[Mapping[str, Any]] = (),
     seeds: Sequence[int] = (),
+    min_gain: float = MAP_MIN_GAIN,
 ) -> None:
     """``cell["holds"]`` from its means, or None with a ``reason`` on too few test rows
     (``test_rows`` empty: rows written before the count was recorded, read as before) or on a
@@ -119,7 +123,7 @@ def _cell_verdict(
         cell["holds"] = None
         cell["reason"] = f"not measured ({n} test rows < {CLAIM_MIN_TEST_ROWS})"
         return
-    if not _map_learned(cell, list(fits), list(seeds)):
+    if not _map_learned(cell, list(fits), list(seeds), min_gain):
         cell["holds"] = None
         return
     cell["holds"] = bool(
@@ -129,12 +133,15 @@ def _cell_verdict(
     )
 
 
-def claim_over_seeds(per_seed: Mapping[int, Sequence[Report]]) -> dict[str, Any]:
+def claim_over_seeds(
+    per_seed: Mapping[int, Sequence[Report]], min_gain: float = MAP_MIN_GAIN
+) -> dict[str, Any]:
     """The claim per tuning, read over seeds: on every dataset the mean OOD AUROC gap
     (full - LL, paired by seed, with its SE) <= GAP_BOUND, the mean Spearman of the per-point
     variances >= CLAIM_SPEARMAN and the mean full/LL fit time ratio >= CLAIM_TIME_RATIO. A
     dataset with fewer than CLAIM_MIN_TEST_ROWS test rows, or whose MAP net did not beat the
-    constant predictor in some seed, is not measured (holds None, with a reason); a tuning
+    constant predictor by ``min_gain`` nats in some seed (config ``map_min_gain``), is not
+    measured (holds None, with a reason); a tuning
     fails when a dataset fails, else is None when one is not measured. It does not hold over
     no datasets."""
     from neuroedge.bench.seeds import paired_difference, verdict
@@ -166,7 +173,7 @@ def claim_over_seeds(per_seed: Mapping[int, Sequence[Report]]) -> dict[str, Any]
             compare = [by[s][f"{name}/{tuning}/compare"] for s in seeds]
             rows = [c["test_rows"].value for c in compare if "test_rows" in c]
             fits = [by[s][f"{name}/{tuning}/full"] for s in seeds]
-            _cell_verdict(cells[name], rows, fits, seeds)
+            _cell_verdict(cells[name], rows, fits, seeds, min_gain)
         out["tunings"][tuning] = {
             "datasets": cells,
             "holds": verdict([c["holds"] for c in cells.values()]) if cells else False,
