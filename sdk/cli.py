@@ -188,7 +188,8 @@ def _own_bench(args: argparse.Namespace, spec: Any, bench: Any, w: Any, config: 
     print(text_table(doc, doc.get("columns", ())))
     if isinstance(doc.get("claim"), dict) and "holds" in doc["claim"]:
         holds = doc["claim"]["holds"]
-        print(f"\nclaim: {CLAIM_WORDS.get(holds, holds)} (its parts in report.md)")
+        said = doc["claim"].get("said") or CLAIM_WORDS.get(holds, holds)  # a model's own words
+        print(f"\nclaim: {said} (its parts in report.md)")
     print(f"\nreport: {args.out}/report.json, report.md")
     return 0
 
@@ -285,8 +286,8 @@ def cmd_nir(args: argparse.Namespace) -> int:
 
 EXIT_CODES = (
     "exit status: 0 ran (a bench whose claim is not met ran: 0 too), 1 internal error (a "
-    "traceback), 2 bad input or refused, 130 interrupted (Ctrl-C), 141 the reader of the "
-    "output left (a closed pipe), 143 stopped by SIGTERM; "
+    "traceback), 2 bad input or refused (or a training run that diverged), 130 interrupted "
+    "(Ctrl-C), 141 the reader of the output left (a closed pipe), 143 stopped by SIGTERM; "
     "NEUROEDGE_DEBUG=1 shows the traceback of an error that would exit 2"
 )
 

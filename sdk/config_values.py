@@ -140,6 +140,10 @@ def train_config(model: str, config: Any, keys: Iterable[str]) -> dict[str, Any]
 # the largest seed a config takes: numpy's seed range (0..2**32-1), torch's too; every model's
 # seed keys are bounded by it (2**64 overflowed inside torch, a traceback instead of the key)
 SEED_MAX = 2**32 - 1
+# the largest Adam / AdamW step size a model's lr keys take: far past any useful rate (the
+# models' defaults are 1e-3 to 5e-2), below where a float32 step overflowed (lr=1e300: NaN
+# weights, or a traceback out of AdamW)
+MAX_LR = 10.0
 
 # the switches every model's build reads the same way
 FLAGS = ("smoke", "untrained", "train_if_missing")

@@ -82,7 +82,7 @@ def check_values(cfg: dict[str, Any], bench: bool) -> dict[str, Any]:
     ConfigError naming the key and value (``train_samples=2.5`` trained on 2 recordings,
     ``epochs=0`` saved an untrained net, a negative rate or seed ran, ``events_file=123`` ended
     in a TypeError)."""
-    from neuroedge.config_values import SEED_MAX, integer, number
+    from neuroedge.config_values import MAX_LR, SEED_MAX, integer, number
 
     check_path(cfg, "events_file" if bench else "data")
     out = dict(cfg)
@@ -92,7 +92,7 @@ def check_values(cfg: dict[str, Any], bench: bool) -> dict[str, Any]:
     out["size"] = integer(cfg, "size", 8, MAX_SIZE)
     if out["size"] % 8:
         raise ConfigError(f"size={out['size']}: expected a multiple of 8 (three stride-2 stages)")
-    out["lr"] = number(cfg, "lr", 0, 10, open_low=True)
+    out["lr"] = number(cfg, "lr", 0, MAX_LR, open_low=True)
     out["seed"] = integer(cfg, "seed", 0, SEED_MAX)
     if bench:
         check_rates(cfg)  # kept as given (they label the rows)

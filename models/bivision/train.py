@@ -138,6 +138,7 @@ def fit(
             net.train()
             losses = []
             order = rng.permutation(len(data.x))
+            where = f"event.bivision training ({cfg['variant']}, {task}) epoch {epoch + 1}"
             for first in range(0, len(order), batch):
                 idx = order[first : first + batch]
                 flip, swap = (rng.random((2, len(idx))) < 0.5) & augment[:, None]
@@ -151,7 +152,6 @@ def fit(
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
-                where = f"event.bivision training ({cfg['variant']}, {task}) epoch {epoch + 1}"
                 # the value read for the epoch's mean anyway: a NaN loss stops the run here
                 losses.append(check_loss(loss, f"{where} batch {first // batch + 1}", ("lr",)))
             sched.step()

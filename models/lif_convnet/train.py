@@ -32,7 +32,7 @@ def check_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
     """The training config over DEFAULTS, every value checked before any work (ConfigError
     naming key and value): 2.5 epochs is not 2, and 0 epochs would save untrained weights as a
     trained checkpoint."""
-    from neuroedge.config_values import SEED_MAX, integer, number, train_config
+    from neuroedge.config_values import MAX_LR, SEED_MAX, integer, number, train_config
 
     cfg = {**DEFAULTS, **train_config("snn.lif_convnet", config, DEFAULTS)}
     for key, least, most in (
@@ -44,7 +44,7 @@ def check_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
         ("channels2", 1, 4096),
     ):
         cfg[key] = integer(cfg, key, least, most)
-    cfg["lr"] = number(cfg, "lr", 0, 10, open_low=True)
+    cfg["lr"] = number(cfg, "lr", 0, MAX_LR, open_low=True)
     return cfg
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from neuroedge.config_values import integer, number
+from neuroedge.config_values import MAX_LR, integer, number
 from neuroedge.types import Efficiency, HostProgram, IOSpec, ModelSpec, Paper
 
 DEFAULTS: dict[str, Any] = {
@@ -50,11 +50,11 @@ def rollout_values(cfg: Mapping[str, Any]) -> tuple[int, float]:
     return integer(cfg, "steps", 1, MAX_STEPS), number(cfg, "dt", 0.0, open_low=True)
 
 
-# AdamW's step size, at most MAX_LR as snn.lif_convnet's, event.bivision's and unisparse's lr:
-# an Adam step moves each weight by up to lr, and from lr=1 (1 to 3 steps) the learned metric's
-# omega_max already outgrows the training's sub-step cap (``fit_substep_cap``: refused); lr
-# above float32's largest value (3.4e38) overflowed in AdamW's update, a RuntimeError traceback.
-MAX_LR = 10.0
+# AdamW's step size, at most config_values.MAX_LR (as snn.lif_convnet's, event.bivision's and
+# unisparse's lr): an Adam step moves each weight by up to lr, and from lr=1 (1 to 3 steps)
+# the learned metric's omega_max already outgrows the training's sub-step cap
+# (``fit_substep_cap``: refused); lr above float32's largest value (3.4e38) overflowed in
+# AdamW's update, a RuntimeError traceback.
 
 
 def train_values(cfg: Mapping[str, Any]) -> tuple[int, int, float, float]:

@@ -147,7 +147,8 @@ def summary_sections(
     claim: Mapping[str, Any], target: float, extra: Mapping[str, Any], scope: str = ""
 ) -> list[str]:
     lines = [
-        f"## Claim on digits{f' ({scope})' if scope else ''}: {VERDICT[claim['holds']]}",
+        f"## Claim on digits{f' ({scope})' if scope else ''}: "
+        + claim.get("said", VERDICT[claim["holds"]]),
         "",
         *([f"- {claim['reason']}"] if "reason" in claim else []),
         (

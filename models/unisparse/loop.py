@@ -139,6 +139,7 @@ DENSE_KEYS = ("lr", "weight_decay")
 CONSTRAINED_KEYS = (
     *DENSE_KEYS,
     *("bn_lr", "mask_lr", "penalty_rho", "dual_lr", "spike_scale", "e_ac_pj", "kd_temp"),
+    *("temp_start", "temp_end"),  # the mask gate's temperature: 1e300 gave a NaN gradient
 )
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 from neuroedge.bench.energy import HOROWITZ_45NM, EnergyModel
-from neuroedge.config_values import SEED_MAX, int_list, integer, number
+from neuroedge.config_values import MAX_LR, SEED_MAX, int_list, integer, number
 from neuroedge.distributed import lead_value
 from neuroedge.errors import ConfigError, NeuroedgeError
 from neuroedge.models.unisparse import train
@@ -71,7 +71,6 @@ INT_KEYS: dict[str, tuple[int, int | None]] = {
 # - dual_lr <= 10 (500x the default 0.02): the multiplier moves by up to 3 dual_lr per batch;
 # - temp_start, temp_end <= 1e4 (the defaults are 4 and 200): the gate sigmoid(t m) is a step
 #   well before that, and temp_start=1e300 overflowed the mask gradient to NaN.
-MAX_LR = 10.0
 NUMBER_KEYS: dict[str, tuple[float, bool, float | None]] = {
     "budget_ratio": (0.0, True, 1.0),
     "energy_target_uj": (0.0, True, None),

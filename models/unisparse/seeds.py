@@ -106,12 +106,13 @@ def claim_over_seeds(per_seed: Mapping[int, Mapping[str, VariantResult]]) -> dic
 
 
 def dense_learned(claim: dict[str, Any], dense_acc: Mapping[Any, float]) -> dict[str, Any]:
-    """``claim`` with ``holds`` None and a ``reason`` when a seed's dense accuracy is under
+    """``claim`` with ``holds`` None, a ``reason`` and the verdict's words ``said`` (not
+    "none failed": parts may have failed) when a seed's dense accuracy is under
     CLAIM_DENSE_MIN_ACCURACY (or NaN): its parts are kept, but read against a net that did
     not learn."""
     short = {s: a for s, a in dense_acc.items() if not a >= CLAIM_DENSE_MIN_ACCURACY}
     if short:
-        claim["holds"] = None
+        claim["holds"], claim["said"] = None, "not measured (the dense net did not learn)"
         claim["reason"] = (
             f"not measured: the dense net did not learn (accuracy {short} under "
             f"{CLAIM_DENSE_MIN_ACCURACY:g}), so the drop and the rivals' comparisons say nothing"
@@ -148,7 +149,7 @@ def _rival(
 
 def claim_section(claim: Mapping[str, Any]) -> list[str]:
     """report.md lines for the claim over seeds."""
-    said = VERDICT[claim["holds"]]
+    said = claim.get("said", VERDICT[claim["holds"]])
     seeds = claim["seeds"]
     lines = [
         f"## Claim on digits over {len(seeds)} seeds ({seeds[0]}..{seeds[-1]}): {said}",

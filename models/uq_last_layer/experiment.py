@@ -251,23 +251,16 @@ def summary_plot(doc: dict[str, Any], path: Path) -> Path:
 
 
 def seed_rows_of(cfg: Mapping[str, Any]) -> list[Report]:
-    """Every dataset's rows for ``cfg["seed"]`` (module-level and picklable: a worker's job),
-    each GLM row with ``const_nll`` beside ``map_nll``: the claim counts a dataset only where
-    the MAP net beat the constant predictor (``seed_claim.MAP_MIN_GAIN``)."""
-    from dataclasses import replace
-
+    """Every dataset's rows for ``cfg["seed"]`` (module-level and picklable: a worker's job);
+    each GLM row carries ``const_nll`` beside ``map_nll`` (``compare_dataset``): the claim
+    counts a dataset only where the MAP net beat the constant predictor (``map_min_gain``)."""
     from tqdm import tqdm
 
     rows = []
     for entry in tqdm(
         cfg["datasets"], desc=f"{NAME} datasets", disable=not cfg.get("progress", True)
     ):
-        const = const_nll(parse_dataset(entry).load(cfg["seed"], cfg["n_synthetic"]))
-        for row in compare_dataset(entry, cfg):
-            if "map_nll" in row.metrics:
-                extra = {"const_nll": Measurement(const, "nats/sample")}
-                row = replace(row, metrics={**row.metrics, **extra})
-            rows.append(row)
+        rows += compare_dataset(entry, cfg)
     return rows
 
 
