@@ -264,15 +264,15 @@ def train(
         policy = make_policy(cfg).train()
         if cfg["init"]:  # continue from a checkpoint's weights (checked: same network)
             policy.load_state_dict(load_policy_checkpoint(cfg["init"])[0].state_dict())
-        phases = [
-            ("phase 1", float(cfg["lr"]), int(cfg["steps"])),
-            ("phase 2 (restart)", float(cfg["finetune_lr"]), int(cfg["finetune_steps"])),
+        phases = [  # label, the key of its peak learning rate, steps
+            ("phase 1", "lr", int(cfg["steps"])),
+            ("phase 2 (restart)", "finetune_lr", int(cfg["finetune_steps"])),
         ]
         losses: list[float] = []
         done_steps = []
-        for (label, peak, steps), key in zip(phases, ("lr", "finetune_lr"), strict=True):
+        for label, key, steps in phases:
             if steps > 0:
-                losses = run_phase(policy, tensors, cfg, peak, steps, label, key)
+                losses = run_phase(policy, tensors, cfg, float(cfg[key]), steps, label, key)
                 done_steps.append(len(losses))
     path = Path(out) if out else checkpoint_path(MODEL)
     summary = {"final_l1": float(np.mean(losses[-50:])), "samples": len(demos), "steps": done_steps}
