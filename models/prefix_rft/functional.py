@@ -279,8 +279,8 @@ def rl_step(
     where = f"rl.prefix_rft {'Prefix-RFT' if hybrid else 'RFT'} step {step + 1}"
     keys = ("lr", "entropy_coeff", "grad_clip")
     if hybrid:
-        if not bool(torch.isfinite(entropy).all()):  # the last step left the policy NaN
-            check_loss(float("nan"), f"{where} (token entropies not finite)", keys)
+        # a NaN policy (the last step's) has NaN entropies: prefix_advantages refused them
+        check_loss(entropy.detach().sum(), f"{where} (the sum of token entropies)", keys)
         adv, _ = prefix_advantages(r, entropy.detach().view(n, k, TOKENS), lens, cfg["mask_ratio"])
         adv = adv.reshape(n * k, TOKENS)
     else:
